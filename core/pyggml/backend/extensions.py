@@ -1,0 +1,33 @@
+"""Names and signatures of the extensions a registry may offer through `Registry.get_extension(NAME)`.
+
+Each constant names an extension; the Protocol next to it is the callable's type. Core code that uses an
+extension casts the result to that Protocol after checking it is not None.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pyggml.backend.protocol import Backend
+from pyggml.tensor import Tensor
+
+SET_N_THREADS = "set_n_threads"
+COMM_INIT = "comm_init"
+CPU_FEATURES = "cpu_features"
+
+
+class SetNThreads(Protocol):
+    def __call__(self, backend: Backend, n_threads: int) -> None: ...
+
+
+class CommContext(Protocol):
+    def allreduce_tensor(self, tensors: list[Tensor]) -> bool:
+        """Sum the per-device tensors in place on every device; False: not able (the caller falls back)."""
+
+
+class CommInit(Protocol):
+    def __call__(self, backends: list[Backend]) -> CommContext | None: ...
+
+
+class CpuFeatures(Protocol):
+    def __call__(self) -> dict[str, bool]: ...

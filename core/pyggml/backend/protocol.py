@@ -1,0 +1,339 @@
+"""The backend protocol: Registry -> Device -> BufferType -> Buffer, plus Backend (a stream) and Event.
+
+Every device driver implements these classes. Abstract methods are required; every other method has a working
+default, and optional abilities are announced by `DeviceCaps` flags (never probed with hasattr). Extensions that go
+beyond the protocol are reached through `Registry.get_extension(NAME)` with the names in
+`pyggml.backend.extensions`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from pyggml.errors import AllocationError, UnsupportedOpError
+
+if TYPE_CHECKING:
+    from pyggml.graph import Graph
+    from pyggml.tensor import Tensor
+
+API_VERSION = 1
+Bytes = npt.NDArray[np.uint8]
+
+
+class BufferUsage(IntEnum):
+    ANY = 0
+    WEIGHTS = 1
+    COMPUTE = 2
+
+
+class DeviceType(Enum):
+    CPU = "cpu"
+    GPU = "gpu"
+    IGPU = "igpu"
+    ACCEL = "accel"
+    META = "meta"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCaps:
+    async_ops: bool = False
+    """set/get/copy_tensor_async really overlap with compute."""
+    host_buffer: bool = False
+    """`host_buffer_type()` returns a pinned host buffer type."""
+    buffer_from_host_ptr: bool = False
+    """`buffer_from_host_ptr()` wraps existing host memory (e.g. an mmap) without copying."""
+    events: bool = False
+    """`event_new()` gives events that really order work between streams."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceProps:
+    name: str
+    description: str
+    type: DeviceType
+    memory_free: int
+    memory_total: int
+    caps: DeviceCaps
+    device_id: str | None = None
+    details: dict[str, str] = field(default_factory=dict)
+    """Driver facts worth showing (features, driver version, limits)."""
+
+
+class Registry(ABC):
+    """A plugin's entry: cheap to create; touches no driver until `devices()` is called."""
+
+    api_version: int = API_VERSION
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @abstractmethod
+    def devices(self) -> Sequence[Device]:
+        """The devices this registry can drive (enumerated lazily, cached); empty without hardware."""
+
+    def unavailable_reason(self) -> str | None:
+        """Why `devices()` is empty (no driver, no ICD ...), or None."""
+        return None
+
+    def get_extension(self, name: str) -> object | None:
+        """A typed extension (see pyggml.backend.extensions) or None when not provided."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<Registry {self.name}>"
+
+
+class Device(ABC):
+    @property
+    @abstractmethod
+    def reg(self) -> Registry: ...
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str:
+        return self.name
+
+    @property
+    @abstractmethod
+    def type(self) -> DeviceType: ...
+
+    @property
+    def caps(self) -> DeviceCaps:
+        return DeviceCaps()
+
+    @abstractmethod
+    def memory(self) -> tuple[int, int]:
+        """(free, total) bytes."""
+
+    def props(self) -> DeviceProps:
+        free, total = self.memory()
+        return DeviceProps(self.name, self.description, self.type, free, total, self.caps, details=self.details())
+
+    def details(self) -> dict[str, str]:
+        return {}
+
+    @abstractmethod
+    def init_backend(self, params: str | None = None) -> Backend: ...
+
+    @abstractmethod
+    def buffer_type(self) -> BufferType: ...
+
+    def host_buffer_type(self) -> BufferType | None:
+        """(optional, caps.host_buffer) a host buffer type fast to copy from/to this device."""
+        return None
+
+    def buffer_from_host_ptr(self, array: Bytes, max_tensor_size: int) -> Buffer:
+        """(optional, caps.buffer_from_host_ptr) a buffer over existing host memory, no copy."""
+        raise UnsupportedOpError(f"device {self.name} cannot wrap host memory")
+
+    @abstractmethod
+    def supports_op(self, op: Tensor) -> bool:
+        """Whether this device can compute node `op` (its op, types, shapes, layouts) correctly."""
+
+    def supports_buft(self, buft: BufferType) -> bool:
+        """Whether this device's backends can read and write tensors in buffers of `buft`."""
+        return buft.device is self or (self.type is DeviceType.CPU and buft.is_host)
+
+    def offload_op(self, op: Tensor) -> bool:
+        """Whether an op whose weights live in host memory is worth running here (scheduler pass 1)."""
+        return False
+
+    def event_new(self) -> Event:
+        """(optional, caps.events) a new event; the default orders work by synchronising."""
+        return SyncEvent()
+
+    def __repr__(self) -> str:
+        return f"<Device {self.name}: {self.description}>"
+
+
+class BufferType(ABC):
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    def device(self) -> Device | None:
+        return None
+
+    @property
+    def alignment(self) -> int:
+        return 32
+
+    @property
+    def max_size(self) -> int:
+        return 1 << 62
+
+    @property
+    def is_host(self) -> bool:
+        """Buffers are plain host memory that numpy (and C) can address directly."""
+        return False
+
+    def alloc_size(self, tensor: Tensor) -> int:
+        return tensor.nbytes()
+
+    @abstractmethod
+    def alloc_buffer(self, size: int) -> Buffer: ...
+
+    def __repr__(self) -> str:
+        return f"<BufferType {self.name}>"
+
+
+class Buffer(ABC):
+    """A range of device memory. Byte I/O is abstract; the tensor-level methods check bounds once, here."""
+
+    def __init__(self, buft: BufferType, size: int) -> None:
+        self.buft = buft
+        self.size = size
+        self.usage = BufferUsage.ANY
+
+    # -- raw bytes (required) --
+    @abstractmethod
+    def write(self, offset: int, data: Bytes) -> None: ...
+
+    @abstractmethod
+    def read(self, offset: int, size: int) -> Bytes: ...
+
+    def fill(self, offset: int, size: int, value: int) -> None:
+        self.write(offset, np.full(size, value, dtype=np.uint8))
+
+    def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
+        """(optional) device-side copy from another buffer; False means 'go through the host'."""
+        return False
+
+    def host_array(self) -> Bytes | None:
+        """For host buffers: the whole buffer as a writable uint8 array (zero copy); else None."""
+        return None
+
+    def init_tensor(self, tensor: Tensor) -> None:
+        """(optional) called when a tensor (or view) is placed in this buffer."""
+
+    def free(self) -> None:
+        """(optional) release the memory now rather than when garbage collected."""
+
+    # -- tensor level (derived) --
+    def _check(self, tensor: Tensor, offset: int, size: int) -> int:
+        start = tensor.offset + offset
+        if tensor.buffer is not self:
+            raise AllocationError(f"tensor '{tensor.name}' is not in buffer {self!r}")
+        if offset < 0 or size < 0 or offset + size > tensor.nbytes() or start + size > self.size:
+            raise AllocationError(
+                f"tensor '{tensor.name}' ({tensor.nbytes()} bytes at {tensor.offset}): range "
+                f"[{offset}, {offset + size}) is outside the tensor or buffer of {self.size} bytes"
+            )
+        return start
+
+    def set_tensor(self, tensor: Tensor, data: Bytes | bytes, offset: int = 0) -> None:
+        arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray) else data.view(np.uint8)
+        arr = arr.reshape(-1)
+        self.write(self._check(tensor, offset, arr.size), arr)
+
+    def get_tensor(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
+        n = tensor.nbytes() - offset if size is None else size
+        return self.read(self._check(tensor, offset, n), n)
+
+    def memset_tensor(self, tensor: Tensor, value: int, offset: int = 0, size: int | None = None) -> None:
+        n = tensor.nbytes() - offset if size is None else size
+        self.fill(self._check(tensor, offset, n), n, value)
+
+    def clear(self, value: int = 0) -> None:
+        self.fill(0, self.size, value)
+
+    def __repr__(self) -> str:
+        return f"<Buffer {self.buft.name} {self.size} bytes>"
+
+
+class Event(ABC):
+    @abstractmethod
+    def record(self, backend: Backend) -> None: ...
+
+    @abstractmethod
+    def synchronize(self) -> None: ...
+
+
+class SyncEvent(Event):
+    """Event of a synchronous backend: recording waits for the backend, so the event is always complete."""
+
+    def record(self, backend: Backend) -> None:
+        backend.synchronize()
+
+    def synchronize(self) -> None:
+        pass
+
+
+class Backend(ABC):
+    """A stream of work on one device."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+
+    @property
+    def name(self) -> str:
+        return self.device.name
+
+    @abstractmethod
+    def graph_compute(self, graph: Graph) -> None:
+        """Compute every node of `graph` that has the COMPUTE flag; all tensors are allocated. Raises
+        ComputeError naming the node on failure; the backend stays usable."""
+
+    def graph_compute_async(self, graph: Graph) -> None:
+        self.graph_compute(graph)
+
+    def supports_op(self, op: Tensor) -> bool:
+        return self.device.supports_op(op)
+
+    def set_tensor_async(self, tensor: Tensor, data: Bytes, offset: int = 0) -> None:
+        buf = tensor.buffer
+        if buf is None:
+            raise AllocationError(f"tensor '{tensor.name}' has no buffer")
+        buf.set_tensor(tensor, data, offset)
+
+    def get_tensor_async(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
+        buf = tensor.buffer
+        if buf is None:
+            raise AllocationError(f"tensor '{tensor.name}' has no buffer")
+        return buf.get_tensor(tensor, offset, size)
+
+    def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
+        """(optional) copy src (on src_backend) into dst (on this backend) asynchronously; False: not able."""
+        return False
+
+    def synchronize(self) -> None:
+        """Wait until all queued work of this stream is done."""
+
+    def event_record(self, event: Event) -> None:
+        event.record(self)
+
+    def event_wait(self, event: Event) -> None:
+        event.synchronize()
+
+    def free(self) -> None:
+        """(optional) release queues and caches."""
+
+    def __repr__(self) -> str:
+        return f"<Backend {self.name}>"
+
+
+def tensor_copy(src: Tensor, dst: Tensor) -> None:
+    """Copy src's bytes into dst (same layout), device-side when the buffers allow, else through the host."""
+    if src.nbytes() != dst.nbytes():
+        raise AllocationError(
+            f"cannot copy '{src.name}' ({src.nbytes()} bytes) into '{dst.name}' ({dst.nbytes()} bytes)"
+        )
+    sb, db = src.buffer, dst.buffer
+    if sb is None or db is None:
+        raise AllocationError(f"tensor copy '{src.name}' -> '{dst.name}': both tensors need a buffer")
+    n = src.nbytes()
+    if db.copy_from(sb, src.offset, dst.offset, n):
+        return
+    db.set_tensor(dst, sb.get_tensor(src))

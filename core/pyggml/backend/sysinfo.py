@@ -1,0 +1,17 @@
+"""Host facts shared by CPU-side devices."""
+
+from __future__ import annotations
+
+import os
+
+
+def host_memory() -> tuple[int, int]:
+    """(available, total) bytes of host memory, from /proc/meminfo where present."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if ":" in line}
+        return info.get("MemAvailable", info.get("MemFree", 0)), info.get("MemTotal", 0)
+    except (OSError, ValueError, IndexError):
+        pages = os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
+        size = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 0
+        return pages * size, pages * size

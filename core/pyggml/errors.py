@@ -1,0 +1,39 @@
+"""One exception hierarchy for the whole library: every ggml assertion becomes one of these."""
+
+from __future__ import annotations
+
+
+class PyGGMLError(Exception):
+    """Base class of every error pyggml raises on purpose."""
+
+
+class ShapeError(PyGGMLError, ValueError):
+    """Shapes, strides or layouts of an op's inputs do not fit together."""
+
+
+class UnsupportedTypeError(PyGGMLError, TypeError):
+    """A tensor type is not accepted where it was given."""
+
+
+class UnsupportedOpError(PyGGMLError):
+    """A backend was asked to run an op (or op/type combination) it does not support."""
+
+
+class AllocationError(PyGGMLError, MemoryError):
+    """A buffer or tensor could not be allocated (size limits, budget, device memory)."""
+
+
+class GraphError(PyGGMLError):
+    """A graph is malformed or exceeds its size, or a replay does not match its reservation."""
+
+
+class PluginLoadError(PyGGMLError):
+    """A backend plugin failed to import, register or enumerate its devices (strict mode)."""
+
+
+class GGUFError(PyGGMLError, ValueError):
+    """A GGUF file is truncated, corrupted or holds something unexpected."""
+
+
+class ComputeError(PyGGMLError, RuntimeError):
+    """A backend failed while computing a node; the message names the node."""

@@ -1,0 +1,126 @@
+"""Attention pieces: SOFT_MAX (mask, scale, ALiBi, sinks), DIAG_MASK_INF / DIAG_MASK_ZERO, FLASH_ATTN_EXT."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyggml.ops.base import Op, ShapeRule, check_types, define, fail, need, record
+from pyggml.tensor import Ne, Tensor
+from pyggml.types import GGMLType
+
+Srcs = tuple[Tensor | None, ...]
+MASK_TYPES = frozenset({GGMLType.F16, GGMLType.F32})
+KV_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0,
+                      GGMLType.Q5_1, GGMLType.Q8_0})
+
+
+@dataclass(frozen=True, slots=True)
+class SoftMaxParams:
+    scale: float = 1.0
+    max_bias: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DiagMaskParams:
+    n_past: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlashAttnParams:
+    scale: float
+    max_bias: float = 0.0
+    logit_softcap: float = 0.0
+
+
+def _soft_max(srcs: Srcs, p: SoftMaxParams) -> tuple[GGMLType, Ne]:
+    a = need(srcs[0], Op.SOFT_MAX, "src0")
+    mask = srcs[1] if len(srcs) > 1 else None
+    sinks = srcs[2] if len(srcs) > 2 else None
+    check_types(Op.SOFT_MAX, a, frozenset({GGMLType.F32}), "src0")
+    if mask is not None:
+        check_types(Op.SOFT_MAX, mask, MASK_TYPES, "src1 (mask)")
+        if not mask.is_contiguous_rows() or mask.ne[0] != a.ne[0] or mask.ne[1] < a.ne[1]:
+            raise fail(Op.SOFT_MAX, "mask rows must be contiguous, as long as src0's and cover its ne[1]", a, mask)
+        if a.ne[2] % mask.ne[2] or a.ne[3] % mask.ne[3]:
+            raise fail(Op.SOFT_MAX, "mask dims 2 and 3 must broadcast into src0's", a, mask)
+    if p.max_bias > 0 and mask is None:
+        raise fail(Op.SOFT_MAX, "ALiBi (max_bias > 0) needs a mask", a)
+    if sinks is not None:
+        check_types(Op.SOFT_MAX, sinks, frozenset({GGMLType.F32}), "src2 (sinks)")
+        if sinks.nelements() != a.ne[2]:
+            raise fail(Op.SOFT_MAX, "sinks need one value per head (src0.ne[2])", a, sinks)
+    return a.type, a.ne
+
+
+define(Op.SOFT_MAX, (1, 3), _soft_max, SoftMaxParams, can_inplace=True)  # type: ignore[arg-type]
+
+
+def soft_max(a: Tensor, mask: Tensor | None = None, scale: float = 1.0, max_bias: float = 0.0,
+             sinks: Tensor | None = None, *, inplace: bool = False) -> Tensor:
+    """softmax(a * scale + slope_h * mask) over each row, with head h = dim 2; mask rows broadcast over dims 2, 3
+    (ne[1] rows used); ALiBi slopes from max_bias; an optional per-head sink logit joins each row's denominator."""
+    return record(Op.SOFT_MAX, (a, mask, sinks), SoftMaxParams(float(scale), float(max_bias)), inplace=inplace)
+
+
+def _diag_mask(op: Op) -> ShapeRule:
+    def infer(srcs: Srcs, p: DiagMaskParams) -> tuple[GGMLType, Ne]:
+        a = need(srcs[0], op, "src0")
+        check_types(op, a, frozenset({GGMLType.F32}), "src0")
+        return a.type, a.ne
+
+    return infer  # type: ignore[return-value]
+
+
+define(Op.DIAG_MASK_INF, (1, 1), _diag_mask(Op.DIAG_MASK_INF), DiagMaskParams, can_inplace=True)
+define(Op.DIAG_MASK_ZERO, (1, 1), _diag_mask(Op.DIAG_MASK_ZERO), DiagMaskParams, can_inplace=True)
+
+
+def diag_mask_inf(a: Tensor, n_past: int, *, inplace: bool = False) -> Tensor:
+    """Elements with column index > n_past + row index become -inf (causal mask)."""
+    return record(Op.DIAG_MASK_INF, (a,), DiagMaskParams(int(n_past)), inplace=inplace)
+
+
+def diag_mask_zero(a: Tensor, n_past: int, *, inplace: bool = False) -> Tensor:
+    """Elements with column index > n_past + row index become 0."""
+    return record(Op.DIAG_MASK_ZERO, (a,), DiagMaskParams(int(n_past)), inplace=inplace)
+
+
+def _flash_attn(srcs: Srcs, p: FlashAttnParams) -> tuple[GGMLType, Ne]:
+    op = Op.FLASH_ATTN_EXT
+    q = need(srcs[0], op, "q")
+    k = need(srcs[1], op, "k")
+    v = need(srcs[2], op, "v")
+    mask = srcs[3] if len(srcs) > 3 else None
+    sinks = srcs[4] if len(srcs) > 4 else None
+    check_types(op, q, frozenset({GGMLType.F32}), "q")
+    check_types(op, k, KV_TYPES, "k")
+    check_types(op, v, KV_TYPES, "v")
+    if k.ne[0] != q.ne[0]:
+        raise fail(op, "q and k need the same head size ne[0]", q, k)
+    if v.ne[1] != k.ne[1] or v.ne[2] != k.ne[2] or v.ne[3] != k.ne[3]:
+        raise fail(op, "k and v need the same kv length, kv heads and batch", k, v)
+    if q.ne[2] % k.ne[2] or q.ne[3] % k.ne[3]:
+        raise fail(op, "q heads must be a multiple of kv heads (GQA) and batches must broadcast", q, k)
+    if mask is not None:
+        check_types(op, mask, MASK_TYPES, "mask")
+        if mask.ne[0] != k.ne[1] or mask.ne[1] < q.ne[1] or q.ne[2] % mask.ne[2] or q.ne[3] % mask.ne[3]:
+            raise fail(op, "mask must be [n_kv, >= n_q, heads | 1, batch | 1]", q, k, mask)
+    if p.max_bias > 0 and mask is None:
+        raise fail(op, "ALiBi (max_bias > 0) needs a mask", q)
+    if sinks is not None:
+        check_types(op, sinks, frozenset({GGMLType.F32}), "sinks")
+        if sinks.nelements() != q.ne[2]:
+            raise fail(op, "sinks need one value per q head", q, sinks)
+    return GGMLType.F32, (v.ne[0], q.ne[2], q.ne[1], q.ne[3])
+
+
+define(Op.FLASH_ATTN_EXT, (3, 5), _flash_attn, FlashAttnParams)  # type: ignore[arg-type]
+
+
+def flash_attn_ext(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float = 1.0,
+                   max_bias: float = 0.0, logit_softcap: float = 0.0, sinks: Tensor | None = None) -> Tensor:
+    """Fused attention. q [d_k, n_q, n_head, B], k [d_k, n_kv, n_head_kv, B'], v [d_v, n_kv, n_head_kv, B']
+    -> f32 [d_v, n_head, n_q, B] (note the permuted result): softmax(softcap(q.k * scale) + slope*mask) . v,
+    q head h reads kv head h // (n_head / n_head_kv); softcap(x) = c * tanh(x / c) when logit_softcap = c > 0."""
+    p = FlashAttnParams(float(scale), float(max_bias), float(logit_softcap))
+    return record(Op.FLASH_ATTN_EXT, (q, k, v, mask, sinks), p)

@@ -1,0 +1,195 @@
+"""The op table: one OpDef per op (arity, params dataclass, shape rule, in-place ability), and `record`, the
+single path by which every op constructor creates a lazy node.
+
+Op semantics live in two places only: the OpDef's shape rule here (with the constructor that documents it) and the
+numpy reference kernel in `pyggml.reference`. Backends derive their support from this table.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any
+
+from pyggml.errors import ShapeError, UnsupportedTypeError
+from pyggml.tensor import Ne, Tensor
+from pyggml.types import GGMLType
+
+
+class Op(Enum):
+    NONE = auto()
+    DUP = auto()
+    ADD = auto()
+    ADD1 = auto()
+    ACC = auto()
+    SUB = auto()
+    MUL = auto()
+    DIV = auto()
+    SQR = auto()
+    SQRT = auto()
+    LOG = auto()
+    SIN = auto()
+    COS = auto()
+    SUM = auto()
+    SUM_ROWS = auto()
+    CUMSUM = auto()
+    MEAN = auto()
+    ARGMAX = auto()
+    COUNT_EQUAL = auto()
+    REPEAT = auto()
+    CONCAT = auto()
+    NORM = auto()
+    RMS_NORM = auto()
+    GROUP_NORM = auto()
+    L2_NORM = auto()
+    MUL_MAT = auto()
+    MUL_MAT_ID = auto()
+    OUT_PROD = auto()
+    SCALE = auto()
+    SET = auto()
+    CPY = auto()
+    CONT = auto()
+    RESHAPE = auto()
+    VIEW = auto()
+    PERMUTE = auto()
+    TRANSPOSE = auto()
+    GET_ROWS = auto()
+    SET_ROWS = auto()
+    DIAG = auto()
+    DIAG_MASK_INF = auto()
+    DIAG_MASK_ZERO = auto()
+    SOFT_MAX = auto()
+    ROPE = auto()
+    CLAMP = auto()
+    ARANGE = auto()
+    PAD = auto()
+    ARGSORT = auto()
+    TOP_K = auto()
+    LEAKY_RELU = auto()
+    FILL = auto()
+    FLASH_ATTN_EXT = auto()
+    UNARY = auto()
+    GLU = auto()
+
+
+VIEW_OPS = frozenset({Op.VIEW, Op.RESHAPE, Op.PERMUTE, Op.TRANSPOSE})
+"""Ops that do no work: the result is a view of src[0]'s data (ggml_op_is_empty, with NONE)."""
+
+ShapeRule = Callable[[tuple[Tensor | None, ...], Any], tuple[GGMLType, Ne]]
+
+
+@dataclass(frozen=True, slots=True)
+class OpDef:
+    op: Op
+    n_src: tuple[int, int]
+    """(required, maximum) number of src slots; optional slots may hold None."""
+    params: type | None
+    """The params dataclass the node carries (None: the op has no params)."""
+    infer: ShapeRule | None
+    """Validates srcs/params and returns the result (type, ne); None for view ops, which build themselves."""
+    can_inplace: bool = False
+    """ggml's in-place list: the graph allocator may give the result the memory of a dying src (users may ask
+    for an in-place result of other element-wise ops too: that is a view of src[0], decided at build time)."""
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+
+OPS: dict[Op, OpDef] = {}
+
+
+def define(
+    op: Op,
+    n_src: tuple[int, int],
+    infer: ShapeRule | None,
+    params: type | None = None,
+    *,
+    can_inplace: bool = False,
+) -> OpDef:
+    d = OpDef(op, n_src, params, infer, can_inplace)
+    OPS[op] = d
+    return d
+
+
+def record(
+    op: Op,
+    srcs: tuple[Tensor | None, ...],
+    params: Any = None,
+    *,
+    inplace: bool = False,
+) -> Tensor:
+    """Validate through the op's shape rule and create the lazy result node (a view of src[0] when in place)."""
+    d = OPS[op]
+    a = srcs[0]
+    if a is None:
+        raise ShapeError(f"{op.name}: src[0] is required")
+    infer = d.infer
+    assert infer is not None
+    ttype, ne = infer(srcs, params)
+    while srcs and srcs[-1] is None:
+        srcs = srcs[:-1]
+    ctx = a.ctx
+    if ctx is None:
+        raise ShapeError(f"{op.name}: src '{a.name}' belongs to no context")
+    if inplace:
+        if ttype != a.type or ne != a.ne:
+            raise ShapeError(f"{op.name} in place: result {ttype} {list(ne)} differs from src[0] {describe(a)}")
+        owner = a.view_src if a.view_src is not None else a
+        t = Tensor(a.type, a.ne, a.nb, op=op, params=params, src=srcs, view_src=owner,
+                   view_offs=a.view_offs, ctx=ctx)
+        if a.name:
+            t.name = f"{a.name} (view)"
+    else:
+        t = Tensor(ttype, ne, op=op, params=params, src=srcs, ctx=ctx)
+    ctx.add_tensor(t)
+    return t
+
+
+# ---- helpers for shape rules and messages -----------------------------------------------------------------
+
+
+def describe(t: Tensor | None) -> str:
+    if t is None:
+        return "None"
+    name = f"'{t.name}' " if t.name else ""
+    return f"{name}{t.type} ne={list(t.ne)}"
+
+
+def fail(op: Op, msg: str, *tensors: Tensor | None) -> ShapeError:
+    parts = ", ".join(describe(t) for t in tensors)
+    return ShapeError(f"{op.name}: {msg}" + (f" ({parts})" if parts else ""))
+
+
+def need(t: Tensor | None, op: Op, slot: str) -> Tensor:
+    if t is None:
+        raise ShapeError(f"{op.name}: {slot} is required")
+    return t
+
+
+def check_types(op: Op, t: Tensor, allowed: frozenset[GGMLType], slot: str) -> None:
+    if t.type not in allowed:
+        names = ", ".join(sorted(str(x) for x in allowed))
+        raise UnsupportedTypeError(f"{op.name}: {slot} {describe(t)} must be one of {names}")
+
+
+def can_repeat(small: Tensor, big: Tensor) -> bool:
+    """ggml_can_repeat: every dim of `big` is a whole multiple of `small`'s."""
+    s, b = small.ne, big.ne
+    if 0 in s:
+        return 0 in b and s == b
+    return b[0] % s[0] == 0 and b[1] % s[1] == 0 and b[2] % s[2] == 0 and b[3] % s[3] == 0
+
+
+def ne4(*ne: int) -> Ne:
+    if not 1 <= len(ne) <= 4:
+        raise ShapeError(f"a tensor has 1 to 4 dimensions, got {len(ne)}")
+    try:
+        dims = tuple(operator.index(n) for n in ne)
+    except TypeError:
+        raise ShapeError(f"dimensions must be integers, got {list(ne)}") from None
+    if any(n < 0 for n in dims):
+        raise ShapeError(f"dimensions must be non-negative, got {list(dims)}")
+    return (dims + (1, 1, 1))[:4]  # type: ignore[return-value]

@@ -1,0 +1,74 @@
+"""ROPE: rotary position embedding, normal (adjacent pairs) and NeoX (halves) modes, with YaRN scaling."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyggml.ops.base import Op, check_types, define, fail, need, record
+from pyggml.tensor import Ne, Tensor
+from pyggml.types import GGMLType
+
+Srcs = tuple[Tensor | None, ...]
+
+ROPE_TYPE_NORMAL = 0
+ROPE_TYPE_NEOX = 2
+
+
+@dataclass(frozen=True, slots=True)
+class RopeParams:
+    n_dims: int
+    mode: int = ROPE_TYPE_NORMAL
+    n_ctx_orig: int = 0
+    freq_base: float = 10000.0
+    freq_scale: float = 1.0
+    ext_factor: float = 0.0
+    attn_factor: float = 1.0
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+
+
+def _rope(srcs: Srcs, p: RopeParams) -> tuple[GGMLType, Ne]:
+    a = need(srcs[0], Op.ROPE, "src0")
+    pos = need(srcs[1], Op.ROPE, "src1 (positions)")
+    ff = srcs[2] if len(srcs) > 2 else None
+    check_types(Op.ROPE, a, frozenset({GGMLType.F32, GGMLType.F16}), "src0")
+    check_types(Op.ROPE, pos, frozenset({GGMLType.I32}), "src1 (positions)")
+    if p.mode not in (ROPE_TYPE_NORMAL, ROPE_TYPE_NEOX):
+        raise fail(Op.ROPE, f"mode {p.mode} is not supported (0 normal, 2 neox)", a)
+    if pos.ne[0] != a.ne[2] or pos.nelements() != pos.ne[0]:
+        raise fail(Op.ROPE, "positions must be a vector of src0.ne[2] entries", a, pos)
+    if p.n_dims <= 0 or p.n_dims % 2 or p.n_dims > a.ne[0]:
+        raise fail(Op.ROPE, f"n_dims={p.n_dims} must be even and within ne[0]", a)
+    if ff is not None:
+        check_types(Op.ROPE, ff, frozenset({GGMLType.F32}), "src2 (freq factors)")
+        if ff.ne[0] < p.n_dims // 2:
+            raise fail(Op.ROPE, f"freq factors need n_dims/2 = {p.n_dims // 2} entries", a, ff)
+    return a.type, a.ne
+
+
+define(Op.ROPE, (2, 3), _rope, RopeParams, can_inplace=True)
+
+
+def rope(
+    a: Tensor,
+    pos: Tensor,
+    n_dims: int,
+    mode: int = ROPE_TYPE_NORMAL,
+    *,
+    freq_factors: Tensor | None = None,
+    n_ctx_orig: int = 0,
+    freq_base: float = 10000.0,
+    freq_scale: float = 1.0,
+    ext_factor: float = 0.0,
+    attn_factor: float = 1.0,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    inplace: bool = False,
+) -> Tensor:
+    """Rotate the first n_dims elements of each row of a [head_dim, n_head, n_tokens, ...] by position pos[token].
+
+    theta_i = pos * freq_base^(-2i/n_dims) / freq_factors[i], scaled by freq_scale with YaRN ramp mixing
+    (ext_factor) between interpolation and extrapolation, magnitude scaled by attn_factor (ggml_rope_ext)."""
+    p = RopeParams(int(n_dims), int(mode), int(n_ctx_orig), float(freq_base), float(freq_scale),
+                   float(ext_factor), float(attn_factor), float(beta_fast), float(beta_slow))
+    return record(Op.ROPE, (a, pos, freq_factors), p, inplace=inplace)

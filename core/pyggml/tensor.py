@@ -1,0 +1,281 @@
+"""Tensor: ggml's tensor record (type, ne, nb, op, params, srcs, view, flags, buffer + offset).
+
+A Tensor is metadata. Its data lives in a backend `Buffer` at `offset` once something (a context with memory,
+the graph allocator, a weights loader) places it there. ne[0] is the innermost dimension, as in ggml;
+`shape` gives the numpy order.
+"""
+
+from __future__ import annotations
+
+from enum import IntFlag
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pyggml.errors import AllocationError, ShapeError, UnsupportedTypeError
+from pyggml.types import GGMLType, from_f32, to_f32, type_traits
+
+if TYPE_CHECKING:
+    from pyggml.backend.protocol import Buffer
+    from pyggml.context import Context
+    from pyggml.ops.base import Op
+
+MAX_DIMS = 4
+MAX_SRC = 10
+MAX_NAME = 64
+
+Ne = tuple[int, int, int, int]
+
+
+class TensorFlag(IntFlag):
+    INPUT = 1
+    OUTPUT = 2
+    PARAM = 4
+    LOSS = 8
+    COMPUTE = 16
+
+
+def contiguous_strides(t: GGMLType, ne: Ne) -> Ne:
+    tr = type_traits(t)
+    nb0 = tr.type_size
+    nb1 = nb0 * (ne[0] // tr.blck_size)
+    nb2 = nb1 * ne[1]
+    return (nb0, nb1, nb2, nb2 * ne[2])
+
+
+class Tensor:
+    """One node or leaf of a compute graph. Create tensors through a `Context` or the `pyggml.ops` functions."""
+
+    __slots__ = (
+        "__weakref__",
+        "buffer",
+        "ctx",
+        "extra",
+        "flags",
+        "name",
+        "nb",
+        "ne",
+        "offset",
+        "op",
+        "params",
+        "src",
+        "type",
+        "view_offs",
+        "view_src",
+    )
+
+    type: GGMLType
+    ne: Ne
+    nb: Ne
+    op: Op
+    params: Any
+    src: tuple[Tensor | None, ...]
+    view_src: Tensor | None
+    view_offs: int
+    flags: TensorFlag
+    name: str
+    buffer: Buffer | None
+    offset: int
+    ctx: Context | None
+    extra: Any
+
+    def __init__(
+        self,
+        ttype: GGMLType,
+        ne: Ne,
+        nb: Ne | None = None,
+        *,
+        op: Op,
+        params: Any = None,
+        src: tuple[Tensor | None, ...] = (),
+        view_src: Tensor | None = None,
+        view_offs: int = 0,
+        ctx: Context | None = None,
+    ) -> None:
+        self.type = ttype
+        self.ne = ne
+        self.nb = contiguous_strides(ttype, ne) if nb is None else nb
+        self.op = op
+        self.params = params
+        self.src = src
+        self.view_src = view_src
+        self.view_offs = view_offs
+        self.flags = TensorFlag(0)
+        self.name = ""
+        self.buffer = None
+        self.offset = 0
+        self.ctx = ctx
+        self.extra = None
+
+    # ---- shape facts -------------------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """numpy order (outermost first) over ggml_n_dims dimensions."""
+        return tuple(reversed(self.ne[: self.n_dims]))
+
+    @property
+    def n_dims(self) -> int:
+        for i in range(MAX_DIMS - 1, 0, -1):
+            if self.ne[i] > 1:
+                return i + 1
+        return 1
+
+    def nelements(self) -> int:
+        ne = self.ne
+        return ne[0] * ne[1] * ne[2] * ne[3]
+
+    def nrows(self) -> int:
+        ne = self.ne
+        return ne[1] * ne[2] * ne[3]
+
+    def nbytes(self) -> int:
+        """Bytes spanned by the tensor in memory (ggml_nbytes, strides included)."""
+        ne, nb = self.ne, self.nb
+        if any(n <= 0 for n in ne):
+            return 0
+        tr = type_traits(self.type)
+        if tr.blck_size == 1:
+            size = tr.type_size
+            for i in range(MAX_DIMS):
+                size += (ne[i] - 1) * nb[i]
+            return size
+        size = ne[0] * nb[0] // tr.blck_size
+        for i in range(1, MAX_DIMS):
+            size += (ne[i] - 1) * nb[i]
+        return size
+
+    def row_size(self) -> int:
+        tr = type_traits(self.type)
+        return self.ne[0] // tr.blck_size * tr.type_size
+
+    def is_contiguous(self) -> bool:
+        """Dense row-major layout (dimensions of size 1 may carry any stride), as ggml_is_contiguous."""
+        tr = type_traits(self.type)
+        expected = tr.type_size
+        for i in range(MAX_DIMS):
+            if self.ne[i] != 1:
+                if self.nb[i] != expected:
+                    return False
+                expected *= self.ne[i] // tr.blck_size if i == 0 else self.ne[i]
+        return True
+
+    def is_contiguous_rows(self) -> bool:
+        """Elements of each row are adjacent (nb[0] == type size); rows may be strided."""
+        return self.nb[0] == type_traits(self.type).type_size
+
+    def is_permuted(self) -> bool:
+        nb = self.nb
+        return nb[0] > nb[1] or nb[1] > nb[2] or nb[2] > nb[3]
+
+    def is_transposed(self) -> bool:
+        return self.nb[0] > self.nb[1]
+
+    def same_shape(self, other: Tensor) -> bool:
+        return self.ne == other.ne
+
+    def same_layout(self, other: Tensor) -> bool:
+        return self.type == other.type and self.ne == other.ne and self.nb == other.nb
+
+    def is_view(self) -> bool:
+        return self.view_src is not None
+
+    # ---- naming and flags --------------------------------------------------------------------------------
+
+    def set_name(self, name: str) -> Tensor:
+        self.name = name[: MAX_NAME - 1]
+        return self
+
+    def set_input(self) -> Tensor:
+        self.flags |= TensorFlag.INPUT
+        return self
+
+    def set_output(self) -> Tensor:
+        """Mark as a graph output; views mark their whole view_src chain so the data owner is kept too."""
+        t: Tensor | None = self
+        while t is not None:
+            t.flags |= TensorFlag.OUTPUT
+            t = t.view_src
+        return self
+
+    def set_param(self) -> Tensor:
+        self.flags |= TensorFlag.PARAM
+        return self
+
+    @property
+    def data_owner(self) -> Tensor:
+        return self.view_src if self.view_src is not None else self
+
+    # ---- data ----------------------------------------------------------------------------------------------
+
+    @property
+    def is_allocated(self) -> bool:
+        return self.buffer is not None
+
+    def _require_buffer(self) -> Buffer:
+        if self.buffer is None:
+            raise AllocationError(f"tensor '{self.name}' {self.type} ne={list(self.ne)} has no buffer")
+        return self.buffer
+
+    def element_view(self, raw: npt.NDArray[np.uint8]) -> npt.NDArray[Any]:
+        """Strided numpy view (numpy order) over `raw`, whose byte 0 is the tensor's first element."""
+        tr = type_traits(self.type)
+        if tr.np_dtype is None:
+            raise UnsupportedTypeError(f"{self.type} is a block type; no element view of '{self.name}'")
+        return np.lib.stride_tricks.as_strided(
+            raw.view(tr.np_dtype), shape=self.ne[::-1], strides=self.nb[::-1], writeable=raw.flags.writeable
+        )
+
+    def numpy(self) -> npt.NDArray[Any]:
+        """A copy of the data in numpy order (`shape`); BF16 and block types come back as float32."""
+        buf = self._require_buffer()
+        raw = buf.get_tensor(self)
+        tr = type_traits(self.type)
+        if tr.is_quantized:
+            from pyggml.quants import dequantize
+
+            if not self.is_contiguous_rows():
+                raise ShapeError(f"tensor '{self.name}': quantized rows must be contiguous to read back")
+            rows = [
+                dequantize(raw[self._row_offset(i1, i2, i3) :][: self.row_size()], self.type)
+                for i3 in range(self.ne[3])
+                for i2 in range(self.ne[2])
+                for i1 in range(self.ne[1])
+            ]
+            return np.concatenate(rows).reshape(self.shape)
+        arr = self.element_view(raw)
+        if self.type == GGMLType.BF16:
+            arr = to_f32(arr, self.type)
+        return np.array(arr).reshape(self.shape)
+
+    def _row_offset(self, i1: int, i2: int, i3: int) -> int:
+        return i1 * self.nb[1] + i2 * self.nb[2] + i3 * self.nb[3]
+
+    def set(self, values: npt.ArrayLike) -> Tensor:
+        """Write values (any shape with the right element count; converted to the tensor's type)."""
+        buf = self._require_buffer()
+        if not self.is_contiguous():
+            raise ShapeError(f"tensor '{self.name}': set() needs a contiguous tensor, nb={list(self.nb)}")
+        arr = np.asarray(values)
+        if arr.size != self.nelements():
+            raise ShapeError(
+                f"tensor '{self.name}' {self.type} ne={list(self.ne)} holds {self.nelements()} elements, "
+                f"got an array of shape {arr.shape}"
+            )
+        tr = type_traits(self.type)
+        if tr.is_quantized:
+            from pyggml.quants import quantize
+
+            raw = quantize(np.ascontiguousarray(arr, dtype=np.float32).reshape(-1), self.type)
+        elif self.type == GGMLType.BF16 and arr.dtype != np.uint16:
+            raw = from_f32(arr.reshape(-1), self.type).view(np.uint8)
+        else:
+            raw = np.ascontiguousarray(arr.reshape(-1), dtype=tr.np_dtype).view(np.uint8)
+        buf.set_tensor(self, raw)
+        return self
+
+    def __repr__(self) -> str:
+        opname = self.op.name
+        return f"Tensor({self.name!r}, {self.type}, ne={list(self.ne)}, op={opname})"
+
