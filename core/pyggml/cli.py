@@ -1,0 +1,165 @@
+"""The `pyggml` command: devices, plugins, info, graph pictures, and the conformance suite."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pyggml.backend.registry import hub
+from pyggml.errors import PyGGMLError
+from pyggml.graph import Graph
+from pyggml.tensor import Tensor
+
+
+def _device_rows() -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    h = hub()
+    for info in h.registries():
+        devs = h.devices_of(info)
+        if not devs:
+            rows.append({"registry": info.registry.name, "plugin": info.plugin, "device": None,
+                         "reason": h.reason(info)})
+        for d in devs:
+            p = d.props()
+            bufts = [d.buffer_type()]
+            host = d.host_buffer_type()
+            if host is not None:
+                bufts.append(host)
+            rows.append({
+                "registry": info.registry.name,
+                "plugin": info.plugin,
+                "device": p.name,
+                "description": p.description,
+                "type": p.type.value,
+                "memory_free": p.memory_free,
+                "memory_total": p.memory_total,
+                "caps": asdict(p.caps),
+                "buffer_types": [{"name": b.name, "alignment": b.alignment, "max_size": b.max_size,
+                                  "is_host": b.is_host} for b in bufts],
+                "details": p.details,
+            })
+    return rows
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    rows = _device_rows()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        if r["device"] is None:
+            print(f"{r['registry']:<10} (no devices: {r['reason']})")
+            continue
+        caps = ",".join(k for k, v in r["caps"].items() if v) or "-"
+        mem = f"{r['memory_free'] / 2**30:.1f}/{r['memory_total'] / 2**30:.1f} GiB"
+        bufts = ", ".join(b["name"] for b in r["buffer_types"])
+        print(f"{r['registry']:<10} {r['device']:<12} {r['type']:<6} {mem:<16} caps={caps:<30} "
+              f"bufts=[{bufts}]  {r['description']}")
+    return 0
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    h = hub()
+    h.load()
+    rows = [asdict(p) for p in h.plugins]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for p in rows:
+        print(f"{p['name']:<12} {p['distribution']:<20} {p['version']:<10} {p['status']:<8} "
+              f"registries={','.join(p['registries']) or '-'}")
+        if p["error"]:
+            last = p["error"].strip().splitlines()[-1]
+            print(f"{'':<12} error: {last}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    import numpy
+
+    import pyggml
+
+    h = hub()
+    h.load()
+    report: dict[str, Any] = {
+        "pyggml": pyggml.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "numpy": numpy.__version__,
+        "plugins": [{"name": p.name, "status": p.status, "version": p.version} for p in h.plugins],
+        "devices": [r["device"] for r in _device_rows() if r["device"]],
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    """Render the graph returned by MODULE:FUNCTION (a Graph or a Tensor) as DOT, or SVG through graphviz."""
+    mod_name, _, fn_name = args.target.partition(":")
+    if not fn_name:
+        print("graph: give MODULE:FUNCTION returning a Graph or Tensor", file=sys.stderr)
+        return 2
+    obj = getattr(importlib.import_module(mod_name), fn_name)()
+    graph = obj if isinstance(obj, Graph) else Graph().build_forward_expand(obj) if isinstance(obj, Tensor) else None
+    if graph is None:
+        print(f"graph: {args.target} returned {type(obj).__name__}, not a Graph or Tensor", file=sys.stderr)
+        return 2
+    dot = graph.to_dot()
+    out = Path(args.output) if args.output else None
+    if out is None:
+        print(dot)
+    elif out.suffix == ".svg":
+        if shutil.which("dot") is None:
+            print("graph: SVG output needs graphviz's `dot` (apt-get install graphviz)", file=sys.stderr)
+            return 2
+        subprocess.run(["dot", "-Tsvg", "-o", str(out)], input=dot.encode(), check=True)
+    else:
+        out.write_text(dot)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "conformance":
+        try:
+            conformance = importlib.import_module("pyggml_conformance.cli")
+        except ImportError:
+            print("pyggml conformance needs the pyggml-conformance distribution (pip install ./conformance)",
+                  file=sys.stderr)
+            return 2
+        return int(conformance.main(argv[1:]))
+    parser = argparse.ArgumentParser(prog="pyggml", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("devices", help="list devices of every loaded backend plugin")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_devices)
+    p = sub.add_parser("plugins", help="list backend plugins (entry points) and their load status")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_plugins)
+    p = sub.add_parser("info", help="environment report (JSON)")
+    p.set_defaults(fn=cmd_info)
+    p = sub.add_parser("graph", help="render a graph to DOT or SVG")
+    p.add_argument("target", help="MODULE:FUNCTION returning a Graph or Tensor")
+    p.add_argument("-o", "--output", help="file.dot or file.svg (default: DOT on stdout)")
+    p.set_defaults(fn=cmd_graph)
+    sub.add_parser("conformance", help="run the op conformance suite (pyggml conformance --help)")
+    args = parser.parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except PyGGMLError as e:
+        print(f"pyggml {args.cmd}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

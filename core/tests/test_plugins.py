@@ -1,0 +1,89 @@
+"""Plugin discovery: a broken plugin, installed through a real entry point of a throwaway distribution, is
+isolated and reported while the numpy device stays usable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+def _throwaway_dist(root: Path, name: str, module_body: str, ep_name: str) -> None:
+    """Write a minimal installed distribution (dist-info with an entry point) plus its module under root."""
+    (root / f"{name}.py").write_text(textwrap.dedent(module_body))
+    info = root / f"{name}-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text(f"[pyggml.backends]\n{ep_name} = {name}\n")
+    (info / "RECORD").write_text("")
+
+
+def _run(args: list[str], path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(path) + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(env)
+    return subprocess.run([sys.executable, "-m", "pyggml.cli", *args], capture_output=True, text=True, env=e,
+                          timeout=120)
+
+
+@pytest.fixture
+def broken_plugin(tmp_path: Path) -> Path:
+    _throwaway_dist(tmp_path, "pyggml_broken_demo", "raise RuntimeError('driver exploded at import')\n", "broken")
+    return tmp_path
+
+
+def test_broken_plugin_is_isolated_and_reported(broken_plugin: Path) -> None:
+    devs = _run(["devices", "--json"], broken_plugin, PYGGML_BACKENDS="")
+    assert devs.returncode == 0, devs.stderr
+    assert "numpy" in [r["device"] for r in json.loads(devs.stdout)]
+
+    plugins = _run(["plugins", "--json"], broken_plugin, PYGGML_BACKENDS="")
+    assert plugins.returncode == 0, plugins.stderr
+    rows = {p["name"]: p for p in json.loads(plugins.stdout)}
+    assert rows["broken"]["status"] == "error"
+    assert rows["broken"]["distribution"] == "pyggml_broken_demo"
+    assert "driver exploded at import" in rows["broken"]["error"]
+    assert rows["numpy"]["status"] == "loaded"
+
+
+def test_strict_mode_makes_load_errors_fatal(broken_plugin: Path) -> None:
+    r = _run(["devices"], broken_plugin, PYGGML_STRICT_PLUGINS="1", PYGGML_BACKENDS="")
+    assert r.returncode != 0
+    assert "broken" in r.stderr and "driver exploded" in r.stderr
+
+
+def test_enumeration_failure_is_recorded(tmp_path: Path) -> None:
+    body = """
+    from pyggml.backend.hookspec import hookimpl
+    from pyggml.backend.protocol import Registry
+
+    class Flaky(Registry):
+        name = "flaky"
+        def devices(self):
+            raise OSError("no such device node /dev/flaky0")
+
+    @hookimpl
+    def pyggml_backend_registries():
+        return [Flaky()]
+    """
+    _throwaway_dist(tmp_path, "pyggml_flaky_demo", body, "flaky")
+    r = _run(["devices", "--json"], tmp_path, PYGGML_BACKENDS="")
+    assert r.returncode == 0, r.stderr
+    rows = {row["registry"]: row for row in json.loads(r.stdout)}
+    assert rows["flaky"]["device"] is None
+    assert "no such device node" in rows["flaky"]["reason"]
+    assert rows["numpy"]["device"] == "numpy"
+
+
+def test_backend_selection(broken_plugin: Path) -> None:
+    r = _run(["plugins", "--json"], broken_plugin, PYGGML_BACKENDS="numpy")
+    assert r.returncode == 0, r.stderr
+    rows = {p["name"]: p for p in json.loads(r.stdout)}
+    assert rows["broken"]["status"] == "disabled"
+    missing = _run(["devices"], broken_plugin, PYGGML_BACKENDS="numpy,nosuchbackend")
+    assert missing.returncode != 0 and "nosuchbackend" in missing.stderr
