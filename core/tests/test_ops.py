@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import pyggml as gg
+import pytest
 from pyggml import ops
 from pyggml.errors import AllocationError, ShapeError, UnsupportedTypeError
 from pyggml.ops import OPS, Op
@@ -55,7 +54,7 @@ def test_views(ctx: gg.Context) -> None:
     assert p.ne == (4, 6, 2, 1) and p.nb == (24, 4, 96, 192) and p.is_permuted()
     v = ops.view(a, (3, 2), (24,), offset=12)
     assert v.ne == (3, 2, 1, 1) and v.nb == (4, 24, 48, 48) and v.view_offs == 12
-    with pytest.raises(ShapeError, match="VIEW: view of .* bytes at offset .* outside"):
+    with pytest.raises(ShapeError, match=r"VIEW: view of .* bytes at offset .* outside"):
         ops.view(a, (6, 4, 2), offset=8)
     with pytest.raises(ShapeError, match="RESHAPE: src must be contiguous"):
         ops.reshape(p, 48)
@@ -80,7 +79,7 @@ def test_rope_checks(ctx: gg.Context) -> None:
     x = ctx.new_tensor(T.F32, 64, 8, 5)
     pos = ctx.new_tensor(T.I32, 5)
     assert ops.rope(x, pos, 64, ops.ROPE_TYPE_NEOX).ne == x.ne
-    with pytest.raises(ShapeError, match="positions must be a vector of src0.ne\\[2\\]"):
+    with pytest.raises(ShapeError, match=r"positions must be a vector of src0\.ne\[2\]"):
         ops.rope(x, ctx.new_tensor(T.I32, 4), 64)
     with pytest.raises(ShapeError, match="n_dims=63"):
         ops.rope(x, pos, 63)

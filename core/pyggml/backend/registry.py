@@ -14,6 +14,7 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
+from typing import cast
 
 import pluggy
 
@@ -77,7 +78,7 @@ class BackendHub:
                     impls = [i for i in pm.hook.pyggml_backend_registries.get_hookimpls() if i.plugin is module]
                     regs: list[Registry] = []
                     for impl in impls:
-                        regs.extend(impl.function())
+                        regs.extend(cast("list[Registry]", impl.function()))
                     for reg in regs:
                         self._add(reg, ep.name)
                         info.registries.append(reg.name)

@@ -52,7 +52,7 @@ def _soft_max(srcs: Srcs, p: SoftMaxParams) -> tuple[GGMLType, Ne]:
     return a.type, a.ne
 
 
-define(Op.SOFT_MAX, (1, 3), _soft_max, SoftMaxParams, can_inplace=True)  # type: ignore[arg-type]
+define(Op.SOFT_MAX, (1, 3), _soft_max, SoftMaxParams, can_inplace=True)
 
 
 def soft_max(a: Tensor, mask: Tensor | None = None, scale: float = 1.0, max_bias: float = 0.0,
@@ -68,7 +68,7 @@ def _diag_mask(op: Op) -> ShapeRule:
         check_types(op, a, frozenset({GGMLType.F32}), "src0")
         return a.type, a.ne
 
-    return infer  # type: ignore[return-value]
+    return infer
 
 
 define(Op.DIAG_MASK_INF, (1, 1), _diag_mask(Op.DIAG_MASK_INF), DiagMaskParams, can_inplace=True)
@@ -114,7 +114,7 @@ def _flash_attn(srcs: Srcs, p: FlashAttnParams) -> tuple[GGMLType, Ne]:
     return GGMLType.F32, (v.ne[0], q.ne[2], q.ne[1], q.ne[3])
 
 
-define(Op.FLASH_ATTN_EXT, (3, 5), _flash_attn, FlashAttnParams)  # type: ignore[arg-type]
+define(Op.FLASH_ATTN_EXT, (3, 5), _flash_attn, FlashAttnParams)
 
 
 def flash_attn_ext(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float = 1.0,

@@ -192,4 +192,5 @@ def ne4(*ne: int) -> Ne:
         raise ShapeError(f"dimensions must be integers, got {list(ne)}") from None
     if any(n < 0 for n in dims):
         raise ShapeError(f"dimensions must be non-negative, got {list(dims)}")
-    return (dims + (1, 1, 1))[:4]  # type: ignore[return-value]
+    dims = (*dims, 1, 1, 1)
+    return (dims[0], dims[1], dims[2], dims[3])

@@ -225,7 +225,7 @@ def _concat(srcs: Srcs, params: ConcatParams) -> tuple[GGMLType, Ne]:
     return a.type, (ne[0], ne[1], ne[2], ne[3])
 
 
-define(Op.CONCAT, (2, 2), _concat, ConcatParams)  # type: ignore[arg-type]
+define(Op.CONCAT, (2, 2), _concat, ConcatParams)
 
 
 def concat(a: Tensor, b: Tensor, dim: int) -> Tensor:
@@ -237,11 +237,11 @@ def _pad(srcs: Srcs, params: PadParams) -> tuple[GGMLType, Ne]:
     check_types(Op.PAD, a, frozenset({GGMLType.F32}), "src0")
     if any(x < 0 for x in params.lp + params.rp):
         raise fail(Op.PAD, f"negative padding {params}", a)
-    ne = tuple(a.ne[i] + params.lp[i] + params.rp[i] for i in range(4))
-    return a.type, ne  # type: ignore[return-value]
+    lp, rp, n = params.lp, params.rp, a.ne
+    return a.type, (n[0] + lp[0] + rp[0], n[1] + lp[1] + rp[1], n[2] + lp[2] + rp[2], n[3] + lp[3] + rp[3])
 
 
-define(Op.PAD, (1, 1), _pad, PadParams)  # type: ignore[arg-type]
+define(Op.PAD, (1, 1), _pad, PadParams)
 
 
 def pad(a: Tensor, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0) -> Tensor:
@@ -252,7 +252,7 @@ def pad(a: Tensor, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0) -> Tensor
 def pad_ext(a: Tensor, lp: tuple[int, int, int, int] = (0, 0, 0, 0),
             rp: tuple[int, int, int, int] = (0, 0, 0, 0)) -> Tensor:
     """Zero-pad lp[i] elements before and rp[i] after each dim i."""
-    return record(Op.PAD, (a,), PadParams(tuple(lp), tuple(rp)))  # type: ignore[arg-type]
+    return record(Op.PAD, (a,), PadParams(lp, rp))
 
 
 # ---- set, acc, diag -----------------------------------------------------------------------------------------
@@ -277,8 +277,8 @@ def _acc(op: Op) -> ShapeRule:
     return infer
 
 
-define(Op.SET, (2, 2), _acc(Op.SET), AccParams)  # type: ignore[arg-type]
-define(Op.ACC, (2, 2), _acc(Op.ACC), AccParams)  # type: ignore[arg-type]
+define(Op.SET, (2, 2), _acc(Op.SET), AccParams)
+define(Op.ACC, (2, 2), _acc(Op.ACC), AccParams)
 
 
 def set_(a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int, *, inplace: bool = False) -> Tensor:

@@ -36,7 +36,7 @@ def _row_norm(op: Op) -> ShapeRule:
 def _group_norm(srcs: Srcs, params: GroupNormParams) -> tuple[GGMLType, Ne]:
     a = need(srcs[0], Op.GROUP_NORM, "src0")
     check_types(Op.GROUP_NORM, a, frozenset({GGMLType.F32}), "src0")
-    if not 0 < params.n_groups:
+    if not params.n_groups > 0:
         raise fail(Op.GROUP_NORM, f"n_groups {params.n_groups} must be positive", a)
     return a.type, a.ne
 

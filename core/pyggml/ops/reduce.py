@@ -90,7 +90,7 @@ define(Op.ARGSORT, (1, 1), _argsort, ArgsortParams)
 define(Op.TOP_K, (1, 1), _top_k, TopKParams)
 
 
-def sum(a: Tensor) -> Tensor:  # noqa: A001 - ggml's name
+def sum(a: Tensor) -> Tensor:
     """Sum of all elements, shape [1]."""
     return record(Op.SUM, (a,))
 

@@ -35,7 +35,7 @@ def elements(t: Tensor) -> Array:
     return t.element_view(raw_bytes(t))
 
 
-def load(t: Tensor, dtype: npt.DTypeLike = np.float64) -> Array:
+def load(t: Tensor, dtype: npt.DTypeLike | None = np.float64) -> Array:
     """The tensor's values as a new 4-D array (ne[::-1]) of `dtype` (None: integer types keep theirs)."""
     tr = t.type.traits
     if tr.is_quantized:
