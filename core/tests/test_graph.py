@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import pyggml as gg
+import pytest
 from pyggml import ops
 from pyggml.errors import GraphError
 from pyggml.ops import Op

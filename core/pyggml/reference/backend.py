@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyggml.backend.host import HostBufferType
+from pyggml.backend.host import HostBuffer, HostBufferType
 from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
-from pyggml.backend.host import HostBuffer
 from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
 from pyggml.graph import Graph
 from pyggml.ops.base import VIEW_OPS, Op
