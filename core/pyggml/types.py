@@ -44,13 +44,15 @@ class GGMLType(IntEnum):
     TQ1_0 = 34
     TQ2_0 = 35
     MXFP4 = 39
+    NVFP4 = 40
+    Q1_0 = 41
 
     @property
     def traits(self) -> TypeTraits:
         return _TRAITS[self]
 
     def __str__(self) -> str:
-        return self.name.lower()
+        return _TRAITS[self].name
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,8 @@ _TRAITS: dict[GGMLType, TypeTraits] = {
     T.TQ1_0: _quant("tq1_0", 256, 54, T.Q8_K),
     T.TQ2_0: _quant("tq2_0", 256, 66, T.Q8_K),
     T.MXFP4: _quant("mxfp4", 32, 17, T.Q8_0),
+    T.NVFP4: _quant("nvfp4", 64, 36, None),
+    T.Q1_0: _quant("q1_0", 128, 18, None),
 }
 
 FLOAT_TYPES = frozenset({T.F32, T.F16, T.BF16})
