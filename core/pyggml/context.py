@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextvars import Token
+from types import TracebackType
 
 from pyggml.backend.host import HOST_ALIGNMENT, HostBuffer, HostBufferType
 from pyggml.errors import AllocationError
 from pyggml.ops.base import Op, ne4
-from pyggml.tensor import Tensor
+from pyggml.tensor import ACTIVE_CONTEXT, Tensor
 from pyggml.types import GGMLType, parse_type
 
 TENSOR_OVERHEAD = 368
@@ -17,7 +19,10 @@ _context_host_buft = HostBufferType("context")
 
 
 class Context:
-    """Creates tensors. With `no_alloc=False` every non-view tensor gets its data in the context's own host
+    """Creates tensors. Op results go to the context entered with `with ctx:` (ggml passes ctx to every op;
+    a model builder keeps its compute nodes out of the weights' context this way), else to src0's context.
+
+    With `no_alloc=False` every non-view tensor gets its data in the context's own host
     buffer of `mem_size` bytes (metadata charged too), as ggml_init does; with `no_alloc=True` tensors carry
     no data until a buffer is allocated for them, and `mem_size` (None: unlimited) bounds the metadata only."""
 
@@ -29,10 +34,18 @@ class Context:
         self.used = 0
         self._tensors: list[Tensor] = []
         self._data_offset = 0
+        self._tokens: list[Token[Context | None]] = []
         self.buffer: HostBuffer | None = None
         if not no_alloc:
             assert mem_size is not None
             self.buffer = _context_host_buft.alloc_buffer(mem_size)
+
+    def __enter__(self) -> Context:
+        self._tokens.append(ACTIVE_CONTEXT.set(self))
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        ACTIVE_CONTEXT.reset(self._tokens.pop())
 
     # ---- bookkeeping -----------------------------------------------------------------------------------
 

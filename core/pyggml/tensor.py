@@ -7,6 +7,7 @@ the graph allocator, a weights loader) places it there. ne[0] is the innermost d
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from enum import IntFlag
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,15 @@ MAX_SRC = 10
 MAX_NAME = 64
 
 Ne = tuple[int, int, int, int]
+
+ACTIVE_CONTEXT: ContextVar[Context | None] = ContextVar("pyggml_active_context", default=None)
+"""The context entered with `with ctx:`; op results are created there (see `context_for`)."""
+
+
+def context_for(src: Tensor) -> Context | None:
+    """Where a node built from `src` goes: the context entered with `with ctx:`, else src's own context."""
+    active = ACTIVE_CONTEXT.get()
+    return active if active is not None else src.ctx
 
 
 class TensorFlag(IntFlag):

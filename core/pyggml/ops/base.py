@@ -14,7 +14,7 @@ from enum import Enum, auto
 from typing import Any
 
 from pyggml.errors import ShapeError, UnsupportedTypeError
-from pyggml.tensor import Ne, Tensor
+from pyggml.tensor import Ne, Tensor, context_for
 from pyggml.types import GGMLType
 
 
@@ -131,19 +131,32 @@ def record(
     ttype, ne = infer(srcs, params)
     while srcs and srcs[-1] is None:
         srcs = srcs[:-1]
-    ctx = a.ctx
-    if ctx is None:
-        raise ShapeError(f"{op.name}: src '{a.name}' belongs to no context")
     if inplace:
         if ttype != a.type or ne != a.ne:
             raise ShapeError(f"{op.name} in place: result {ttype} {list(ne)} differs from src[0] {describe(a)}")
-        owner = a.view_src if a.view_src is not None else a
-        t = Tensor(a.type, a.ne, a.nb, op=op, params=params, src=srcs, view_src=owner,
-                   view_offs=a.view_offs, ctx=ctx)
-        if a.name:
-            t.name = f"{a.name} (view)"
-    else:
-        t = Tensor(ttype, ne, op=op, params=params, src=srcs, ctx=ctx)
+        return record_view(op, srcs, a, a.ne, a.nb, 0, params)
+    ctx = context_for(a)
+    if ctx is None:
+        raise ShapeError(f"{op.name}: src '{a.name}' belongs to no context")
+    t = Tensor(ttype, ne, op=op, params=params, src=srcs, ctx=ctx)
+    ctx.add_tensor(t)
+    return t
+
+
+def record_view(op: Op, srcs: tuple[Tensor | None, ...], of: Tensor, ne: Ne, nb: Ne, offset: int,
+                params: Any = None) -> Tensor:
+    """A node whose result is a view of `of`'s data at byte `offset` (views, CPY, SET_ROWS, in-place results);
+    view_src is always the root data owner."""
+    first = srcs[0]
+    assert first is not None
+    ctx = context_for(first)
+    if ctx is None:
+        raise ShapeError(f"{op.name}: src '{first.name}' belongs to no context")
+    owner = of.view_src if of.view_src is not None else of
+    t = Tensor(of.type, ne, nb, op=op, params=params, src=srcs, view_src=owner, view_offs=of.view_offs + offset,
+               ctx=ctx)
+    if of.name:
+        t.name = f"{of.name} ({op.name.lower()})"
     ctx.add_tensor(t)
     return t
 

@@ -5,7 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyggml.ops.base import Op, ShapeRule, can_repeat, check_types, define, describe, fail, ne4, need, record
+from pyggml.ops.base import (
+    Op,
+    ShapeRule,
+    can_repeat,
+    check_types,
+    define,
+    describe,
+    fail,
+    ne4,
+    need,
+    record,
+    record_view,
+)
 from pyggml.tensor import Ne, Tensor, contiguous_strides
 from pyggml.types import FLOAT_TYPES, GGMLType
 
@@ -56,14 +68,7 @@ class ArangeParams:
 
 
 def _view(a: Tensor, op: Op, ne: Ne, nb: Ne, offset: int, params: object) -> Tensor:
-    owner = a.view_src if a.view_src is not None else a
-    t = Tensor(a.type, ne, nb, op=op, params=params, src=(a,), view_src=owner, view_offs=a.view_offs + offset,
-               ctx=a.ctx)
-    t.name = f"{a.name} ({op.name.lower()})" if a.name else ""
-    if a.ctx is None:
-        raise fail(op, "src belongs to no context", a)
-    a.ctx.add_tensor(t)
-    return t
+    return record_view(op, (a,), a, ne, nb, offset, params)
 
 
 define(Op.VIEW, (1, 1), None, ViewParams)
@@ -182,13 +187,7 @@ def cont(a: Tensor, *ne: int) -> Tensor:
 def cpy(a: Tensor, b: Tensor) -> Tensor:
     """Copy a's elements (converting type, quantizing if b is quantized) into b; the result is a view of b."""
     _cpy((a, b), None)
-    owner = b.view_src if b.view_src is not None else b
-    t = Tensor(b.type, b.ne, b.nb, op=Op.CPY, src=(a, b), view_src=owner, view_offs=b.view_offs, ctx=a.ctx)
-    t.name = f"{b.name} (copy of {a.name})" if b.name else ""
-    if a.ctx is None:
-        raise fail(Op.CPY, "src belongs to no context", a)
-    a.ctx.add_tensor(t)
-    return t
+    return record_view(Op.CPY, (a, b), b, b.ne, b.nb, 0)
 
 
 # ---- repeat, concat, pad --------------------------------------------------------------------------------------
@@ -349,13 +348,7 @@ define(Op.SET_ROWS, (3, 3), _set_rows)
 def set_rows(a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
     """a[ids[i]] = b[i] (converted to a's type) per batch; the result is a view of a (ggml_set_rows)."""
     _set_rows((a, b, ids), None)
-    owner = a.view_src if a.view_src is not None else a
-    t = Tensor(a.type, a.ne, a.nb, op=Op.SET_ROWS, src=(a, b, ids), view_src=owner, view_offs=a.view_offs,
-               ctx=a.ctx)
-    t.name = f"{a.name} (set_rows)" if a.name else ""
-    assert a.ctx is not None
-    a.ctx.add_tensor(t)
-    return t
+    return record_view(Op.SET_ROWS, (a, b, ids), a, a.ne, a.nb, 0)
 
 
 # ---- generators ---------------------------------------------------------------------------------------------
