@@ -1,0 +1,52 @@
+"""Shared helpers for the reference-kernel tests (no tests here): tensors from numpy arrays, running a graph on
+the numpy backend, and reading results back as float64."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import pyggml as gg
+from pyggml.backend import init_backend
+from pyggml.types import GGMLType
+
+Array = npt.NDArray[Any]
+
+
+def new_ctx(mem_size: int = 1 << 22) -> gg.Context:
+    return gg.Context(mem_size=mem_size)
+
+
+def tensor(ctx: gg.Context, values: npt.ArrayLike, ttype: GGMLType = GGMLType.F32, name: str = "") -> gg.Tensor:
+    """A leaf holding `values` (numpy order: ne = shape reversed), converted to ttype."""
+    arr = np.asarray(values)
+    t = ctx.new_tensor(ttype, *arr.shape[::-1], name=name)
+    t.set(arr)
+    return t
+
+
+def compute(*outs: gg.Tensor) -> None:
+    init_backend("numpy").graph_compute(gg.build_graph(*outs))
+
+
+def result(out: gg.Tensor) -> Array:
+    """Compute `out` and return its values as float64 (integer types keep theirs)."""
+    compute(out)
+    v = out.numpy()
+    return v if np.issubdtype(v.dtype, np.integer) else v.astype(np.float64)
+
+
+def rand(*shape: int, seed: int = 0, scale: float = 1.0) -> Array:
+    """Random float32-representable values in numpy order."""
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32).astype(np.float64)
+
+
+def f16(x: npt.ArrayLike) -> Array:
+    """Values rounded through float16, as an F16 tensor holds them."""
+    return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float64)
+
+
+def f32(x: npt.ArrayLike) -> Array:
+    return np.asarray(x, dtype=np.float32).astype(np.float64)
