@@ -1,0 +1,123 @@
+"""Reference kernels: UNARY activations and GLU (fused and split gated linear units).
+
+Formulas are ggml's scalar definitions evaluated in float64. Where ggml's CPU backend reads a float16 lookup
+table (GELU, GELU_QUICK and their GLU forms) the reference uses the exact formula instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from pyggml.ops.base import Op
+from pyggml.ops.elementwise import GluOp, UnaryOp
+from pyggml.reference.access import load, store
+from pyggml.reference.kernels import kernel
+from pyggml.reference.kernels.util import Array, opt_src, src
+from pyggml.tensor import Tensor
+
+GELU_COEF_A = 0.044715
+GELU_QUICK_COEF = 1.702
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+SOFTPLUS_THRESHOLD = 20.0
+"""softplus(x) is x itself above this (ggml's cut-off)."""
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def gelu(x: Array) -> Array:
+    """tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))."""
+    return 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)))
+
+
+def gelu_erf(x: Array) -> Array:
+    """0.5 x (1 + erf(x / sqrt 2))."""
+    erf = np.asarray(_erf(x / math.sqrt(2.0)), dtype=np.float64)
+    return 0.5 * x * (1.0 + erf)
+
+
+def sigmoid(x: Array) -> Array:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def gelu_quick(x: Array) -> Array:
+    """x * sigmoid(1.702 x)."""
+    return x * sigmoid(GELU_QUICK_COEF * x)
+
+
+def silu(x: Array) -> Array:
+    return x * sigmoid(x)
+
+
+def relu(x: Array) -> Array:
+    return np.where(x > 0, x, 0.0)
+
+
+def hardsigmoid(x: Array) -> Array:
+    """min(1, max(0, (x + 3) / 6))."""
+    return np.minimum(1.0, np.maximum(0.0, (x + 3.0) / 6.0))
+
+
+def round_half_away(x: Array) -> Array:
+    """C's roundf: halves go away from zero (numpy's round goes to even)."""
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
+
+
+UNARY: dict[UnaryOp, Callable[[Array], Array]] = {
+    UnaryOp.ABS: np.abs,
+    UnaryOp.SGN: np.sign,
+    UnaryOp.NEG: np.negative,
+    UnaryOp.STEP: lambda x: np.where(x > 0, 1.0, 0.0),
+    UnaryOp.TANH: np.tanh,
+    UnaryOp.ELU: lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),
+    UnaryOp.RELU: relu,
+    UnaryOp.SIGMOID: sigmoid,
+    UnaryOp.GELU: gelu,
+    UnaryOp.GELU_QUICK: gelu_quick,
+    UnaryOp.GELU_ERF: gelu_erf,
+    UnaryOp.SILU: silu,
+    UnaryOp.HARDSWISH: lambda x: x * hardsigmoid(x),
+    UnaryOp.HARDSIGMOID: hardsigmoid,
+    UnaryOp.EXP: np.exp,
+    UnaryOp.SOFTPLUS: lambda x: np.where(x > SOFTPLUS_THRESHOLD, x,
+                                         np.log1p(np.exp(np.minimum(x, SOFTPLUS_THRESHOLD)))),
+    UnaryOp.FLOOR: np.floor,
+    UnaryOp.CEIL: np.ceil,
+    UnaryOp.ROUND: round_half_away,
+    UnaryOp.TRUNC: np.trunc,
+}
+
+
+@kernel(Op.UNARY)
+def unary(dst: Tensor) -> None:
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        store(dst, UNARY[dst.params.op](load(src(dst, 0))))
+
+
+GLU_ACT: dict[GluOp, Callable[[Array], Array]] = {
+    GluOp.REGLU: relu,
+    GluOp.GEGLU: gelu,
+    GluOp.SWIGLU: silu,
+    GluOp.GEGLU_ERF: gelu_erf,
+    GluOp.GEGLU_QUICK: gelu_quick,
+}
+
+
+@kernel(Op.GLU)
+def glu(dst: Tensor) -> None:
+    """act(x) * g. Fused (no src1): x is the first half of each row of src0, g the second (swapped exchanges
+    them). Split: x = src0, g = src1 (swapped exchanges them)."""
+    a = load(src(dst, 0))
+    b_t = opt_src(dst, 1)
+    if b_t is None:
+        half = a.shape[-1] // 2
+        x, g = a[..., :half], a[..., half:]
+    else:
+        x, g = a, load(b_t)
+    if dst.params.swapped:
+        x, g = g, x
+    with np.errstate(over="ignore", invalid="ignore"):
+        store(dst, GLU_ACT[dst.params.op](x) * g)
