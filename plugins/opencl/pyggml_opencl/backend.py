@@ -1,0 +1,166 @@
+"""The OpenCL backend (a stream on one device) and its per-graph launch plans.
+
+`graph_compute` builds a plan for a graph once: every compute node's rule (from the op table) creates its kernel
+objects with their arguments bound to the tensors' buffers and offsets. The plan is cached under a fingerprint of
+the graph (node identities, ops, params, shapes, strides, buffers, offsets), so a graph that is recomputed with
+the same allocation is replayed: one `enqueue_nd_range_kernel` per launch, no per-node decisions. Work is queued
+on the device's in-order queue and `graph_compute` returns without waiting (`synchronize` waits).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyggml.backend.protocol import Backend, Bytes, Event
+from pyggml.errors import AllocationError, ComputeError, PyGGMLError, UnsupportedOpError
+from pyggml.ops.base import VIEW_OPS, Op
+from pyggml.tensor import Tensor, TensorFlag
+
+from pyggml_opencl.buffer import cl_mem_of, device_copy, src_device
+from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
+from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder
+
+if TYPE_CHECKING:
+    from pyggml.graph import Graph
+
+log = logging.getLogger(__name__)
+MAX_PLANS = 16
+
+
+@dataclass(slots=True)
+class Plan:
+    launches: list[Launch]
+    keep: list[Any]
+    """Buffers the plan's kernels point at, kept alive so the fingerprint's ids stay unique."""
+
+
+def _tensor_key(t: Tensor | None) -> tuple[Any, ...]:
+    if t is None:
+        return ()
+    return (id(t.buffer), t.offset, t.type, t.ne, t.nb)
+
+
+def fingerprint(graph: Graph) -> tuple[Any, ...]:
+    """Everything a plan depends on; equal fingerprints mean the same launches with the same arguments."""
+    return tuple(
+        (id(n), n.op, n.params, _tensor_key(n), tuple(_tensor_key(s) for s in n.src))
+        for n in graph.nodes
+        if n.flags & TensorFlag.COMPUTE and n.op is not Op.NONE and n.op not in VIEW_OPS
+    )
+
+
+def build_plan(dev: OpenCLDevice, graph: Graph) -> Plan:
+    b = PlanBuilder(dev)
+    keep: list[Any] = []
+    for node in graph.nodes:
+        if node.op is Op.NONE or node.op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE:
+            continue
+        r = TABLE.get(node.op)
+        if r is None or not r.supports(node, dev):
+            types = ", ".join(f"{s.type} {list(s.ne)}" for s in node.src if s is not None)
+            raise UnsupportedOpError(f"{dev.name}: node '{node.name}' {node.op.name} -> {node.type} "
+                                     f"{list(node.ne)} from ({types}) is not supported by the OpenCL backend")
+        b.node = node
+        try:
+            r.build(node, b)
+        except PyGGMLError:
+            raise
+        except Exception as e:
+            raise ComputeError(f"{dev.name}: preparing node '{node.name}' ({node.op.name}) failed: "
+                               f"{type(e).__name__}: {e}") from e
+        keep.extend(s.buffer for s in (node, *node.src) if s is not None)
+    return Plan(b.launches, keep)
+
+
+class OpenCLBackend(Backend):
+    def __init__(self, device: OpenCLDevice) -> None:
+        super().__init__(device)
+        self.dev = device
+        self._plans: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
+        self._pending: list[Any] = []
+        self.plans_built = 0
+
+    # ---- compute ----------------------------------------------------------------------------------------------
+
+    def graph_compute(self, graph: Graph) -> None:
+        self.graph_compute_async(graph)
+        self.synchronize()
+
+    def graph_compute_async(self, graph: Graph) -> None:
+        key = fingerprint(graph)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = build_plan(self.dev, graph)
+            self.plans_built += 1
+            self._plans[key] = plan
+            if len(self._plans) > MAX_PLANS:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(key)
+        self.replay(plan)
+
+    def replay(self, plan: Plan) -> None:
+        import pyopencl as cl
+
+        q = self.dev.queue
+        enqueue = cl.enqueue_nd_range_kernel
+        launch = None
+        try:
+            for launch in plan.launches:
+                enqueue(q, launch.kernel, launch.gsize, launch.lsize)
+        except cl.Error as e:
+            n = launch.node if launch is not None else None
+            where = f"node '{n.name}' ({n.op.name}, {n.type} ne={list(n.ne)})" if n is not None else "a node"
+            raise ComputeError(f"{self.dev.name}: launching {where} failed: {e}") from e
+
+    def synchronize(self) -> None:
+        import pyopencl as cl
+
+        try:
+            self.dev.queue.finish()
+        except cl.Error as e:
+            raise ComputeError(f"{self.dev.name}: the queue failed: {e}") from e
+        self._pending.clear()
+
+    # ---- async transfers ----------------------------------------------------------------------------------
+
+    def set_tensor_async(self, tensor: Tensor, data: Bytes, offset: int = 0) -> None:
+        import numpy as np
+        import pyopencl as cl
+
+        buf = tensor.buffer
+        mem = cl_mem_of(buf) if buf is not None else None
+        if buf is None or mem is None or src_device(buf) is not self.dev:
+            super().set_tensor_async(tensor, data, offset)
+            return
+        arr = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        start = buf._check(tensor, offset, arr.size)
+        self._pending.append(arr)  # the host array must live until the copy is done
+        cl.enqueue_copy(self.dev.queue, mem, arr, dst_offset=start, is_blocking=False)
+
+    def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
+        sb, db = src.buffer, dst.buffer
+        if sb is None or db is None:
+            raise AllocationError(f"copy '{src.name}' -> '{dst.name}': both tensors need a buffer")
+        smem, dmem = cl_mem_of(sb), cl_mem_of(db)
+        if smem is None or dmem is None or src_device(sb).ctx is not self.dev.ctx or src.nbytes() != dst.nbytes():
+            return False
+        device_copy(self.dev, dmem, dst.offset, src_device(sb), smem, src.offset, src.nbytes(), wait=False)
+        return True
+
+    # ---- events -------------------------------------------------------------------------------------------
+
+    def event_wait(self, event: Event) -> None:
+        import pyopencl as cl
+
+        if isinstance(event, OpenCLEvent) and event.cl_event is not None and event.dev.ctx is self.dev.ctx:
+            cl.enqueue_barrier(self.dev.queue, wait_for=[event.cl_event])
+        else:
+            event.synchronize()
+
+    def free(self) -> None:
+        self.synchronize()
+        self._plans.clear()

@@ -1,0 +1,184 @@
+"""One OpenCL device: its facts (from CL queries), its in-order queue, its programs, buffer types and events."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyggml.backend.protocol import (
+    Backend,
+    BufferType,
+    Bytes,
+    Device,
+    DeviceCaps,
+    DeviceType,
+    Event,
+    Registry,
+)
+from pyggml.errors import UnsupportedOpError
+
+from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
+from pyggml_opencl.programs import ProgramCache
+
+if TYPE_CHECKING:
+    from pyggml.tensor import Tensor
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """What the plugin needs to know about a device, read once from CL queries."""
+
+    name: str
+    vendor: str
+    platform: str
+    version: str
+    driver_version: str
+    cl_type: str
+    global_mem: int
+    max_alloc: int
+    max_work_group: int
+    local_mem: int
+    alignment: int
+    compute_units: int
+    fp16: bool
+    fp64: bool
+    subgroups: bool
+    unified_memory: bool
+
+    @staticmethod
+    def query(d: Any) -> DeviceInfo:
+        import pyopencl as cl
+
+        ext = d.extensions.split()
+        t = d.type
+        cl_type = ("GPU" if t & cl.device_type.GPU else "CPU" if t & cl.device_type.CPU
+                   else "ACCELERATOR" if t & cl.device_type.ACCELERATOR else "OTHER")
+        try:
+            unified = bool(d.host_unified_memory)
+        except cl.Error:
+            unified = cl_type == "CPU"
+        return DeviceInfo(
+            name=d.name.strip(), vendor=d.vendor.strip(), platform=d.platform.name.strip(), version=d.version,
+            driver_version=d.driver_version, cl_type=cl_type, global_mem=int(d.global_mem_size),
+            max_alloc=int(d.max_mem_alloc_size), max_work_group=int(d.max_work_group_size),
+            local_mem=int(d.local_mem_size), alignment=max(int(d.mem_base_addr_align) // 8, 64),
+            compute_units=int(d.max_compute_units), fp16="cl_khr_fp16" in ext,
+            fp64="cl_khr_fp64" in ext or bool(getattr(d, "double_fp_config", 0)),
+            subgroups="cl_khr_subgroups" in ext or "cl_intel_subgroups" in ext, unified_memory=unified,
+        )
+
+
+class OpenCLEvent(Event):
+    """A marker in a device queue; other queues of the same context wait on it device-side."""
+
+    def __init__(self, dev: OpenCLDevice) -> None:
+        self.dev = dev
+        self.cl_event: Any = None
+
+    def record(self, backend: Backend) -> None:
+        import pyopencl as cl
+
+        self.cl_event = cl.enqueue_marker(self.dev.queue if not isinstance(backend.device, OpenCLDevice)
+                                          else backend.device.queue)
+
+    def synchronize(self) -> None:
+        if self.cl_event is not None:
+            self.cl_event.wait()
+
+
+class OpenCLDevice(Device):
+    def __init__(self, reg: Registry, ctx: Any, cl_device: Any, name: str) -> None:
+        import pyopencl as cl
+
+        self._reg = reg
+        self._name = name
+        self.ctx = ctx
+        self.cl_device = cl_device
+        self.info = DeviceInfo.query(cl_device)
+        self.queue: Any = cl.CommandQueue(ctx, cl_device)
+        """The device's one in-order queue: buffer transfers and every backend of the device use it."""
+        self.programs = ProgramCache(ctx, cl_device, name)
+        self._buft = OpenCLBufferType(self)
+        self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
+        self._allocated = 0
+        self._lock = threading.Lock()
+
+    # ---- identity and facts -----------------------------------------------------------------------------------
+
+    @property
+    def reg(self) -> Registry:
+        return self._reg
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return f"{self.info.name} ({self.info.platform})"
+
+    @property
+    def type(self) -> DeviceType:
+        if self.info.cl_type == "GPU":
+            return DeviceType.IGPU if self.info.unified_memory else DeviceType.GPU
+        return DeviceType.ACCEL
+
+    @property
+    def caps(self) -> DeviceCaps:
+        unified = self.info.unified_memory
+        return DeviceCaps(async_ops=True, host_buffer=unified, buffer_from_host_ptr=unified, events=True)
+
+    def memory(self) -> tuple[int, int]:
+        total = self.info.global_mem
+        return max(total - self._allocated, 0), total
+
+    def track_alloc(self, size: int) -> None:
+        with self._lock:
+            self._allocated += size
+
+    def details(self) -> dict[str, str]:
+        i = self.info
+        return {
+            "cl_device": i.name, "vendor": i.vendor, "platform": i.platform, "cl_type": i.cl_type,
+            "version": i.version, "driver_version": i.driver_version, "max_alloc": str(i.max_alloc),
+            "max_work_group": str(i.max_work_group), "local_mem": str(i.local_mem),
+            "compute_units": str(i.compute_units), "fp16": str(i.fp16), "fp64": str(i.fp64),
+            "subgroups": str(i.subgroups), "unified_memory": str(i.unified_memory),
+        }
+
+    # ---- buffers ----------------------------------------------------------------------------------------------
+
+    def buffer_type(self) -> BufferType:
+        return self._buft
+
+    def host_buffer_type(self) -> BufferType | None:
+        return self._host_buft
+
+    def buffer_from_host_ptr(self, array: Bytes, max_tensor_size: int) -> OpenCLHostBuffer:
+        if self._host_buft is None:
+            raise UnsupportedOpError(f"{self.name}: device memory is not shared with the host")
+        return self._host_buft.wrap(array)
+
+    def supports_buft(self, buft: BufferType) -> bool:
+        return buft is self._buft or (buft is self._host_buft and buft is not None)
+
+    # ---- ops, backends, events ------------------------------------------------------------------------------
+
+    def supports_op(self, op: Tensor) -> bool:
+        from pyggml_opencl.op_table import supports
+
+        return supports(op, self)
+
+    def offload_op(self, op: Tensor) -> bool:
+        from pyggml.ops.base import Op
+
+        return op.op in (Op.MUL_MAT, Op.MUL_MAT_ID) and op.ne[1] >= 32
+
+    def init_backend(self, params: str | None = None) -> Backend:
+        from pyggml_opencl.backend import OpenCLBackend
+
+        return OpenCLBackend(self)
+
+    def event_new(self) -> Event:
+        return OpenCLEvent(self)

@@ -1,0 +1,114 @@
+"""Element-wise ops (elementwise.cl): binary with broadcasting, unary math, GLU, converting copies."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyggml.ops.base import Op, can_repeat
+from pyggml.ops.elementwise import GluOp, GluParams, UnaryOp
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+
+from pyggml_opencl.op_table import PLAIN, PlanBuilder, f32, i32, opt_src, rule, src, tname
+from pyggml_opencl.programs import ProgramSpec, set_prelude
+
+if TYPE_CHECKING:
+    from pyggml_opencl.device import OpenCLDevice
+
+FILE = "elementwise.cl"
+EXTRA_UNARY = ("SQR", "SQRT", "LOG", "SIN", "COS", "SCALE", "CLAMP", "LEAKY_RELU", "FILL")
+UOPS = [u.name for u in UnaryOp] + list(EXTRA_UNARY)
+BINOPS = {Op.ADD: 0, Op.SUB: 1, Op.MUL: 2, Op.DIV: 3, Op.ADD1: 0}
+GLUOPS = [g.name for g in GluOp]
+COPY_TYPES = PLAIN | frozenset({GGMLType.I32, GGMLType.I16, GGMLType.I8})
+
+set_prelude(FILE, "".join(f"#define UOP_{n} {i}\n" for i, n in enumerate(UOPS))
+            + "#define BIN_ADD 0\n#define BIN_SUB 1\n#define BIN_MUL 2\n#define BIN_DIV 3\n"
+            + "".join(f"#define GLU_{n} {i}\n" for i, n in enumerate(GLUOPS)))
+
+
+def spec(t0: GGMLType, t1: GGMLType, td: GGMLType) -> ProgramSpec:
+    raw = int(t0 == td)
+    return ProgramSpec.of(FILE, T0=tname(t0), T1=tname(t1), TD=tname(td), RAWCOPY=raw)
+
+
+def _plain_all(*ts: Tensor | None) -> bool:
+    return all(t is None or t.type in PLAIN for t in ts)
+
+
+def _binary_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    a, b = node.src[0], node.src[1]
+    return a is not None and b is not None and _plain_all(node, a, b) and can_repeat(b, a)
+
+
+@rule(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.ADD1, supports=_binary_ok)
+def build_binary(node: Tensor, b: PlanBuilder) -> None:
+    a, c = src(node, 0), src(node, 1)
+    b.launch_1d(spec(a.type, c.type, node.type), "k_binary", node.nelements(), *b.tensor(a), *b.tensor(c),
+                *b.tensor(node), i32(BINOPS[node.op]))
+
+
+def _unary_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    return _plain_all(node, node.src[0])
+
+
+def _unary_code_params(node: Tensor) -> tuple[str, float, float]:
+    p = node.params
+    match node.op:
+        case Op.UNARY:
+            return p.op.name, 0.0, 0.0
+        case Op.SCALE:
+            return "SCALE", p.s, p.b
+        case Op.CLAMP:
+            return "CLAMP", p.min, p.max
+        case Op.LEAKY_RELU:
+            return "LEAKY_RELU", p.negative_slope, 0.0
+        case Op.FILL:
+            return "FILL", p.value, 0.0
+    return node.op.name, 0.0, 0.0
+
+
+@rule(Op.SQR, Op.SQRT, Op.LOG, Op.SIN, Op.COS, Op.UNARY, Op.SCALE, Op.CLAMP, Op.LEAKY_RELU, Op.FILL,
+      supports=_unary_ok)
+def build_unary(node: Tensor, b: PlanBuilder) -> None:
+    a = src(node, 0)
+    name, p0, p1 = _unary_code_params(node)
+    b.launch_1d(spec(a.type, a.type, node.type), "k_unary", node.nelements(), *b.tensor(a), *b.tensor(node),
+                i32(UOPS.index(name)), f32(p0), f32(p1))
+
+
+def _glu_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    return _plain_all(node, node.src[0], opt_src(node, 1))
+
+
+@rule(Op.GLU, supports=_glu_ok)
+def build_glu(node: Tensor, b: PlanBuilder) -> None:
+    a = src(node, 0)
+    g = opt_src(node, 1)
+    p: GluParams = node.params
+    b.launch_1d(spec(a.type, a.type, node.type), "k_glu", node.nelements(), *b.tensor(a),
+                *b.tensor(g if g is not None else a), *b.tensor(node), i32(GLUOPS.index(p.op.name)),
+                i32(int(p.swapped)), i32(int(g is not None)))
+
+
+def _copy_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    a = node.src[0]
+    if a is None:
+        return False
+    if a.type in COPY_TYPES and node.type in COPY_TYPES:
+        ints = {a.type, node.type} - PLAIN
+        return not ints or a.type == node.type or node.type in PLAIN
+    from pyggml_opencl.ops.rows import block_copy_ok
+
+    return block_copy_ok(a, node)
+
+
+@rule(Op.DUP, Op.CONT, Op.CPY, supports=_copy_ok)
+def build_copy(node: Tensor, b: PlanBuilder) -> None:
+    a = src(node, 0)
+    if a.type in COPY_TYPES and node.type in COPY_TYPES:
+        b.launch_1d(spec(a.type, a.type, node.type), "k_cpy", node.nelements(), *b.tensor(a), *b.tensor(node))
+        return
+    from pyggml_opencl.ops.rows import build_block_copy
+
+    build_block_copy(node, b)
