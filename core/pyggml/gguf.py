@@ -1,0 +1,281 @@
+"""GGUF files: metadata, tensor infos, and weights placed into backend buffers (mapped without copying on host
+buffer types, uploaded elsewhere). Parsing goes through the `gguf` package; every problem becomes a GGUFError
+naming the file and what is wrong, before anything is allocated."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pyggml.backend.host import HostBufferType
+from pyggml.backend.protocol import Buffer, BufferType, BufferUsage
+from pyggml.context import Context, init_view
+from pyggml.errors import GGUFError, UnsupportedTypeError
+from pyggml.ops.base import Op
+from pyggml.tensor import Ne, Tensor
+from pyggml.types import GGMLType, parse_type
+
+log = logging.getLogger(__name__)
+
+MAX_DIMS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class GGUFTensorInfo:
+    name: str
+    type: GGMLType
+    ne: Ne
+    offset: int
+    """Absolute byte offset of the data in the file."""
+    nbytes: int
+
+
+class GGUFFile:
+    """An opened GGUF file: `metadata` (decoded key/values), `tensors` (name -> info), memory-mapped data."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        import gguf
+
+        self.path = Path(path)
+        try:
+            size = self.path.stat().st_size
+        except OSError as e:
+            raise GGUFError(f"{self.path}: cannot open: {e}") from e
+        if size < 24:
+            raise GGUFError(f"{self.path}: {size} bytes is too short for a GGUF header")
+        with open(self.path, "rb") as f:
+            header = f.read(24)
+        _check_header(self.path, header, size)
+        try:
+            self._reader = gguf.GGUFReader(self.path, "r")
+        except Exception as e:  # the gguf package raises ValueError, IndexError, struct errors ...
+            raise GGUFError(f"{self.path}: corrupted or truncated GGUF: {type(e).__name__}: {e}") from e
+        self.file_size = size
+        self.metadata: dict[str, Any] = {}
+        for key, fld in self._reader.fields.items():
+            if key.startswith("GGUF."):
+                continue
+            try:
+                self.metadata[key] = fld.contents()
+            except Exception as e:
+                raise GGUFError(f"{self.path}: metadata key {key!r} cannot be decoded: {e}") from e
+        self.tensors: dict[str, GGUFTensorInfo] = {}
+        for rt in self._reader.tensors:
+            info = self._tensor_info(rt)
+            if info.name in self.tensors:
+                raise GGUFError(f"{self.path}: tensor {info.name!r} appears twice")
+            self.tensors[info.name] = info
+
+    def _tensor_info(self, rt: Any) -> GGUFTensorInfo:
+        name = str(rt.name)
+        try:
+            ttype = parse_type(int(rt.tensor_type))
+        except UnsupportedTypeError as e:
+            raise GGUFError(f"{self.path}: tensor {name!r}: {e}") from e
+        dims = [int(d) for d in rt.shape]
+        if not 1 <= len(dims) <= MAX_DIMS or any(d <= 0 for d in dims):
+            raise GGUFError(f"{self.path}: tensor {name!r} has invalid dims {dims}")
+        ne4 = (*dims, 1, 1, 1)
+        ne: Ne = (ne4[0], ne4[1], ne4[2], ne4[3])
+        tr = ttype.traits
+        if ne[0] % tr.blck_size:
+            raise GGUFError(f"{self.path}: tensor {name!r} {ttype}: ne[0]={ne[0]} is not a multiple of the "
+                            f"block size {tr.blck_size}")
+        nbytes = ne[0] // tr.blck_size * tr.type_size * ne[1] * ne[2] * ne[3]
+        offset = int(rt.data_offset)
+        if offset < 0 or offset + nbytes > self.file_size:
+            raise GGUFError(f"{self.path}: tensor {name!r} data [{offset}, {offset + nbytes}) lies beyond the "
+                            f"end of the file ({self.file_size} bytes): truncated?")
+        return GGUFTensorInfo(name, ttype, ne, offset, nbytes)
+
+    # ---- metadata --------------------------------------------------------------------------------------------
+
+    @property
+    def architecture(self) -> str:
+        arch = self.metadata.get("general.architecture")
+        if not isinstance(arch, str):
+            raise GGUFError(f"{self.path}: general.architecture is missing")
+        return arch
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(key, default)
+
+    def require(self, key: str, kind: type | tuple[type, ...] = (int, float, str, list, bool)) -> Any:
+        if key not in self.metadata:
+            raise GGUFError(f"{self.path}: required metadata key {key!r} is missing")
+        value = self.metadata[key]
+        if not isinstance(value, kind):
+            raise GGUFError(f"{self.path}: metadata {key!r} = {value!r} has the wrong kind")
+        return value
+
+    def data(self, name: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """The raw bytes of one tensor (a read-only view of the memory map)."""
+        info = self.tensors[name]
+        return self.mapped()[info.offset : info.offset + info.nbytes]
+
+    def mapped(self) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """The whole file, memory-mapped read-only."""
+        arr: np.ndarray[Any, np.dtype[np.uint8]] = self._reader.data
+        return arr
+
+    def __iter__(self) -> Iterator[GGUFTensorInfo]:
+        return iter(self.tensors.values())
+
+
+def _check_header(path: Path, header: bytes, size: int) -> None:
+    """Refuse impossible headers before the parser sizes anything from them (forged counts)."""
+    if header[:4] != b"GGUF":
+        raise GGUFError(f"{path}: not a GGUF file (magic {header[:4]!r})")
+    version = int.from_bytes(header[4:8], "little")
+    if version not in (2, 3):
+        raise GGUFError(f"{path}: GGUF version {version} is not supported (2 or 3)")
+    n_tensors = int.from_bytes(header[8:16], "little")
+    n_kv = int.from_bytes(header[16:24], "little")
+    # each tensor info takes >= 8 (name length) + 4 (n_dims) + 8 (dim) + 4 (type) + 8 (offset) bytes,
+    # each key/value >= 8 (key length) + 4 (type) + 1 (value) bytes
+    if n_tensors * 32 + n_kv * 13 > size - 24:
+        raise GGUFError(f"{path}: header claims {n_tensors} tensors and {n_kv} key/values, more than "
+                        f"{size} bytes can hold")
+
+
+# ---- placement ---------------------------------------------------------------------------------------------
+
+Placement = Callable[[GGUFTensorInfo], BufferType]
+
+_LAYER = re.compile(r"^blk\.(\d+)\.")
+
+
+def layer_of(name: str) -> int | None:
+    """The block index of a tensor named `blk.<i>....`, else None (embeddings, output, norms)."""
+    m = _LAYER.match(name)
+    return int(m.group(1)) if m else None
+
+
+def place_by_layers(n_layers: int, bufts: Sequence[BufferType], shares: Sequence[float] | None = None,
+                    host: BufferType | None = None) -> Placement:
+    """Consecutive blocks per buffer type in proportion to `shares` (llama.cpp's --tensor-split with
+    --split-mode layer); tensors outside blocks (embeddings, output) go to `host` or the last buft."""
+    if not bufts:
+        raise GGUFError("place_by_layers needs at least one buffer type")
+    weights = list(shares) if shares is not None else [1.0] * len(bufts)
+    if len(weights) != len(bufts) or any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise GGUFError(f"tensor split {list(weights)} does not fit {len(bufts)} devices")
+    total = sum(weights)
+    bounds: list[int] = []
+    acc = 0.0
+    for w in weights:
+        acc += w
+        bounds.append(round(n_layers * acc / total))
+    rest = host if host is not None else bufts[-1]
+
+    def place(info: GGUFTensorInfo) -> BufferType:
+        layer = layer_of(info.name)
+        if layer is None:
+            return rest
+        for i, b in enumerate(bounds):
+            if layer < b:
+                return bufts[i]
+        return bufts[-1]
+
+    return place
+
+
+def with_overrides(base: Placement, overrides: Sequence[tuple[str, BufferType]]) -> Placement:
+    """Tensor-name regex overrides checked first (llama.cpp's -ot PATTERN=BUFT)."""
+    compiled = [(re.compile(p), b) for p, b in overrides]
+
+    def place(info: GGUFTensorInfo) -> BufferType:
+        for rx, b in compiled:
+            if rx.search(info.name):
+                return b
+        return base(info)
+
+    return place
+
+
+@dataclass
+class Weights:
+    """Tensors of a GGUF file placed in buffers. Mapped host tensors share the file's memory map."""
+
+    file: GGUFFile
+    ctx: Context
+    tensors: dict[str, Tensor]
+    buffers: list[Buffer] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> Tensor:
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise GGUFError(f"{self.file.path}: tensor {name!r} is missing") from None
+
+    def get(self, name: str) -> Tensor | None:
+        return self.tensors.get(name)
+
+    def free(self) -> None:
+        for b in self.buffers:
+            b.free()
+        self.buffers.clear()
+
+
+def load_weights(gf: GGUFFile, placement: Placement | BufferType, *, use_mmap: bool = True,
+                 names: Sequence[str] | None = None) -> Weights:
+    """Create a tensor per GGUF tensor (same name, type, ne) and place its data per `placement`. On host buffer
+    types with use_mmap the data stays in the file's memory map (no copy); elsewhere one WEIGHTS buffer per buffer
+    type is allocated and filled. On failure every buffer made so far is freed."""
+    from pyggml.alloc import alloc_ctx_tensors
+
+    place: Placement = placement if callable(placement) else (lambda info, b=placement: b)  # type: ignore[misc]
+    selected = [gf.tensors[n] for n in names] if names is not None else list(gf.tensors.values())
+    ctx = Context(no_alloc=True)
+    tensors: dict[str, Tensor] = {}
+    by_buft: dict[int, tuple[BufferType, list[tuple[Tensor, GGUFTensorInfo]]]] = {}
+    for info in selected:
+        t = Tensor(info.type, info.ne, op=Op.NONE, ctx=ctx)
+        t.name = info.name
+        ctx.add_tensor(t)
+        tensors[info.name] = t
+        buft = place(info)
+        by_buft.setdefault(id(buft), (buft, []))[1].append((t, info))
+    weights = Weights(gf, ctx, tensors)
+    try:
+        for buft, items in by_buft.values():
+            if use_mmap and buft.is_host and isinstance(buft, HostBufferType):
+                buf = buft.wrap(gf.mapped())
+                buf.usage = BufferUsage.WEIGHTS
+                weights.buffers.append(buf)
+                for t, info in items:
+                    t.buffer = buf
+                    t.offset = info.offset
+                    buf.init_tensor(t)
+                continue
+            sub = Context(no_alloc=True)
+            for t, _ in items:
+                t.ctx = sub
+                sub.add_tensor(t)
+            buf_or_none = alloc_ctx_tensors(sub, buft)
+            if buf_or_none is None:
+                continue
+            buf_or_none.usage = BufferUsage.WEIGHTS
+            weights.buffers.append(buf_or_none)
+            for t, info in items:
+                owner = t.buffer
+                assert owner is not None
+                owner.set_tensor(t, gf.data(info.name))
+    except Exception:
+        weights.free()
+        raise
+    for t in tensors.values():
+        if t.view_src is not None:
+            init_view(t)
+    return weights
+
+
+def read_metadata(path: str | os.PathLike[str]) -> Mapping[str, Any]:
+    return GGUFFile(path).metadata
