@@ -18,7 +18,6 @@ from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError, UnsupportedOpError
 from pyggml.ops.base import VIEW_OPS, Op
 from pyggml.tensor import Tensor, TensorFlag
-
 from pyggml_opencl.buffer import cl_mem_of, device_copy, src_device
 from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
 from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder

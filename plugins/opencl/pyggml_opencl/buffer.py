@@ -12,6 +12,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from pyggml.backend.host import HostBuffer, aligned_empty
 from pyggml.backend.protocol import Buffer, BufferType, Bytes, Device
 from pyggml.errors import AllocationError

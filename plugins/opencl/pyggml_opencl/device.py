@@ -17,7 +17,6 @@ from pyggml.backend.protocol import (
     Registry,
 )
 from pyggml.errors import UnsupportedOpError
-
 from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
 from pyggml_opencl.programs import ProgramCache
 

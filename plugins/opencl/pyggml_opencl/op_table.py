@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from pyggml.errors import ComputeError
 from pyggml.ops.base import VIEW_OPS, Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-
 from pyggml_opencl.buffer import cl_mem_of
 from pyggml_opencl.programs import ProgramSpec
 

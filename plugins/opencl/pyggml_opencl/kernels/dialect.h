@@ -8,6 +8,7 @@
  *   KERNEL          a kernel entry point (returns void)
  *   GLOBAL          address space of kernel pointer arguments (device memory)
  *   LOCAL           declares work-group shared memory inside a kernel body
+ *   LOCAL_PTR       qualifies a helper's pointer parameter into such memory
  *   BARRIER()       work-group barrier with local memory fence
  *   GID(d) LID(d) GRP(d) LSZ(d) NGRP(d)   global / local / group ids, local size, number of groups (d = 0,1,2)
  *   INLINE          a device helper function
@@ -23,6 +24,7 @@
 #define KERNEL __kernel
 #define GLOBAL __global
 #define LOCAL __local
+#define LOCAL_PTR __local
 #define BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
 #define GID(d) ((i64)get_global_id(d))
 #define LID(d) ((i32)get_local_id(d))
@@ -66,6 +68,7 @@ typedef short i16;
 #define KERNEL extern "C" __global__
 #define GLOBAL
 #define LOCAL __shared__
+#define LOCAL_PTR
 #define BARRIER() __syncthreads()
 __device__ __forceinline__ unsigned pyggml_dim3(const dim3 v, int d) { return d == 0 ? v.x : d == 1 ? v.y : v.z; }
 #define GID(d) ((i64)pyggml_dim3(blockIdx, d) * pyggml_dim3(blockDim, d) + pyggml_dim3(threadIdx, d))

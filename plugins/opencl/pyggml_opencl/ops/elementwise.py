@@ -8,7 +8,6 @@ from pyggml.ops.base import Op, can_repeat
 from pyggml.ops.elementwise import GluOp, GluParams, UnaryOp
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-
 from pyggml_opencl.op_table import PLAIN, PlanBuilder, f32, i32, opt_src, rule, src, tname
 from pyggml_opencl.programs import ProgramSpec, set_prelude
 

@@ -1,1 +1,61 @@
-"""(being written)"""
+"""Matrix products (matmul.cl): MUL_MAT (mat-vec and tiled kernels), MUL_MAT_ID, OUT_PROD."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_opencl.op_table import PLAIN, QUANT32, WG, PlanBuilder, rule, src, tname
+from pyggml_opencl.programs import ProgramSpec
+
+if TYPE_CHECKING:
+    from pyggml_opencl.device import OpenCLDevice
+
+FILE = "matmul.cl"
+WEIGHTS = PLAIN | QUANT32
+TILED_MIN_COLS = 8
+"""MUL_MAT with at least this many src1 columns uses the tiled kernel (weights read once per 32 columns)."""
+
+
+def spec(wt: GGMLType, t1: GGMLType) -> ProgramSpec:
+    return ProgramSpec.of(FILE, WT=tname(wt), T1=tname(t1), WG=WG, **{f"WT_IS_{tname(wt)}": 1})
+
+
+def _mm_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    a, b = node.src[0], node.src[1]
+    return (a is not None and b is not None and a.type in WEIGHTS and b.type in PLAIN and a.is_contiguous_rows()
+            and node.type == GGMLType.F32)
+
+
+@rule(Op.MUL_MAT, supports=_mm_ok)
+def build_mul_mat(node: Tensor, b: PlanBuilder) -> None:
+    a, c = src(node, 0), src(node, 1)
+    s = spec(a.type, c.type)
+    args = (*b.tensor(a), *b.tensor(c), *b.tensor(node))
+    batches = c.ne[2] * c.ne[3]
+    if c.ne[1] >= TILED_MIN_COLS:
+        gx, gy = -(-a.ne[1] // 32) * 16, -(-c.ne[1] // 32) * 16
+        b.launch(s, "k_mul_mat_tiled", (gx, gy, batches), (16, 16, 1), *args)
+    else:
+        b.launch(s, "k_mul_mat_vec", (a.ne[1] * WG, c.ne[1], batches), (WG, 1, 1), *args)
+
+
+@rule(Op.MUL_MAT_ID, supports=_mm_ok)
+def build_mul_mat_id(node: Tensor, b: PlanBuilder) -> None:
+    a, c, ids = src(node, 0), src(node, 1), src(node, 2)
+    b.launch(spec(a.type, c.type), "k_mul_mat_id", (a.ne[1] * WG, ids.ne[0], ids.ne[1]), (WG, 1, 1),
+             *b.tensor(a), *b.tensor(c), *b.tensor(ids), *b.tensor(node))
+
+
+def _out_prod_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    a, c = node.src[0], node.src[1]
+    return a is not None and c is not None and a.type in PLAIN and c.type in PLAIN
+
+
+@rule(Op.OUT_PROD, supports=_out_prod_ok)
+def build_out_prod(node: Tensor, b: PlanBuilder) -> None:
+    a, c = src(node, 0), src(node, 1)
+    b.launch_1d(spec(a.type, c.type), "k_out_prod", node.nelements(), *b.tensor(a), *b.tensor(c),
+                *b.tensor(node))

@@ -1,1 +1,36 @@
-"""(being written)"""
+"""ROPE (rope.cl): normal and NeoX modes, YaRN, frequency factors; f32 and f16 rows."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyggml.ops.base import Op
+from pyggml.ops.rope import ROPE_TYPE_NEOX, RopeParams
+from pyggml.reference.kernels.rope import yarn_corr_dims
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_opencl.op_table import PlanBuilder, f32, i32, opt_src, rule, src, tname
+from pyggml_opencl.programs import ProgramSpec
+
+if TYPE_CHECKING:
+    from pyggml_opencl.device import OpenCLDevice
+
+T = GGMLType
+
+
+def _ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    a = node.src[0]
+    return a is not None and a.type in (T.F32, T.F16) and node.type == a.type
+
+
+@rule(Op.ROPE, supports=_ok)
+def build_rope(node: Tensor, b: PlanBuilder) -> None:
+    a, pos = src(node, 0), src(node, 1)
+    ff = opt_src(node, 2)
+    p: RopeParams = node.params
+    lo, hi = yarn_corr_dims(p)  # one definition of YaRN's correction range
+    slots = (a.ne[0] + 1) // 2
+    b.launch_1d(ProgramSpec.of("rope.cl", T0=tname(a.type)), "k_rope", slots * a.nrows(), *b.tensor(a),
+                *b.tensor(pos), *b.tensor(ff if ff is not None else pos), *b.tensor(node), i32(p.n_dims),
+                i32(int(p.mode == ROPE_TYPE_NEOX)), i32(int(ff is not None)), f32(p.freq_base),
+                f32(p.freq_scale), f32(p.ext_factor), f32(p.attn_factor), f32(lo), f32(hi))

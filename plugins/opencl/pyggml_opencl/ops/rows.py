@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-
 from pyggml_opencl.op_table import PLAIN, QUANT32, QUANT_WRITE, PlanBuilder, rule, src, tname
 from pyggml_opencl.programs import ProgramSpec
 
