@@ -8,10 +8,9 @@ import math
 
 import numpy as np
 import pytest
-from test_reference_util import f16, f32, new_ctx, rand, result, tensor
+from test_reference_util import f16, f32, new_ctx, q8_0_tensor, rand, result, tensor
 
 from pyggml import ops
-from pyggml.reference.access import raw_bytes
 from pyggml.types import GGMLType as T
 
 HAVE_QUANTS = importlib.util.find_spec("pyggml.quants") is not None
@@ -98,24 +97,10 @@ def test_out_prod_with_broadcast() -> None:
     np.testing.assert_allclose(result(out), f32(expected), rtol=1e-6, atol=1e-6)
 
 
-def q8_0_bytes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Q8_0 blocks made by hand (f16 scale d = amax/127, then 32 int8 round(x/d)) and the values they hold."""
-    raw, held = [], []
-    for block in rows.reshape(-1, 32):
-        d = np.float16(np.abs(block).max() / 127.0)
-        q = np.round(block / np.float64(d)).astype(np.int8)
-        raw.append(np.concatenate([np.frombuffer(d.tobytes(), np.uint8), q.view(np.uint8)]))
-        held.append(q.astype(np.float64) * np.float64(d))
-    return np.concatenate(raw), np.concatenate(held).reshape(rows.shape)
-
-
 @needs_quants
 def test_mul_mat_q8_0_src0() -> None:
     ctx = new_ctx()
-    w = rand(3, 64, seed=60)
-    raw, held = q8_0_bytes(w)
-    tw = ctx.new_tensor(T.Q8_0, 64, 3)
-    raw_bytes(tw)[...] = raw
+    tw, _, held = q8_0_tensor(ctx, rand(3, 64, seed=60))
     x = rand(2, 64, seed=61)
     got = result(ops.mul_mat(tw, tensor(ctx, x)))
     expected = [[dot(held[i], x[j]) for i in range(3)] for j in range(2)]

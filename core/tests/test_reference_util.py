@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 import pyggml as gg
 from pyggml.backend import init_backend
+from pyggml.reference.access import raw_bytes
 from pyggml.types import GGMLType
 
 Array = npt.NDArray[Any]
@@ -50,3 +51,24 @@ def f16(x: npt.ArrayLike) -> Array:
 
 def f32(x: npt.ArrayLike) -> Array:
     return np.asarray(x, dtype=np.float32).astype(np.float64)
+
+
+def q8_0_bytes(rows: Array) -> tuple[Array, Array]:
+    """Q8_0 blocks made by hand as ggml's reference quantiser does (float32 d = amax/127, q = roundf(x * (1/d))
+    half away from zero, d stored as f16) and the values they hold (q * f16 d)."""
+    raw, held = [], []
+    for block in rows.astype(np.float32).reshape(-1, 32):
+        d = np.float32(np.abs(block).max() / np.float32(127.0))
+        scaled = block * (np.float32(1.0) / d)
+        q = (np.sign(scaled) * np.floor(np.abs(scaled).astype(np.float64) + 0.5)).astype(np.int8)
+        raw.append(np.concatenate([np.frombuffer(np.float16(d).tobytes(), np.uint8), q.view(np.uint8)]))
+        held.append(q.astype(np.float64) * np.float64(np.float16(d)))
+    return np.concatenate(raw), np.concatenate(held).reshape(rows.shape)
+
+
+def q8_0_tensor(ctx: gg.Context, rows: Array) -> tuple[gg.Tensor, Array, Array]:
+    """A Q8_0 leaf written byte by byte from q8_0_bytes(rows): (tensor, its bytes, the values it holds)."""
+    raw, held = q8_0_bytes(rows)
+    t = ctx.new_tensor(GGMLType.Q8_0, *rows.shape[::-1])
+    raw_bytes(t)[...] = raw
+    return t, raw, held

@@ -22,4 +22,14 @@ def kernel(*ops: Op) -> Callable[[Kernel], Kernel]:
     return deco
 
 
-from pyggml.reference.kernels import elementwise  # noqa: E402,F401  (registers its kernels)
+# importing a family registers its kernels
+from pyggml.reference.kernels import (  # noqa: E402,F401
+    attention,
+    elementwise,
+    layout,
+    matmul,
+    norm,
+    reduce,
+    rope,
+    unary,
+)
