@@ -1,0 +1,167 @@
+"""VulkanBackend: a stream on one Vulkan device. graph_compute plans the graph's dispatches, records them into ONE
+command buffer and submits it; while the same graph is computed again with the same placement (the static
+allocator keeps addresses stable), the recorded command buffer is resubmitted as is (Vulkan's counterpart of
+CUDA graphs). Submissions signal a timeline semaphore; events are (semaphore, value) pairs."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyggml.backend.protocol import Backend, Bytes, Event
+from pyggml.errors import ComputeError, PyGGMLError
+from pyggml.graph import Graph
+from pyggml.tensor import Tensor
+from pyggml_vulkan.recorder import Planner, Recording
+
+if TYPE_CHECKING:
+    from pyggml_vulkan.context import DeviceContext
+    from pyggml_vulkan.device import VulkanDevice
+
+log = logging.getLogger(__name__)
+
+MAX_CACHED_GRAPHS = 16
+
+
+@dataclass
+class Stats:
+    records: int = 0
+    replays: int = 0
+    record_seconds: float = 0.0
+    last_dispatches: int = 0
+    last_barriers: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def graph_signature(graph: Graph) -> tuple[Any, ...]:
+    """What a recorded command buffer depends on: each node's identity, shape and placement, and the leafs'."""
+    return (tuple((id(t), t.ne, id(t.buffer), t.offset) for t in graph.nodes),
+            tuple((id(t), id(t.buffer), t.offset) for t in graph.leafs))
+
+
+class VulkanBackend(Backend):
+    def __init__(self, device: VulkanDevice, ctx: DeviceContext) -> None:
+        super().__init__(device)
+        self.ctx = ctx
+        self.timeline = ctx.timeline()
+        self.submitted = 0
+        self._pending_waits: list[tuple[Any, int]] = []
+        self._recordings: OrderedDict[int, Recording] = OrderedDict()
+        self.stats = Stats()
+        self.replay_enabled = True
+        """False: record a fresh command buffer on every compute (for measuring what replay saves)."""
+
+    # ---- compute --------------------------------------------------------------------------------------------
+
+    def record(self, graph: Graph) -> Recording:
+        from pyggml_vulkan.ops import plan_graph
+
+        t0 = time.perf_counter()
+        planner = Planner(self.ctx)
+        plan_graph(graph, planner)
+        rec = Recording(self.ctx, planner.dispatches, graph_signature(graph))
+        self.stats.records += 1
+        self.stats.record_seconds += time.perf_counter() - t0
+        self.stats.last_dispatches = rec.n_dispatches
+        self.stats.last_barriers = rec.n_barriers
+        return rec
+
+    def _recording_for(self, graph: Graph) -> Recording:
+        sig = graph_signature(graph)
+        rec = self._recordings.get(graph.uid)
+        if rec is not None and rec.signature == sig and self.replay_enabled:
+            self._recordings.move_to_end(graph.uid)
+            self.stats.replays += 1
+            return rec
+        if rec is not None:
+            self._retire(self._recordings.pop(graph.uid))
+        rec = self.record(graph)
+        self._recordings[graph.uid] = rec
+        while len(self._recordings) > MAX_CACHED_GRAPHS:
+            self._retire(self._recordings.popitem(last=False)[1])
+        return rec
+
+    def _retire(self, rec: Recording) -> None:
+        self.synchronize()
+        rec.free()
+
+    def graph_compute_async(self, graph: Graph) -> None:
+        self.ctx.ensure_alive()
+        try:
+            rec = self._recording_for(graph)
+        except PyGGMLError:
+            raise
+        except Exception as e:  # a Vulkan or planning failure: name it, keep the backend usable
+            raise ComputeError(f"{self.name}: recording graph {graph.uid} failed: {type(e).__name__}: {e}") from e
+        self.submitted += 1
+        waits, self._pending_waits = self._pending_waits, []
+        self.ctx.submit(rec.cb, waits, (self.timeline, self.submitted))
+
+    def graph_compute(self, graph: Graph) -> None:
+        self.graph_compute_async(graph)
+        self.synchronize()
+
+    def synchronize(self) -> None:
+        if self.submitted:
+            self.ctx.wait_timeline(self.timeline, self.submitted)
+
+    # ---- transfers (ordered after queued work) ------------------------------------------------------------
+
+    def set_tensor_async(self, tensor: Tensor, data: Bytes, offset: int = 0) -> None:
+        self.synchronize()
+        super().set_tensor_async(tensor, data, offset)
+
+    def get_tensor_async(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
+        self.synchronize()
+        return super().get_tensor_async(tensor, offset, size)
+
+    def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
+        from pyggml.backend.protocol import tensor_copy
+
+        src_backend.synchronize()
+        self.synchronize()
+        tensor_copy(src, dst)
+        return True
+
+    # ---- events -------------------------------------------------------------------------------------------
+
+    def event_record(self, event: Event) -> None:
+        if isinstance(event, VulkanEvent):
+            event.ctx, event.semaphore, event.value = self.ctx, self.timeline, self.submitted
+        else:
+            event.record(self)
+
+    def event_wait(self, event: Event) -> None:
+        if isinstance(event, VulkanEvent) and event.ctx is self.ctx and event.semaphore is not None:
+            if event.value:
+                self._pending_waits.append((event.semaphore, event.value))
+        else:
+            event.synchronize()
+
+    def free(self) -> None:
+        with contextlib.suppress(PyGGMLError):
+            self.synchronize()
+        for rec in self._recordings.values():
+            rec.free()
+        self._recordings.clear()
+        self.ctx.destroy_semaphore(self.timeline)
+
+
+class VulkanEvent(Event):
+    """A point on a backend's timeline semaphore; waits on the GPU when the waiter is on the same device."""
+
+    def __init__(self) -> None:
+        self.ctx: DeviceContext | None = None
+        self.semaphore: Any = None
+        self.value = 0
+
+    def record(self, backend: Backend) -> None:
+        backend.event_record(self)
+
+    def synchronize(self) -> None:
+        if self.ctx is not None and self.value:
+            self.ctx.wait_timeline(self.semaphore, self.value)

@@ -1,0 +1,177 @@
+"""The Vulkan registry and devices: `Vulkan0`, `Vulkan1`, ... over the physical devices, real GPUs first.
+
+PYGGML_VULKAN_DEVICES=0,2 (physical device indices) or =llvmpipe,RTX (name substrings) filters the list.
+A CPU-emulated device (llvmpipe/lavapipe) is listed last and marked `emulated` in its details.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, Registry
+
+if TYPE_CHECKING:
+    from pyggml.tensor import Tensor
+    from pyggml_vulkan.context import DeviceContext
+    from pyggml_vulkan.physical import PhysicalInfo
+
+log = logging.getLogger(__name__)
+
+
+def _selected(infos: list[PhysicalInfo]) -> list[PhysicalInfo]:
+    spec = os.environ.get("PYGGML_VULKAN_DEVICES", "").strip()
+    if not spec:
+        return infos
+    keep: list[PhysicalInfo] = []
+    for item in (s.strip() for s in spec.split(",") if s.strip()):
+        for info in infos:
+            hit = info.index == int(item) if item.isdigit() else item.lower() in info.name.lower()
+            if hit and info not in keep:
+                keep.append(info)
+    return keep
+
+
+class VulkanRegistry(Registry):
+    def __init__(self) -> None:
+        self._devices: list[VulkanDevice] | None = None
+        self._reason: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return "Vulkan"
+
+    def devices(self) -> Sequence[Device]:
+        with self._lock:
+            if self._devices is None:
+                self._devices = self._enumerate()
+            return self._devices
+
+    def _enumerate(self) -> list[VulkanDevice]:
+        try:
+            from pyggml_vulkan.instance import instance
+            from pyggml_vulkan.physical import PREFERENCE, query
+        except OSError as e:  # libvulkan missing
+            self._reason = f"cannot load the Vulkan loader: {e}"
+            return []
+        inst = instance()
+        infos = [query(h, i) for i, h in enumerate(inst.physical_devices())]
+        usable = []
+        for info in infos:
+            missing = [f for f, ok in (("storageBuffer16BitAccess", info.fp16_storage),
+                                        ("storageBuffer8BitAccess", info.int8_storage),
+                                        ("shaderInt8", info.int8_math), ("shaderInt16", info.int16_math),
+                                        ("timelineSemaphore", info.timeline_semaphore),
+                                        ("a compute queue", info.compute_queue_family >= 0)) if not ok]
+            if missing:
+                log.info("Vulkan device %s skipped: lacks %s", info.name, ", ".join(missing))
+            else:
+                usable.append(info)
+        chosen = _selected(usable)
+        chosen.sort(key=lambda i: (PREFERENCE.index(i.device_type) if i.device_type in PREFERENCE else 9, i.index))
+        if not chosen:
+            self._reason = ("no Vulkan device with compute, 8/16-bit storage and arithmetic, timeline semaphores"
+                            if not infos or not usable else "PYGGML_VULKAN_DEVICES selects none of the devices")
+        return [VulkanDevice(self, info, n) for n, info in enumerate(chosen)]
+
+    def unavailable_reason(self) -> str | None:
+        return self._reason
+
+
+class VulkanDevice(Device):
+    def __init__(self, reg: VulkanRegistry, info: PhysicalInfo, number: int) -> None:
+        from pyggml_vulkan.buffer import VulkanBufferType
+
+        self._reg = reg
+        self.info = info
+        self._name = f"Vulkan{number}"
+        self._ctx: DeviceContext | None = None
+        self._lock = threading.Lock()
+        self._buft = VulkanBufferType(self)
+
+    @property
+    def reg(self) -> Registry:
+        return self._reg
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        suffix = " (CPU-emulated)" if self.info.is_cpu else ""
+        return f"{self.info.name}{suffix}"
+
+    @property
+    def type(self) -> DeviceType:
+        return DeviceType.GPU
+
+    @property
+    def caps(self) -> DeviceCaps:
+        return DeviceCaps(async_ops=True, events=True)
+
+    @property
+    def emulated(self) -> bool:
+        return self.info.is_cpu
+
+    def memory(self) -> tuple[int, int]:
+        total = self.info.device_local_bytes
+        return total, total
+
+    def details(self) -> dict[str, str]:
+        i = self.info
+        return {
+            "device_type": i.type_name,
+            "emulated": "cpu" if i.is_cpu else "no",
+            "api_version": i.api_version,
+            "driver": i.driver,
+            "heaps": ", ".join(f"{s >> 20} MiB{' local' if f & 1 else ''}" for s, f in i.heaps),
+            "unified_memory": str(i.unified_memory),
+            "max_storage_buffer_range": str(i.max_storage_buffer_range),
+            "max_allocation": str(i.max_allocation),
+            "subgroup_size": str(i.subgroup_size),
+            "fp16_storage": str(i.fp16_storage),
+            "int8_storage": str(i.int8_storage),
+            "fp16_math": str(i.fp16_math),
+            "int8_math": str(i.int8_math),
+        }
+
+    def context(self) -> DeviceContext:
+        """The logical device, created on first use and again after a device loss."""
+        with self._lock:
+            if self._ctx is None or self._ctx.lost:
+                from pyggml_vulkan.context import DeviceContext
+
+                if self._ctx is not None:
+                    log.warning("Vulkan device %s was lost; creating a new logical device", self.name)
+                self._ctx = DeviceContext(self.info)
+            return self._ctx
+
+    def init_backend(self, params: str | None = None) -> Backend:
+        from pyggml_vulkan.backend import VulkanBackend
+
+        return VulkanBackend(self, self.context())
+
+    def buffer_type(self) -> BufferType:
+        return self._buft
+
+    def supports_buft(self, buft: BufferType) -> bool:
+        return buft is self._buft
+
+    def supports_op(self, op: Tensor) -> bool:
+        from pyggml_vulkan.ops import supports
+
+        return supports(op, self)
+
+    def offload_op(self, op: Tensor) -> bool:
+        return not self.info.is_cpu and op.ne[1] >= 32
+
+    def event_new(self) -> Event:
+        from pyggml_vulkan.backend import VulkanEvent
+
+        return VulkanEvent()
+

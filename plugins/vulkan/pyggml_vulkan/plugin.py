@@ -1,0 +1,14 @@
+"""Entry point of the Vulkan backend (group `pyggml.backends`). Importing this module loads no Vulkan library:
+the registry enumerates devices (and loads libvulkan) on first request."""
+
+from __future__ import annotations
+
+from pyggml.backend.hookspec import hookimpl
+from pyggml.backend.protocol import Registry
+
+
+@hookimpl
+def pyggml_backend_registries() -> list[Registry]:
+    from pyggml_vulkan.device import VulkanRegistry
+
+    return [VulkanRegistry()]

@@ -1,0 +1,210 @@
+"""From planned dispatches to ONE command buffer: descriptor sets (one per distinct set of bound buffers), pipeline
+binds, push constants, dispatches, and a memory barrier only where a dispatch touches bytes an earlier one since
+the last barrier wrote (read/write after write) or reads (write after read).
+
+The command buffer is recorded once per (graph, placement) and replayed by resubmitting it; a leading barrier
+orders it after earlier submissions and transfers, a trailing one makes results visible to host reads/copies.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyggml.errors import AllocationError
+from pyggml.tensor import Tensor
+from pyggml_vulkan.context import N_BINDINGS
+from pyggml_vulkan.pipelines import Spec
+from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, ffi, lib, new, out
+
+if TYPE_CHECKING:
+    from pyggml_vulkan.buffer import VulkanBuffer
+    from pyggml_vulkan.context import DeviceContext
+
+log = logging.getLogger(__name__)
+
+MAX_GROUPS_X = 65535
+Range = tuple[int, int, int]
+"""(buffer handle id, first byte, end byte)."""
+
+
+@dataclass(slots=True)
+class Dispatch:
+    pipeline: Any
+    buffers: tuple[VulkanBuffer, ...]
+    push: bytes
+    groups: tuple[int, int, int]
+    reads: tuple[Range, ...]
+    writes: tuple[Range, ...]
+    name: str
+
+    @property
+    def set_key(self) -> tuple[int, ...]:
+        return tuple(b.handle_id for b in self.buffers)
+
+
+def grid(n_groups: int) -> tuple[int, int, int]:
+    """A 2-D grid of n_groups workgroups (x at most 65535); shaders use wg_id() and bounds-check."""
+    n = max(1, n_groups)
+    if n <= MAX_GROUPS_X:
+        return (n, 1, 1)
+    return (MAX_GROUPS_X, -(-n // MAX_GROUPS_X), 1)
+
+
+def tensor_range(t: Tensor) -> Range:
+    from pyggml_vulkan.buffer import VulkanBuffer
+
+    buf = t.buffer
+    if not isinstance(buf, VulkanBuffer):
+        raise AllocationError(f"Vulkan: tensor '{t.name}' {t.type} ne={list(t.ne)} is not in a Vulkan buffer "
+                              f"({buf!r})")
+    return (buf.handle_id, t.offset, t.offset + t.nbytes())
+
+
+class Planner:
+    """Collects the dispatches of a graph; op implementations call `dispatch`."""
+
+    def __init__(self, ctx: DeviceContext) -> None:
+        self.ctx = ctx
+        self.dispatches: list[Dispatch] = []
+        self.node: Tensor | None = None
+
+    def dispatch(self, shader: str, spec: Spec, srcs: list[Tensor | None], dst: Tensor, push: bytes,
+                 groups: tuple[int, int, int], extra_writes: tuple[Tensor, ...] = ()) -> None:
+        from pyggml_vulkan.buffer import VulkanBuffer
+
+        if len(srcs) > N_BINDINGS - 1:
+            raise ValueError(f"{shader}: at most {N_BINDINGS - 1} sources")
+        dbuf = dst.buffer
+        if not isinstance(dbuf, VulkanBuffer):
+            raise AllocationError(f"Vulkan: destination '{dst.name}' is not in a Vulkan buffer ({dbuf!r})")
+        bufs: list[VulkanBuffer] = []
+        reads = []
+        for s in srcs:
+            if s is None:
+                bufs.append(dbuf)
+                continue
+            reads.append(tensor_range(s))
+            b = s.buffer
+            assert isinstance(b, VulkanBuffer)
+            if b.ctx is not self.ctx:
+                raise AllocationError(f"Vulkan: tensor '{s.name}' lives on another Vulkan device")
+            bufs.append(b)
+        bufs += [dbuf] * (N_BINDINGS - 1 - len(srcs))
+        bufs.append(dbuf)
+        writes = (tensor_range(dst), *(tensor_range(t) for t in extra_writes))
+        node = self.node
+        self.dispatches.append(Dispatch(self.ctx.pipelines.get(shader, spec), tuple(bufs), push, groups,
+                                        tuple(reads), writes, node.name if node is not None else shader))
+
+
+def _overlaps(r: Range, ranges: list[Range]) -> bool:
+    b, s, e = r
+    return any(b == b2 and s < e2 and s2 < e for b2, s2, e2 in ranges)
+
+
+class Recording:
+    """One recorded command buffer and the descriptor sets it uses; keeps its buffers alive."""
+
+    def __init__(self, ctx: DeviceContext, dispatches: list[Dispatch], signature: object = None) -> None:
+        self.ctx = ctx
+        self.signature = signature
+        self.n_dispatches = len(dispatches)
+        self.n_barriers = 0
+        self._buffers = {b.handle_id: b for d in dispatches for b in d.buffers}
+        self.pool = None
+        self.cb = ctx.allocate_command_buffer()
+        try:
+            sets = self._descriptor_sets(dispatches)
+            self._record(dispatches, sets)
+        except Exception:
+            self.free()
+            raise
+
+    def _descriptor_sets(self, dispatches: list[Dispatch]) -> dict[tuple[int, ...], Any]:
+        ctx = self.ctx
+        keys: dict[tuple[int, ...], tuple[Any, ...]] = {}
+        for d in dispatches:
+            keys.setdefault(d.set_key, d.buffers)
+        n = max(1, len(keys))
+        size = new("VkDescriptorPoolSize", type=C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=n * N_BINDINGS)
+        pool = out("VkDescriptorPool")
+        ctx.check(lib.vkCreateDescriptorPool(ctx.device, new(
+            "VkDescriptorPoolCreateInfo", sType=C.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, maxSets=n,
+            poolSizeCount=1, pPoolSizes=size), NULL, pool), "vkCreateDescriptorPool")
+        self.pool = pool[0]
+        if not keys:
+            return {}
+        layouts = ffi.new("VkDescriptorSetLayout[]", [ctx.set_layout] * len(keys))
+        handles = ffi.new("VkDescriptorSet[]", len(keys))
+        ctx.check(lib.vkAllocateDescriptorSets(ctx.device, new(
+            "VkDescriptorSetAllocateInfo", sType=C.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+            descriptorPool=self.pool, descriptorSetCount=len(keys), pSetLayouts=layouts), handles),
+            "vkAllocateDescriptorSets")
+        infos = ffi.new("VkDescriptorBufferInfo[]", [
+            {"buffer": b.vk_buffer, "offset": 0, "range": WHOLE_SIZE} for bufs in keys.values() for b in bufs])
+        writes = ffi.new("VkWriteDescriptorSet[]", [
+            {"sType": C.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": handles[k], "dstBinding": j,
+             "descriptorCount": 1, "descriptorType": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+             "pBufferInfo": infos + (k * N_BINDINGS + j)}
+            for k in range(len(keys)) for j in range(N_BINDINGS)])
+        lib.vkUpdateDescriptorSets(ctx.device, len(keys) * N_BINDINGS, writes, 0, NULL)
+        return {key: handles[k] for k, key in enumerate(keys)}
+
+    def _record(self, dispatches: list[Dispatch], sets: dict[tuple[int, ...], Any]) -> None:
+        ctx = self.ctx
+        cb = self.cb
+        ctx.check(lib.vkBeginCommandBuffer(cb, new(
+            "VkCommandBufferBeginInfo", sType=C.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            flags=C.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)), "vkBeginCommandBuffer")
+        compute = C.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+        shader_rw = C.VK_ACCESS_SHADER_READ_BIT | C.VK_ACCESS_SHADER_WRITE_BIT
+        all_mem = shader_rw | C.VK_ACCESS_TRANSFER_READ_BIT | C.VK_ACCESS_TRANSFER_WRITE_BIT \
+            | C.VK_ACCESS_HOST_READ_BIT | C.VK_ACCESS_HOST_WRITE_BIT
+        every = compute | C.VK_PIPELINE_STAGE_TRANSFER_BIT | C.VK_PIPELINE_STAGE_HOST_BIT
+        lead = new("VkMemoryBarrier", sType=C.VK_STRUCTURE_TYPE_MEMORY_BARRIER, srcAccessMask=all_mem,
+                   dstAccessMask=shader_rw)
+        lib.vkCmdPipelineBarrier(cb, every, compute, 0, 1, lead, 0, NULL, 0, NULL)
+        mid = new("VkMemoryBarrier", sType=C.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                  srcAccessMask=C.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=shader_rw)
+        layout = ctx.pipeline_layout
+        bind_point = C.VK_PIPELINE_BIND_POINT_COMPUTE
+        stage = C.VK_SHADER_STAGE_COMPUTE_BIT
+        written: list[Range] = []
+        read: list[Range] = []
+        cur_pipe = cur_set = None
+        for d in dispatches:
+            hazard = any(_overlaps(r, written) for r in d.reads) or \
+                any(_overlaps(w, written) or _overlaps(w, read) for w in d.writes)
+            if hazard:
+                lib.vkCmdPipelineBarrier(cb, compute, compute, 0, 1, mid, 0, NULL, 0, NULL)
+                self.n_barriers += 1
+                written.clear()
+                read.clear()
+            written.extend(d.writes)
+            read.extend(d.reads)
+            if d.pipeline != cur_pipe:
+                lib.vkCmdBindPipeline(cb, bind_point, d.pipeline)
+                cur_pipe = d.pipeline
+            ds = sets[d.set_key]
+            if ds != cur_set:
+                lib.vkCmdBindDescriptorSets(cb, bind_point, layout, 0, 1, ffi.new("VkDescriptorSet[]", [ds]), 0, NULL)
+                cur_set = ds
+            if d.push:
+                lib.vkCmdPushConstants(cb, layout, stage, 0, len(d.push), d.push)
+            lib.vkCmdDispatch(cb, *d.groups)
+        tail = new("VkMemoryBarrier", sType=C.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                   srcAccessMask=C.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=all_mem)
+        lib.vkCmdPipelineBarrier(cb, compute, every, 0, 1, tail, 0, NULL, 0, NULL)
+        ctx.check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+
+    def free(self) -> None:
+        ctx = self.ctx
+        if self.cb is not None:
+            ctx.free_command_buffer(self.cb)
+            self.cb = None
+        if self.pool is not None and not ctx.lost:
+            lib.vkDestroyDescriptorPool(ctx.device, self.pool, NULL)
+        self.pool = None
+        self._buffers.clear()

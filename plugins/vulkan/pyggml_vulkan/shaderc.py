@@ -1,0 +1,109 @@
+"""GLSL -> SPIR-V with glslangValidator: at build time (setup.py loads this file by path, so it needs nothing but
+the standard library) and at first use when a shader's .spv is missing or stale (editable installs).
+
+A .spv is current when the `.sha` file next to it holds the hash of the shader's source and every include.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+try:
+    from pyggml.errors import PyGGMLError as _Base
+except ImportError:  # pragma: no cover - setup.py runs before pyggml may be importable
+    _Base = Exception  # type: ignore[misc,assignment]
+
+PKG_DIR = Path(__file__).resolve().parent
+SHADER_DIR = PKG_DIR / "shaders"
+SPV_DIR = PKG_DIR / "spv"
+TARGET_ENV = "vulkan1.2"
+
+
+class ShaderBuildError(_Base):
+    """A compute shader failed to compile; the message holds the compiler output and the GLSL around it."""
+
+
+def glslang() -> str:
+    exe = os.environ.get("GLSLANG_VALIDATOR") or shutil.which("glslangValidator")
+    if not exe:
+        raise ShaderBuildError("glslangValidator not found: install glslang-tools (apt-get install glslang-tools) "
+                               "or set GLSLANG_VALIDATOR to its path")
+    return exe
+
+
+def source_hash(name: str, shader_dir: Path = SHADER_DIR) -> str:
+    h = hashlib.sha256(TARGET_ENV.encode())
+    h.update((shader_dir / f"{name}.comp").read_bytes())
+    for inc in sorted(shader_dir.glob("*.glsl")):
+        h.update(inc.name.encode())
+        h.update(inc.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def _excerpt(src: str, log: str) -> str:
+    lines = src.splitlines()
+    nums = sorted({int(m) for m in re.findall(r":(\d+):", log)} | {int(m) for m in re.findall(r"\((\d+)\)", log)})
+    picked = [n for n in nums if 1 <= n <= len(lines)] or list(range(1, min(len(lines), 40) + 1))
+    show: set[int] = set()
+    for n in picked:
+        show.update(range(max(1, n - 3), min(len(lines), n + 3) + 1))
+    return "\n".join(f"{i:4d}{'>' if i in picked else ' '} {lines[i - 1]}" for i in sorted(show))
+
+
+def compile_file(src: Path, dst: Path, defines: dict[str, str] | None = None) -> None:
+    """Compile one .comp to `dst`; on failure raise ShaderBuildError with compiler output and GLSL lines."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    args = [glslang(), "-V", "--target-env", TARGET_ENV, f"-I{src.parent}"]
+    args += [f"-D{k}={v}" for k, v in (defines or {}).items()]
+    with tempfile.NamedTemporaryFile(dir=dst.parent, suffix=".spv.tmp", delete=False) as tmp:
+        tmp_path = Path(tmp.name)
+    try:
+        proc = subprocess.run([*args, "-o", str(tmp_path), str(src)], capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            out = (proc.stdout + proc.stderr).strip()
+            text = src.read_text()
+            raise ShaderBuildError(f"compiling {src.name} failed ({' '.join(args[:4])}):\n{out}\n"
+                                   f"--- GLSL {src} ---\n{_excerpt(text, out)}")
+        os.replace(tmp_path, dst)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def compile_all(out_dir: Path = SPV_DIR, shader_dir: Path = SHADER_DIR) -> list[Path]:
+    """Build step: every shaders/*.comp into out_dir/<name>.spv with its .sha stamp."""
+    made = []
+    for src in sorted(shader_dir.glob("*.comp")):
+        name = src.stem
+        dst = out_dir / f"{name}.spv"
+        compile_file(src, dst)
+        (out_dir / f"{name}.sha").write_text(source_hash(name, shader_dir))
+        made.append(dst)
+    return made
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("PYGGML_VULKAN_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pyggml_vulkan")
+    return Path(base)
+
+
+def spirv(name: str) -> bytes:
+    """The SPIR-V of shader `name`: the built one when current, else compiled now into the cache dir."""
+    src = SHADER_DIR / f"{name}.comp"
+    if not src.exists():
+        raise ShaderBuildError(f"no shader named {name!r} in {SHADER_DIR}")
+    digest = source_hash(name)
+    built = SPV_DIR / f"{name}.spv"
+    stamp = SPV_DIR / f"{name}.sha"
+    if built.exists() and stamp.exists() and stamp.read_text().strip() == digest:
+        return built.read_bytes()
+    cached = cache_dir() / f"{name}-{digest}.spv"
+    if not cached.exists():
+        compile_file(src, cached)
+    return cached.read_bytes()
