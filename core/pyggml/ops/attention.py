@@ -66,6 +66,8 @@ def _diag_mask(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, p: DiagMaskParams) -> tuple[GGMLType, Ne]:
         a = need(srcs[0], op, "src0")
         check_types(op, a, frozenset({GGMLType.F32}), "src0")
+        if p.n_past < 0:
+            raise fail(op, f"n_past={p.n_past} must not be negative", a)
         return a.type, a.ne
 
     return infer
