@@ -39,7 +39,8 @@ class BuiltGraph:
     positions: Tensor
     kv_index: Tensor
     mask: Tensor
-    out_ids: Tensor
+    out_ids: Tensor | None
+    """Rows whose logits are computed (None when every row is)."""
     logits: Tensor
 
 
@@ -97,11 +98,13 @@ class LlamaModel:
             kv_index = ctx.new_tensor(GGMLType.I64, n, name="inp_kv_index").set_input()
             mask = ctx.new_tensor(GGMLType.F16 if flash_attn else GGMLType.F32, n_kv, n,
                                   name="inp_kq_mask").set_input()
-            out_ids = ctx.new_tensor(GGMLType.I32, key.n_outputs, name="inp_out_ids").set_input()
+            out_ids = None
+            if key.n_outputs != n:
+                out_ids = ctx.new_tensor(GGMLType.I32, key.n_outputs, name="inp_out_ids").set_input()
             x = ops.get_rows(self.tok_embd, tokens).set_name("inp_embd")
             for il, lw in enumerate(self.layers):
                 x = self._layer_graph(il, lw, x, pos, kv_index, mask, kv, n, n_kv, flash_attn)
-                if il == hp.n_layer - 1 and key.n_outputs != n:
+                if il == hp.n_layer - 1 and out_ids is not None:
                     x = ops.get_rows(x, out_ids)
             x = ops.mul(ops.rms_norm(x, hp.norm_eps), self.output_norm).set_name("result_norm")
             logits = ops.mul_mat(self.output, x).set_name("result_output")

@@ -156,7 +156,8 @@ class Session:
         g.positions.set(pos)
         g.kv_index.set(pos.astype(np.int64))
         g.mask.set(_causal_mask(pos, n_kv))
-        g.out_ids.set(np.arange(n, dtype=np.int32) if all_logits else np.array([n - 1], dtype=np.int32))
+        if g.out_ids is not None:
+            g.out_ids.set(np.array([n - 1], dtype=np.int32))
         self.sched.graph_compute(g.graph)
         self.n_past += n
         logits = g.logits.numpy().reshape(-1, self.hp.n_vocab)
