@@ -11,9 +11,9 @@ KERNEL void k_rope(TENSOR(a), TENSOR(pos), TENSOR(ff), TENSOR(d), i32 n_dims, i3
     if (i >= slots * NROWS(a)) return;
     i64 j = i % slots, row = i / slots;
     i64 i1 = row % a_ne1, i2 = (row / a_ne1) % a_ne2, i3 = row / (a_ne1 * a_ne2);
-    i64 half = n_dims / 2;
-    if (j >= half) {
-        i64 e = n_dims + 2 * (j - half);
+    i64 nhalf = n_dims / 2;
+    if (j >= nhalf) {
+        i64 e = n_dims + 2 * (j - nhalf);
         for (i64 k = e; k < e + 2 && k < a_ne0; k++) STORET(T0, AT(d, k, i1, i2, i3), LOADT(T0, AT(a, k, i1, i2, i3)));
         return;
     }
@@ -29,7 +29,7 @@ KERNEL void k_rope(TENSOR(a), TENSOR(pos), TENSOR(ff), TENSOR(d), i32 n_dims, i3
         mscale *= 1.f + 0.1f * LOG(1.f / freq_scale);
     }
     float c = COS(theta) * mscale, s = SIN(theta) * mscale;
-    i64 k0 = neox ? j : 2 * j, k1 = neox ? j + half : 2 * j + 1;
+    i64 k0 = neox ? j : 2 * j, k1 = neox ? j + nhalf : 2 * j + 1;
     float x0 = LOADT(T0, AT(a, k0, i1, i2, i3)), x1 = LOADT(T0, AT(a, k1, i1, i2, i3));
     STORET(T0, AT(d, k0, i1, i2, i3), x0 * c - x1 * s);
     STORET(T0, AT(d, k1, i1, i2, i3), x0 * s + x1 * c);

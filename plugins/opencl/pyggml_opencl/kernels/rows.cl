@@ -5,6 +5,7 @@
 
 #define LOAD_IDX(p) ((i64)*(GLOBAL const IDX_T *)(p))
 
+#ifndef QUANT_DST
 /* dst[:, i1, i2, i3] = a[:, ids[i1, i2, i3], i2, i3]; one work-item per destination element */
 KERNEL void k_get_rows(TENSOR(a), TENSOR(ids), TENSOR(d)) {
     i64 i = GID(0);
@@ -22,6 +23,7 @@ KERNEL void k_get_rows(TENSOR(a), TENSOR(ids), TENSOR(d)) {
 #endif
 }
 
+#if !IS_QUANT
 /* d[:, ids[i1, i2 % ., i3 % .], i2, i3] = b[:, i1, i2, i3] for a plain destination; one item per element */
 KERNEL void k_set_rows(TENSOR(b), TENSOR(ids), TENSOR(d)) {
     i64 i = GID(0);
@@ -30,8 +32,9 @@ KERNEL void k_set_rows(TENSOR(b), TENSOR(ids), TENSOR(d)) {
     i64 r = LOAD_IDX(AT(ids, i1, i2 % ids_ne1, i3 % ids_ne2, 0));
     STORET(TD, AT(d, i0, r, i2, i3), LOADT(T0, AT(b, i0, i1, i2, i3)));
 }
+#endif
 
-#ifdef QUANT_DST
+#else
 /* the same for a block-type destination: one work-item per destination block */
 KERNEL void k_set_rows_q(TENSOR(b), TENSOR(ids), TENSOR(d)) {
     i64 nblk = b_ne0 / 32;

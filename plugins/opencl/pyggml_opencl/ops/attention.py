@@ -1,1 +1,42 @@
-"""(being written)"""
+"""FLASH_ATTN_EXT (attention.cl). SOFT_MAX lives with the row reductions (norm.py), DIAG_MASK_* in layout.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_opencl.op_table import PLAIN, QUANT32, WG, PlanBuilder, f32, i32, opt_src, rule, src, tname
+from pyggml_opencl.ops.norm import alibi
+from pyggml_opencl.programs import ProgramSpec
+
+if TYPE_CHECKING:
+    from pyggml_opencl.device import OpenCLDevice
+
+T = GGMLType
+DMAX = 576
+"""Largest head size (d_k and d_v) the kernel holds."""
+KV = PLAIN | QUANT32
+
+
+def _ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    q, k, v = node.src[0], node.src[1], node.src[2]
+    sinks = opt_src(node, 4)
+    return (q is not None and k is not None and v is not None and q.type == T.F32 and k.type in KV
+            and v.type in KV and k.is_contiguous_rows() and v.is_contiguous_rows() and q.ne[0] <= DMAX
+            and v.ne[0] <= DMAX and (sinks is None or sinks.is_contiguous()))
+
+
+@rule(Op.FLASH_ATTN_EXT, supports=_ok)
+def build_flash_attn(node: Tensor, b: PlanBuilder) -> None:
+    q, k, v = src(node, 0), src(node, 1), src(node, 2)
+    mask, sinks = opt_src(node, 3), opt_src(node, 4)
+    p = node.params
+    nlog2, m0, m1 = alibi(q.ne[2], p.max_bias)
+    s = ProgramSpec.of("attention.cl", TK=tname(k.type), TV=tname(v.type),
+                       TM=tname(mask.type if mask is not None else T.F32), WG=WG, DMAX=DMAX)
+    b.launch(s, "k_flash_attn", (q.ne[1] * WG, q.ne[2], q.ne[3]), (WG, 1, 1), *b.tensor(q), *b.tensor(k),
+             *b.tensor(v), *b.tensor(mask if mask is not None else q), *b.tensor(sinks if sinks is not None else q),
+             *b.tensor(node), f32(p.scale), f32(p.max_bias), f32(p.logit_softcap), i32(int(mask is not None)),
+             i32(int(sinks is not None)), i32(nlog2), f32(m0), f32(m1))

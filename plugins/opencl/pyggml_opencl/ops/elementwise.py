@@ -9,6 +9,8 @@ from pyggml.ops.elementwise import GluOp, GluParams, UnaryOp
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_opencl.op_table import PLAIN, PlanBuilder, f32, i32, opt_src, rule, src, tname
+from pyggml_opencl.ops.layout import build_copy_raw
+from pyggml_opencl.ops.rows import block_copy_ok, build_block_copy
 from pyggml_opencl.programs import ProgramSpec, set_prelude
 
 if TYPE_CHECKING:
@@ -97,8 +99,8 @@ def _copy_ok(node: Tensor, dev: OpenCLDevice) -> bool:
     if a.type in COPY_TYPES and node.type in COPY_TYPES:
         ints = {a.type, node.type} - PLAIN
         return not ints or a.type == node.type or node.type in PLAIN
-    from pyggml_opencl.ops.rows import block_copy_ok
-
+    if a.type == node.type:
+        return a.is_contiguous() and node.is_contiguous()
     return block_copy_ok(a, node)
 
 
@@ -108,6 +110,7 @@ def build_copy(node: Tensor, b: PlanBuilder) -> None:
     if a.type in COPY_TYPES and node.type in COPY_TYPES:
         b.launch_1d(spec(a.type, a.type, node.type), "k_cpy", node.nelements(), *b.tensor(a), *b.tensor(node))
         return
-    from pyggml_opencl.ops.rows import build_block_copy
-
+    if a.type == node.type:
+        build_copy_raw(node, b)
+        return
     build_block_copy(node, b)

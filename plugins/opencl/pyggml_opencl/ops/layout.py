@@ -1,1 +1,104 @@
-"""(being written)"""
+"""Layout ops (layout.cl): REPEAT, CONCAT, PAD, SET, ACC, DIAG, DIAG_MASK_INF / _ZERO, ARANGE; same-block-type
+copies."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_opencl.op_table import PLAIN, PlanBuilder, f32, i32, i64, rule, src, tname
+from pyggml_opencl.programs import ProgramSpec
+
+if TYPE_CHECKING:
+    from pyggml_opencl.device import OpenCLDevice
+
+FILE = "layout.cl"
+T = GGMLType
+SAME_TYPE = PLAIN | frozenset({T.I32, T.I16, T.I8, T.I64})
+
+
+def spec(t0: GGMLType = T.F32, t1: GGMLType = T.F32) -> ProgramSpec:
+    return ProgramSpec.of(FILE, T0=tname(t0), T1=tname(t1))
+
+
+def _repeat_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    a = node.src[0]
+    return a is not None and a.type == node.type and node.type in SAME_TYPE
+
+
+@rule(Op.REPEAT, supports=_repeat_ok)
+def build_repeat(node: Tensor, b: PlanBuilder) -> None:
+    a = src(node, 0)
+    b.launch_1d(spec(a.type), "k_repeat", node.nelements(), *b.tensor(a), *b.tensor(node))
+
+
+def _concat_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    return all(s is not None and s.type == node.type for s in node.src) and node.type in SAME_TYPE
+
+
+@rule(Op.CONCAT, supports=_concat_ok)
+def build_concat(node: Tensor, b: PlanBuilder) -> None:
+    a, c = src(node, 0), src(node, 1)
+    b.launch_1d(spec(a.type), "k_concat", node.nelements(), *b.tensor(a), *b.tensor(c), *b.tensor(node),
+                i32(node.params.dim))
+
+
+def _f32_only(node: Tensor, dev: OpenCLDevice) -> bool:
+    return node.type == T.F32 and all(s.type == T.F32 for s in node.src if s is not None)
+
+
+@rule(Op.PAD, supports=_f32_only)
+def build_pad(node: Tensor, b: PlanBuilder) -> None:
+    b.launch_1d(spec(), "k_pad", node.nelements(), *b.tensor(src(node, 0)), *b.tensor(node),
+                *map(i64, node.params.lp))
+
+
+def copy_into(node: Tensor, a: Tensor, b: PlanBuilder) -> None:
+    """Copy src `a` into `node`'s memory unless the node is `a` in place."""
+    if node.buffer is a.buffer and node.offset == a.offset and node.nb == a.nb:
+        return
+    b.launch_1d(spec(a.type), "k_copy", node.nelements(), *b.tensor(a), *b.tensor(node))
+
+
+def _set_acc_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+    a, c = node.src[0], node.src[1]
+    es = node.type.traits.type_size
+    p = node.params
+    return (a is not None and c is not None and a.type in PLAIN and c.type in PLAIN and node.is_contiguous()
+            and all(v % es == 0 for v in (p.nb1, p.nb2, p.nb3, p.offset)))
+
+
+@rule(Op.SET, Op.ACC, supports=_set_acc_ok)
+def build_set_acc(node: Tensor, b: PlanBuilder) -> None:
+    a, c = src(node, 0), src(node, 1)
+    p = node.params
+    copy_into(node, a, b)
+    b.launch_1d(spec(node.type, c.type), "k_set_acc", c.nelements(), *b.tensor(c), *b.tensor(node), i64(p.nb1),
+                i64(p.nb2), i64(p.nb3), i64(p.offset), i32(int(node.op is Op.ACC)))
+
+
+@rule(Op.DIAG, supports=_f32_only)
+def build_diag(node: Tensor, b: PlanBuilder) -> None:
+    b.launch_1d(spec(), "k_diag", node.nelements(), *b.tensor(src(node, 0)), *b.tensor(node))
+
+
+@rule(Op.DIAG_MASK_INF, Op.DIAG_MASK_ZERO, supports=_f32_only)
+def build_diag_mask(node: Tensor, b: PlanBuilder) -> None:
+    value = float("-inf") if node.op is Op.DIAG_MASK_INF else 0.0
+    b.launch_1d(spec(), "k_diag_mask", node.nelements(), *b.tensor(src(node, 0)), *b.tensor(node),
+                i32(node.params.n_past), f32(value))
+
+
+@rule(Op.ARANGE, supports=_f32_only)
+def build_arange(node: Tensor, b: PlanBuilder) -> None:
+    p = node.params
+    b.launch_1d(spec(), "k_arange", node.ne[0], *b.tensor(node), f32(p.start), f32(p.step))
+
+
+def build_copy_raw(node: Tensor, b: PlanBuilder) -> None:
+    """Same block type on both sides, both contiguous: the bytes as they are."""
+    a = src(node, 0)
+    n = node.nbytes()
+    b.launch_1d(spec(), "k_copy_raw", n, *b.tensor(a), *b.tensor(node), i64(n))
