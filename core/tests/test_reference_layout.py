@@ -206,3 +206,12 @@ def test_set_rows_quantised_leaves_other_rows_bytes() -> None:
     expected = raw.copy()
     expected[2 * 34 : 3 * 34] = new_raw
     np.testing.assert_array_equal(raw_bytes(q), expected)
+
+
+def test_cont_of_a_strided_quantised_view() -> None:
+    ctx = new_ctx()
+    q, _, held = q8_0_tensor(ctx, rand(4, 32, seed=115))
+    every_other = ops.view(q, (32, 2), (2 * q.nb[1],), 0)  # rows 0 and 2
+    out = ops.cont(every_other)
+    assert out.type == T.Q8_0
+    np.testing.assert_allclose(result(out), held[[0, 2]], rtol=1e-6)  # re-encoding Q8_0 values is stable

@@ -37,7 +37,7 @@ def test_sum_rows_mean_cumsum() -> None:
         acc = 0.0
         for i in range(x.shape[-1]):
             acc += x[idx][i]
-            expected[idx + (i,)] = acc
+            expected[(*idx, i)] = acc
     np.testing.assert_allclose(result(ops.cumsum(tensor(ctx, x))), expected, rtol=1e-6)
 
 

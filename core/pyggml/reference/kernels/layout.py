@@ -26,10 +26,10 @@ def load_native(t: Tensor) -> Array:
 
 @kernel(Op.DUP, Op.CONT, Op.CPY)
 def copy(dst: Tensor) -> None:
-    """dst's elements, in logical order, are src0's, converted to dst's type. Between tensors of the same block
-    type the bytes are copied as they are (no re-quantisation)."""
+    """dst's elements, in logical order, are src0's, converted to dst's type. Between contiguous tensors of the
+    same block type the bytes are copied as they are (no re-quantisation)."""
     a = src(dst, 0)
-    if a.type == dst.type and a.type.traits.is_quantized:
+    if a.type == dst.type and a.type.traits.is_quantized and a.is_contiguous() and dst.is_contiguous():
         raw_bytes(dst)[...] = raw_bytes(a)
         return
     store(dst, load_native(a).reshape(dst.ne[::-1]))
