@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# PoCL: two CPU devices, so the multi-device paths run everywhere PoCL does (other ICDs ignore this)
+os.environ.setdefault("POCL_DEVICES", "pthread pthread")
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +30,10 @@ def dev(cl_devices):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def backend(dev):  # type: ignore[no-untyped-def]
     return dev.init_backend()
+
+
+@pytest.fixture(scope="session")
+def dev2(cl_devices):  # type: ignore[no-untyped-def]
+    if len(cl_devices) < 2:
+        pytest.skip("only one OpenCL device (PoCL: POCL_DEVICES='pthread pthread' gives two)")
+    return cl_devices[1]
