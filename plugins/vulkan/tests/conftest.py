@@ -1,0 +1,48 @@
+"""Fixtures: the Vulkan device (tests skip when no Vulkan device is present), validation on, and a check that a
+test produced no validation errors."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+os.environ.setdefault("PYGGML_VULKAN_VALIDATION", "1")
+
+
+def _device():  # type: ignore[no-untyped-def]
+    try:
+        from pyggml_vulkan.device import VulkanRegistry
+    except OSError as e:  # pragma: no cover - no loader
+        pytest.skip(f"no Vulkan loader: {e}")
+    reg = VulkanRegistry()
+    devs = reg.devices()
+    if not devs:
+        pytest.skip(f"no Vulkan device: {reg.unavailable_reason()}")
+    return devs[0]
+
+
+@pytest.fixture(scope="session")
+def device():  # type: ignore[no-untyped-def]
+    return _device()
+
+
+@pytest.fixture(scope="session")
+def backend(device):  # type: ignore[no-untyped-def]
+    return device.init_backend()
+
+
+@pytest.fixture(autouse=True)
+def no_validation_errors() -> Iterator[None]:
+    """Every test must leave the validation layer silent (when the layer is installed)."""
+    try:
+        from pyggml_vulkan.instance import instance
+    except OSError:
+        yield
+        return
+    inst = instance()
+    before = len(inst.errors)
+    yield
+    new = inst.errors[before:]
+    assert not new, "Vulkan validation errors:\n" + "\n".join(new)

@@ -58,4 +58,4 @@ def plan_graph(graph: Graph, planner: Planner) -> None:
         impl.plan(node, planner)
 
 
-from pyggml_vulkan.ops import elementwise  # noqa: E402,F401  (registers its ops)
+from pyggml_vulkan.ops import attention, elementwise, layout, matmul, norm, rope  # noqa: E402,F401  (registration)

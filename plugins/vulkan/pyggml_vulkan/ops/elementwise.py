@@ -27,3 +27,54 @@ def binary(node: Tensor, p: Planner) -> None:
     assert a is not None and b is not None
     spec = (int(a.type), int(b.type), int(node.type), BINARY_CODE[node.op])
     p.dispatch("binary", spec, [a, b], node, generic_pc(a, b, node), grid(groups_for(node.nelements())))
+
+
+MATH_CODE = {Op.SQR: 32, Op.SQRT: 33, Op.LOG: 34, Op.SIN: 35, Op.COS: 36, Op.SCALE: 40, Op.CLAMP: 41,
+             Op.LEAKY_RELU: 42, Op.FILL: 43}
+
+
+def _unary_code(node: Tensor) -> int:
+    if node.op is Op.UNARY:
+        return int(node.params.op.value) - 1
+    return MATH_CODE[node.op]
+
+
+def _unary_params(node: Tensor) -> tuple[float, ...]:
+    p = node.params
+    if node.op is Op.SCALE:
+        return (p.s, p.b)
+    if node.op is Op.CLAMP:
+        return (p.min, p.max)
+    if node.op is Op.LEAKY_RELU:
+        return (p.negative_slope,)
+    if node.op is Op.FILL:
+        return (p.value,)
+    return ()
+
+
+def _unary_ok(node: Tensor) -> bool:
+    a = node.src[0]
+    return a is not None and srcs_ok(node, (PLAIN,)) and node.type in PLAIN and a.ne == node.ne
+
+
+@register(Op.UNARY, *MATH_CODE, supports=_unary_ok)
+def unary(node: Tensor, p: Planner) -> None:
+    a = node.src[0]
+    assert a is not None
+    spec = (int(a.type), int(node.type), _unary_code(node))
+    p.dispatch("unary", spec, [a], node, generic_pc(a, None, node, 0, _unary_params(node)),
+               grid(groups_for(node.nelements())))
+
+
+def _glu_ok(node: Tensor) -> bool:
+    return srcs_ok(node, (PLAIN, PLAIN)) and node.type in PLAIN
+
+
+@register(Op.GLU, supports=_glu_ok)
+def glu(node: Tensor, p: Planner) -> None:
+    a = node.src[0]
+    b = node.src[1] if len(node.src) > 1 else None
+    assert a is not None
+    prm = node.params
+    spec = (int(a.type), int(node.type), int(prm.op.value) - 1, int(b is not None), int(prm.swapped))
+    p.dispatch("glu", spec, [a, b], node, generic_pc(a, b, node), grid(groups_for(node.nelements())))

@@ -40,7 +40,8 @@ uint tsize(uint t) {
 
 // linear workgroup id over a 2-D grid (x is limited to 65535 groups)
 uint wg_id() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; }
-uint g_id() { return wg_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x; }
+// a macro, so gl_WorkGroupSize is read after the shader's local_size declaration
+#define g_id() (wg_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x)
 
 #define DECLARE_SRC(B, X) \
 layout(std430, set = 0, binding = B) readonly buffer X##_F32 { float X##_f32[]; }; \
@@ -169,3 +170,19 @@ layout(push_constant) uniform PC { \
 uvec4 coords(uint g, uint n0, uint n1, uint n2) {
     uint i0 = g % n0; g /= n0; uint i1 = g % n1; g /= n1; uint i2 = g % n2; return uvec4(i0, i1, i2, g / n2);
 }
+
+// work-group reductions over WG threads (the shader defines WG and declares `shared float red[WG];`)
+#define DEFINE_REDUCE(WGN) \
+shared float red[WGN]; \
+float wg_sum(float v) { \
+    uint t = gl_LocalInvocationID.x; red[t] = v; barrier(); \
+    for (uint s = WGN / 2u; s > 0u; s >>= 1) { if (t < s) red[t] += red[t + s]; barrier(); } \
+    float r = red[0]; barrier(); return r; \
+} \
+float wg_max(float v) { \
+    uint t = gl_LocalInvocationID.x; red[t] = v; barrier(); \
+    for (uint s = WGN / 2u; s > 0u; s >>= 1) { if (t < s) red[t] = max(red[t], red[t + s]); barrier(); } \
+    float r = red[0]; barrier(); return r; \
+}
+
+#define NEG_INF uintBitsToFloat(0xff800000u)

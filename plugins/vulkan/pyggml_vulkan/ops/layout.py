@@ -1,0 +1,61 @@
+"""Data movement: GET_ROWS, CPY / CONT / DUP (type conversion, reshaping copies), SET_ROWS."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_vulkan.ops import register
+from pyggml_vulkan.ops.common import INTS, PLAIN, READABLE, generic_pc, groups_for, srcs_ok
+from pyggml_vulkan.recorder import grid
+
+if TYPE_CHECKING:
+    from pyggml_vulkan.recorder import Planner
+
+T = GGMLType
+I32 = frozenset({T.I32})
+IDS = frozenset({T.I32, T.I64})
+WRITABLE = PLAIN | INTS
+
+
+def _get_rows_ok(node: Tensor) -> bool:
+    return srcs_ok(node, (READABLE, I32)) and node.type in (T.F32, T.I32)
+
+
+@register(Op.GET_ROWS, supports=_get_rows_ok)
+def get_rows(node: Tensor, p: Planner) -> None:
+    a, ids = node.src[0], node.src[1]
+    assert a is not None and ids is not None
+    p.dispatch("get_rows", (int(a.type), int(node.type)), [a, ids], node, generic_pc(a, ids, node),
+               grid(groups_for(node.nelements())))
+
+
+def _copy_ok(node: Tensor) -> bool:
+    a = node.src[0]
+    if a is None or not srcs_ok(node, (READABLE,)) or node.type not in WRITABLE:
+        return False
+    return not a.type.traits.is_quantized or a.is_contiguous()
+
+
+def _copy(node: Tensor, p: Planner) -> None:
+    a = node.src[0]
+    assert a is not None
+    p.dispatch("cpy", (int(a.type), int(node.type)), [a], node, generic_pc(a, None, node),
+               grid(groups_for(node.nelements())))
+
+
+register(Op.CPY, Op.CONT, Op.DUP, supports=_copy_ok)(_copy)
+
+
+def _set_rows_ok(node: Tensor) -> bool:
+    return srcs_ok(node, (WRITABLE, frozenset({T.F32}), IDS)) and node.type in PLAIN | INTS
+
+
+@register(Op.SET_ROWS, supports=_set_rows_ok)
+def set_rows(node: Tensor, p: Planner) -> None:
+    rows, ids = node.src[1], node.src[2]
+    assert rows is not None and ids is not None
+    p.dispatch("set_rows", (int(node.type),), [rows, ids], node, generic_pc(rows, ids, node),
+               grid(groups_for(rows.nelements())))

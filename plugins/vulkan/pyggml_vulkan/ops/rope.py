@@ -1,0 +1,49 @@
+"""ROPE (normal and NeoX) with YaRN and frequency factors: one thread per rotated pair."""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import TYPE_CHECKING
+
+from pyggml.ops.base import Op
+from pyggml.ops.rope import ROPE_TYPE_NEOX, RopeParams
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_vulkan.ops import register
+from pyggml_vulkan.ops.common import groups_for, srcs_ok
+from pyggml_vulkan.recorder import grid
+
+if TYPE_CHECKING:
+    from pyggml_vulkan.recorder import Planner
+
+T = GGMLType
+
+
+def corr_dims(p: RopeParams) -> tuple[float, float]:
+    """YaRN's ramp range (pair indices), as the reference computes it (n_ctx_orig 0 -> (0, -inf))."""
+
+    def dim(n_rot: float) -> float:
+        ratio = p.n_ctx_orig / (n_rot * 2.0 * math.pi)
+        return p.n_dims * (math.log(ratio) if ratio > 0 else -math.inf) / (2.0 * math.log(p.freq_base))
+
+    low = math.floor(dim(p.beta_fast)) if p.n_ctx_orig > 0 else -math.inf
+    high = math.ceil(dim(p.beta_slow)) if p.n_ctx_orig > 0 else -math.inf
+    return max(0.0, low), min(p.n_dims - 1.0, high)
+
+
+def _rope_ok(node: Tensor) -> bool:
+    return srcs_ok(node, (frozenset({T.F32, T.F16}), frozenset({T.I32}), frozenset({T.F32})))
+
+
+@register(Op.ROPE, supports=_rope_ok)
+def rope(node: Tensor, p: Planner) -> None:
+    a, pos = node.src[0], node.src[1]
+    ff = node.src[2] if len(node.src) > 2 else None
+    assert a is not None and pos is not None
+    prm: RopeParams = node.params
+    c0, c1 = corr_dims(prm)
+    push = struct.pack("<17I6f", a.offset, pos.offset, ff.offset if ff else 0, node.offset, *a.ne, *a.nb,
+                       *node.nb, prm.n_dims, prm.freq_base, prm.freq_scale, prm.ext_factor, prm.attn_factor, c0, c1)
+    spec = (int(a.type), int(prm.mode == ROPE_TYPE_NEOX), int(ff is not None))
+    p.dispatch("rope", spec, [a, pos, ff], node, push, grid(groups_for(a.nelements() // 2)))

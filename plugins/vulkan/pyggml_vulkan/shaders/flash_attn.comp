@@ -1,0 +1,105 @@
+#version 450
+// FLASH_ATTN_EXT, one work group per (query row, head, batch): scores for WG keys at a time, online softmax
+// (running max and sum), V accumulated per thread over its own output dims. GQA: kv head = h / (H / kH).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#define WGS 64u
+#define MAXD 512u
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint TK = 1;
+layout(constant_id = 1) const uint TV = 1;
+layout(constant_id = 2) const uint TM = 1;
+layout(constant_id = 3) const uint HAS_MASK = 0;
+layout(constant_id = 4) const uint HAS_SINK = 0;
+DECLARE_SRC(0, Q)
+DECLARE_SRC(1, K)
+DECLARE_SRC(2, V)
+DECLARE_SRC(3, M)
+DECLARE_SRC(4, S)
+DECLARE_DST(5)
+layout(push_constant) uniform PC {
+    uint oq, ok, ov, om, os, od;
+    uint Dk, Dv, nq, H;
+    uint qnb1, qnb2, qnb3;
+    uint nkv, kHB, B;       // kHB: kv heads | kv batches << 16
+    uint knb1, knb2, knb3;
+    uint vnb1, vnb2, vnb3;
+    uint mnb1, mnb2, mnb3, mHB;  // mHB: mask dims 2 | 3 << 16
+    float scale, softcap, m0, m1; uint n_head_log2;
+} pc;
+shared float qv[MAXD];
+shared float sc[WGS];
+DEFINE_REDUCE(64u)
+
+void main() {
+    uint wid = wg_id();
+    uint t = gl_LocalInvocationID.x;
+    uvec4 w = coords(wid, pc.H, pc.nq, 1u << 30);
+    uint h = w.x; uint iq = w.y; uint b = w.z;
+    if (wid >= pc.H * pc.nq * pc.B) return;
+    uint kH = pc.kHB & 0xffffu; uint kB = pc.kHB >> 16;
+    uint kh = h / (pc.H / kH);
+    uint qbase = pc.oq + iq * pc.qnb1 + h * pc.qnb2 + b * pc.qnb3;
+    for (uint d = t; d < pc.Dk; d += WGS) qv[d] = Q_f32[(qbase >> 2) + d];
+    barrier();
+    uint kb = b / (pc.B / kB);
+    uint kbase = pc.ok + kh * pc.knb2 + kb * pc.knb3;
+    uint vbase = pc.ov + kh * pc.vnb2 + kb * pc.vnb3;
+    uint mbase = pc.om + iq * pc.mnb1 + (h % (pc.mHB & 0xffffu)) * pc.mnb2 + (b % (pc.mHB >> 16)) * pc.mnb3;
+    float slope = 1.0;
+    if (pc.m0 != 0.0) {
+        slope = h < pc.n_head_log2 ? pow(pc.m0, float(h + 1u)) : pow(pc.m1, float(2u * (h - pc.n_head_log2) + 1u));
+    }
+    float acc[MAXD / WGS];
+    for (uint r = 0u; r < MAXD / WGS; ++r) acc[r] = 0.0;
+    float m = NEG_INF;
+    float l = 0.0;
+    for (uint j0 = 0u; j0 < pc.nkv; j0 += WGS) {
+        uint j = j0 + t;
+        float s = NEG_INF;
+        if (j < pc.nkv) {
+            uint krow = kbase + j * pc.knb1;
+            float dot = 0.0;
+            for (uint d = 0u; d < pc.Dk; ++d) dot += qv[d] * K_at(TK, krow, d, tsize(TK));
+            s = dot * pc.scale;
+            if (pc.softcap != 0.0) s = pc.softcap * tanh(s / pc.softcap);
+            if (HAS_MASK == 1u) {
+                float mv = M_ld(TM, mbase + j * tsize(TM));
+                s = mv == NEG_INF ? NEG_INF : s + slope * mv;
+            }
+        }
+        sc[t] = s;
+        float bm = wg_max(s);
+        float nm = max(m, bm);
+        float corr = m == NEG_INF ? 0.0 : exp(m - nm);
+        float p = s == NEG_INF ? 0.0 : exp(s - nm);
+        float ps = wg_sum(p);
+        l = l * corr + ps;
+        uint nj = min(WGS, pc.nkv - j0);
+        for (uint r = 0u; r < MAXD / WGS; ++r) {
+            uint d = t + r * WGS;
+            if (d >= pc.Dv) break;
+            float a = acc[r] * corr;
+            for (uint jj = 0u; jj < nj; ++jj) {
+                float sj = sc[jj];
+                if (sj != NEG_INF) a += exp(sj - nm) * V_at(TV, vbase + (j0 + jj) * pc.vnb1, d, tsize(TV));
+            }
+            acc[r] = a;
+        }
+        m = nm;
+        barrier();
+    }
+    if (HAS_SINK == 1u) {
+        float sk = S_f32[(pc.os >> 2) + h];
+        float nm = max(m, sk);
+        float corr = m == NEG_INF ? 0.0 : exp(m - nm);
+        l = l * corr + exp(sk - nm);
+        for (uint r = 0u; r < MAXD / WGS; ++r) acc[r] *= corr;
+    }
+    float inv = l == 0.0 ? 0.0 : 1.0 / l;
+    uint obase = (pc.od >> 2) + ((b * pc.nq + iq) * pc.H + h) * pc.Dv;
+    for (uint r = 0u; r < MAXD / WGS; ++r) {
+        uint d = t + r * WGS;
+        if (d < pc.Dv) d_f32[obase + d] = acc[r] * inv;
+    }
+}

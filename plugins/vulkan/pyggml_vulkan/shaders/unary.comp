@@ -1,0 +1,66 @@
+#version 450
+// UNARY (op codes 0..19 in UnaryOp order), SQR 32, SQRT 33, LOG 34, SIN 35, COS 36, SCALE 40 (x*f0+f1),
+// CLAMP 41 (f0..f1), LEAKY_RELU 42 (slope f0), FILL 43 (f0): d[i] = f(a[i]), same shape, any strides.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint TA = 0;
+layout(constant_id = 1) const uint TD = 0;
+layout(constant_id = 2) const uint OP = 0;
+DECLARE_SRC(0, A)
+DECLARE_DST(5)
+GENERIC_PC
+
+float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
+float gelu_tanh(float x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x))); }
+float erf_approx(float x) {
+    // Abramowitz-Stegun 7.1.26 is too coarse; use the erfc continued fraction via W. J. Cody-like rational
+    float a = abs(x);
+    float t = 1.0 / (1.0 + 0.5 * a);
+    float y = t * exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+              + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+    return x >= 0.0 ? 1.0 - y : y - 1.0;
+}
+
+float apply(float x) {
+    switch (OP) {
+    case 0u: return abs(x);
+    case 1u: return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0);
+    case 2u: return -x;
+    case 3u: return x > 0.0 ? 1.0 : 0.0;
+    case 4u: return tanh(x);
+    case 5u: return x > 0.0 ? x : exp(x) - 1.0;
+    case 6u: return x > 0.0 ? x : 0.0;
+    case 7u: return sigm(x);
+    case 8u: return gelu_tanh(x);
+    case 9u: return x * sigm(1.702 * x);
+    case 10u: return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476));
+    case 11u: return x * sigm(x);
+    case 12u: return x * min(1.0, max(0.0, (x + 3.0) / 6.0));
+    case 13u: return min(1.0, max(0.0, (x + 3.0) / 6.0));
+    case 14u: return exp(x);
+    case 15u: return x > 20.0 ? x : log(1.0 + exp(x));
+    case 16u: return floor(x);
+    case 17u: return ceil(x);
+    case 18u: return x < 0.0 ? -floor(-x + 0.5) : floor(x + 0.5);
+    case 19u: return trunc(x);
+    case 32u: return x * x;
+    case 33u: return sqrt(x);
+    case 34u: return log(x);
+    case 35u: return sin(x);
+    case 36u: return cos(x);
+    case 40u: return x * pc.f0 + pc.f1;
+    case 41u: { float u = x < pc.f1 ? x : pc.f1; return u > pc.f0 ? u : pc.f0; }
+    case 42u: return (x > 0.0 ? x : 0.0) + pc.f0 * (x < 0.0 ? x : 0.0);
+    case 43u: return pc.f0;
+    }
+    return x;
+}
+
+void main() {
+    uint g = g_id();
+    if (g >= pc.ne0 * pc.ne1 * pc.ne2 * pc.ne3) return;
+    uvec4 i = coords(g, pc.ne0, pc.ne1, pc.ne2);
+    float x = OP == 43u ? 0.0 : A_ld(TA, pc.oa + i.x * pc.nb00 + i.y * pc.nb01 + i.z * pc.nb02 + i.w * pc.nb03);
+    d_st(TD, pc.od + i.x * pc.nb0 + i.y * pc.nb1 + i.z * pc.nb2 + i.w * pc.nb3, apply(x));
+}

@@ -1,0 +1,81 @@
+"""Run a graph on the Vulkan backend and on the numpy reference with the same inputs, compare by NMSE."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pyggml.backend.protocol import Backend, BufferType
+from pyggml.context import Context, init_view
+from pyggml.graph import Graph, build_graph
+from pyggml.reference.backend import NumpyRegistry
+from pyggml.tensor import Tensor
+
+Build = Callable[[Context], tuple[list[Tensor], Tensor]]
+
+
+def place(graph: Graph, buft: BufferType) -> Any:
+    """One buffer holding every data owner of the graph (aligned, in order); views placed after."""
+    owners: list[Tensor] = []
+    seen: set[int] = set()
+    for t in [*graph.leafs, *graph.nodes]:
+        for x in (t, *(s for s in t.src if s is not None)):
+            o = x.data_owner
+            if id(o) not in seen:
+                seen.add(id(o))
+                owners.append(o)
+    al = buft.alignment
+    offs = []
+    size = 0
+    for o in owners:
+        offs.append(size)
+        size += -(-max(o.nbytes(), 1) // al) * al
+    buf = buft.alloc_buffer(size)
+    for o, off in zip(owners, offs, strict=True):
+        o.buffer, o.offset = buf, off
+    for t in [*graph.leafs, *graph.nodes]:
+        if t.view_src is not None:
+            init_view(t)
+    return buf
+
+
+def run(build: Build, backend: Backend, data: dict[str, np.ndarray]) -> np.ndarray:
+    ctx = Context(no_alloc=True)
+    inputs, out = build(ctx)
+    g = build_graph(out)
+    place(g, backend.device.buffer_type())
+    for t in inputs:
+        if t.name in data:
+            t.set(data[t.name])
+    backend.graph_compute(g)
+    return out.numpy()
+
+
+_NUMPY = NumpyRegistry().devices()[0].init_backend()
+
+
+def nmse(a: np.ndarray, ref: np.ndarray) -> float:
+    a = np.asarray(a, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if np.isnan(a).any() and not np.array_equal(np.isnan(a), np.isnan(ref)):
+        return float("inf")
+    ok = np.isfinite(ref)
+    if not np.array_equal(np.isfinite(a), ok) or not np.array_equal(a[~ok], ref[~ok]):
+        return float("inf")
+    den = float(np.sum(ref[ok] ** 2))
+    return float(np.sum((a[ok] - ref[ok]) ** 2) / (den if den else 1.0))
+
+
+def compare(build: Build, backend: Backend, data: dict[str, np.ndarray], tol: float = 1e-7) -> float:
+    got = run(build, backend, data)
+    ref = run(build, _NUMPY, data)
+    assert got.shape == ref.shape
+    err = nmse(got, ref)
+    assert err <= tol, f"NMSE {err:.3e} > {tol:.0e}"
+    return err
+
+
+def rand(*shape: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
