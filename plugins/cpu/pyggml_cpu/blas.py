@@ -1,0 +1,113 @@
+"""The blas device: MUL_MAT with many columns through OpenBLAS's sgemm (the `scipy-openblas32` wheel, else the
+OpenBLAS that numpy ships). It uses host memory like the cpu device, so the scheduler can move big matmuls to
+it without copies (its pass 3 'upgrade'), as ggml's BLAS backend."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+
+from pyggml.backend.host import HostBufferType
+from pyggml.backend.protocol import Backend, BufferType, Device, DeviceType, Registry
+from pyggml.graph import Graph
+from pyggml.tensor import Tensor
+from pyggml_cpu import kernels
+from pyggml_cpu._pgc import lib
+from pyggml_cpu.device import CpuDevice
+from pyggml_cpu.executor import Executor
+from pyggml_cpu.op_table import BLAS_TABLE, supports
+
+log = logging.getLogger(__name__)
+BLAS_LIB_ENV = "PYGGML_BLAS_LIB"
+"""Path of an OpenBLAS shared library to use instead of the ones searched for (cblas_sgemm symbols)."""
+
+
+def _candidates() -> list[tuple[str, str, str]]:
+    """(library path, sgemm symbol, set-threads symbol) in order of preference."""
+    out: list[tuple[str, str, str]] = []
+    env = os.environ.get(BLAS_LIB_ENV)
+    if env:
+        out.append((env, "cblas_sgemm", "openblas_set_num_threads"))
+    try:
+        import scipy_openblas32
+
+        for p in glob.glob(os.path.join(scipy_openblas32.get_lib_dir(), "*.so*")):
+            out.append((p, "scipy_cblas_sgemm", "scipy_openblas_set_num_threads"))
+    except ImportError:
+        pass
+    try:
+        import numpy
+
+        libs = os.path.join(os.path.dirname(os.path.dirname(numpy.__file__)), "numpy.libs")
+        for p in glob.glob(os.path.join(libs, "libscipy_openblas64_*.so*")):
+            out.append((p, "scipy_cblas_sgemm64_", "scipy_openblas_set_num_threads64_"))
+    except ImportError:
+        pass
+    return out
+
+
+def load_blas() -> str | None:
+    """Load a BLAS library into the kernels; None on success, else why not."""
+    if lib.pgc_blas_loaded():
+        return None
+    tried = []
+    for path, sym, thr in _candidates():
+        if lib.pgc_blas_load(path.encode(), sym.encode(), thr.encode()) == 0:
+            log.debug("blas: using %s (%s)", path, sym)
+            lib.pgc_blas_set_threads(kernels.default_threads())
+            return None
+        tried.append(path)
+    return ("no OpenBLAS found (pip install scipy-openblas32, or set PYGGML_BLAS_LIB)" if not tried
+            else f"no usable sgemm in {', '.join(tried)}")
+
+
+def set_blas_threads(n: int) -> None:
+    lib.pgc_blas_set_threads(int(n))
+
+
+class BlasDevice(CpuDevice):
+    def __init__(self, reg: Registry) -> None:
+        super().__init__(reg)
+        self._buft = HostBufferType("blas", self)
+
+    @property
+    def name(self) -> str:
+        return "blas"
+
+    @property
+    def description(self) -> str:
+        return "OpenBLAS sgemm (MUL_MAT of F32/F16/BF16 with many columns)"
+
+    @property
+    def type(self) -> DeviceType:
+        return DeviceType.ACCEL
+
+    def details(self) -> dict[str, str]:
+        return {"threads": str(kernels.default_threads())}
+
+    def init_backend(self, params: str | None = None) -> Backend:
+        return BlasBackend(self)
+
+    def buffer_type(self) -> BufferType:
+        return self._buft
+
+    def supports_op(self, op: Tensor) -> bool:
+        return supports(BLAS_TABLE, op)
+
+    def supports_buft(self, buft: BufferType) -> bool:
+        return buft.is_host
+
+
+class BlasBackend(Backend):
+    """One C thread widens F16/BF16 operands; OpenBLAS's own threads do the product."""
+
+    def __init__(self, device: Device) -> None:
+        super().__init__(device)
+        self.executor = Executor(BLAS_TABLE, "blas", 1)
+
+    def graph_compute(self, graph: Graph) -> None:
+        self.executor.compute(graph)
+
+    def free(self) -> None:
+        self.executor.free()

@@ -1,0 +1,273 @@
+/* Plain-C dot products, written for auto-vectorisation. Included by dot_portable.c (no target flags) and by
+   dot_avx2.c (under #pragma GCC target avx2/fma/f16c), so one text gives the portable and a vectorised build.
+   The includer defines SFX(name) to give the functions their suffix and LD16(h) for an fp16 load. */
+#include "quants.h"
+
+static float SFX(dot_f32)(int64_t n, const float *x, const float *y) {
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) acc[k] += x[i + k] * y[i + k];
+    float s = 0.0f;
+    for (int k = 0; k < 16; k++) s += acc[k];
+    for (; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+static float SFX(dot_f16)(int64_t n, const uint16_t *x, const float *y) {
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) acc[k] += LD16(x[i + k]) * y[i + k];
+    float s = 0.0f;
+    for (int k = 0; k < 16; k++) s += acc[k];
+    for (; i < n; i++) s += LD16(x[i]) * y[i];
+    return s;
+}
+
+static float SFX(dot_bf16)(int64_t n, const uint16_t *x, const float *y) {
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) {
+            uint32_t u = (uint32_t)x[i + k] << 16;
+            float f;
+            memcpy(&f, &u, 4);
+            acc[k] += f * y[i + k];
+        }
+    float s = 0.0f;
+    for (int k = 0; k < 16; k++) s += acc[k];
+    for (; i < n; i++) s += pgc_bf16_to_fp32(x[i]) * y[i];
+    return s;
+}
+
+static inline int SFX(idot32)(const int8_t *a, const int8_t *b) {
+    int s = 0;
+    for (int j = 0; j < 32; j++) s += a[j] * b[j];
+    return s;
+}
+
+static void SFX(vd_q4_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq4_0 *x = (const bq4_0 *)vx;
+    const bq8_0 *y = (const bq8_0 *)vy;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int8_t q[QK];
+        for (int j = 0; j < QK / 2; j++) {
+            q[j] = (int8_t)((x[i].qs[j] & 0xF) - 8);
+            q[j + QK / 2] = (int8_t)((x[i].qs[j] >> 4) - 8);
+        }
+        sum += SFX(idot32)(q, y[i].qs) * LD16(x[i].d) * LD16(y[i].d);
+    }
+    *s = sum;
+}
+
+static void SFX(vd_q4_1)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq4_1 *x = (const bq4_1 *)vx;
+    const bq8_1 *y = (const bq8_1 *)vy;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int8_t q[QK];
+        for (int j = 0; j < QK / 2; j++) {
+            q[j] = (int8_t)(x[i].qs[j] & 0xF);
+            q[j + QK / 2] = (int8_t)(x[i].qs[j] >> 4);
+        }
+        sum += SFX(idot32)(q, y[i].qs) * LD16(x[i].d) * LD16(y[i].d) + LD16(x[i].m) * LD16(y[i].s);
+    }
+    *s = sum;
+}
+
+static inline void SFX(unpack_q5)(const uint8_t *qhb, const uint8_t *qs, int off, int8_t *q) {
+    uint32_t qh;
+    memcpy(&qh, qhb, 4);
+    for (int j = 0; j < QK / 2; j++) {
+        q[j] = (int8_t)(((qs[j] & 0xF) | (((qh >> j) << 4) & 0x10)) - off);
+        q[j + QK / 2] = (int8_t)(((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - off);
+    }
+}
+
+static void SFX(vd_q5_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq5_0 *x = (const bq5_0 *)vx;
+    const bq8_0 *y = (const bq8_0 *)vy;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int8_t q[QK];
+        SFX(unpack_q5)(x[i].qh, x[i].qs, 16, q);
+        sum += SFX(idot32)(q, y[i].qs) * LD16(x[i].d) * LD16(y[i].d);
+    }
+    *s = sum;
+}
+
+static void SFX(vd_q5_1)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq5_1 *x = (const bq5_1 *)vx;
+    const bq8_1 *y = (const bq8_1 *)vy;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int8_t q[QK];
+        SFX(unpack_q5)(x[i].qh, x[i].qs, 0, q);
+        sum += SFX(idot32)(q, y[i].qs) * LD16(x[i].d) * LD16(y[i].d) + LD16(x[i].m) * LD16(y[i].s);
+    }
+    *s = sum;
+}
+
+static void SFX(vd_q8_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq8_0 *x = (const bq8_0 *)vx;
+    const bq8_0 *y = (const bq8_0 *)vy;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) sum += SFX(idot32)(x[i].qs, y[i].qs) * LD16(x[i].d) * LD16(y[i].d);
+    *s = sum;
+}
+
+/* K-quants: unpack a block to 256 signed levels with 16 integer scales (and mins), then integer dots per 16 */
+typedef struct { int8_t q[QKK]; int sc[16]; int mn[16]; float d, dmin; } SFX(kblock);
+
+static inline int SFX(idot16)(const int8_t *a, const int8_t *b) {
+    int s = 0;
+    for (int j = 0; j < 16; j++) s += a[j] * b[j];
+    return s;
+}
+
+static float SFX(kdot)(const SFX(kblock) *k, const bq8_K *y) {
+    int isum = 0, msum = 0;
+    for (int g = 0; g < 16; g++) {
+        isum += k->sc[g] * SFX(idot16)(k->q + 16 * g, y->qs + 16 * g);
+        msum += k->mn[g] * y->bsums[g];
+    }
+    return y->d * (k->d * isum - k->dmin * msum);
+}
+
+/* Q4_K / Q5_K: eight 6-bit scales and mins, each covering 32 values (two groups of 16) */
+static inline void SFX(k4_scales)(SFX(kblock) *k, uint16_t d, uint16_t dmin, const uint8_t *scales) {
+    k->d = LD16(d);
+    k->dmin = LD16(dmin);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        pgc_scale_min_k4(j, scales, &sc, &m);
+        k->sc[2 * j] = k->sc[2 * j + 1] = sc;
+        k->mn[2 * j] = k->mn[2 * j + 1] = m;
+    }
+}
+
+static void SFX(vd_q2_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq2_K *x = (const bq2_K *)vx;
+    const bq8_K *y = (const bq8_K *)vy;
+    float sum = 0.0f;
+    SFX(kblock) k;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        k.d = LD16(x[i].d);
+        k.dmin = LD16(x[i].dmin);
+        for (int g = 0; g < 16; g++) {
+            k.sc[g] = x[i].scales[g] & 0xF;
+            k.mn[g] = x[i].scales[g] >> 4;
+        }
+        for (int v = 0; v < QKK; v++) {
+            int half = v / 128, j = (v % 128) / 32, l = v % 32;
+            k.q[v] = (int8_t)((x[i].qs[32 * half + l] >> (2 * j)) & 3);
+        }
+        sum += SFX(kdot)(&k, &y[i]);
+    }
+    *s = sum;
+}
+
+static void SFX(vd_q3_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq3_K *x = (const bq3_K *)vx;
+    const bq8_K *y = (const bq8_K *)vy;
+    float sum = 0.0f;
+    SFX(kblock) k;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int8_t sc[16];
+        pgc_q3k_scales(x[i].scales, sc);
+        k.d = LD16(x[i].d);
+        k.dmin = 0.0f;
+        for (int g = 0; g < 16; g++) {
+            k.sc[g] = sc[g];
+            k.mn[g] = 0;
+        }
+        for (int v = 0; v < QKK; v++) {
+            int half = v / 128, j = (v % 128) / 32, l = v % 32;
+            int lo = (x[i].qs[32 * half + l] >> (2 * j)) & 3;
+            int hb = (x[i].hmask[l] >> (4 * half + j)) & 1;
+            k.q[v] = (int8_t)(lo - (hb ? 0 : 4));
+        }
+        sum += SFX(kdot)(&k, &y[i]);
+    }
+    *s = sum;
+}
+
+static void SFX(vd_q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq4_K *x = (const bq4_K *)vx;
+    const bq8_K *y = (const bq8_K *)vy;
+    float sum = 0.0f;
+    SFX(kblock) k;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        SFX(k4_scales)(&k, x[i].d, x[i].dmin, x[i].scales);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                k.q[64 * c + l] = (int8_t)(x[i].qs[32 * c + l] & 0xF);
+                k.q[64 * c + 32 + l] = (int8_t)(x[i].qs[32 * c + l] >> 4);
+            }
+        sum += SFX(kdot)(&k, &y[i]);
+    }
+    *s = sum;
+}
+
+static void SFX(vd_q5_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq5_K *x = (const bq5_K *)vx;
+    const bq8_K *y = (const bq8_K *)vy;
+    float sum = 0.0f;
+    SFX(kblock) k;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        SFX(k4_scales)(&k, x[i].d, x[i].dmin, x[i].scales);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                uint8_t h = x[i].qh[l];
+                k.q[64 * c + l] = (int8_t)((x[i].qs[32 * c + l] & 0xF) | (((h >> (2 * c)) & 1) << 4));
+                k.q[64 * c + 32 + l] = (int8_t)((x[i].qs[32 * c + l] >> 4) | (((h >> (2 * c + 1)) & 1) << 4));
+            }
+        sum += SFX(kdot)(&k, &y[i]);
+    }
+    *s = sum;
+}
+
+static void SFX(vd_q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bq6_K *x = (const bq6_K *)vx;
+    const bq8_K *y = (const bq8_K *)vy;
+    float sum = 0.0f;
+    SFX(kblock) k;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        k.d = LD16(x[i].d);
+        k.dmin = 0.0f;
+        for (int g = 0; g < 16; g++) {
+            k.sc[g] = x[i].scales[g];
+            k.mn[g] = 0;
+        }
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
+            int8_t *q = k.q + 128 * h;
+            for (int l = 0; l < 32; l++) {
+                q[l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                q[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                q[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                q[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            }
+        }
+        sum += SFX(kdot)(&k, &y[i]);
+    }
+    *s = sum;
+}
+
+static void SFX(register)(pgc_simd *s) {
+    s->dot_f32 = SFX(dot_f32);
+    s->dot_f16 = SFX(dot_f16);
+    s->dot_bf16 = SFX(dot_bf16);
+    s->vec_dot[T_Q4_0] = SFX(vd_q4_0);
+    s->vec_dot[T_Q4_1] = SFX(vd_q4_1);
+    s->vec_dot[T_Q5_0] = SFX(vd_q5_0);
+    s->vec_dot[T_Q5_1] = SFX(vd_q5_1);
+    s->vec_dot[T_Q8_0] = SFX(vd_q8_0);
+    s->vec_dot[T_Q2_K] = SFX(vd_q2_K);
+    s->vec_dot[T_Q3_K] = SFX(vd_q3_K);
+    s->vec_dot[T_Q4_K] = SFX(vd_q4_K);
+    s->vec_dot[T_Q5_K] = SFX(vd_q5_K);
+    s->vec_dot[T_Q6_K] = SFX(vd_q6_K);
+}

@@ -1,0 +1,71 @@
+/* The portable kernels (no target flags), the dispatch table and CPU feature detection. */
+#include "api.h"
+#include "pgc.h"
+
+#include <stdlib.h>
+
+#define SFX(name) name##_portable
+#define LD16(h) pgc_fp16_to_fp32(h)
+#include "dot_impl.h"
+
+void pgc_quant_portable(pgc_simd *s);
+
+pgc_simd pgc_S;
+
+void pgc_simd_portable(pgc_simd *s) {
+    memset(s, 0, sizeof(*s));
+    s->level = 0;
+    register_portable(s);
+    pgc_quant_portable(s);
+}
+
+int pgc_cpu_features(void) {
+    int f = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse3")) f |= PGC_F_SSE3;
+    if (__builtin_cpu_supports("avx")) f |= PGC_F_AVX;
+    if (__builtin_cpu_supports("avx2")) f |= PGC_F_AVX2;
+    if (__builtin_cpu_supports("fma")) f |= PGC_F_FMA;
+    if (__builtin_cpu_supports("avx512f")) f |= PGC_F_AVX512F;
+    if (__builtin_cpu_supports("avx512bw")) f |= PGC_F_AVX512BW;
+    if (__builtin_cpu_supports("avx512vnni")) f |= PGC_F_AVX512VNNI;
+    if (__builtin_cpu_supports("avx512bf16")) f |= PGC_F_AVX512BF16;
+    {   /* F16C and AVX-VNNI are not known to every GCC's __builtin_cpu_supports: ask CPUID */
+        unsigned a, b, c, d;
+        __asm__ __volatile__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+        if (c & (1u << 29)) f |= PGC_F_F16C;
+        __asm__ __volatile__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+        if (a & (1u << 4)) f |= PGC_F_AVXVNNI;
+    }
+#elif defined(__aarch64__)
+    f |= PGC_F_NEON;
+#endif
+    return f;
+}
+
+static int best_level(void) {
+#if defined(__x86_64__)
+    int f = pgc_cpu_features();
+    int need = PGC_F_AVX2 | PGC_F_FMA | PGC_F_F16C;
+    if ((f & need) == need) return 1;
+#endif
+    return 0;
+}
+
+int pgc_set_simd_level(int level) {
+    pgc_simd_portable(&pgc_S);
+    int best = best_level();
+    if (level < 0 || level > best) level = best;
+#if defined(__x86_64__)
+    if (level >= 1) pgc_simd_avx2(&pgc_S);
+#endif
+    return pgc_S.level;
+}
+
+int pgc_simd_level(void) { return pgc_S.level; }
+
+__attribute__((constructor)) static void pgc_init(void) {
+    const char *e = getenv("PYGGML_CPU_PORTABLE");
+    pgc_set_simd_level(e && *e && *e != '0' ? 0 : -1);
+}

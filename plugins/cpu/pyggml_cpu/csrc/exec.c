@@ -1,0 +1,212 @@
+/* The graph executor: a persistent pthread pool that runs a whole plan of node descriptors in one call,
+   with a barrier between nodes and rows split by (ith, nth). */
+#define _GNU_SOURCE
+#include "pgc.h"
+#include "api.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PGC_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define PGC_PAUSE() __asm__ __volatile__("yield")
+#else
+#define PGC_PAUSE() ((void)0)
+#endif
+
+struct pgc_pool {
+    int n_threads;
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int gen;
+    int stop;
+    /* the job */
+    const pgc_node *nodes;
+    int n_nodes;
+    char *wdata;
+    size_t wcap, shared, per_thread;
+    atomic_int bar_count;
+    atomic_int bar_phase;
+    atomic_int err;
+    atomic_int err_node;
+    atomic_int active;
+    int err_index;
+};
+
+static pgc_kernel kernel_of(int op) {
+    switch (op) {
+    case PGC_OP_BINARY: case PGC_OP_ADD1: return pgc_k_binary;
+    case PGC_OP_UNARY: case PGC_OP_CLAMP: case PGC_OP_LEAKY: case PGC_OP_FILL: return pgc_k_unary;
+    case PGC_OP_GLU: return pgc_k_glu;
+    case PGC_OP_SCALE: return pgc_k_scale;
+    case PGC_OP_NORM: return pgc_k_norm;
+    case PGC_OP_GROUP_NORM: return pgc_k_group_norm;
+    case PGC_OP_SOFT_MAX: return pgc_k_soft_max;
+    case PGC_OP_ROPE: return pgc_k_rope;
+    case PGC_OP_DIAG_MASK: return pgc_k_diag_mask;
+    case PGC_OP_FLASH_ATTN: return pgc_k_flash_attn;
+    case PGC_OP_MUL_MAT: return pgc_k_mul_mat;
+    case PGC_OP_MUL_MAT_ID: return pgc_k_mul_mat_id;
+    case PGC_OP_OUT_PROD: return pgc_k_out_prod;
+    case PGC_OP_MUL_MAT_BLAS: return pgc_k_mul_mat_blas;
+    case PGC_OP_CPY: return pgc_k_cpy;
+    case PGC_OP_GET_ROWS: return pgc_k_get_rows;
+    case PGC_OP_SET_ROWS: return pgc_k_set_rows;
+    case PGC_OP_REPEAT: return pgc_k_repeat;
+    case PGC_OP_CONCAT: return pgc_k_concat;
+    case PGC_OP_PAD: return pgc_k_pad;
+    case PGC_OP_SET: return pgc_k_set;
+    case PGC_OP_DIAG: return pgc_k_diag;
+    case PGC_OP_ARANGE: return pgc_k_arange;
+    case PGC_OP_SUM: case PGC_OP_SUM_ROWS: case PGC_OP_CUMSUM: case PGC_OP_ARGMAX: case PGC_OP_COUNT_EQUAL:
+        return pgc_k_reduce;
+    case PGC_OP_ARGSORT: return pgc_k_argsort;
+    default: return NULL;
+    }
+}
+
+void pgc_barrier(const pgc_tctx *c) {
+    pgc_pool *p = c->pool;
+    if (c->nth == 1) return;
+    int phase = atomic_load_explicit(&p->bar_phase, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == c->nth - 1) {
+        atomic_store_explicit(&p->bar_count, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->bar_phase, 1, memory_order_release);
+        return;
+    }
+    int spins = 0;
+    while (atomic_load_explicit(&p->bar_phase, memory_order_acquire) == phase) {
+        if (++spins < 2000) PGC_PAUSE();
+        else sched_yield();
+    }
+}
+
+static void run_nodes(pgc_pool *p, int ith, int nth) {
+    pgc_tctx c;
+    c.ith = ith;
+    c.nth = nth;
+    c.wdata = p->wdata;
+    c.scratch = p->wdata + p->shared + (size_t)ith * p->per_thread;
+    c.pool = p;
+    c.err_index = &p->err_index;
+    const pgc_node *nodes = p->nodes;
+    int n_nodes = p->n_nodes;
+    for (int i = 0; i < n_nodes; i++) {
+        const pgc_node *n = &nodes[i];
+        pgc_kernel k = kernel_of(n->op);
+        int rc = k ? k(n, &c) : PGC_E_OP;
+        if (rc) {
+            int zero = 0;
+            if (atomic_compare_exchange_strong(&p->err, &zero, rc)) atomic_store(&p->err_node, i);
+        }
+        pgc_barrier(&c);
+        if (atomic_load_explicit(&p->err, memory_order_relaxed)) break;
+    }
+}
+
+typedef struct { pgc_pool *p; int ith; } worker_arg;
+
+static void *worker(void *arg) {
+    worker_arg *a = (worker_arg *)arg;
+    pgc_pool *p = a->p;
+    int ith = a->ith;
+    free(a);
+    int seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (p->gen == seen && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stop) { pthread_mutex_unlock(&p->mu); break; }
+        seen = p->gen;
+        int nth = p->n_threads;
+        pthread_mutex_unlock(&p->mu);
+        run_nodes(p, ith, nth);
+        atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
+    }
+    return NULL;
+}
+
+pgc_pool *pgc_pool_new(int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    pgc_pool *p = (pgc_pool *)calloc(1, sizeof(pgc_pool));
+    if (!p) return NULL;
+    p->n_threads = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->th = (pthread_t *)calloc((size_t)n_threads, sizeof(pthread_t));
+    for (int i = 1; i < n_threads; i++) {
+        worker_arg *a = (worker_arg *)malloc(sizeof(worker_arg));
+        a->p = p;
+        a->ith = i;
+        if (pthread_create(&p->th[i], NULL, worker, a) != 0) {
+            free(a);
+            p->n_threads = i; /* run with the threads we got */
+            break;
+        }
+    }
+    return p;
+}
+
+void pgc_pool_free(pgc_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n_threads; i++) pthread_join(p->th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->th);
+    free(p->wdata);
+    free(p);
+}
+
+int pgc_pool_n_threads(pgc_pool *p) { return p->n_threads; }
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node) {
+    *failed_node = -1;
+    if (n_nodes <= 0) return PGC_OK;
+    int nth = p->n_threads;
+    size_t shared = 0, per = 0;
+    for (int i = 0; i < n_nodes; i++) {
+        if (!kernel_of(nodes[i].op)) { *failed_node = i; return PGC_E_OP; }
+        size_t s = pgc_work_shared(&nodes[i], nth), t = pgc_work_thread(&nodes[i]);
+        if (s > shared) shared = s;
+        if (t > per) per = t;
+    }
+    shared = align64(shared);
+    per = align64(per + 64);
+    size_t need = shared + per * (size_t)nth + 64;
+    if (need > p->wcap) {
+        free(p->wdata);
+        p->wdata = (char *)aligned_alloc(64, align64(need));
+        if (!p->wdata) { p->wcap = 0; return PGC_E_NOMEM; }
+        p->wcap = align64(need);
+    }
+    p->shared = shared;
+    p->per_thread = per;
+    p->nodes = nodes;
+    p->n_nodes = n_nodes;
+    atomic_store(&p->err, 0);
+    atomic_store(&p->err_node, -1);
+    atomic_store(&p->bar_count, 0);
+    p->err_index = 0;
+    if (nth > 1) {
+        atomic_store(&p->active, nth - 1);
+        pthread_mutex_lock(&p->mu);
+        p->gen++;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    run_nodes(p, 0, nth);
+    /* workers must be out of this plan before the caller may free or change it */
+    while (atomic_load_explicit(&p->active, memory_order_acquire) > 0) sched_yield();
+    int err = atomic_load(&p->err);
+    if (err) *failed_node = atomic_load(&p->err_node);
+    return err;
+}

@@ -1,0 +1,166 @@
+/* MUL_MAT, MUL_MAT_ID, OUT_PROD. Activations (src1) are converted once per node to the weight type's dot
+   partner (Q8_0 / Q8_1 / Q8_K for quantised weights, F32 otherwise) by all threads, then a barrier, then each
+   thread computes tiles of (weight rows x activation columns) with integer or float dot products. */
+#include "pgc.h"
+
+#define TILE_R 16
+#define TILE_C 16
+
+static int conv_type(int t0) { return pgc_blck_size(t0) > 1 ? pgc_vec_dot_type(t0) : T_F32; }
+
+/* whether src1 (slot s) must be converted before the dots */
+static int needs_conv(const pgc_node *n, int s, int t0) {
+    return conv_type(t0) != T_F32 || n->type[s] != T_F32 || n->nb[s][0] != 4;
+}
+
+/* convert every row of slot s to type vt into dst (rows packed), rows split across threads */
+static int convert_rows(const pgc_node *n, int s, int vt, char *dst, const pgc_tctx *c) {
+    const int64_t ne0 = n->ne[s][0], nr = pgc_nrows(n, s);
+    const int64_t rs = pgc_row_size(vt, ne0);
+    float *tmp = (float *)c->scratch;
+    int64_t r0, r1;
+    pgc_split(nr, c->ith, c->nth, &r0, &r1);
+    int rc = 0;
+    for (int64_t r = r0; r < r1 && !rc; r++) {
+        const char *p = pgc_row(n, s, r);
+        if (n->type[s] == T_F32 && n->nb[s][0] == 4) {
+            rc = pgc_from_float((const float *)p, dst + r * rs, ne0, vt);
+        } else {
+            for (int64_t k = 0; k < ne0; k++) tmp[k] = pgc_ld(p + k * n->nb[s][0], n->type[s]);
+            rc = pgc_from_float(tmp, dst + r * rs, ne0, vt);
+        }
+    }
+    return rc;
+}
+
+size_t pgc_mul_mat_shared(const pgc_node *n) {
+    int t0 = n->type[1];
+    if (!needs_conv(n, 2, t0)) return 0;
+    return (size_t)pgc_nrows(n, 2) * (size_t)pgc_row_size(conv_type(t0), n->ne[2][0]);
+}
+
+typedef float (*rowdot_fn)(int64_t k, const char *x, const char *y);
+
+static inline float row_dot(int t0, int64_t k, const char *x, const char *y) {
+    switch (t0) {
+    case T_F32: return pgc_S.dot_f32(k, (const float *)x, (const float *)y);
+    case T_F16: return pgc_S.dot_f16(k, (const uint16_t *)x, (const float *)y);
+    case T_BF16: return pgc_S.dot_bf16(k, (const uint16_t *)x, (const float *)y);
+    default: {
+        float s;
+        pgc_S.vec_dot[t0](k, &s, x, y);
+        return s;
+    }
+    }
+}
+
+int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
+    const int t0 = n->type[1];
+    const int64_t K = n->ne[1][0], M = n->ne[1][1], ne02 = n->ne[1][2], ne03 = n->ne[1][3];
+    const int64_t N = n->ne[2][1], ne12 = n->ne[2][2], ne13 = n->ne[2][3];
+    if (t0 != T_F32 && t0 != T_F16 && t0 != T_BF16 && !(t0 < T_COUNT && pgc_S.vec_dot[t0])) return PGC_E_TYPE;
+    const int conv = needs_conv(n, 2, t0);
+    int rc = 0;
+    if (conv) rc = convert_rows(n, 2, conv_type(t0), c->wdata, c);
+    pgc_barrier(c);
+    if (rc) return rc;
+    const int64_t rs1 = pgc_row_size(conv_type(t0), K);
+    const int64_t r2 = ne12 / ne02, r3 = ne13 / ne03;
+    const int64_t nbr = (M + TILE_R - 1) / TILE_R, nbc = (N + TILE_C - 1) / TILE_C;
+    const int64_t units = ne12 * ne13 * nbr * nbc;
+    int64_t u0, u1;
+    pgc_split(units, c->ith, c->nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; u++) {
+        /* row blocks vary fastest so that threads share activation columns */
+        int64_t br = u % nbr, bc = (u / nbr) % nbc, b = u / (nbr * nbc);
+        int64_t i12 = b % ne12, i13 = b / ne12;
+        int64_t i02 = i12 / r2, i03 = i13 / r3;
+        int64_t ir1 = br * TILE_R + TILE_R < M ? br * TILE_R + TILE_R : M;
+        int64_t ic1 = bc * TILE_C + TILE_C < N ? bc * TILE_C + TILE_C : N;
+        for (int64_t ic = bc * TILE_C; ic < ic1; ic++) {
+            const char *y = conv ? c->wdata + ((i13 * ne12 + i12) * N + ic) * rs1 : pgc_ptr(n, 2, 0, ic, i12, i13);
+            char *d = pgc_ptr(n, 0, 0, ic, i12, i13);
+            for (int64_t ir = br * TILE_R; ir < ir1; ir++) {
+                const char *x = pgc_ptr(n, 1, 0, ir, i02, i03);
+                *(float *)(d + ir * n->nb[0][0]) = row_dot(t0, K, x, y);
+            }
+        }
+    }
+    return PGC_OK;
+}
+
+/* MUL_MAT_ID: slot1 experts [K, M, n_exp], slot2 b [K, n_b, n_tok], slot3 ids [n_used, n_tok] */
+size_t pgc_mul_mat_id_shared(const pgc_node *n) {
+    size_t conv = (size_t)pgc_nrows(n, 2) * (size_t)pgc_row_size(conv_type(n->type[1]), n->ne[2][0]);
+    size_t pairs = (size_t)(n->ne[3][0] * n->ne[3][1]);
+    return conv + 64 + sizeof(int32_t) * ((size_t)n->ne[1][2] + 1) * (pairs + 1);
+}
+
+int pgc_k_mul_mat_id(const pgc_node *n, const pgc_tctx *c) {
+    const int t0 = n->type[1];
+    const int64_t K = n->ne[1][0], M = n->ne[1][1], n_exp = n->ne[1][2];
+    const int64_t n_b = n->ne[2][1], n_used = n->ne[3][0], n_tok = n->ne[3][1];
+    if (t0 != T_F32 && t0 != T_F16 && t0 != T_BF16 && !(t0 < T_COUNT && pgc_S.vec_dot[t0])) return PGC_E_TYPE;
+    const int vt = conv_type(t0);
+    const int64_t rs1 = pgc_row_size(vt, K);
+    size_t conv_bytes = (size_t)pgc_nrows(n, 2) * (size_t)rs1;
+    int32_t *counts = (int32_t *)(c->wdata + ((conv_bytes + 63) & ~(size_t)63));
+    int32_t *lists = counts + n_exp;
+    const int64_t pairs = n_used * n_tok;
+    int rc = convert_rows(n, 2, vt, c->wdata, c);
+    if (c->ith == 0) {
+        for (int64_t e = 0; e < n_exp; e++) counts[e] = 0;
+        for (int64_t t = 0; t < n_tok && !*c->err_index; t++)
+            for (int64_t e = 0; e < n_used; e++) {
+                int32_t ex = *(const int32_t *)pgc_ptr(n, 3, e, t, 0, 0);
+                if (ex < 0 || ex >= n_exp) { *c->err_index = 1; break; }
+                lists[ex * pairs + counts[ex]++] = (int32_t)(t * n_used + e);
+            }
+    }
+    pgc_barrier(c);
+    if (rc) return rc;
+    if (*c->err_index) return PGC_E_INDEX;
+    const int64_t nbr = (M + TILE_R - 1) / TILE_R;
+    int64_t u0, u1;
+    pgc_split(n_exp * nbr, c->ith, c->nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t ex = u / nbr, br = u % nbr;
+        int64_t ir1 = br * TILE_R + TILE_R < M ? br * TILE_R + TILE_R : M;
+        for (int32_t q = 0; q < counts[ex]; q++) {
+            int32_t pe = lists[ex * pairs + q];
+            int64_t t = pe / n_used, e = pe % n_used;
+            const char *y = c->wdata + (t * n_b + e % n_b) * rs1;
+            char *d = pgc_ptr(n, 0, 0, e, t, 0);
+            for (int64_t ir = br * TILE_R; ir < ir1; ir++)
+                *(float *)(d + ir * n->nb[0][0]) = row_dot(t0, K, pgc_ptr(n, 1, 0, ir, ex, 0), y);
+        }
+    }
+    return PGC_OK;
+}
+
+/* OUT_PROD: slot1 a [m, k, A2, A3], slot2 b [n, k, B2, B3] -> dst [m, n, B2, B3] = sum_k a[:, k] b[j, k] */
+int pgc_k_out_prod(const pgc_node *n, const pgc_tctx *c) {
+    const int64_t m = n->ne[0][0], K = n->ne[1][1];
+    const int64_t r2 = n->ne[2][2] / n->ne[1][2], r3 = n->ne[2][3] / n->ne[1][3];
+    float *acc = (float *)c->scratch, *arow = acc + m;
+    const int ta = n->type[1];
+    int64_t nr = pgc_nrows(n, 0), r0, r1;
+    pgc_split(nr, c->ith, c->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t j = r % n->ne[0][1], i2 = (r / n->ne[0][1]) % n->ne[0][2], i3 = r / (n->ne[0][1] * n->ne[0][2]);
+        for (int64_t i = 0; i < m; i++) acc[i] = 0.0f;
+        for (int64_t k = 0; k < K; k++) {
+            float bv = pgc_ld(pgc_ptr(n, 2, j, k, i2, i3), n->type[2]);
+            const char *ap = pgc_ptr(n, 1, 0, k, i2 / r2, i3 / r3);
+            if (pgc_blck_size(ta) > 1) {
+                if (pgc_to_float(ap, arow, m, ta)) return PGC_E_TYPE;
+                for (int64_t i = 0; i < m; i++) acc[i] += arow[i] * bv;
+            } else {
+                for (int64_t i = 0; i < m; i++) acc[i] += pgc_ld(ap + i * n->nb[1][0], ta) * bv;
+            }
+        }
+        char *d = pgc_ptr(n, 0, 0, j, i2, i3);
+        for (int64_t i = 0; i < m; i++) *(float *)(d + i * n->nb[0][0]) = acc[i];
+    }
+    return PGC_OK;
+}

@@ -1,0 +1,192 @@
+/* Row kernels: NORM / RMS_NORM / L2_NORM, GROUP_NORM, SOFT_MAX (mask, scale, ALiBi, sinks), ROPE (normal and
+   NeoX, YaRN, frequency factors; sin/cos cached per position), DIAG_MASK_INF / _ZERO. */
+#include "pgc.h"
+
+#define ROWS_LOOP(n, c)                                                                    \
+    int64_t nr_ = pgc_nrows(n, 0), r0_, r1_;                                               \
+    pgc_split(nr_, (c)->ith, (c)->nth, &r0_, &r1_);                                        \
+    const int64_t ne1_ = (n)->ne[0][1], ne2_ = (n)->ne[0][2];                              \
+    for (int64_t r = r0_; r < r1_; r++) {                                                  \
+        const int64_t i1 = r % ne1_, i2 = (r / ne1_) % ne2_, i3 = r / (ne1_ * ne2_);
+
+#define ROWS_END }
+
+int pgc_k_norm(const pgc_node *n, const pgc_tctx *c) {
+    const int64_t ne0 = n->ne[0][0];
+    const float eps = n->fp[0];
+    ROWS_LOOP(n, c)
+        const float *x = (const float *)pgc_ptr(n, 1, 0, i1, i2, i3);
+        float *y = (float *)pgc_ptr(n, 0, 0, i1, i2, i3);
+        const int64_t sx = n->nb[1][0] / 4, sy = n->nb[0][0] / 4;
+        double sum = 0.0, sq = 0.0;
+        for (int64_t k = 0; k < ne0; k++) sum += x[k * sx];
+        float scale, mean = 0.0f;
+        if (n->sub == 0) {
+            mean = (float)(sum / ne0);
+            for (int64_t k = 0; k < ne0; k++) sq += (double)(x[k * sx] - mean) * (x[k * sx] - mean);
+            scale = 1.0f / sqrtf((float)(sq / ne0) + eps);
+        } else {
+            for (int64_t k = 0; k < ne0; k++) sq += (double)x[k * sx] * x[k * sx];
+            scale = n->sub == 1 ? 1.0f / sqrtf((float)(sq / ne0) + eps) : 1.0f / fmaxf(sqrtf((float)sq), eps);
+        }
+        for (int64_t k = 0; k < ne0; k++) y[k * sy] = (x[k * sx] - mean) * scale;
+    ROWS_END
+    return PGC_OK;
+}
+
+int pgc_k_group_norm(const pgc_node *n, const pgc_tctx *c) {
+    const int64_t ne0 = n->ne[0][0], ne1 = n->ne[0][1], ne2 = n->ne[0][2], ne3 = n->ne[0][3];
+    const int n_groups = n->ip[0];
+    const float eps = n->fp[0];
+    const int64_t cpg = (ne2 + n_groups - 1) / n_groups;
+    int64_t t0, t1;
+    pgc_split((int64_t)n_groups * ne3, c->ith, c->nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t g = t % n_groups, i3 = t / n_groups;
+        int64_t s = g * cpg, e = s + cpg < ne2 ? s + cpg : ne2;
+        if (s >= e) continue;
+        double sum = 0.0, sq = 0.0;
+        int64_t cnt = (e - s) * ne1 * ne0;
+        for (int64_t i2 = s; i2 < e; i2++)
+            for (int64_t i1 = 0; i1 < ne1; i1++)
+                for (int64_t i0 = 0; i0 < ne0; i0++) sum += *(const float *)pgc_ptr(n, 1, i0, i1, i2, i3);
+        float mean = (float)(sum / cnt);
+        for (int64_t i2 = s; i2 < e; i2++)
+            for (int64_t i1 = 0; i1 < ne1; i1++)
+                for (int64_t i0 = 0; i0 < ne0; i0++) {
+                    float v = *(const float *)pgc_ptr(n, 1, i0, i1, i2, i3) - mean;
+                    *(float *)pgc_ptr(n, 0, i0, i1, i2, i3) = v;
+                    sq += (double)v * v;
+                }
+        float scale = 1.0f / sqrtf((float)(sq / cnt) + eps);
+        for (int64_t i2 = s; i2 < e; i2++)
+            for (int64_t i1 = 0; i1 < ne1; i1++)
+                for (int64_t i0 = 0; i0 < ne0; i0++) *(float *)pgc_ptr(n, 0, i0, i1, i2, i3) *= scale;
+    }
+    return PGC_OK;
+}
+
+/* ALiBi slope of head h out of n_head (1 without max_bias) */
+float pgc_alibi_slope(float max_bias, int64_t h, int64_t n_head) {
+    if (max_bias <= 0.0f) return 1.0f;
+    int64_t nl2 = 1;
+    while (nl2 * 2 <= n_head) nl2 *= 2;
+    float m0 = powf(2.0f, -max_bias / nl2), m1 = powf(2.0f, -(max_bias / 2.0f) / nl2);
+    return h < nl2 ? powf(m0, (float)(h + 1)) : powf(m1, (float)(2 * (h - nl2) + 1));
+}
+
+int pgc_k_soft_max(const pgc_node *n, const pgc_tctx *c) {
+    const int64_t ne0 = n->ne[0][0], nh = n->ne[1][2];
+    const float scale = n->fp[0], max_bias = n->fp[1];
+    const int has_mask = n->data[2] != 0, has_sinks = n->data[3] != 0;
+    float *w = (float *)c->scratch;
+    ROWS_LOOP(n, c)
+        const char *xp = pgc_ptr(n, 1, 0, i1, i2, i3);
+        float slope = pgc_alibi_slope(max_bias, i2, nh);
+        for (int64_t k = 0; k < ne0; k++) w[k] = *(const float *)(xp + k * n->nb[1][0]) * scale;
+        if (has_mask) {
+            const char *mp = pgc_ptr(n, 2, 0, i1, i2 % n->ne[2][2], i3 % n->ne[2][3]);
+            if (n->type[2] == T_F16)
+                for (int64_t k = 0; k < ne0; k++) w[k] += slope * pgc_fp16_to_fp32(((const uint16_t *)mp)[k]);
+            else
+                for (int64_t k = 0; k < ne0; k++) w[k] += slope * ((const float *)mp)[k];
+        }
+        float mx = -INFINITY, sink = 0.0f;
+        if (has_sinks) {
+            sink = *(const float *)((const char *)(uintptr_t)n->data[3] + i2 * n->nb[3][0]);
+            mx = sink;
+        }
+        for (int64_t k = 0; k < ne0; k++) mx = w[k] > mx ? w[k] : mx;
+        double sum = 0.0;
+        for (int64_t k = 0; k < ne0; k++) {
+            float e = (w[k] == -INFINITY) ? 0.0f : expf(w[k] - mx);
+            w[k] = e;
+            sum += e;
+        }
+        if (has_sinks) sum += expf(sink - mx);
+        float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+        char *yp = pgc_ptr(n, 0, 0, i1, i2, i3);
+        for (int64_t k = 0; k < ne0; k++) *(float *)(yp + k * n->nb[0][0]) = w[k] * inv;
+    ROWS_END
+    return PGC_OK;
+}
+
+static float yarn_ramp(float low, float high, int i0) {
+    float y = (i0 / 2 - low) / fmaxf(0.001f, high - low);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+/* cos/sin for every pair of position p: cache[2*i] = cos, cache[2*i+1] = sin (magnitude scaled) */
+static void rope_cache(const pgc_node *n, double p, const double *inv_freq, float *cache) {
+    const int n_dims = n->ip[0], n_ctx_orig = n->ip[2];
+    const float base = n->fp[0], freq_scale = n->fp[1], ext = n->fp[2], attn = n->fp[3];
+    const float beta_fast = n->fp[4], beta_slow = n->fp[5];
+    float lo = 0.0f, hi = 0.0f;
+    if (ext != 0.0f) {
+        const float tp = 2.0f * (float)M_PI;
+        lo = fmaxf(0.0f, floorf(n_dims * logf(n_ctx_orig / (beta_fast * tp)) / (2 * logf(base))));
+        hi = fminf((float)(n_dims - 1), ceilf(n_dims * logf(n_ctx_orig / (beta_slow * tp)) / (2 * logf(base))));
+    }
+    const char *ff = (const char *)(uintptr_t)n->data[3];
+    for (int i0 = 0; i0 < n_dims; i0 += 2) {
+        double te = p * inv_freq[i0 / 2];
+        if (ff) te /= *(const float *)(ff + (i0 / 2) * n->nb[3][0]);
+        double ti = freq_scale * te, theta = ti;
+        float ms = attn;
+        if (ext != 0.0f) {
+            double mix = yarn_ramp(lo, hi, i0) * ext;
+            theta = ti * (1 - mix) + te * mix;
+            ms *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+        }
+        cache[i0] = (float)(cos(theta) * ms);
+        cache[i0 + 1] = (float)(sin(theta) * ms);
+    }
+}
+
+int pgc_k_rope(const pgc_node *n, const pgc_tctx *c) {
+    const int64_t ne0 = n->ne[0][0];
+    const int n_dims = n->ip[0], neox = n->ip[1] & 2;
+    const int ts = n->type[1];
+    double *inv_freq = (double *)c->scratch;
+    float *cache = (float *)(inv_freq + n_dims / 2 + 1);
+    float *x = cache + n_dims + 2, *y = x + ne0;
+    for (int i = 0; i < n_dims / 2; i++) inv_freq[i] = pow((double)n->fp[0], -2.0 * i / n_dims);
+    int64_t last = -1, last3 = -1;
+    ROWS_LOOP(n, c)
+        if (i2 != last || i3 != last3) {
+            int32_t p = *(const int32_t *)((const char *)(uintptr_t)n->data[2] + i2 * n->nb[2][0]);
+            rope_cache(n, (double)p, inv_freq, cache);
+            last = i2;
+            last3 = i3;
+        }
+        const char *sp = pgc_ptr(n, 1, 0, i1, i2, i3);
+        for (int64_t k = 0; k < ne0; k++) x[k] = pgc_ld(sp + k * n->nb[1][0], ts);
+        const int half = n_dims / 2;
+        for (int i0 = 0; i0 < n_dims; i0 += 2) {
+            float cs = cache[i0], sn = cache[i0 + 1];
+            int a = neox ? i0 / 2 : i0, b = neox ? i0 / 2 + half : i0 + 1;
+            float x0 = x[a], x1 = x[b];
+            y[a] = x0 * cs - x1 * sn;
+            y[b] = x0 * sn + x1 * cs;
+        }
+        for (int64_t k = n_dims; k < ne0; k++) y[k] = x[k];
+        char *dp = pgc_ptr(n, 0, 0, i1, i2, i3);
+        for (int64_t k = 0; k < ne0; k++) pgc_st(dp + k * n->nb[0][0], n->type[0], y[k]);
+    ROWS_END
+    return PGC_OK;
+}
+
+int pgc_k_diag_mask(const pgc_node *n, const pgc_tctx *c) {
+    const int64_t ne0 = n->ne[0][0];
+    const int64_t n_past = n->ip[0];
+    const float v = n->sub == 0 ? -INFINITY : 0.0f;
+    ROWS_LOOP(n, c)
+        const char *sp = pgc_ptr(n, 1, 0, i1, i2, i3);
+        char *dp = pgc_ptr(n, 0, 0, i1, i2, i3);
+        for (int64_t k = 0; k < ne0; k++) {
+            float x = *(const float *)(sp + k * n->nb[1][0]);
+            *(float *)(dp + k * n->nb[0][0]) = k > n_past + i1 ? v : x;
+        }
+    ROWS_END
+    return PGC_OK;
+}

@@ -1,0 +1,234 @@
+/* pyggml-cpu: shared declarations of the C kernels (node descriptor, op ids, thread context, helpers). */
+#ifndef PGC_H
+#define PGC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#define PGC_NSLOT 6 /* dst + up to 5 srcs */
+
+/* cdef-begin */
+typedef struct pgc_node {
+    int32_t op;   /* PGC_OP_* */
+    int32_t sub;  /* sub-operation (unary / glu / binary kind) */
+    int32_t type[PGC_NSLOT]; /* ggml type ids; -1 for an absent slot */
+    int64_t ne[PGC_NSLOT][4];
+    int64_t nb[PGC_NSLOT][4];
+    uint64_t data[PGC_NSLOT]; /* addresses (0: absent) */
+    int32_t ip[16];
+    float fp[16];
+} pgc_node;
+/* cdef-end */
+
+/* op ids: the Python op table names these numbers (op_table.py); keep both in step */
+enum {
+    PGC_OP_NOP = 0,
+    PGC_OP_BINARY = 1,    /* sub: 0 add 1 sub 2 mul 3 div */
+    PGC_OP_UNARY = 2,     /* sub: PGC_U_* */
+    PGC_OP_GLU = 3,       /* sub: PGC_G_*, ip[0] swapped */
+    PGC_OP_SCALE = 4,     /* fp[0] s, fp[1] b */
+    PGC_OP_CLAMP = 5,
+    PGC_OP_LEAKY = 6,
+    PGC_OP_FILL = 7,
+    PGC_OP_ADD1 = 8,
+    PGC_OP_NORM = 10,     /* sub: 0 norm 1 rms 2 l2; fp[0] eps */
+    PGC_OP_GROUP_NORM = 11,
+    PGC_OP_SOFT_MAX = 12,
+    PGC_OP_ROPE = 13,
+    PGC_OP_DIAG_MASK = 14, /* sub: 0 -inf 1 zero */
+    PGC_OP_FLASH_ATTN = 15,
+    PGC_OP_MUL_MAT = 20,
+    PGC_OP_MUL_MAT_ID = 21,
+    PGC_OP_OUT_PROD = 22,
+    PGC_OP_MUL_MAT_BLAS = 23,
+    PGC_OP_CPY = 30,      /* CPY, CONT, DUP */
+    PGC_OP_GET_ROWS = 31,
+    PGC_OP_SET_ROWS = 32,
+    PGC_OP_REPEAT = 33,
+    PGC_OP_CONCAT = 34,
+    PGC_OP_PAD = 35,
+    PGC_OP_SET = 36,      /* sub: 0 set 1 acc */
+    PGC_OP_DIAG = 37,
+    PGC_OP_ARANGE = 38,
+    PGC_OP_SUM = 40,
+    PGC_OP_SUM_ROWS = 41, /* sub: 0 sum 1 mean */
+    PGC_OP_CUMSUM = 42,
+    PGC_OP_ARGMAX = 43,
+    PGC_OP_COUNT_EQUAL = 44,
+    PGC_OP_ARGSORT = 45,  /* sub: 0 asc 1 desc; ip[0] k (top_k) or 0 */
+    PGC_OP_COUNT
+};
+
+enum { PGC_U_ABS, PGC_U_SGN, PGC_U_NEG, PGC_U_STEP, PGC_U_TANH, PGC_U_ELU, PGC_U_RELU, PGC_U_SIGMOID,
+       PGC_U_GELU, PGC_U_GELU_QUICK, PGC_U_GELU_ERF, PGC_U_SILU, PGC_U_HARDSWISH, PGC_U_HARDSIGMOID,
+       PGC_U_EXP, PGC_U_SOFTPLUS, PGC_U_FLOOR, PGC_U_CEIL, PGC_U_ROUND, PGC_U_TRUNC,
+       PGC_U_SQR = 32, PGC_U_SQRT, PGC_U_LOG, PGC_U_SIN, PGC_U_COS };
+
+enum { PGC_G_REGLU, PGC_G_GEGLU, PGC_G_SWIGLU, PGC_G_GEGLU_ERF, PGC_G_GEGLU_QUICK };
+
+/* ggml type ids */
+enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8, T_Q8_1 = 9,
+       T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_Q8_K = 15, T_I8 = 24, T_I16 = 25,
+       T_I32 = 26, T_I64 = 27, T_F64 = 28, T_BF16 = 30, T_COUNT = 40 };
+
+/* error codes */
+enum { PGC_OK = 0, PGC_E_OP = 1, PGC_E_TYPE = 2, PGC_E_SHAPE = 3, PGC_E_NOMEM = 4, PGC_E_INDEX = 5,
+       PGC_E_BLAS = 6 };
+
+typedef struct pgc_pool pgc_pool;
+
+/* what a kernel sees: its thread index, the thread count and the work memory */
+typedef struct pgc_tctx {
+    int ith, nth;
+    char *wdata;     /* shared work memory (pgc_work_shared bytes) */
+    char *scratch;   /* this thread's private scratch (pgc_work_thread bytes) */
+    pgc_pool *pool;
+    int *err_index;  /* shared: first failing index-like error found (e.g. a row id out of range) */
+} pgc_tctx;
+
+void pgc_barrier(const pgc_tctx *c);
+
+typedef int (*pgc_kernel)(const pgc_node *n, const pgc_tctx *c);
+
+/* kernels (one per family file) */
+int pgc_k_binary(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_unary(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_glu(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_scale(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_norm(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_group_norm(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_soft_max(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_rope(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_diag_mask(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_mul_mat_id(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_out_prod(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_mul_mat_blas(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_cpy(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_get_rows(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_set_rows(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_repeat(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_concat(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_pad(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_set(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_diag(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_arange(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_reduce(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_argsort(const pgc_node *n, const pgc_tctx *c);
+
+/* work memory each op needs: shared bytes, and bytes per thread */
+size_t pgc_work_shared(const pgc_node *n, int nth);
+size_t pgc_work_thread(const pgc_node *n);
+
+/* ---- type facts and conversions ---------------------------------------------------------------------- */
+int pgc_blck_size(int type);
+int pgc_type_size(int type);
+static inline int64_t pgc_row_size(int type, int64_t ne0) { return ne0 / pgc_blck_size(type) * pgc_type_size(type); }
+
+static inline float pgc_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+    if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13);
+    else if (exp != 0) u = sign | ((exp + 112) << 23) | (man << 13);
+    else if (man == 0) u = sign;
+    else { /* subnormal: value = man * 2^-24 */
+        float f = (float)man * 5.9604644775390625e-08f;
+        memcpy(&u, &f, 4);
+        u |= sign;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t pgc_fp32_to_fp16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000, a = u & 0x7fffffff;
+    if (a > 0x7f800000) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff)); /* NaN stays NaN */
+    if (a >= 0x477ff000) return (uint16_t)(sign | 0x7c00);                    /* overflow -> inf */
+    if (a < 0x38800000) {                                                       /* subnormal or zero */
+        float af;
+        memcpy(&af, &a, 4);
+        /* adding 0.5 forces rounding at the 2^-24 position (round to nearest even by the FPU) */
+        float t = af + 0.5f;
+        uint32_t tu;
+        memcpy(&tu, &t, 4);
+        return (uint16_t)(sign | (tu - 0x3f000000u));
+    }
+    uint32_t mant_odd = (a >> 13) & 1;
+    a += 0xc8000fffu + mant_odd; /* rebias exponent (-112 << 23) and round to nearest even */
+    return (uint16_t)(sign | (a >> 13));
+}
+static inline float pgc_bf16_to_fp32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t pgc_fp32_to_bf16(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 64);
+    return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
+}
+#define FP16_TO_F32(x) pgc_fp16_to_fp32(x)
+#define F32_TO_FP16(x) pgc_fp32_to_fp16(x)
+
+/* element load / store of plain float types */
+static inline float pgc_ld(const char *p, int type) {
+    switch (type) {
+    case T_F32: return *(const float *)p;
+    case T_F16: return pgc_fp16_to_fp32(*(const uint16_t *)p);
+    case T_BF16: return pgc_bf16_to_fp32(*(const uint16_t *)p);
+    case T_I32: return (float)*(const int32_t *)p;
+    default: return 0.0f;
+    }
+}
+static inline void pgc_st(char *p, int type, float v) {
+    switch (type) {
+    case T_F32: *(float *)p = v; break;
+    case T_F16: *(uint16_t *)p = pgc_fp32_to_fp16(v); break;
+    case T_BF16: *(uint16_t *)p = pgc_fp32_to_bf16(v); break;
+    case T_I32: *(int32_t *)p = (int32_t)v; break;
+    default: break;
+    }
+}
+
+/* row <-> float conversion for any supported type (quantised ones whole blocks); 0 or PGC_E_TYPE */
+int pgc_to_float(const void *src, float *dst, int64_t n, int type);
+int pgc_from_float(const float *src, void *dst, int64_t n, int type);
+
+/* ---- splitting work --------------------------------------------------------------------------------------- */
+static inline void pgc_split(int64_t n, int ith, int nth, int64_t *i0, int64_t *i1) {
+    int64_t d = (n + nth - 1) / nth;
+    *i0 = d * ith < n ? d * ith : n;
+    *i1 = *i0 + d < n ? *i0 + d : n;
+}
+static inline int64_t pgc_nrows(const pgc_node *n, int s) { return n->ne[s][1] * n->ne[s][2] * n->ne[s][3]; }
+static inline char *pgc_ptr(const pgc_node *n, int s, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return (char *)(uintptr_t)n->data[s] + i0 * n->nb[s][0] + i1 * n->nb[s][1] + i2 * n->nb[s][2] + i3 * n->nb[s][3];
+}
+/* row r of slot s in row-major order over dims 1..3 */
+static inline char *pgc_row(const pgc_node *n, int s, int64_t r) {
+    int64_t ne1 = n->ne[s][1], ne2 = n->ne[s][2];
+    int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+    return pgc_ptr(n, s, 0, i1, i2, i3);
+}
+
+/* ---- SIMD dispatch --------------------------------------------------------------------------------------- */
+typedef float (*pgc_dot_f32_fn)(int64_t n, const float *x, const float *y);
+typedef float (*pgc_dot_f16_fn)(int64_t n, const uint16_t *x, const float *y);
+typedef void (*pgc_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+typedef void (*pgc_quant_fn)(const float *x, void *y, int64_t n);
+
+typedef struct pgc_simd {
+    int level;                 /* 0 portable, 1 avx2, 2 avx512 */
+    pgc_dot_f32_fn dot_f32;
+    pgc_dot_f16_fn dot_f16;    /* f16 row x f32 row */
+    pgc_dot_f16_fn dot_bf16;   /* bf16 row x f32 row */
+    pgc_vec_dot_fn vec_dot[T_COUNT];   /* quantised row x its dot partner row */
+    pgc_quant_fn quantize[T_COUNT];    /* float row -> blocks (dot partners Q8_0/Q8_1/Q8_K and CPY targets) */
+} pgc_simd;
+
+extern pgc_simd pgc_S;
+int pgc_vec_dot_type(int type);
+void pgc_simd_portable(pgc_simd *s);
+void pgc_simd_avx2(pgc_simd *s);   /* overrides entries with AVX2/FMA/F16C kernels */
+
+#endif

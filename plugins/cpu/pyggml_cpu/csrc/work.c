@@ -1,0 +1,23 @@
+/* Work memory per node: a shared area (converted activations, expert lists) and a per-thread scratch. */
+#include "pgc.h"
+
+size_t pgc_mul_mat_shared(const pgc_node *n);
+size_t pgc_mul_mat_id_shared(const pgc_node *n);
+size_t pgc_blas_shared(const pgc_node *n);
+
+size_t pgc_work_shared(const pgc_node *n, int nth) {
+    (void)nth;
+    switch (n->op) {
+    case PGC_OP_MUL_MAT: return pgc_mul_mat_shared(n);
+    case PGC_OP_MUL_MAT_ID: return pgc_mul_mat_id_shared(n);
+    case PGC_OP_MUL_MAT_BLAS: return pgc_blas_shared(n);
+    default: return 0;
+    }
+}
+
+size_t pgc_work_thread(const pgc_node *n) {
+    int64_t m = 0;
+    for (int s = 0; s < PGC_NSLOT; s++)
+        if (n->data[s] && n->ne[s][0] > m) m = n->ne[s][0];
+    return (size_t)(16 * m + 4096);
+}

@@ -1,0 +1,144 @@
+"""The cpu registry, device and backend. Memory is core's host memory (shared with the numpy and blas
+backends); a buffer can also wrap an existing mapping (a GGUF file's weights, without copying)."""
+
+from __future__ import annotations
+
+import logging
+import platform
+from typing import Any, cast
+
+import numpy as np
+
+from pyggml.backend.host import HostBuffer, HostBufferType
+from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
+from pyggml.errors import AllocationError, PyGGMLError
+from pyggml.graph import Graph
+from pyggml.tensor import Tensor
+from pyggml_cpu import kernels
+from pyggml_cpu.executor import Executor
+from pyggml_cpu.op_table import TABLE, supports
+
+log = logging.getLogger(__name__)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def map_file(buft: HostBufferType, path: str, offset: int = 0, size: int | None = None) -> HostBuffer:
+    """A host buffer over a private (copy-on-write) memory map of `path`: tensors placed in it read the file's
+    bytes without a copy, as llama.cpp's mmap loading does."""
+    try:
+        mm = np.memmap(path, dtype=np.uint8, mode="c", offset=offset, shape=size)
+    except (OSError, ValueError) as e:
+        raise AllocationError(f"cannot map {path!r} (offset {offset}, size {size}): {e}") from e
+    return buft.wrap(cast(Bytes, mm.reshape(-1)))
+
+
+def set_n_threads(backend: Backend, n_threads: int) -> None:
+    """The `set_n_threads` extension of the cpu and blas registries."""
+    ex = getattr(backend, "executor", None)
+    if not isinstance(ex, Executor):
+        raise PyGGMLError(f"set_n_threads: {backend!r} is not a cpu or blas backend")
+    if backend.name == "blas":  # its one C thread only widens operands; OpenBLAS's threads do the work
+        from pyggml_cpu.blas import set_blas_threads
+
+        set_blas_threads(n_threads)
+        return
+    ex.set_n_threads(n_threads)
+
+
+class CpuDevice(Device):
+    def __init__(self, reg: Registry) -> None:
+        self._reg = reg
+        self._buft = HostBufferType("cpu", self)
+
+    @property
+    def reg(self) -> Registry:
+        return self._reg
+
+    @property
+    def name(self) -> str:
+        return "cpu"
+
+    @property
+    def description(self) -> str:
+        return cpu_name()
+
+    @property
+    def type(self) -> DeviceType:
+        return DeviceType.CPU
+
+    @property
+    def caps(self) -> DeviceCaps:
+        return DeviceCaps(host_buffer=True, buffer_from_host_ptr=True)
+
+    def memory(self) -> tuple[int, int]:
+        from pyggml.backend.sysinfo import host_memory
+
+        return host_memory()
+
+    def details(self) -> dict[str, str]:
+        feats = [k for k, v in kernels.cpu_features().items() if v]
+        return {"features": " ".join(feats) or "none", "kernels": kernels.simd_level(),
+                "threads": str(kernels.default_threads())}
+
+    def init_backend(self, params: str | None = None) -> Backend:
+        return CpuBackend(self, _threads_from(params))
+
+    def buffer_type(self) -> BufferType:
+        return self._buft
+
+    def host_buffer_type(self) -> BufferType:
+        return self._buft
+
+    def buffer_from_host_ptr(self, array: Bytes, max_tensor_size: int) -> HostBuffer:
+        return self._buft.wrap(array)
+
+    def map_file(self, path: str, offset: int = 0, size: int | None = None) -> HostBuffer:
+        return map_file(self._buft, path, offset, size)
+
+    def supports_op(self, op: Tensor) -> bool:
+        return supports(TABLE, op)
+
+
+def _threads_from(params: str | None) -> int:
+    """'n_threads=4' (or '4') in init_backend params; else PYGGML_CPU_THREADS or the CPU count."""
+    if params:
+        for part in params.split(","):
+            key, _, val = part.strip().rpartition("=")
+            if key in ("", "n_threads", "threads"):
+                try:
+                    return max(1, int(val))
+                except ValueError:
+                    raise PyGGMLError(f"cpu backend params {params!r}: bad thread count {val!r}") from None
+    return kernels.default_threads()
+
+
+class CpuBackend(Backend):
+    def __init__(self, device: Device, n_threads: int) -> None:
+        super().__init__(device)
+        self.executor = Executor(TABLE, "cpu", n_threads)
+
+    @property
+    def n_threads(self) -> int:
+        return self.executor.n_threads
+
+    def set_n_threads(self, n: int) -> None:
+        self.executor.set_n_threads(n)
+
+    def graph_compute(self, graph: Graph) -> None:
+        self.executor.compute(graph)
+
+    def free(self) -> None:
+        self.executor.free()
+
+    def __getstate__(self) -> Any:
+        raise TypeError("cpu backends cannot be pickled")

@@ -1,0 +1,45 @@
+"""What the cpu and blas backends share: a thread pool, a plan cache over one op table, and graph_compute."""
+
+from __future__ import annotations
+
+from pyggml.errors import ComputeError
+from pyggml.graph import Graph
+from pyggml.ops.base import Op
+from pyggml_cpu.kernels import ERRORS, Pool
+from pyggml_cpu.op_table import Entry
+from pyggml_cpu.plan import PlanCache
+
+
+class Executor:
+    def __init__(self, table: dict[Op, Entry], name: str, n_threads: int) -> None:
+        self.name = name
+        self.plans = PlanCache(table, name)
+        self.pool = Pool(n_threads)
+
+    @property
+    def n_threads(self) -> int:
+        return self.pool.n_threads
+
+    def set_n_threads(self, n: int) -> None:
+        if n != self.pool.n_threads:
+            self.pool.free()
+            self.pool = Pool(n)
+
+    def compute(self, graph: Graph) -> None:
+        plan = self.plans.get(graph)
+        n = len(plan.names)
+        if n == 0:
+            return
+        rc, failed = self.pool.run(plan.ptr, n)
+        if rc:
+            node = plan.names[failed] if 0 <= failed < n else None
+            what = ERRORS.get(rc, f"error {rc}")
+            if node is None:
+                raise ComputeError(f"{self.name}: graph failed: {what}")
+            srcs = ", ".join(f"'{s.name}' {s.type} ne={list(s.ne)}" for s in node.src if s is not None)
+            raise ComputeError(f"{self.name}: node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)};"
+                               f" srcs {srcs}) failed: {what}")
+
+    def free(self) -> None:
+        self.plans.clear()
+        self.pool.free()

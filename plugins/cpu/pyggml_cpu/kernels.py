@@ -1,0 +1,119 @@
+"""Thin typed access to the compiled kernels: CPU features, SIMD level, row (de)quantisation, thread pools."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pyggml.errors import ComputeError, UnsupportedTypeError
+from pyggml.types import GGMLType, row_size
+from pyggml_cpu._pgc import ffi, lib
+
+THREADS_ENV = "PYGGML_CPU_THREADS"
+PORTABLE_ENV = "PYGGML_CPU_PORTABLE"
+"""Set to 1 before import to run the portable C kernels instead of the SIMD ones."""
+
+_FEATURES = ["sse3", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16",
+             "neon", "arm_dotprod"]
+SIMD_LEVELS = {0: "portable", 1: "avx2+fma+f16c"}
+
+ERRORS = {1: "unsupported op", 2: "unsupported type", 3: "bad shape", 4: "out of memory for work data",
+          5: "index out of range (a row or expert id outside its tensor)", 6: "no BLAS library loaded"}
+
+
+def cpu_features() -> dict[str, bool]:
+    bits = int(lib.pgc_cpu_features())
+    return {name: bool(bits & (1 << i)) for i, name in enumerate(_FEATURES)}
+
+
+def simd_level() -> str:
+    return SIMD_LEVELS.get(int(lib.pgc_simd_level()), "?")
+
+
+def set_simd_level(level: int | str) -> str:
+    """Force a kernel level (0 / 'portable'; -1 for the best this CPU has); returns the level in use."""
+    if isinstance(level, str):
+        level = {v: k for k, v in SIMD_LEVELS.items()}.get(level, -1)
+    lib.pgc_set_simd_level(int(level))
+    return simd_level()
+
+
+def default_threads() -> int:
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"{THREADS_ENV}={env!r} is not an integer") from None
+        if n < 1:
+            raise ValueError(f"{THREADS_ENV}={n} must be at least 1")
+        return n
+    return max(1, os.cpu_count() or 1)
+
+
+class Pool:
+    """A persistent pthread pool in C; freed with this object."""
+
+    def __init__(self, n_threads: int) -> None:
+        if n_threads < 1:
+            raise ValueError(f"thread count {n_threads} must be at least 1")
+        self.ptr = lib.pgc_pool_new(n_threads)
+        if self.ptr == ffi.NULL:
+            raise ComputeError("cpu: could not create the thread pool")
+        self.n_threads = int(lib.pgc_pool_n_threads(self.ptr))
+        self._fin = weakref.finalize(self, lib.pgc_pool_free, self.ptr)
+        self._failed = ffi.new("int *")
+
+    def run(self, ptr: Any, n: int) -> tuple[int, int]:
+        """Run n descriptors; (error code, failing descriptor index)."""
+        rc = lib.pgc_graph_compute(self.ptr, ptr, n, self._failed)
+        return int(rc), int(self._failed[0])
+
+    def free(self) -> None:
+        self._fin()
+
+
+def _check_block_type(t: GGMLType, ne0: int) -> int:
+    if not t.traits.is_quantized:
+        raise UnsupportedTypeError(f"{t} is not a block type")
+    return row_size(t, ne0)
+
+
+def quantize(values: npt.ArrayLike, t: GGMLType) -> npt.NDArray[np.uint8]:
+    """Rows of float values (last axis = row) -> ggml blocks of type t, by the C kernels."""
+    x = np.ascontiguousarray(values, dtype=np.float32)
+    ne0 = x.shape[-1]
+    nrows = x.size // max(ne0, 1)
+    rs = _check_block_type(t, ne0)
+    out = np.empty(nrows * rs, dtype=np.uint8)
+    rc = lib.pgc_quantize_rows(int(t), ffi.from_buffer("float[]", x), ffi.from_buffer(out), nrows, ne0)
+    if rc:
+        raise UnsupportedTypeError(f"cpu kernels cannot quantise to {t}")
+    return out
+
+
+def dequantize(data: npt.NDArray[np.uint8], t: GGMLType, ne0: int) -> npt.NDArray[np.float32]:
+    """ggml blocks of type t (rows of ne0 elements) -> float32 rows, by the C kernels."""
+    rs = _check_block_type(t, ne0)
+    raw = np.ascontiguousarray(data, dtype=np.uint8)
+    nrows = raw.size // rs
+    out = np.empty((nrows, ne0), dtype=np.float32)
+    rc = lib.pgc_dequantize_rows(int(t), ffi.from_buffer(raw), ffi.from_buffer("float[]", out), nrows, ne0)
+    if rc:
+        raise UnsupportedTypeError(f"cpu kernels cannot dequantise {t}")
+    return out
+
+
+def vec_dot(t: GGMLType, x: npt.NDArray[Any], y: npt.NDArray[Any], n: int) -> float:
+    """One row dot product of type t with its partner row (raw bytes), as the matmul kernels compute it."""
+    out = ffi.new("float *")
+    xb = np.ascontiguousarray(x)
+    yb = np.ascontiguousarray(y)
+    rc = lib.pgc_vec_dot(int(t), n, ffi.from_buffer(xb), ffi.from_buffer(yb), out)
+    if rc:
+        raise UnsupportedTypeError(f"cpu kernels have no dot product for {t}")
+    return float(out[0])

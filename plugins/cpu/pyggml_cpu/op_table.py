@@ -1,0 +1,229 @@
+"""The one table of what the C kernels run: per pyggml op, whether a node is supported (types, layouts) and how
+it becomes a node descriptor (C op id, sub-op, int and float params). `supports_op` and the plan builder both
+read this table, so support and dispatch cannot drift apart.
+
+C op ids and sub-op numbers mirror `csrc/pgc.h` (PGC_OP_*, PGC_U_*, PGC_G_*).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyggml.ops import GluOp, UnaryOp
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+
+T = GGMLType
+FLOAT = frozenset({T.F32, T.F16, T.BF16})
+F32 = frozenset({T.F32})
+QUANT_DOT = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K})
+"""Block types with a dot product against their activation partner (MUL_MAT, GET_ROWS, dequantising CPY)."""
+QUANT_STORE = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0})
+"""Block types the kernels can quantise into (CPY, SET_ROWS destinations)."""
+KV_QUANT = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0})
+PLAIN = frozenset({T.F32, T.F16, T.BF16, T.I8, T.I16, T.I32, T.I64, T.F64})
+CONVERTIBLE = frozenset({T.F32, T.F16, T.BF16, T.I32})
+INT32_MAX = 2**31 - 1
+
+# C op ids (csrc/pgc.h)
+BINARY, UNARY, GLU, SCALE, CLAMP, LEAKY, FILL, ADD1 = 1, 2, 3, 4, 5, 6, 7, 8
+NORM, GROUP_NORM, SOFT_MAX, ROPE, DIAG_MASK, FLASH_ATTN = 10, 11, 12, 13, 14, 15
+MUL_MAT, MUL_MAT_ID, OUT_PROD, MUL_MAT_BLAS = 20, 21, 22, 23
+CPY, GET_ROWS, SET_ROWS, REPEAT, CONCAT, PAD, SET, DIAG, ARANGE = 30, 31, 32, 33, 34, 35, 36, 37, 38
+SUM, SUM_ROWS, CUMSUM, ARGMAX, COUNT_EQUAL, ARGSORT = 40, 41, 42, 43, 44, 45
+
+UNARY_SUB = {u: i for i, u in enumerate([
+    UnaryOp.ABS, UnaryOp.SGN, UnaryOp.NEG, UnaryOp.STEP, UnaryOp.TANH, UnaryOp.ELU, UnaryOp.RELU,
+    UnaryOp.SIGMOID, UnaryOp.GELU, UnaryOp.GELU_QUICK, UnaryOp.GELU_ERF, UnaryOp.SILU, UnaryOp.HARDSWISH,
+    UnaryOp.HARDSIGMOID, UnaryOp.EXP, UnaryOp.SOFTPLUS, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC])}
+MATH_SUB = {Op.SQR: 32, Op.SQRT: 33, Op.LOG: 34, Op.SIN: 35, Op.COS: 36}
+GLU_SUB = {GluOp.REGLU: 0, GluOp.GEGLU: 1, GluOp.SWIGLU: 2, GluOp.GEGLU_ERF: 3, GluOp.GEGLU_QUICK: 4}
+BINARY_SUB = {Op.ADD: 0, Op.SUB: 1, Op.MUL: 2, Op.DIV: 3}
+
+Params = tuple[int, list[int], list[float]]
+"""(sub-op, int params, float params) of a descriptor."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    c_op: int
+    supports: Callable[[Tensor], bool]
+    params: Callable[[Tensor], Params]
+
+
+def _srcs(t: Tensor) -> list[Tensor]:
+    return [s for s in t.src if s is not None]
+
+
+def _types_in(allowed: frozenset[GGMLType]) -> Callable[[Tensor], bool]:
+    """Every src and the result have a type in `allowed`."""
+    return lambda t: t.type in allowed and all(s.type in allowed for s in _srcs(t))
+
+
+def _rows(t: Tensor) -> bool:
+    return t.is_contiguous_rows()
+
+
+def _no(t: Tensor) -> Params:
+    return 0, [], []
+
+
+def _sub(value: int) -> Callable[[Tensor], Params]:
+    return lambda t: (value, [], [])
+
+
+def _mul_mat_ok(t: Tensor) -> bool:
+    a, b = t.src[0], t.src[1]
+    assert a is not None and b is not None
+    return (a.type in FLOAT or a.type in QUANT_DOT) and _rows(a) and b.type in FLOAT and _rows(t)
+
+
+def _mul_mat_id_ok(t: Tensor) -> bool:
+    ids = t.src[2]
+    return _mul_mat_ok(t) and ids is not None and ids.type == T.I32
+
+
+def _out_prod_ok(t: Tensor) -> bool:
+    a, b = t.src[0], t.src[1]
+    assert a is not None and b is not None
+    return (a.type in FLOAT or (a.type in QUANT_DOT and _rows(a))) and b.type in FLOAT
+
+
+def _cpy_ok(t: Tensor) -> bool:
+    a = t.src[0]
+    assert a is not None
+    if a.type == t.type:
+        return a.type in PLAIN or (a.is_contiguous() and t.is_contiguous())
+    src_ok = a.type in CONVERTIBLE or (a.type in QUANT_DOT and a.is_contiguous())
+    dst_ok = t.type in CONVERTIBLE or (t.type in QUANT_STORE and t.is_contiguous())
+    return src_ok and dst_ok
+
+
+def _get_rows_ok(t: Tensor) -> bool:
+    a, ids = t.src[0], t.src[1]
+    assert a is not None and ids is not None
+    if a.type in QUANT_DOT:
+        return _rows(a) and t.type == T.F32
+    return a.type in CONVERTIBLE and t.type in (T.F32, T.I32)
+
+
+def _set_rows_ok(t: Tensor) -> bool:
+    return (t.type in FLOAT or t.type in QUANT_STORE) and _rows(t)
+
+
+def _flash_ok(t: Tensor) -> bool:
+    q, k, v = t.src[0], t.src[1], t.src[2]
+    assert q is not None and k is not None and v is not None
+    kv_ok = all(x.type in FLOAT or x.type in KV_QUANT for x in (k, v))
+    return q.type == T.F32 and kv_ok and _rows(k) and _rows(v)
+
+
+def _set_ok(t: Tensor) -> bool:
+    p = t.params
+    fits = all(0 <= x <= INT32_MAX for x in (p.nb1, p.nb2, p.nb3, p.offset))
+    return fits and _types_in(FLOAT)(t) and t.is_contiguous()
+
+
+def _rope_params(t: Tensor) -> Params:
+    p = t.params
+    return 0, [p.n_dims, p.mode, p.n_ctx_orig], [p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor,
+                                                 p.beta_fast, p.beta_slow]
+
+
+def _pad_params(t: Tensor) -> Params:
+    return 0, [*t.params.lp, *t.params.rp], []
+
+
+def _set_params(sub: int) -> Callable[[Tensor], Params]:
+    def params(t: Tensor) -> Params:
+        p = t.params
+        return sub, [p.nb1, p.nb2, p.nb3, p.offset], []
+
+    return params
+
+
+def _float_params(*names: str) -> Callable[[Tensor], Params]:
+    return lambda t: (0, [], [float(getattr(t.params, n)) for n in names])
+
+
+_float = _types_in(FLOAT)
+_f32 = _types_in(F32)
+_plain_same = _types_in(PLAIN)
+
+TABLE: dict[Op, Entry] = {
+    **{op: Entry(BINARY, _float, _sub(BINARY_SUB[op])) for op in BINARY_SUB},
+    Op.ADD1: Entry(ADD1, _float, _no),
+    **{op: Entry(UNARY, _float, _sub(sub)) for op, sub in MATH_SUB.items()},
+    Op.UNARY: Entry(UNARY, _float, lambda t: (UNARY_SUB[t.params.op], [], [])),
+    Op.CLAMP: Entry(CLAMP, _float, _float_params("min", "max")),
+    Op.LEAKY_RELU: Entry(LEAKY, _float, _float_params("negative_slope")),
+    Op.FILL: Entry(FILL, _float, _float_params("value")),
+    Op.SCALE: Entry(SCALE, _float, _float_params("s", "b")),
+    Op.GLU: Entry(GLU, _float, lambda t: (GLU_SUB[t.params.op], [int(t.params.swapped)], [])),
+    Op.NORM: Entry(NORM, _f32, lambda t: (0, [], [t.params.eps])),
+    Op.RMS_NORM: Entry(NORM, _f32, lambda t: (1, [], [t.params.eps])),
+    Op.L2_NORM: Entry(NORM, _f32, lambda t: (2, [], [t.params.eps])),
+    Op.GROUP_NORM: Entry(GROUP_NORM, _f32, lambda t: (0, [t.params.n_groups], [t.params.eps])),
+    Op.SOFT_MAX: Entry(SOFT_MAX, lambda t: t.type == T.F32, _float_params("scale", "max_bias")),
+    Op.ROPE: Entry(ROPE, lambda t: t.type in (T.F32, T.F16) and t.params.mode in (0, 2), _rope_params),
+    Op.DIAG_MASK_INF: Entry(DIAG_MASK, _f32, lambda t: (0, [t.params.n_past], [])),
+    Op.DIAG_MASK_ZERO: Entry(DIAG_MASK, _f32, lambda t: (1, [t.params.n_past], [])),
+    Op.FLASH_ATTN_EXT: Entry(FLASH_ATTN, _flash_ok, _float_params("scale", "max_bias", "logit_softcap")),
+    Op.MUL_MAT: Entry(MUL_MAT, _mul_mat_ok, _no),
+    Op.MUL_MAT_ID: Entry(MUL_MAT_ID, _mul_mat_id_ok, _no),
+    Op.OUT_PROD: Entry(OUT_PROD, _out_prod_ok, _no),
+    Op.CPY: Entry(CPY, _cpy_ok, _no),
+    Op.CONT: Entry(CPY, _cpy_ok, _no),
+    Op.DUP: Entry(CPY, _cpy_ok, _no),
+    Op.GET_ROWS: Entry(GET_ROWS, _get_rows_ok, _no),
+    Op.SET_ROWS: Entry(SET_ROWS, _set_rows_ok, _no),
+    Op.REPEAT: Entry(REPEAT, lambda t: t.type in PLAIN, _no),
+    Op.CONCAT: Entry(CONCAT, _plain_same, lambda t: (0, [t.params.dim], [])),
+    Op.PAD: Entry(PAD, _f32, _pad_params),
+    Op.SET: Entry(SET, _set_ok, _set_params(0)),
+    Op.ACC: Entry(SET, _set_ok, _set_params(1)),
+    Op.DIAG: Entry(DIAG, _f32, _no),
+    Op.ARANGE: Entry(ARANGE, lambda t: t.type == T.F32, _float_params("start", "stop", "step")),
+    Op.SUM: Entry(SUM, _float, _no),
+    Op.SUM_ROWS: Entry(SUM_ROWS, _f32, _no),
+    Op.MEAN: Entry(SUM_ROWS, _f32, _sub(1)),
+    Op.CUMSUM: Entry(CUMSUM, _f32, _no),
+    Op.ARGMAX: Entry(ARGMAX, lambda t: t.src[0] is not None and t.src[0].type == T.F32, _no),
+    Op.COUNT_EQUAL: Entry(COUNT_EQUAL, lambda t: all(s.type == T.I32 for s in _srcs(t)), _no),
+    Op.ARGSORT: Entry(ARGSORT, lambda t: t.src[0] is not None and t.src[0].type == T.F32,
+                      lambda t: (t.params.order.value, [0], [])),
+    Op.TOP_K: Entry(ARGSORT, lambda t: t.src[0] is not None and t.src[0].type == T.F32,
+                    lambda t: (1, [t.params.k], [])),
+}
+
+MIN_BLAS_BATCH = 32
+"""The blas backend takes a MUL_MAT only when every dimension is at least this (as ggml's BLAS backend)."""
+
+
+def _blas_ok(t: Tensor) -> bool:
+    a, b = t.src[0], t.src[1]
+    assert a is not None and b is not None
+    big = t.ne[0] >= MIN_BLAS_BATCH and t.ne[1] >= MIN_BLAS_BATCH and b.ne[0] >= MIN_BLAS_BATCH
+    aligned = a.nb[1] % 4 == 0 and b.nb[1] % 4 == 0 and t.nb[1] % 4 == 0
+    return big and aligned and a.type in FLOAT and _rows(a) and b.type in FLOAT and t.is_contiguous()
+
+
+BLAS_TABLE: dict[Op, Entry] = {Op.MUL_MAT: Entry(MUL_MAT_BLAS, _blas_ok, _no)}
+
+
+def supports(table: dict[Op, Entry], t: Tensor) -> bool:
+    """Whether `table` can run node `t` (views and NONE always: they do no work)."""
+    from pyggml.ops.base import VIEW_OPS
+
+    if t.op is Op.NONE or t.op in VIEW_OPS:
+        return True
+    e = table.get(t.op)
+    if e is None:
+        return False
+    try:
+        return bool(e.supports(t))
+    except (AttributeError, TypeError, KeyError):
+        return False
+

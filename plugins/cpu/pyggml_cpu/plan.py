@@ -1,0 +1,138 @@
+"""Plans: a graph's computed nodes packed once into an array of C node descriptors (op, types, ne/nb, data
+addresses, params), validated here so C never sees a pointer outside its buffer. A plan is cached per graph
+(uid) and reused while the graph's tensors keep their places; a replay costs one signature check and one call.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from pyggml.errors import ComputeError
+from pyggml.graph import Graph
+from pyggml.ops.base import VIEW_OPS, Op
+from pyggml.tensor import Tensor, TensorFlag
+from pyggml_cpu._pgc import ffi
+from pyggml_cpu.op_table import Entry, supports
+
+log = logging.getLogger(__name__)
+
+NSLOT = 6
+NODE_DTYPE = np.dtype([
+    ("op", "<i4"), ("sub", "<i4"), ("type", "<i4", (NSLOT,)), ("ne", "<i8", (NSLOT, 4)), ("nb", "<i8", (NSLOT, 4)),
+    ("data", "<u8", (NSLOT,)), ("ip", "<i4", (16,)), ("fp", "<f4", (16,)),
+])
+for _name in NODE_DTYPE.names or ():
+    if NODE_DTYPE.fields is None or NODE_DTYPE.fields[_name][1] != ffi.offsetof("pgc_node", _name):
+        raise ImportError(f"pyggml_cpu: descriptor field {_name} does not match the C struct; rebuild the extension")
+if NODE_DTYPE.itemsize != ffi.sizeof("pgc_node"):
+    raise ImportError("pyggml_cpu: descriptor size does not match the C struct; rebuild the extension")
+
+_offset = attrgetter("offset")
+_buffer = attrgetter("buffer")
+
+
+def address_of(t: Tensor, node: Tensor) -> int:
+    """The host address of t's first byte, after checking t lies inside its host buffer."""
+    buf = t.buffer
+    if buf is None:
+        raise ComputeError(f"cpu: node '{node.name}' ({node.op.name}): tensor '{t.name}' has no buffer")
+    base = getattr(buf, "address", None)
+    if base is None:
+        arr = buf.host_array()
+        if arr is None:
+            raise ComputeError(f"cpu: node '{node.name}' ({node.op.name}): tensor '{t.name}' is in {buf!r}, "
+                               f"which is not host memory")
+        base = int(arr.ctypes.data)
+    n = t.nbytes()
+    if t.offset < 0 or t.offset + n > buf.size:
+        raise ComputeError(f"cpu: node '{node.name}' ({node.op.name}): tensor '{t.name}' ({n} bytes at offset "
+                           f"{t.offset}) lies outside its buffer of {buf.size} bytes")
+    return int(base) + t.offset
+
+
+@dataclass
+class Plan:
+    nodes: tuple[Tensor, ...]
+    """The graph's node list when planned (identity-compared on replay)."""
+    tensors: list[Tensor]
+    """Every tensor whose address is in the descriptors (placement is re-checked on replay)."""
+    offsets: tuple[int, ...]
+    buffers: tuple[Any, ...]
+    array: np.ndarray
+    names: list[Tensor]
+    """The node of each descriptor (for error messages)."""
+    ptr: Any
+
+    def matches(self, graph: Graph) -> bool:
+        ts = self.tensors
+        return (tuple(graph.nodes) == self.nodes and tuple(map(_offset, ts)) == self.offsets
+                and tuple(map(_buffer, ts)) == self.buffers)
+
+
+def build_plan(graph: Graph, table: dict[Op, Entry], backend_name: str) -> Plan:
+    work: list[Tensor] = []
+    for node in graph.nodes:
+        if node.op is Op.NONE or node.op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE:
+            continue
+        if node.nelements() == 0:
+            continue
+        if not supports(table, node):
+            srcs = ", ".join(f"{s.type} ne={list(s.ne)} nb={list(s.nb)}" for s in node.src if s is not None)
+            raise ComputeError(f"{backend_name}: node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)}"
+                               f" nb={list(node.nb)}; srcs: {srcs}) is not supported by this backend")
+        work.append(node)
+    arr = np.zeros(len(work), dtype=NODE_DTYPE)
+    seen: dict[int, Tensor] = {}
+    for i, node in enumerate(work):
+        e = table[node.op]
+        row = arr[i]
+        sub, ip, fp = e.params(node)
+        row["op"] = e.c_op
+        row["sub"] = sub
+        row["ip"][: len(ip)] = ip
+        row["fp"][: len(fp)] = fp
+        row["type"][:] = -1
+        slots = (node, *node.src[: NSLOT - 1])
+        for s, t in enumerate(slots):
+            if t is None:
+                continue
+            row["type"][s] = int(t.type)
+            row["ne"][s] = t.ne
+            row["nb"][s] = t.nb
+            row["data"][s] = address_of(t, node) if t.nelements() else 0
+            seen[id(t)] = t
+    tensors = list(seen.values())
+    ptr = ffi.cast("pgc_node *", ffi.from_buffer(arr)) if len(arr) else ffi.NULL
+    return Plan(tuple(graph.nodes), tensors, tuple(map(_offset, tensors)), tuple(map(_buffer, tensors)), arr,
+                work, ptr)
+
+
+class PlanCache:
+    """Plans by graph uid, re-planned when the graph's node list or any tensor's placement changed."""
+
+    def __init__(self, table: dict[Op, Entry], backend_name: str, capacity: int = 32) -> None:
+        self.table = table
+        self.backend_name = backend_name
+        self.capacity = capacity
+        self._plans: dict[int, Plan] = {}
+        self.builds = 0
+
+    def get(self, graph: Graph) -> Plan:
+        plan = self._plans.get(graph.uid)
+        if plan is not None and plan.matches(graph):
+            return plan
+        plan = build_plan(graph, self.table, self.backend_name)
+        self.builds += 1
+        self._plans.pop(graph.uid, None)
+        if len(self._plans) >= self.capacity:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[graph.uid] = plan
+        return plan
+
+    def clear(self) -> None:
+        self._plans.clear()
