@@ -1,0 +1,14 @@
+"""The scheduler: one graph across several backends (ggml_backend_sched). See docs/scheduler.md.
+
+Modules: `table` (backends, buffer types, capability caches), `passes` (passes 1-4: a backend per tensor),
+`splits` (pass 5: splits, input copies, the allocation graph), `compute` (running splits with copies and events),
+`debug` (text, DOT and SVG views of a plan), `scheduler` (the `Scheduler` API), `testing` (test-only backends).
+"""
+
+from pyggml.backend.sched.compute import EvalCallback
+from pyggml.backend.sched.scheduler import SchedStats, Scheduler
+from pyggml.backend.sched.splits import Plan, Split
+from pyggml.backend.sched.table import MAX_BACKENDS, MAX_COPIES, SchedulerConfigError
+
+__all__ = ["MAX_BACKENDS", "MAX_COPIES", "EvalCallback", "Plan", "SchedStats", "Scheduler", "SchedulerConfigError",
+           "Split"]

@@ -1,0 +1,290 @@
+"""Scheduler: run one graph across several backends (ggml_backend_sched).
+
+    sched = Scheduler([gpu, cpu])            # priority = list order; the last one must be a CPU backend
+    sched.reserve(worst_case_graph)          # optional: size the compute buffers once
+    sched.alloc_graph(graph)                 # passes 1-5, then the graph allocator places every tensor
+    inp.set(values)                          # write inputs into their (now placed) tensors
+    sched.graph_compute(graph)               # copies between splits, events, compute
+    sched.graph_compute(graph)               # replay: no pass, no allocation
+
+A plan (assignments, splits, copies, allocation graph) is kept for the last graph. Calling alloc_graph or
+graph_compute with that same graph object (same node and leaf counts, no set_tensor_backend since) reuses it; any
+other graph is planned afresh. reset() drops the plan and the user's backend assignments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyggml.alloc import GraphAllocator
+from pyggml.backend.protocol import Backend, Buffer, BufferType, Event
+from pyggml.backend.sched import debug
+from pyggml.backend.sched.compute import EvalCallback, compute_splits
+from pyggml.backend.sched.passes import assign_backends
+from pyggml.backend.sched.splits import Plan, Split, cut_splits
+from pyggml.backend.sched.table import MAX_COPIES, BackendTable, SchedulerConfigError
+from pyggml.errors import AllocationError, GraphError
+from pyggml.graph import DEFAULT_GRAPH_SIZE, Graph
+from pyggml.tensor import Tensor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SchedStats:
+    """Counters of the expensive steps, to check that replays skip them."""
+
+    plans: int = 0
+    """split_graph runs (passes 1-5)."""
+    reserves: int = 0
+    """graph allocator reserves (liveness analysis, buffer sizing)."""
+    allocs: int = 0
+    """graph allocator alloc_graph calls (placing every tensor)."""
+    computes: int = 0
+
+
+class Scheduler:
+    """One graph over several backends. See the module docstring and docs/scheduler.md."""
+
+    def __init__(self, backends: Sequence[Backend], bufts: Sequence[BufferType | None] | None = None,
+                 graph_size: int = DEFAULT_GRAPH_SIZE, parallel: bool = False, op_offload: bool = True,
+                 *, n_copies: int | None = None) -> None:
+        copies = (MAX_COPIES if parallel else 1) if n_copies is None else n_copies
+        if not 1 <= copies <= MAX_COPIES:
+            raise SchedulerConfigError(f"n_copies must be in 1..{MAX_COPIES} (pipeline slots), got {copies}")
+        self._galloc: GraphAllocator | None = None
+        self._tab = BackendTable(backends, bufts, self._owns)
+        self._galloc = GraphAllocator(self._tab.bufts)
+        self.graph_size = graph_size
+        self.op_offload = op_offload
+        self._n_copies = copies
+        self._events: list[list[Event | None]] | None = None
+        if copies > 1:
+            self._events = [[dev.event_new() if dev.caps.events else None for _ in range(copies)]
+                            for dev in self._tab.devices]
+        self._cur_copy = 0
+        self._next_copy = 0
+        self._user: dict[int, tuple[Tensor, int]] = {}
+        self._dirty = False
+        self._plan: Plan | None = None
+        self._is_alloc = False
+        self._prev_groups: tuple[list[int], list[int]] | None = None
+        self._eval_cb: EvalCallback | None = None
+        self.stats = SchedStats()
+        try:
+            self.debug_level = int(os.environ.get("PYGGML_SCHED_DEBUG", "0") or 0)
+        except ValueError:
+            self.debug_level = 0
+
+    def _owns(self, buf: Buffer) -> bool:
+        g = self._galloc
+        return g is not None and g.owns(buf)
+
+    # ---- queries ----------------------------------------------------------------------------------------------
+
+    @property
+    def backends(self) -> list[Backend]:
+        return list(self._tab.backends)
+
+    @property
+    def n_backends(self) -> int:
+        return self._tab.n
+
+    @property
+    def n_copies(self) -> int:
+        """Pipeline slots (1, or up to 4 with parallel=True)."""
+        return self._n_copies
+
+    @property
+    def cur_copy(self) -> int:
+        return self._cur_copy
+
+    @property
+    def splits(self) -> list[Split]:
+        return [] if self._plan is None else list(self._plan.splits)
+
+    @property
+    def n_splits(self) -> int:
+        return 0 if self._plan is None else len(self._plan.splits)
+
+    @property
+    def n_split_inputs(self) -> int:
+        """Tensors copied between backends per run of the current plan (each once per (tensor, backend))."""
+        return 0 if self._plan is None else self._plan.n_split_inputs
+
+    @property
+    def plan(self) -> Plan | None:
+        return self._plan
+
+    def backend_index(self, backend: Backend | int) -> int:
+        if isinstance(backend, int):
+            if not 0 <= backend < self._tab.n:
+                raise SchedulerConfigError(f"backend index {backend} is not in 0..{self._tab.n - 1}")
+            return backend
+        for i, b in enumerate(self._tab.backends):
+            if b is backend:
+                return i
+        raise SchedulerConfigError(f"backend '{backend.name}' is not one of this scheduler's: {self._tab.names()}")
+
+    def buffer_type(self, backend: Backend | int) -> BufferType:
+        return self._tab.bufts[self.backend_index(backend)]
+
+    def buffer_size(self, backend: Backend | int) -> int:
+        """Bytes of compute buffer for this backend (0 when it shares an earlier backend's buffer type)."""
+        assert self._galloc is not None
+        return self._galloc.buffer_size(self.backend_index(backend))
+
+    # ---- assignments ------------------------------------------------------------------------------------------
+
+    def set_tensor_backend(self, tensor: Tensor, backend: Backend | int) -> None:
+        """Run (or place) `tensor` on `backend`; kept until reset(), applied when the next graph is planned."""
+        self._user[id(tensor)] = (tensor, self.backend_index(backend))
+        self._dirty = True
+
+    def get_tensor_backend(self, tensor: Tensor) -> Backend | None:
+        """The backend `tensor` is assigned to by the current plan (or by set_tensor_backend), else None."""
+        b = -1
+        if self._plan is not None:
+            b = self._plan.backend_of.get(id(tensor), -1)
+        if b < 0 and id(tensor) in self._user:
+            b = self._user[id(tensor)][1]
+        return self._tab.backends[b] if b >= 0 else None
+
+    def set_eval_callback(self, cb: EvalCallback | None) -> None:
+        """cb(node, ask) -> bool: see pyggml.backend.sched.compute.EvalCallback."""
+        self._eval_cb = cb
+
+    # ---- planning ---------------------------------------------------------------------------------------------
+
+    def split_graph(self, graph: Graph) -> Plan:
+        """Passes 1-5 on `graph` (dropping any previous plan); nothing is allocated."""
+        self._drop_plan()
+        n = graph.n_nodes + graph.n_leafs
+        if n > self.graph_size:
+            raise GraphError(f"graph {graph.uid} has {graph.n_nodes} nodes and {graph.n_leafs} leafs; this scheduler "
+                             f"was made for graph_size={self.graph_size}")
+        tab = self._tab
+        tab.new_graph()
+        backend_of: dict[int, int] = {}
+        cause: dict[int, str] = {}
+        for k, (_, b) in self._user.items():
+            backend_of[k] = b
+            cause[k] = "usr"
+        assign_backends(tab, graph, backend_of, cause, self.op_offload)
+        plan = cut_splits(tab, graph, backend_of, cause, self._n_copies, self._cur_copy)
+        self._plan = plan
+        self._dirty = False
+        self.stats.plans += 1
+        if self.debug_level > 0:
+            print(debug.format_plan(tab, plan, self.debug_level), file=sys.stderr)
+        return plan
+
+    def _drop_plan(self) -> None:
+        if self._plan is not None:
+            self._plan.restore()
+            self._plan = None
+        self._is_alloc = False
+
+    def _is_current(self, graph: Graph) -> bool:
+        p = self._plan
+        return (p is not None and p.graph is graph and p.n_nodes == graph.n_nodes and p.n_leafs == graph.n_leafs
+                and not self._dirty)
+
+    def reserve(self, graph: Graph) -> None:
+        """Size the compute buffers for `graph` (a worst-case graph), then forget it: later graphs that fit are
+        placed without growing the buffers."""
+        self.synchronize()
+        plan = self.split_graph(graph)
+        try:
+            self._reserve(plan)
+        finally:
+            self.reset()
+
+    def _reserve(self, plan: Plan) -> None:
+        assert self._galloc is not None
+        self._galloc.reserve(plan.alloc_graph, plan.node_ids, plan.leaf_ids)
+        self._prev_groups = self._groups(plan)
+        self.stats.reserves += 1
+
+    def _groups(self, plan: Plan) -> tuple[list[int], list[int]]:
+        group = self._tab.group
+        return [group[b] for b in plan.node_ids], [group[b] for b in plan.leaf_ids]
+
+    def alloc_graph(self, graph: Graph) -> None:
+        """Advance the pipeline slot, plan `graph` (unless it is the current plan's graph) and place its tensors."""
+        self._cur_copy = self._next_copy
+        self._next_copy = (self._next_copy + 1) % self._n_copies
+        if self._is_current(graph) and self._is_alloc:
+            assert self._plan is not None
+            self._plan.wire(self._cur_copy)
+            return
+        plan = self.split_graph(graph)
+        self._alloc(plan)
+
+    def _alloc(self, plan: Plan) -> None:
+        galloc = self._galloc
+        assert galloc is not None
+        self.stats.allocs += 1
+        if self._prev_groups != self._groups(plan) or not galloc.alloc_graph(plan.alloc_graph):
+            # placements move: nothing queued may still use the old addresses
+            for b in self._tab.backends:
+                b.synchronize()
+            self._reserve(plan)
+            if not galloc.alloc_graph(plan.alloc_graph):
+                raise AllocationError(f"scheduler: graph {plan.graph.uid} does not fit right after its own reserve")
+        self._is_alloc = True
+
+    # ---- running ----------------------------------------------------------------------------------------------
+
+    def graph_compute_async(self, graph: Graph) -> bool:
+        """Queue every split of `graph` (planning and allocating it first unless it is allocated already).
+        Returns False when the eval callback stopped the run."""
+        if not (self._is_alloc and self._is_current(graph)):
+            self.alloc_graph(graph)
+        plan = self._plan
+        assert plan is not None
+        self.stats.computes += 1
+        return compute_splits(self._tab.backends, plan, self._cur_copy, self._events, self._eval_cb)
+
+    def graph_compute(self, graph: Graph) -> bool:
+        done = self.graph_compute_async(graph)
+        self.synchronize()
+        return done
+
+    def synchronize(self) -> None:
+        """Wait for every backend. Without an allocated graph the next one starts at pipeline slot 0 again."""
+        for b in self._tab.backends:
+            b.synchronize()
+        if not self._is_alloc:
+            self._next_copy = 0
+
+    def reset(self) -> None:
+        """Forget the plan (the graph's srcs are restored) and the set_tensor_backend assignments."""
+        self._drop_plan()
+        self._user.clear()
+        self._dirty = False
+
+    # ---- debugging --------------------------------------------------------------------------------------------
+
+    def debug_text(self, level: int = 2) -> str:
+        """The plan as text: level 1 splits and their inputs, level 2 every node with backend, cause, uses."""
+        if self._plan is None:
+            return "(no graph planned)"
+        return debug.format_plan(self._tab, self._plan, level)
+
+    def to_dot(self) -> str:
+        """Graphviz DOT of the planned graph: nodes coloured by backend, one cluster per split, copies dashed."""
+        if self._plan is None:
+            raise GraphError("scheduler: no graph planned; call alloc_graph or split_graph first")
+        return debug.to_dot(self._tab, self._plan)
+
+    def to_svg(self) -> str:
+        """An SVG picture of the planned graph: one lane per backend, nodes in execution order, split
+        boundaries and copies (drawn by pyggml, no Graphviz needed)."""
+        if self._plan is None:
+            raise GraphError("scheduler: no graph planned; call alloc_graph or split_graph first")
+        return debug.to_svg(self._tab, self._plan)

@@ -1,0 +1,326 @@
+"""Test-only backends that make the scheduler's job real without hardware.
+
+`fake_device(name, ...)` makes a device that runs the numpy reference kernels but
+- supports only a chosen subset of ops (`ops=` / `exclude=`), so fallbacks and splits happen;
+- keeps its data in private "device" memory (`memory="device"`, the default) that the host and other devices cannot
+  address: kernels see it only while this device computes, so a tensor the scheduler forgot to copy fails loudly;
+  or in a host buffer type of its own (`memory="host"`);
+- refuses, with a ComputeError, any node whose tensors live in a buffer it cannot use or whose op it does not
+  support (the scheduler must never hand it one);
+- optionally runs asynchronously (`async_ops=True`): a worker thread executes queued computes and copies in order,
+  events really order work between streams, and `gate` can hold the stream to prove overlap.
+Every computed node name is appended to `device.computed`.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from pyggml.backend.host import HostBufferType
+from pyggml.backend.protocol import (
+    Backend,
+    Buffer,
+    BufferType,
+    Bytes,
+    Device,
+    DeviceCaps,
+    DeviceType,
+    Event,
+    Registry,
+    SyncEvent,
+)
+from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
+from pyggml.graph import Graph
+from pyggml.ops.base import VIEW_OPS, Op
+from pyggml.reference.backend import compute_node
+from pyggml.reference.kernels import KERNELS
+from pyggml.tensor import Tensor, TensorFlag
+
+_active = threading.local()
+
+
+@contextmanager
+def _computing(device: Device) -> Iterator[None]:
+    prev = getattr(_active, "device", None)
+    _active.device = device
+    try:
+        yield
+    finally:
+        _active.device = prev
+
+
+class FakeRegistry(Registry):
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._devices: list[Device] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def devices(self) -> Sequence[Device]:
+        return self._devices
+
+
+class DeviceBuffer(Buffer):
+    """Private device memory: byte I/O goes 'through the driver'; kernels address it only while its device
+    computes on the current thread."""
+
+    def __init__(self, buft: BufferType, size: int) -> None:
+        super().__init__(buft, size)
+        self._mem = np.zeros(size, dtype=np.uint8)
+
+    def write(self, offset: int, data: Bytes) -> None:
+        self._mem[offset : offset + data.size] = data
+
+    def read(self, offset: int, size: int) -> Bytes:
+        return self._mem[offset : offset + size].copy()
+
+    def fill(self, offset: int, size: int, value: int) -> None:
+        self._mem[offset : offset + size] = value
+
+    def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
+        if isinstance(src, DeviceBuffer) and src.buft.device is self.buft.device:
+            self._mem[dst_offset : dst_offset + size] = src._mem[src_offset : src_offset + size]
+            return True
+        return False
+
+    def host_array(self) -> Bytes | None:
+        return self._mem if getattr(_active, "device", None) is self.buft.device else None
+
+
+class DeviceBufferType(BufferType):
+    def __init__(self, device: FakeDevice) -> None:
+        self._device = device
+
+    @property
+    def name(self) -> str:
+        return f"{self._device.name}_mem"
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def alloc_buffer(self, size: int) -> Buffer:
+        return DeviceBuffer(self, size)
+
+
+class FakeDevice(Device):
+    def __init__(self, reg: FakeRegistry, name: str, *, ops: Collection[Op] | None = None,
+                 exclude: Collection[Op] = (), memory: str = "device", dev_type: DeviceType = DeviceType.GPU,
+                 async_ops: bool = False, offload: Collection[Op] = (), reads_host: bool = False) -> None:
+        if memory not in ("device", "host"):
+            raise ValueError(f"memory must be 'device' or 'host', got {memory!r}")
+        self._reg = reg
+        self._name = name
+        self.ops = None if ops is None else frozenset(ops)
+        self.exclude = frozenset(exclude)
+        self.offload = frozenset(offload)
+        self._type = dev_type
+        self.async_ops = async_ops
+        self.reads_host = reads_host
+        self._buft: BufferType = DeviceBufferType(self) if memory == "device" else HostBufferType(f"{name}_host", self)
+        self.computed: list[str] = []
+        self.fail_on: str | None = None
+        """Name of a node whose compute raises ComputeError (failure injection)."""
+        self.delay = 0.0
+        """Seconds slept after each computed graph (widens race windows of async devices)."""
+
+    @property
+    def reg(self) -> Registry:
+        return self._reg
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def type(self) -> DeviceType:
+        return self._type
+
+    @property
+    def caps(self) -> DeviceCaps:
+        return DeviceCaps(async_ops=self.async_ops, events=self.async_ops)
+
+    def memory(self) -> tuple[int, int]:
+        return (1 << 34, 1 << 34)
+
+    def init_backend(self, params: str | None = None) -> Backend:
+        return AsyncFakeBackend(self) if self.async_ops else FakeBackend(self)
+
+    def buffer_type(self) -> BufferType:
+        return self._buft
+
+    def supports_op(self, op: Tensor) -> bool:
+        o = op.op
+        if o is Op.NONE or o in VIEW_OPS:
+            return True
+        if o in self.exclude or (self.ops is not None and o not in self.ops):
+            return False
+        return o in KERNELS
+
+    def supports_buft(self, buft: BufferType) -> bool:
+        return buft is self._buft or (buft.is_host and (self._type is DeviceType.CPU or self.reads_host))
+
+    def offload_op(self, op: Tensor) -> bool:
+        return op.op in self.offload
+
+    def event_new(self) -> Event:
+        return FakeEvent() if self.async_ops else SyncEvent()
+
+
+def fake_device(name: str, **kw: object) -> FakeDevice:
+    """A FakeDevice in a registry of its own (see FakeDevice for the keywords)."""
+    reg = FakeRegistry(name)
+    dev = FakeDevice(reg, name, **kw)  # type: ignore[arg-type]
+    reg._devices.append(dev)
+    return dev
+
+
+class FakeBackend(Backend):
+    device: FakeDevice
+
+    def __init__(self, device: FakeDevice) -> None:
+        super().__init__(device)
+        self.n_graphs = 0
+
+    def graph_compute(self, graph: Graph) -> None:
+        self._run(self._prepare(graph))
+
+    def _prepare(self, graph: Graph) -> list[Tensor]:
+        """Check every node now and return those to compute."""
+        self.n_graphs += 1
+        dev = self.device
+        todo = []
+        for node in graph.nodes:
+            if node.op is Op.NONE or node.op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE:
+                continue
+            if not dev.supports_op(node):
+                raise UnsupportedOpError(f"{dev.name}: node '{node.name}' has op {node.op.name}, not supported here")
+            for t in (node, *node.src):
+                if t is None:
+                    continue
+                buf = t.buffer
+                if buf is None:
+                    raise ComputeError(f"{dev.name}: tensor '{t.name}' of node '{node.name}' is not allocated")
+                if not dev.supports_buft(buf.buft):
+                    raise ComputeError(f"{dev.name}: tensor '{t.name}' of node '{node.name}' is in buffer type "
+                                       f"'{buf.buft.name}', which this device cannot use")
+            todo.append(node)
+        return todo
+
+    def _run(self, nodes: list[Tensor]) -> None:
+        dev = self.device
+        with _computing(dev):
+            for node in nodes:
+                if dev.fail_on is not None and node.name == dev.fail_on:
+                    raise ComputeError(f"{dev.name}: injected failure at node '{node.name}'")
+                compute_node(node)
+                dev.computed.append(node.name)
+        if dev.delay:
+            time.sleep(dev.delay)
+
+
+def _mirror(t: Tensor, srcs: tuple[Tensor | None, ...] = ()) -> Tensor:
+    m = Tensor(t.type, t.ne, t.nb, op=t.op, params=t.params, src=srcs)
+    m.buffer, m.offset, m.flags, m.name = t.buffer, t.offset, t.flags, t.name
+    return m
+
+
+class FakeEvent(Event):
+    """Set when the stream that recorded it reaches the record point; complete if never recorded."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._done.set()
+
+    def record(self, backend: Backend) -> None:
+        if isinstance(backend, AsyncFakeBackend):
+            self._done.clear()
+            backend.submit(self._done.set)
+        else:
+            backend.synchronize()
+
+    def synchronize(self) -> None:
+        self._done.wait()
+
+
+class AsyncFakeBackend(FakeBackend):
+    """A stream: a worker thread runs queued work in order. Work is bound to tensor placements when queued (as a
+    GPU captures pointers), so later changes to the graph do not affect it. An error in queued work drops the rest
+    of the queue and is raised by the next synchronize()."""
+
+    def __init__(self, device: FakeDevice) -> None:
+        super().__init__(device)
+        self._q: queue.Queue[Callable[[], None]] = queue.Queue()
+        self._error: BaseException | None = None
+        self.gate = threading.Event()
+        """Cleared: the stream holds queued work (tests use it to show that the host ran ahead)."""
+        self.gate.set()
+        threading.Thread(target=self._worker, name=f"pyggml-fake-{device.name}", daemon=True).start()
+
+    def _worker(self) -> None:
+        while True:
+            fn = self._q.get()
+            try:
+                self.gate.wait()
+                if self._error is None:
+                    fn()
+            except BaseException as e:
+                self._error = e
+            finally:
+                self._q.task_done()
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        self._q.put(fn)
+
+    def graph_compute_async(self, graph: Graph) -> None:
+        bound = [_mirror(n, tuple(None if s is None else _mirror(s) for s in n.src)) for n in self._prepare(graph)]
+        self.submit(lambda: self._run(bound))
+
+    def graph_compute(self, graph: Graph) -> None:
+        self.graph_compute_async(graph)
+        self.synchronize()
+
+    def synchronize(self) -> None:
+        self._q.join()
+        err, self._error = self._error, None
+        if err is not None:
+            if isinstance(err, PyGGMLError):
+                raise ComputeError(f"{self.device.name} (queued work): {err}") from err
+            raise ComputeError(f"{self.device.name} (queued work) failed: {type(err).__name__}: {err}") from err
+
+    def set_tensor_async(self, tensor: Tensor, data: Bytes, offset: int = 0) -> None:
+        buf = tensor.buffer
+        if buf is None:
+            super().set_tensor_async(tensor, data, offset)
+            return
+        start, payload = buf._check(tensor, offset, data.size), np.array(data, dtype=np.uint8).reshape(-1)
+        self.submit(lambda: buf.write(start, payload))
+
+    def get_tensor_async(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
+        self.synchronize()
+        return super().get_tensor_async(tensor, offset, size)
+
+    def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
+        """Device to device between async fakes only: the copy runs on the source stream (after the work that
+        produced src, before anything that may overwrite it) and this stream waits for it."""
+        sb, db = src.buffer, dst.buffer
+        if not (isinstance(src_backend, AsyncFakeBackend) and isinstance(sb, DeviceBuffer)
+                and isinstance(db, DeviceBuffer)):
+            return False
+        so, do, n = src.offset, dst.offset, src.nbytes()
+        src_backend.submit(lambda: db.write(do, sb.read(so, n)))
+        done = FakeEvent()
+        done.record(src_backend)
+        self.event_wait(done)
+        return True
+
+    def event_wait(self, event: Event) -> None:
+        self.submit(event.synchronize)
