@@ -103,7 +103,10 @@ int pgc_k_unary(const pgc_node *n, const pgc_tctx *c) {
         } else {
             load_row(n, 1, pgc_ptr(n, 1, 0, i1, i2, i3), a, ne0);
             if (n->op == PGC_OP_CLAMP) {
-                for (int64_t k = 0; k < ne0; k++) a[k] = fminf(fmaxf(a[k], n->fp[0]), n->fp[1]);
+                for (int64_t k = 0; k < ne0; k++) { /* C comparisons, as ggml: a NaN input gives max */
+                    float v = a[k] < n->fp[1] ? a[k] : n->fp[1];
+                    a[k] = v > n->fp[0] ? v : n->fp[0];
+                }
             } else if (n->op == PGC_OP_LEAKY) {
                 for (int64_t k = 0; k < ne0; k++) a[k] = a[k] > 0 ? a[k] : a[k] * n->fp[0];
             } else {

@@ -99,12 +99,12 @@ int pgc_k_soft_max(const pgc_node *n, const pgc_tctx *c) {
         for (int64_t k = 0; k < ne0; k++) mx = w[k] > mx ? w[k] : mx;
         double sum = 0.0;
         for (int64_t k = 0; k < ne0; k++) {
-            float e = (w[k] == -INFINITY) ? 0.0f : expf(w[k] - mx);
+            float e = expf(w[k] - mx); /* an all -inf row without a sink gives NaN, as ggml */
             w[k] = e;
             sum += e;
         }
         if (has_sinks) sum += expf(sink - mx);
-        float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+        float inv = (float)(1.0 / sum);
         char *yp = pgc_ptr(n, 0, 0, i1, i2, i3);
         for (int64_t k = 0; k < ne0; k++) *(float *)(yp + k * n->nb[0][0]) = w[k] * inv;
     ROWS_END
