@@ -120,6 +120,13 @@ def _flash_ok(t: Tensor) -> bool:
     return q.type == T.F32 and kv_ok and _rows(k) and _rows(v)
 
 
+def _concat_ok(t: Tensor) -> bool:
+    srcs = _srcs(t)
+    if t.type in QUANT_STORE:  # K-quant CONCAT: the reference re-quantises (lossy); the kernel would copy bytes
+        return all(_rows(x) for x in (t, *srcs))
+    return _plain_same(t)
+
+
 def _set_ok(t: Tensor) -> bool:
     p = t.params
     fits = all(0 <= x <= INT32_MAX for x in (p.nb1, p.nb2, p.nb3, p.offset))
@@ -180,7 +187,7 @@ TABLE: dict[Op, Entry] = {
     Op.GET_ROWS: Entry(GET_ROWS, _get_rows_ok, _no),
     Op.SET_ROWS: Entry(SET_ROWS, _set_rows_ok, _no),
     Op.REPEAT: Entry(REPEAT, lambda t: t.type in PLAIN, _no),
-    Op.CONCAT: Entry(CONCAT, _plain_same, lambda t: (0, [t.params.dim], [])),
+    Op.CONCAT: Entry(CONCAT, _concat_ok, lambda t: (0, [t.params.dim], [])),
     Op.PAD: Entry(PAD, _f32, _pad_params),
     Op.SET: Entry(SET, _set_ok, _set_params(0)),
     Op.ACC: Entry(SET, _set_ok, _set_params(1)),

@@ -161,9 +161,28 @@ int pgc_k_repeat(const pgc_node *n, const pgc_tctx *c) {
     return PGC_OK;
 }
 
+/* CONCAT: a then b along dim ip[0]; rows of block types move as bytes (dim 0 joins whole blocks) */
 int pgc_k_concat(const pgc_node *n, const pgc_tctx *c) {
-    const int d = n->ip[0];
+    const int d = n->ip[0], t = n->type[0];
     const int64_t na = n->ne[1][d];
+    if (pgc_blck_size(t) > 1) {
+        int64_t r0, r1;
+        pgc_split(pgc_nrows(n, 0), c->ith, c->nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++) {
+            int64_t ix[4] = {0, r % n->ne[0][1], (r / n->ne[0][1]) % n->ne[0][2], r / (n->ne[0][1] * n->ne[0][2])};
+            char *dp = pgc_row(n, 0, r);
+            if (d == 0) {
+                int64_t ra = pgc_row_size(t, na);
+                memcpy(dp, pgc_ptr(n, 1, 0, ix[1], ix[2], ix[3]), (size_t)ra);
+                memcpy(dp + ra, pgc_ptr(n, 2, 0, ix[1], ix[2], ix[3]), (size_t)pgc_row_size(t, n->ne[2][0]));
+                continue;
+            }
+            int s = 1;
+            if (ix[d] >= na) { ix[d] -= na; s = 2; }
+            memcpy(dp, pgc_ptr(n, s, 0, ix[1], ix[2], ix[3]), (size_t)pgc_row_size(t, n->ne[0][0]));
+        }
+        return PGC_OK;
+    }
     ELEM_ROWS(n, c)
         int64_t ix[4] = {i0, i1, i2, i3};
         const char *sp;
