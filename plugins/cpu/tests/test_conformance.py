@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("pyggml_conformance")
 
-from pyggml_conformance.runner import REFERENCE, Status, compare_case, open_target  # noqa: E402
-from pyggml_conformance.suite import Options, load_cases  # noqa: E402
+from pyggml_conformance.runner import REFERENCE, Status, compare_case, open_target
+from pyggml_conformance.suite import Options, load_cases
 
 OPS = ["ADD", "MUL", "SCALE", "UNARY", "GLU", "RMS_NORM", "NORM", "SOFT_MAX", "ROPE", "FLASH_ATTN_EXT", "MUL_MAT",
        "MUL_MAT_ID", "GET_ROWS", "SET_ROWS", "CPY", "CONT", "CONCAT", "REPEAT", "SUM_ROWS", "ARGSORT", "TOP_K",
