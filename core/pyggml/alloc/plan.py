@@ -4,10 +4,10 @@ Every tensor the graph touches gets an id: leafs first, then nodes, then srcs th
 ("extras", e.g. the inputs of a graph view). A tensor is OWNED (the allocator places it), a VIEW (placed from
 its data owner) or EXTERNAL (it already has a buffer that is not one of this allocator's, e.g. a weight).
 
-Order of decisions, as in ggml: every leaf is allocated; a pre-pass counts children and views and allocates
-INPUT tensors; then for each node its srcs are allocated, the node is allocated (possibly in place of a dying
-parent) and every src whose last consumer this was is freed (a view frees its data owner once the owner has
-no children and no views left). OUTPUT tensors are never freed. See docs/allocator.md.
+Order of decisions, as in ggml: every leaf (and every extra) is allocated; a pre-pass counts children and
+views and allocates INPUT tensors; then for each node its srcs are allocated, the node is allocated (possibly
+in place of a dying parent) and every src whose last consumer this was is freed (a view frees its data owner
+once the owner has no children and no views left). OUTPUT tensors are never freed. See docs/allocator.md.
 """
 
 from __future__ import annotations
@@ -141,6 +141,9 @@ class Planner:
         L = self.n_leafs
         for i in range(L):
             self.allocate(i, self.leaf_ids[i], inplace=False)
+        # srcs from outside the graph carry data in, like leafs (ggml would place them at their first use)
+        for e, (i, _) in enumerate(self.extra_origin):
+            self.allocate(L + self.n_nodes + e, self.node_ids[i], inplace=False)
         self._count()
         n_children, n_views, root, alive = self.n_children, self.n_views, self.root, self.alive
         for i, srcs in enumerate(self.node_srcs):
