@@ -71,7 +71,7 @@ def build_plan(dev: OpenCLDevice, graph: Graph) -> Plan:
             raise ComputeError(f"{dev.name}: preparing node '{node.name}' ({node.op.name}) failed: "
                                f"{type(e).__name__}: {e}") from e
         keep.extend(s.buffer for s in (node, *node.src) if s is not None)
-    return Plan(b.launches, keep)
+    return Plan(b.launches, keep + b.scratch_mems)
 
 
 class OpenCLBackend(Backend):

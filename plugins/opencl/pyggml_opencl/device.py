@@ -97,7 +97,7 @@ class OpenCLDevice(Device):
         self.info = DeviceInfo.query(cl_device)
         self.queue: Any = cl.CommandQueue(ctx, cl_device)
         """The device's one in-order queue: buffer transfers and every backend of the device use it."""
-        self.programs = ProgramCache(ctx, cl_device, name)
+        self.programs = ProgramCache(ctx, cl_device, name, (("PYGGML_FP64", str(int(self.info.fp64))),))
         self._buft = OpenCLBufferType(self)
         self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
         self._allocated = 0

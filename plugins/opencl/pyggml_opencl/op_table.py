@@ -54,6 +54,18 @@ class PlanBuilder:
         self.dev = dev
         self.launches: list[Launch] = []
         self.node: Tensor | None = None
+        self.scratch_mems: list[Any] = []
+        self._scratch_size = 0
+
+    def scratch(self, nbytes: int) -> Any:
+        """A device buffer of at least nbytes for intermediates of one node; the plan keeps it. Launches run in
+        queue order, so nodes share one (a larger request replaces it for the nodes that follow)."""
+        import pyopencl as cl
+
+        if nbytes > self._scratch_size or not self.scratch_mems:
+            self._scratch_size = max(nbytes, 1)
+            self.scratch_mems.append(cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, self._scratch_size))
+        return self.scratch_mems[-1]
 
     def launch(self, spec: ProgramSpec, name: str, gsize: Sequence[int], lsize: Sequence[int] | None,
                *args: Any) -> None:

@@ -75,8 +75,8 @@ def set_prelude(file: str, text: str) -> None:
     _PRELUDES[file] = text
 
 
-def source_of(spec: ProgramSpec) -> str:
-    head = "".join(f"#define {k} {v}\n" for k, v in spec.defines)
+def source_of(spec: ProgramSpec, device_defines: tuple[tuple[str, str], ...] = ()) -> str:
+    head = "".join(f"#define {k} {v}\n" for k, v in (*device_defines, *spec.defines))
     return f"/* pyggml OpenCL program: {spec.file} */\n{head}{_PRELUDES.get(spec.file, '')}\n{expand(spec.file)}\n"
 
 
@@ -92,8 +92,10 @@ def numbered(source: str) -> str:
 class ProgramCache:
     """Built programs of one device (in memory, and on disk across processes)."""
 
-    def __init__(self, ctx: Any, device: Any, label: str) -> None:
+    def __init__(self, ctx: Any, device: Any, label: str, device_defines: tuple[tuple[str, str], ...] = ()) -> None:
         self.ctx = ctx
+        self.device_defines = device_defines
+        """Defines every program of this device gets (PYGGML_FP64 ...)."""
         self.device = device
         self.label = label
         self._programs: dict[ProgramSpec, Any] = {}
@@ -124,7 +126,7 @@ class ProgramCache:
     def _load_or_build(self, spec: ProgramSpec) -> Any:
         import pyopencl as cl
 
-        source = source_of(spec)
+        source = source_of(spec, self.device_defines)
         key = hashlib.sha256(f"{self._identity}\n{source}".encode()).hexdigest()
         path = cache_dir() / f"{key}.bin"
         if path.exists():

@@ -10,20 +10,26 @@ KERNEL void k_flash_attn(TENSOR(q), TENSOR(k), TENSOR(v), TENSOR(m), TENSOR(s), 
                          float max_bias, float softcap, i32 has_mask, i32 has_sinks, i32 n_head_log2, float m0,
                          float m1) {
     LOCAL float qs[DMAX];
-    LOCAL float sc[WG];
+    LOCAL float sc[WG];   /* scores of the chunk's keys (-inf: masked out) */
+    LOCAL float fm[WG];   /* per key: factor for the running sums (1 unless the key raised the maximum) */
+    LOCAL float fv[WG];   /* per key: weight of its value row (0 for a masked key) */
     i32 l = LID(0);
     i64 iq = GRP(0), h = GID(1), bq = GID(2);
     i64 hk = h / (q_ne2 / k_ne2), bk = bq / (q_ne3 / k_ne3);
     i64 n_kv = k_ne1, dk = q_ne0, dv = v_ne0;
+    if (softcap != 0.f) scale /= softcap;
     for (i64 e = l; e < dk; e += WG) qs[e] = load_f32(AT(q, e, iq, h, bq));
     BARRIER();
     float slope = has_mask ? alibi_slope(h, max_bias, n_head_log2, m0, m1) : 0.f;
-    float M = -INFINITY_F, L = 0.f;
+    /* the online softmax visits keys in order, as a sequential loop would: M the running maximum, S the
+     * running denominator; a key above M rescales everything by exp(M_old - s) and gets weight 1 */
+    float M = -INFINITY_F, S = 0.f;
     float acc[DVL];
     for (i32 t = 0; t < DVL; t++) acc[t] = 0.f;
     for (i64 c0 = 0; c0 < n_kv; c0 += WG) {
         i64 j = c0 + l;
         float sj = -INFINITY_F;
+        i32 keep = 0;
         if (j < n_kv) {
             float mv = has_mask ? slope * LOADT(TM, AT(m, j, iq, h % m_ne2, bq % m_ne3)) : 0.f;
             if (mv != -INFINITY_F) {
@@ -31,46 +37,53 @@ KERNEL void k_flash_attn(TENSOR(q), TENSOR(k), TENSOR(v), TENSOR(m), TENSOR(s), 
                 float dot = 0.f;
                 for (i64 e = 0; e < dk; e++) dot += qs[e] * ELEM(TK, krow, e);
                 sj = dot * scale;
-                if (softcap != 0.f) sj = softcap * TANH(sj / softcap);
+                if (softcap != 0.f) sj = softcap * TANH(sj);
                 sj += mv;
+                keep = 1;
             }
         }
-        sc[l] = sj;
+        sc[l] = keep ? sj : NAN;
         BARRIER();
         i32 n = n_kv - c0 < WG ? (i32)(n_kv - c0) : WG;
-        float cmax = -INFINITY_F;
-        for (i32 jj = 0; jj < n; jj++) cmax = FMAX(cmax, sc[jj]);
-        float newM = FMAX(M, cmax);
-        BARRIER();
-        if (newM == -INFINITY_F) continue;  /* every key so far masked out: uniform across the group */
-        float alpha = EXP(M - newM);
-        sc[l] = sj == -INFINITY_F ? 0.f : EXP(sj - newM);
-        BARRIER();
-        float psum = 0.f;
-        for (i32 jj = 0; jj < n; jj++) psum += sc[jj];
-        L = L * alpha + psum;
-        for (i32 t = 0; t < DVL; t++) {
-            i64 e = l + (i64)t * WG;
-            if (e < dv) {
-                float a = acc[t] * alpha;
-                for (i32 jj = 0; jj < n; jj++) {
-                    float p = sc[jj];
-                    if (p != 0.f) a += p * ELEM(TV, AT(v, 0, c0 + jj, hk, bk), e);
-                }
-                acc[t] = a;
-            }
+        float before = M;   /* running maximum before this lane's key */
+        for (i32 jj = 0; jj < l && jj < n; jj++) {
+            if (!isnan(sc[jj])) before = FMAX(before, sc[jj]);
         }
-        M = newM;
+        if (!keep) {
+            fm[l] = 1.f; fv[l] = 0.f;
+        } else if (sj > before) {
+            fm[l] = EXP(before - sj); fv[l] = 1.f;
+        } else {
+            fm[l] = 1.f; fv[l] = EXP(sj - before);
+        }
+        BARRIER();
+        for (i32 jj = 0; jj < n; jj++) {
+            float a_m = fm[jj], a_v = fv[jj];
+            if (a_v == 0.f && a_m == 1.f) continue;
+            S = S * a_m + a_v;
+            for (i32 t = 0; t < DVL; t++) {
+                i64 e = l + (i64)t * WG;
+                if (e < dv) {
+                    if (a_m != 1.f) acc[t] *= a_m;
+                    acc[t] += ELEM(TV, AT(v, 0, c0 + jj, hk, bk), e) * a_v;
+                }
+            }
+            if (!isnan(sc[jj])) M = FMAX(M, sc[jj]);
+        }
         BARRIER();
     }
     if (has_sinks) {
         float sink = load_f32(BASE(s) + h * s_nb0);
-        float newM = FMAX(M, sink);
-        float alpha = EXP(M - newM);
-        L = L * alpha + EXP(sink - newM);
-        for (i32 t = 0; t < DVL; t++) acc[t] *= alpha;
+        float a_m = 1.f, a_v = 1.f;
+        if (sink > M) {
+            a_m = EXP(M - sink);
+            for (i32 t = 0; t < DVL; t++) acc[t] *= a_m;
+        } else {
+            a_v = EXP(sink - M);
+        }
+        S = S * a_m + a_v;
     }
-    float inv = L == 0.f ? 0.f : 1.f / L;
+    float inv = S == 0.f ? 0.f : 1.f / S;
     for (i32 t = 0; t < DVL; t++) {
         i64 e = l + (i64)t * WG;
         if (e < dv) store_f32(AT(d, e, h, iq, bq), acc[t] * inv);

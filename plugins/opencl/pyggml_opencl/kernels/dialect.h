@@ -15,6 +15,9 @@
  *   i64 u64 i32 u32 u8 i8 u16   fixed-width integers
  *   LOAD_HALF(p, i) / STORE_HALF(p, i, v)   IEEE half storage without needing half arithmetic
  *   FMAX FMIN FABS EXP LOG SQRT RSQRT SIN COS TANH ERF POW FLOOR CEIL ROUND TRUNC   float math
+ *   acc_t           accumulator type of long sums and angles: double where the device has it (the host
+ *                   defines PYGGML_FP64 for OpenCL devices with cl_khr_fp64), else float; cos/sin/pow of
+ *                   an acc_t use the overloaded OpenCL names, so kernels write cos(), sin(), pow() for it
  */
 #ifndef PYGGML_DIALECT_H
 #define PYGGML_DIALECT_H
@@ -61,6 +64,12 @@ typedef short i16;
 #define ROUND round
 #define TRUNC trunc
 #define INFINITY_F INFINITY
+#if PYGGML_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double acc_t;
+#else
+typedef float acc_t;
+#endif
 
 #elif defined(__CUDACC__)
 
@@ -106,6 +115,7 @@ typedef short i16;
 #define ROUND roundf
 #define TRUNC truncf
 #define INFINITY_F __int_as_float(0x7f800000)
+typedef double acc_t;
 
 #else
 #error "pyggml dialect: compile as OpenCL C or CUDA"

@@ -7,23 +7,23 @@
 #define NORM_L2 2
 
 KERNEL void k_norm(TENSOR(a), TENSOR(d), i32 kind, float eps) {
-    LOCAL float buf[WG];
+    LOCAL acc_t buf[WG];
     i64 row = GRP(0);
     i64 i1 = row % a_ne1, i2 = (row / a_ne1) % a_ne2, i3 = row / (a_ne1 * a_ne2);
     i32 l = LID(0);
     float mean = 0.f;
     if (kind == NORM_MEAN) {
-        float s = 0.f;
+        acc_t s = 0;
         for (i64 i0 = l; i0 < a_ne0; i0 += WG) s += load_f32(AT(a, i0, i1, i2, i3));
-        mean = wg_sum(s, buf) / (float)a_ne0;
+        mean = (float)(wg_sum_acc(s, buf) / (acc_t)a_ne0);
     }
-    float sq = 0.f;
+    acc_t sq = 0;
     for (i64 i0 = l; i0 < a_ne0; i0 += WG) {
         float x = load_f32(AT(a, i0, i1, i2, i3)) - mean;
-        sq += x * x;
+        sq += (acc_t)x * x;
     }
-    sq = wg_sum(sq, buf);
-    float f = kind == NORM_L2 ? 1.f / FMAX(SQRT(sq), eps) : RSQRT(sq / (float)a_ne0 + eps);
+    sq = wg_sum_acc(sq, buf);
+    float f = kind == NORM_L2 ? 1.f / FMAX(SQRT((float)sq), eps) : 1.f / SQRT((float)(sq / (acc_t)a_ne0) + eps);
     for (i64 i0 = l; i0 < a_ne0; i0 += WG) {
         store_f32(AT(d, i0, i1, i2, i3), (load_f32(AT(a, i0, i1, i2, i3)) - mean) * f);
     }
@@ -57,6 +57,7 @@ KERNEL void k_group_norm(TENSOR(a), TENSOR(d), i64 per_group, float eps) {
 KERNEL void k_soft_max(TENSOR(a), TENSOR(m), TENSOR(s), TENSOR(d), float scale, float max_bias, i32 has_mask,
                        i32 has_sinks, i32 n_head_log2, float m0, float m1) {
     LOCAL float buf[WG];
+    LOCAL acc_t abuf[WG];
     i64 row = GRP(0);
     i64 i1 = row % a_ne1, i2 = (row / a_ne1) % a_ne2, i3 = row / (a_ne1 * a_ne2);
     i32 l = LID(0);
@@ -71,15 +72,15 @@ KERNEL void k_soft_max(TENSOR(a), TENSOR(m), TENSOR(s), TENSOR(d), float scale, 
     mx = wg_max(mx, buf);
     float sink = has_sinks ? load_f32(AT(s, i2, 0, 0, 0)) : -INFINITY_F;
     if (has_sinks) mx = FMAX(mx, sink);
-    float sum = 0.f;
+    acc_t sum = 0;
     for (i64 i0 = l; i0 < a_ne0; i0 += WG) {
         float e = EXP(load_f32(AT(d, i0, i1, i2, i3)) - mx);
         store_f32(AT(d, i0, i1, i2, i3), e);
         sum += e;
     }
-    sum = wg_sum(sum, buf);
+    sum = wg_sum_acc(sum, abuf);
     if (has_sinks) sum += EXP(sink - mx);
-    float inv = 1.f / sum;
+    float inv = (float)(1 / sum);
     for (i64 i0 = l; i0 < a_ne0; i0 += WG) {
         GLOBAL char *p = AT(d, i0, i1, i2, i3);
         store_f32(p, load_f32(p) * inv);

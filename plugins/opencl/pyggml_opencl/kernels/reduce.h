@@ -16,6 +16,19 @@ INLINE float wg_sum(float v, LOCAL_PTR float *buf) {
     return r;
 }
 
+INLINE acc_t wg_sum_acc(acc_t v, LOCAL_PTR acc_t *buf) {
+    i32 l = LID(0);
+    buf[l] = v;
+    BARRIER();
+    for (i32 s = WG / 2; s > 0; s >>= 1) {
+        if (l < s) buf[l] += buf[l + s];
+        BARRIER();
+    }
+    acc_t r = buf[0];
+    BARRIER();
+    return r;
+}
+
 INLINE float wg_max(float v, LOCAL_PTR float *buf) {
     i32 l = LID(0);
     buf[l] = v;

@@ -17,18 +17,19 @@ KERNEL void k_rope(TENSOR(a), TENSOR(pos), TENSOR(ff), TENSOR(d), i32 n_dims, i3
         for (i64 k = e; k < e + 2 && k < a_ne0; k++) STORET(T0, AT(d, k, i1, i2, i3), LOADT(T0, AT(a, k, i1, i2, i3)));
         return;
     }
-    float p = (float)*(GLOBAL const i32 *)AT(pos, i2, 0, 0, 0);
-    float theta_extrap = p * POW(freq_base, -2.f * (float)j / (float)n_dims);
-    if (has_ff) theta_extrap /= load_f32(AT(ff, j, 0, 0, 0));
-    float theta = freq_scale * theta_extrap;
+    /* angles in acc_t (double where the device has it) */
+    acc_t p = (acc_t)*(GLOBAL const i32 *)AT(pos, i2, 0, 0, 0);
+    acc_t theta_extrap = p * pow((acc_t)freq_base, (acc_t)-2 * (acc_t)j / (acc_t)n_dims);
+    if (has_ff) theta_extrap /= (acc_t)load_f32(AT(ff, j, 0, 0, 0));
+    acc_t theta = (acc_t)freq_scale * theta_extrap;
     float mscale = attn_factor;
     if (ext_factor != 0.f) {
         float y = ((float)j - corr_lo) / FMAX(0.001f, corr_hi - corr_lo);
-        float mix = (1.f - FMIN(1.f, FMAX(0.f, y))) * ext_factor;
-        theta = theta * (1.f - mix) + theta_extrap * mix;
+        acc_t mix = (acc_t)((1.f - FMIN(1.f, FMAX(0.f, y))) * ext_factor);
+        theta = theta * (1 - mix) + theta_extrap * mix;
         mscale *= 1.f + 0.1f * LOG(1.f / freq_scale);
     }
-    float c = COS(theta) * mscale, s = SIN(theta) * mscale;
+    float c = (float)(cos(theta) * mscale), s = (float)(sin(theta) * mscale);
     i64 k0 = neox ? j : 2 * j, k1 = neox ? j + nhalf : 2 * j + 1;
     float x0 = LOADT(T0, AT(a, k0, i1, i2, i3)), x1 = LOADT(T0, AT(a, k1, i1, i2, i3));
     STORET(T0, AT(d, k0, i1, i2, i3), x0 * c - x1 * s);

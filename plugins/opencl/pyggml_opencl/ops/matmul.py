@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import PLAIN, QUANT32, WG, PlanBuilder, rule, src, tname
+from pyggml_opencl.op_table import PLAIN, QUANT32, WG, PlanBuilder, i64, round_up, rule, src, tname
 from pyggml_opencl.programs import ProgramSpec
 
 if TYPE_CHECKING:
@@ -15,6 +15,10 @@ if TYPE_CHECKING:
 
 FILE = "matmul.cl"
 WEIGHTS = PLAIN | QUANT32
+Q_WG = 16
+"""Local size (weight rows) of the quantised kernel."""
+Q_NC = 4
+"""Activation columns per work-item of the quantised kernel (NC in matmul_q.cl)."""
 TILED_MIN_COLS = 8
 """MUL_MAT with at least this many src1 columns uses the tiled kernel (weights read once per 32 columns)."""
 
@@ -29,9 +33,30 @@ def _mm_ok(node: Tensor, dev: OpenCLDevice) -> bool:
             and node.type == GGMLType.F32)
 
 
+def spec_q(wt: GGMLType, t1: GGMLType) -> ProgramSpec:
+    has_min = wt.traits.vec_dot_type == GGMLType.Q8_1
+    return ProgramSpec.of("matmul_q.cl", WT=tname(wt), T1=tname(t1), QA_SIZE=36 if has_min else 34,
+                          HAS_MIN=int(has_min), **{f"WT_IS_{tname(wt)}": 1})
+
+
+def build_mul_mat_q(node: Tensor, b: PlanBuilder) -> None:
+    """Quantise the activations to the weights' dot partner, then integer block dots (ggml's CPU numerics)."""
+    a, c = src(node, 0), src(node, 1)
+    s = spec_q(a.type, c.type)
+    nblk = c.ne[0] // 32
+    qa = 36 if a.type.traits.vec_dot_type == GGMLType.Q8_1 else 34
+    mem = b.scratch(nblk * c.nrows() * qa)
+    b.launch_1d(s, "k_quantize_act", nblk * c.nrows(), *b.tensor(c), mem, i64(0))
+    b.launch(s, "k_mul_mat_q", (round_up(a.ne[1], Q_WG), -(-c.ne[1] // Q_NC), c.ne[2] * c.ne[3]), (Q_WG, 1, 1),
+             *b.tensor(a), mem, i64(0), *b.tensor(node), i64(c.ne[1]), i64(c.ne[2]))
+
+
 @rule(Op.MUL_MAT, supports=_mm_ok)
 def build_mul_mat(node: Tensor, b: PlanBuilder) -> None:
     a, c = src(node, 0), src(node, 1)
+    if a.type in QUANT32:
+        build_mul_mat_q(node, b)
+        return
     s = spec(a.type, c.type)
     args = (*b.tensor(a), *b.tensor(c), *b.tensor(node))
     batches = c.ne[2] * c.ne[3]
