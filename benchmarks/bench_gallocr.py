@@ -3,7 +3,9 @@
 the liveness lower bound (computed here, independently of pyggml.alloc), and the time of reserve and of replay.
 
 Prints JSON. Targets (issue: graph allocator): peak within 5% of the lower bound; reserve < 20 ms; replay of
-the unchanged graph (alloc_graph) < 1 ms for about 1,000 nodes.
+the unchanged graph (alloc_graph) < 1 ms for about 1,000 nodes. "peak_compute_bytes" is ggml's placement (the
+default); "peak_bytes_ggml_exact" also turns off in-place reuse through views (view_inplace=False);
+"peak_bytes_by_size" is the offline repacking (placement="by_size").
 
     python benchmarks/bench_gallocr.py [--repeat N]
 """
@@ -90,11 +92,15 @@ def measure(n_tokens: int, n_past: int, repeat: int, n_outputs: int | None = Non
     w = make_weights(SMOLLM2_135M)
     alloc_ctx_tensors(w.ctx, buft)
     # a tensor placed by one allocator is pre-allocated for any other: each fresh reserve needs a fresh graph
-    graphs = [build_llama_graph(w, n_tokens, n_past, n_outputs).graph for _ in range(repeat + 2)]
+    graphs = [build_llama_graph(w, n_tokens, n_past, n_outputs).graph for _ in range(2 * repeat + 3)]
     g = graphs.pop()
     lower_bound, no_reuse = liveness(g, buft)
     exact = GraphAllocator(buft, view_inplace=False)
     exact.reserve(graphs.pop())
+    by_size = GraphAllocator(buft, placement="by_size")
+    g_by_size = graphs.pop()
+    assert by_size.alloc_graph(g_by_size)
+    verify_allocation(g_by_size)
     galloc = GraphAllocator(buft)
     galloc.reserve(g)
     assert galloc.alloc_graph(g)
@@ -105,6 +111,9 @@ def measure(n_tokens: int, n_past: int, repeat: int, n_outputs: int | None = Non
     def reserve_fresh() -> None:
         GraphAllocator(buft).reserve(next(fresh))
 
+    def reserve_fresh_by_size() -> None:
+        GraphAllocator(buft, placement="by_size").reserve(next(fresh))
+
     return {
         "n_tokens": n_tokens,
         "n_kv": n_past + n_tokens,
@@ -113,6 +122,8 @@ def measure(n_tokens: int, n_past: int, repeat: int, n_outputs: int | None = Non
         "leafs": g.n_leafs,
         "peak_compute_bytes": peak,
         "peak_bytes_ggml_exact": exact.buffer_size(0),
+        "peak_bytes_by_size": by_size.buffer_size(0),
+        "by_size_over_lower_bound": round(by_size.buffer_size(0) / lower_bound, 4),
         "no_reuse_bytes": no_reuse,
         "liveness_lower_bound_bytes": lower_bound,
         "peak_over_lower_bound": round(peak / lower_bound, 4),
@@ -120,6 +131,7 @@ def measure(n_tokens: int, n_past: int, repeat: int, n_outputs: int | None = Non
         "target_peak_over_lower_bound": 1.05,
         "reserve_fresh": timed(reserve_fresh, repeat),
         "reserve_again": timed(lambda: galloc.reserve(g), repeat),
+        "reserve_fresh_by_size": timed(reserve_fresh_by_size, repeat),
         "target_reserve_ms": 20.0,
         "replay_alloc_graph": timed(lambda: galloc.alloc_graph(g), repeat * 10),
         "target_replay_ms": 1.0,

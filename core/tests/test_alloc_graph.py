@@ -352,3 +352,29 @@ def test_none_view_node_without_consumers_only_delays_the_free() -> None:
     ga.alloc_graph(g)
     verify_allocation(g)
     assert z.offset == x.offset                   # x was freed after the dependency, not kept to the end
+
+
+def test_by_size_placement_removes_fragmentation() -> None:
+    def graph() -> gg.Graph:
+        # llama's FFN in small: h dies after `up`, leaving a hole too small for the GLU result
+        wctx = gg.Context(no_alloc=True)
+        w_gate, w_up = (wctx.new_tensor(F32, 8, 16, name=n) for n in ("gate", "up"))
+        w_down = wctx.new_tensor(F32, 16, 8, name="down")
+        alloc_ctx_tensors(wctx, TestBufferType())
+        ctx = gg.Context(no_alloc=True)
+        with ctx:
+            x = leaf(ctx, "x")                                  # 128 bytes, read again at the end
+            h = ops.sin(x)                                      # 128
+            ff = ops.swiglu(ops.mul_mat(w_gate, h), ops.mul_mat(w_up, h))  # 3 x 256
+            return gg.build_graph(ops.add(ops.mul_mat(w_down, ff), x))
+
+    sizes = {}
+    for placement in ("ggml", "by_size"):
+        g = graph()
+        ga = GraphAllocator(TestBufferType(), placement=placement)  # type: ignore[arg-type]
+        assert ga.alloc_graph(g)
+        verify_allocation(g)
+        sizes[placement] = ga.buffer_size(0)
+    assert sizes == {"ggml": 1024, "by_size": 896}              # x + gate + up + glu = the liveness bound
+    with pytest.raises(AllocationError, match="placement"):
+        GraphAllocator(TestBufferType(), placement="best")  # type: ignore[arg-type]

@@ -1,8 +1,9 @@
 """Property tests: random DAGs (element-wise, binary, mul_mat, reshape, view, permute, cpy, cont, in-place
-variants, INPUT and OUTPUT flags, pre-allocated weights) placed by the GraphAllocator over one or two buffer types
-(small max sizes force several chunks) pass `verify_allocation`, and computing them with the numpy backend gives
-exactly what the same graph gives when every tensor has memory of its own (a Context with memory). The reserved
-plan is also replayed onto a second, identically built graph."""
+variants, INPUT and OUTPUT flags, pre-allocated weights) placed by the GraphAllocator (ggml's placement or the
+offline by-size repacking) over one or two buffer types (small max sizes force several chunks) pass
+`verify_allocation`, and computing them with the numpy backend gives exactly what the same graph gives when
+every tensor has memory of its own (a Context with memory). The reserved plan is also replayed onto a second,
+identically built graph."""
 
 from __future__ import annotations
 
@@ -141,10 +142,10 @@ def same(xs: list[np.ndarray], ys: list[np.ndarray]) -> bool:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(leaf_specs=leafs_st, steps=steps_st, two_bufts=st.booleans(), small=st.booleans(),
-       view_inplace=st.booleans(), ids_seed=st.integers(0, 1 << 16))
+       view_inplace=st.booleans(), by_size=st.booleans(), ids_seed=st.integers(0, 1 << 16))
 def test_random_graphs_verify_and_match_the_unallocated_reference(
         leaf_specs: list[tuple[int, int]], steps: list[Step], two_bufts: bool, small: bool, view_inplace: bool,
-        ids_seed: int) -> None:
+        by_size: bool, ids_seed: int) -> None:
     ref_ctx = gg.Context(1 << 20)
     reference = fill_and_run(build(leaf_specs, steps, ref_ctx, ref_ctx))
 
@@ -155,7 +156,7 @@ def test_random_graphs_verify_and_match_the_unallocated_reference(
     bufts = [TestBufferType("b0", max_size=max_size)]
     if two_bufts:
         bufts.append(TestBufferType("b1", alignment=64, pad=8, max_size=max_size + 64))
-    galloc = GraphAllocator(bufts, view_inplace=view_inplace)
+    galloc = GraphAllocator(bufts, view_inplace=view_inplace, placement="by_size" if by_size else "ggml")
     rng = np.random.default_rng(ids_seed)
     galloc.reserve(g, [int(x) for x in rng.integers(0, len(bufts), g.n_nodes)],
                    [int(x) for x in rng.integers(0, len(bufts), g.n_leafs)])

@@ -124,3 +124,16 @@ def test_zero_size_and_reset() -> None:
     assert ta.chunk_sizes() == []
     with pytest.raises(AllocationError, match="power of two"):
         TensorAllocator(24, BIG)
+
+
+def test_by_size_packing_puts_large_blocks_first_and_fills_gaps() -> None:
+    from pyggml.alloc.by_size import pack
+
+    # sizes, [start, end) ticks: 1 overlaps 0 and 2, 0 and 2 do not meet, 3 overlaps nothing
+    offsets, total = pack([64, 32, 64, 128], [0, 1, 4, 10], [4, 8, 9, 12])
+    assert total == 128
+    assert offsets[3] == 0                       # the largest first, at 0
+    assert offsets[0] == 0 and offsets[2] == 0   # 0 and 2 never meet: same place
+    assert offsets[1] == 64                      # above the 64-byte blocks it meets
+    assert pack([], [], []) == ([], 0)
+    assert pack([0, 32], [0, 0], [1, 1]) == ([0, 0], 32)

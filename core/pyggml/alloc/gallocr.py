@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from pyggml.alloc.buffers import MultiBuffer
+from pyggml.alloc.by_size import repack
 from pyggml.alloc.plan import OWNED, Plan, Planner
 from pyggml.alloc.replay import Replay
 from pyggml.alloc.tensor_alloc import TensorAllocator
@@ -48,13 +49,19 @@ class GraphAllocator:
     """Static memory planning of compute graphs over one or several buffer types (buffer ids index `bufts`).
 
     `view_inplace=False` reproduces ggml exactly (its in-place reuse through a view parent never runs);
-    the default lets a node take over a dying owner through a zero-offset view of it (docs/allocator.md)."""
+    the default lets a node take over a dying owner through a zero-offset view of it. `placement="by_size"`
+    repacks the planned blocks offline, largest first, when that gives smaller buffers than ggml's online best
+    fit (same lifetimes, other offsets; docs/allocator.md)."""
 
-    def __init__(self, bufts: BufferType | Sequence[BufferType], *, view_inplace: bool = True) -> None:
+    def __init__(self, bufts: BufferType | Sequence[BufferType], *, view_inplace: bool = True,
+                 placement: Literal["ggml", "by_size"] = "ggml") -> None:
         self.bufts: list[BufferType] = [bufts] if isinstance(bufts, BufferType) else list(bufts)
         if not self.bufts:
             raise AllocationError("GraphAllocator needs at least one buffer type")
         self.view_inplace = view_inplace
+        if placement not in ("ggml", "by_size"):
+            raise AllocationError(f"GraphAllocator: placement {placement!r} is not 'ggml' or 'by_size'")
+        self.placement = placement
         self._unique: list[TensorAllocator] = []
         self._slot: list[int] = []
         """buffer id -> index of its allocator (and chunk buffers) in `_unique`."""
@@ -91,7 +98,10 @@ class GraphAllocator:
         node_ids = self._check_ids(node_buffer_ids, graph.n_nodes, "node")
         leaf_ids = self._check_ids(leaf_buffer_ids, graph.n_leafs, "leaf")
         plan = Planner(graph, self.bufts, self._allocs, node_ids, leaf_ids, self.owns, self.view_inplace).run()
-        chunk_bufs = self._grown_buffers()
+        sizes = [a.chunk_sizes() for a in self._unique]
+        if self.placement == "by_size":
+            repack(plan, self._slot, len(self._unique), [a.max_chunk_size for a in self._unique], sizes)
+        chunk_bufs = self._grown_buffers(sizes)
         for old, new in zip(self._chunk_bufs, chunk_bufs, strict=True):
             for b in old:
                 if b not in new:
@@ -120,15 +130,15 @@ class GraphAllocator:
             raise GraphError(f"reserve: {what} {bad[0]} has buffer id {ids[bad[0]]}, not in 0..{len(self.bufts) - 1}")
         return ids
 
-    def _grown_buffers(self) -> list[list[Buffer]]:
+    def _grown_buffers(self, sizes: list[list[int]]) -> list[list[Buffer]]:
         """Each allocator's chunk buffers after this plan: a chunk that outgrew its buffer gets a new one; nothing
         shrinks. All-or-nothing: on failure, buffers made here are freed and the error names type and size."""
         made: list[Buffer] = []
         out: list[list[Buffer]] = []
-        for u, alloc in enumerate(self._unique):
+        for u, planned in enumerate(sizes):
             parts = list(self._chunk_bufs[u])
             buft = self.bufts[self._slot.index(u)]
-            for c, need in enumerate(alloc.chunk_sizes() or [0]):
+            for c, need in enumerate(planned or [0]):
                 if c < len(parts) and parts[c].size >= need:
                     continue
                 try:
@@ -213,4 +223,4 @@ def _record(p: Plan, k: int) -> AllocRecord:
 def _strip(p: Plan) -> Plan:
     """The plan without tensor references (records only), so a reserve does not keep a graph alive."""
     return Plan([], p.n_leafs, p.n_nodes, p.extra_origin, p.node_srcs, p.kind, p.buffer_id, p.chunk, p.offset,
-                p.size)
+                p.size, p.block, p.blocks)

@@ -24,6 +24,7 @@ from pyggml.tensor import Tensor, TensorFlag
 
 OWNED, VIEW, EXTERNAL = 0, 1, 2
 NO_ROOT, UNTRACKED_ROOT = -1, -2
+NEVER = 1 << 62
 
 _OUTPUT = int(TensorFlag.OUTPUT)
 _INPLACE = frozenset(op for op, d in OPS.items() if d.can_inplace)
@@ -46,6 +47,20 @@ class Plan:
     offset: list[int]
     size: list[int]
     """alloc size of an OWNED tensor in its buffer type (0 otherwise)."""
+    block: list[int]
+    """Per OWNED tensor: the memory block it lives in (in-place results share their parent's block)."""
+    blocks: Blocks
+
+
+@dataclass(slots=True)
+class Blocks:
+    """Every allocation of the pass as a block: buffer id, aligned size, and the event ticks (allocations and
+    frees, counted in order) at which it was taken and given back (NEVER: kept to the end)."""
+
+    buffer_id: list[int]
+    size: list[int]
+    start: list[int]
+    end: list[int]
 
 
 def _root(t: Tensor) -> Tensor:
@@ -98,6 +113,9 @@ class Planner:
         self.chunk = [0] * n
         self.offset = [0] * n
         self.size = [0] * n
+        self.block = [-1] * n
+        self.blocks = Blocks([], [], [], [])
+        self.tick = 0
 
     # ---- ids ------------------------------------------------------------------------------------------------
 
@@ -163,7 +181,7 @@ class Planner:
                 elif r == NO_ROOT and alive[p]:
                     self.free(p)
         return Plan(self.tensors, L, self.n_nodes, self.extra_origin, self.node_srcs, self.kind, self.buffer_id,
-                    self.chunk, self.offset, self.size)
+                    self.chunk, self.offset, self.size, self.block, self.blocks)
 
     def _count(self) -> None:
         """Children and views of every tensor; INPUT tensors are allocated now, before anything can be freed."""
@@ -198,6 +216,13 @@ class Planner:
             raise AllocationError(f"{_describe(t)}: {e}") from None
         self.buffer_id[k] = bid
         self.size[k] = size
+        blocks = self.blocks
+        self.block[k] = len(blocks.size)
+        blocks.buffer_id.append(bid)
+        blocks.size.append(align_up(size, self.allocs[bid].alignment))
+        blocks.start.append(self.tick)
+        blocks.end.append(NEVER)
+        self.tick += 1
 
     def _reuse_parent(self, k: int, t: Tensor) -> bool:
         """Give node k the memory of a parent whose only remaining consumer it is (ggml's in-place reuse)."""
@@ -225,6 +250,7 @@ class Planner:
                 continue
             self.buffer_id[k], self.chunk[k], self.offset[k] = bid, self.chunk[owner], self.offset[owner]
             self.size[k] = size
+            self.block[k] = self.block[owner]
             self.alive[owner] = False
             align = self.allocs[bid].alignment
             used, held = align_up(size, align), align_up(self.size[owner], align)
@@ -238,6 +264,8 @@ class Planner:
             return
         self.allocs[self.buffer_id[k]].free(self.chunk[k], self.offset[k], self.size[k])
         self.alive[k] = False
+        self.blocks.end[self.block[k]] = self.tick
+        self.tick += 1
 
 
 def _describe(t: Tensor) -> str:
