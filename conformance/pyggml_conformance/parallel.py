@@ -1,0 +1,85 @@
+"""--jobs N: cases run in N worker processes (spawned, so drivers are initialised fresh in each).
+
+Workers rebuild the case list and open the backends by name, so only backends found through entry points can
+run in parallel. A worker that dies (a segfault in a native kernel) fails only the case that killed it: the
+cases of a broken pool are retried one by one, each suspect alone in a fresh process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from pyggml.backend.registry import hub
+from pyggml_conformance.case import Case
+from pyggml_conformance.runner import REFERENCE, CaseResult, Status, Target, open_target
+from pyggml_conformance.suite import Options, load_cases, run_one
+
+_STATE: dict[str, Any] = {}
+
+
+def can_run_parallel(targets: list[Target]) -> str | None:
+    """Why the targets cannot be opened again in a worker process, or None."""
+    for info in hub().registries():
+        if info.plugin == "<in-process>" and any(t.device.reg is info.registry for t in targets):
+            return f"backend registry {info.registry.name!r} was registered in-process, not by an entry point"
+    return None
+
+
+def _worker(opts: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
+    o = Options(**opts)
+    key = repr(sorted(opts.items()))
+    if _STATE.get("key") != key:
+        every = Options(mode=o.mode, case_file=o.case_file)
+        _STATE["key"] = key
+        _STATE["cases"] = {c.name: c for c in load_cases(every)}
+        _STATE["targets"] = [open_target(n) for n in o.backends or []]
+        _STATE["reference"] = open_target(REFERENCE) if o.mode == "test" else None
+    cases: dict[str, Case] = _STATE["cases"]
+    out: list[dict[str, Any]] = []
+    for n in names:
+        out.extend(r.to_dict() for r in run_one(cases[n], _STATE["targets"], _STATE["reference"], o))
+    return out
+
+
+def _crashed(case: Case, targets: list[Target]) -> list[CaseResult]:
+    return [CaseResult(case.name, case.op.name, case.params, t.name, Status.FAIL,
+                       error="the worker process died running this case (crash in the backend?)")
+            for t in targets]
+
+
+def run_parallel(cases: Sequence[Case], targets: list[Target], opts: Options,
+                 on_result: Callable[[CaseResult], None]) -> None:
+    od = {**opts.to_dict(), "backends": [t.name for t in targets]}
+    by_name = {c.name: c for c in cases}
+    names = list(by_name)
+    size = max(1, min(64, len(names) // (opts.jobs * 4) or 1))
+    pending = [names[i : i + size] for i in range(0, len(names), size)]
+    ctx = multiprocessing.get_context("spawn")
+    while pending:
+        suspects: list[str] = []
+        with ProcessPoolExecutor(opts.jobs, mp_context=ctx) as ex:
+            futs = [(chunk, ex.submit(_worker, od, chunk)) for chunk in pending]
+            pending = []
+            for chunk, fut in futs:
+                try:
+                    res = fut.result()
+                except BrokenProcessPool:
+                    if len(chunk) > 1:
+                        pending.extend([n] for n in chunk)
+                    else:
+                        suspects.extend(chunk)
+                    continue
+                for d in res:
+                    on_result(CaseResult.from_dict(d))
+        for n in suspects:
+            with ProcessPoolExecutor(1, mp_context=ctx) as ex:
+                try:
+                    res = ex.submit(_worker, od, [n]).result()
+                except BrokenProcessPool:
+                    res = [r.to_dict() for r in _crashed(by_name[n], targets)]
+            for d in res:
+                on_result(CaseResult.from_dict(d))

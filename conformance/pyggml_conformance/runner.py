@@ -1,0 +1,261 @@
+"""Running one case on backends: build, check support, place with guards, upload, compute, read back, compare.
+
+Every backend run builds the case's graph afresh in a `Context(no_alloc=True)` and places it in one buffer of
+its own device (`placement.Placement`); the reference (the numpy backend) runs the same case with identical
+input bytes, once per case however many backends are tested.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pyggml.backend.protocol import Backend, Device
+from pyggml.backend.registry import hub
+from pyggml.errors import PyGGMLError
+from pyggml.graph import Graph, build_graph
+from pyggml.ops.base import describe
+from pyggml.tensor import Tensor
+from pyggml_conformance.case import Case, CaseBuilder
+from pyggml_conformance.compare import Array, check, decode
+from pyggml_conformance.inputs import Bytes, Init, InputUnavailable, case_rng, generate
+from pyggml_conformance.placement import Placement
+
+log = logging.getLogger(__name__)
+REFERENCE = "numpy"
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+    UNSUPPORTED = "unsupported"
+    SUPPORTED = "supported"
+    """support mode: the backend claims every node of the case"""
+
+
+@dataclass
+class CaseResult:
+    name: str
+    op: str
+    params: str
+    backend: str
+    status: Status
+    nmse: float | None = None
+    threshold: float | None = None
+    error: str | None = None
+    time_us: float | None = None
+    gflops: float | None = None
+    gbps: float | None = None
+    runs: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CaseResult:
+        return cls(**{**d, "status": Status(d["status"])})
+
+
+class BackendNotFound(PyGGMLError):
+    """A --backend name matches no device or registry."""
+
+
+@dataclass
+class Target:
+    """A device under test and (lazily) one backend stream on it."""
+
+    name: str
+    device: Device
+    _backend: Backend | None = field(default=None, repr=False)
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = self.device.init_backend()
+        return self._backend
+
+    @property
+    def description(self) -> str:
+        return self.device.description
+
+
+def available_names() -> list[str]:
+    h = hub()
+    names: list[str] = []
+    for info in h.registries():
+        devs = h.devices_of(info)
+        names.extend(d.name for d in devs)
+        if info.registry.name not in names and devs:
+            names.append(info.registry.name)
+    return names
+
+
+def open_target(name: str) -> Target:
+    """The device called `name` (or a registry's first device)."""
+    try:
+        dev = hub().device(name)
+    except PyGGMLError:
+        known = ", ".join(available_names()) or "none"
+        raise BackendNotFound(f"no backend named {name!r}; installed backends: {known}") from None
+    return Target(dev.name, dev)
+
+
+def open_targets(names: list[str] | None) -> list[Target]:
+    """Targets for the names given, or every device of every loaded plugin."""
+    if names:
+        return [open_target(n) for n in names]
+    return [Target(d.name, d) for d in hub().devices()]
+
+
+# ---- one realisation of a case ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Realized:
+    graph: Graph
+    outputs: list[Tensor]
+    inits: dict[str, Init]
+
+
+def realize(case: Case) -> Realized:
+    """Record the case's graph into a fresh no_alloc context."""
+    b = CaseBuilder()
+    res = case.build(b)
+    outs = [res] if isinstance(res, Tensor) else list(res)
+    return Realized(build_graph(*outs), outs, b.inits)
+
+
+def first_unsupported(graph: Graph, device: Device) -> str | None:
+    """Why `device` cannot run the graph (the first node it refuses), or None."""
+    for node in graph.nodes:
+        if not device.supports_op(node):
+            srcs = ", ".join(describe(s) for s in node.src if s is not None)
+            return f"{device.name} does not support node '{node.name}' {node.op.name} -> {node.type} " \
+                   f"ne={list(node.ne)} (srcs: {srcs})"
+    return None
+
+
+@dataclass
+class Executed:
+    values: list[Array]
+    problems: list[str]
+    time_us: float
+
+
+def execute(r: Realized, target: Target, data: dict[str, Bytes]) -> Executed:
+    pl = Placement(r.graph, target.device.buffer_type())
+    try:
+        pl.upload(data)
+        backend = target.backend
+        t0 = time.perf_counter()
+        backend.graph_compute(r.graph)
+        backend.synchronize()
+        dt = (time.perf_counter() - t0) * 1e6
+        problems = pl.check()
+        values = [decode(o, pl.buffer.get_tensor(o)) for o in r.outputs]
+        return Executed(values, problems, dt)
+    finally:
+        pl.free()
+
+
+def error_text(e: BaseException) -> str:
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+# ---- test mode ----------------------------------------------------------------------------------------------------
+
+
+def compare_case(case: Case, targets: list[Target], reference: Target, seed: int = 0) -> list[CaseResult]:
+    """Run `case` on each target and compare with the reference; one result per target."""
+
+    def result(target: Target, status: Status, **kw: Any) -> CaseResult:
+        return CaseResult(case.name, case.op.name, case.params, target.name, status, **kw)
+
+    try:
+        ref = realize(case)
+    except Exception as e:
+        return [result(t, Status.FAIL, error=f"the case does not build: {error_text(e)}") for t in targets]
+    ref_missing = first_unsupported(ref.graph, reference.device)
+    data: dict[str, Bytes] | None = None
+    expected: Executed | None = None
+    out: list[CaseResult] = []
+    for target in targets:
+        try:
+            r = realize(case)
+            why = first_unsupported(r.graph, target.device)
+        except Exception as e:
+            out.append(result(target, Status.FAIL, error=f"supports_op failed: {error_text(e)}"))
+            continue
+        if why is not None:
+            out.append(result(target, Status.UNSUPPORTED, error=why))
+            continue
+        if ref_missing is not None:
+            out.append(result(target, Status.SKIP, error=f"no reference: {ref_missing}"))
+            continue
+        try:
+            if data is None:
+                data = generate(ref.graph, ref.inits, case_rng(case.name, seed))
+        except InputUnavailable as e:
+            out.append(result(target, Status.SKIP, error=str(e)))
+            continue
+        if expected is None:
+            try:
+                expected = execute(ref, reference, data)
+            except Exception as e:
+                log.debug("reference failed on %s", case.name, exc_info=True)
+                out.append(result(target, Status.FAIL, error=f"the reference failed: {error_text(e)}"))
+                continue
+        try:
+            got = execute(r, target, data)
+        except Exception as e:
+            log.debug("%s failed on %s", target.name, case.name, exc_info=True)
+            out.append(result(target, Status.FAIL, error=error_text(e)))
+            continue
+        out.append(_judge(case, r, expected, got, result(target, Status.PASS)))
+    return out
+
+
+def _judge(case: Case, r: Realized, expected: Executed, got: Executed, res: CaseResult) -> CaseResult:
+    res.time_us = got.time_us
+    res.threshold = case.max_nmse()
+    errors: list[str] = [f"reference: {p}" for p in expected.problems] + list(got.problems)
+    worst: float | None = None
+    for i, (o, a, b) in enumerate(zip(r.outputs, expected.values, got.values, strict=True)):
+        v = check(case.compare_mode(o), a, b, res.threshold)
+        if v.nmse is not None:
+            worst = v.nmse if worst is None else max(worst, v.nmse)
+        if not v.ok:
+            label = f"output {i} " if len(r.outputs) > 1 else ""
+            errors.append(f"{label}{v.error}")
+    res.nmse = worst
+    if errors:
+        res.status = Status.FAIL
+        res.error = "; ".join(errors)
+    return res
+
+
+# ---- support mode -------------------------------------------------------------------------------------------------
+
+
+def support_case(case: Case, targets: list[Target]) -> list[CaseResult]:
+    out: list[CaseResult] = []
+    for target in targets:
+        res = CaseResult(case.name, case.op.name, case.params, target.name, Status.SUPPORTED)
+        try:
+            why = first_unsupported(realize(case).graph, target.device)
+        except Exception as e:
+            res.status, res.error = Status.FAIL, error_text(e)
+        else:
+            if why is not None:
+                res.status, res.error = Status.UNSUPPORTED, why
+        out.append(res)
+    return out
