@@ -19,6 +19,7 @@ from pyggml.tensor import Tensor
 from pyggml_vulkan.recorder import Planner, Recording
 
 if TYPE_CHECKING:
+    from pyggml_vulkan.buffer import VulkanBuffer
     from pyggml_vulkan.context import DeviceContext
     from pyggml_vulkan.device import VulkanDevice
 
@@ -37,6 +38,13 @@ class Stats:
     extra: dict[str, float] = field(default_factory=dict)
 
 
+def graph_key(graph: Graph) -> tuple[int, int, int]:
+    """Which cached recording a graph may replay: its first and last node and length (split views of one graph,
+    recreated by the scheduler on every compute, find their recording again)."""
+    nodes = graph.nodes
+    return (id(nodes[0]), id(nodes[-1]), len(nodes)) if nodes else (0, 0, 0)
+
+
 def graph_signature(graph: Graph) -> tuple[Any, ...]:
     """What a recorded command buffer depends on: each node's identity, shape and placement, and the leafs'."""
     return (tuple((id(t), t.ne, id(t.buffer), t.offset) for t in graph.nodes),
@@ -50,8 +58,9 @@ class VulkanBackend(Backend):
         self.timeline = ctx.timeline()
         self.submitted = 0
         self._pending_waits: list[tuple[Any, int]] = []
-        self._recordings: OrderedDict[int, Recording] = OrderedDict()
+        self._recordings: OrderedDict[tuple[int, int, int], Recording] = OrderedDict()
         self.stats = Stats()
+        self._scratch: VulkanBuffer | None = None
         self.replay_enabled = True
         """False: record a fresh command buffer on every compute (for measuring what replay saves)."""
 
@@ -61,26 +70,38 @@ class VulkanBackend(Backend):
         from pyggml_vulkan.ops import plan_graph
 
         t0 = time.perf_counter()
-        planner = Planner(self.ctx)
+        planner = Planner(self.ctx, self._scratch_buffer)
         plan_graph(graph, planner)
         rec = Recording(self.ctx, planner.dispatches, graph_signature(graph))
+        rec.keep = (list(graph.nodes), list(graph.leafs))  # ids in the signature stay unique while cached
         self.stats.records += 1
         self.stats.record_seconds += time.perf_counter() - t0
         self.stats.last_dispatches = rec.n_dispatches
         self.stats.last_barriers = rec.n_barriers
         return rec
 
+    def _scratch_buffer(self, nbytes: int) -> VulkanBuffer:
+        """The backend's scratch buffer, grown (a new one; recordings keep the old alive) to nbytes."""
+        from pyggml_vulkan.buffer import VulkanBuffer
+
+        if self._scratch is None or self._scratch.size < nbytes:
+            size = max(nbytes, 1 << 20, 2 * self._scratch.size if self._scratch else 0)
+            buft = self.device.buffer_type()
+            self._scratch = VulkanBuffer(buft, self.ctx, min(size, buft.max_size))  # type: ignore[arg-type]
+        return self._scratch
+
     def _recording_for(self, graph: Graph) -> Recording:
         sig = graph_signature(graph)
-        rec = self._recordings.get(graph.uid)
+        key = graph_key(graph)
+        rec = self._recordings.get(key)
         if rec is not None and rec.signature == sig and self.replay_enabled:
-            self._recordings.move_to_end(graph.uid)
+            self._recordings.move_to_end(key)
             self.stats.replays += 1
             return rec
         if rec is not None:
-            self._retire(self._recordings.pop(graph.uid))
+            self._retire(self._recordings.pop(key))
         rec = self.record(graph)
-        self._recordings[graph.uid] = rec
+        self._recordings[key] = rec
         while len(self._recordings) > MAX_CACHED_GRAPHS:
             self._retire(self._recordings.popitem(last=False)[1])
         return rec

@@ -9,11 +9,14 @@ orders it after earlier submissions and transfers, a trailing one makes results 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyggml.errors import AllocationError
+from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
 from pyggml_vulkan.context import N_BINDINGS
 from pyggml_vulkan.pipelines import Spec
 from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, ffi, lib, new, out
@@ -63,12 +66,23 @@ def tensor_range(t: Tensor) -> Range:
 
 
 class Planner:
-    """Collects the dispatches of a graph; op implementations call `dispatch`."""
+    """Collects the dispatches of a graph; op implementations call `dispatch` (and `scratch` for temporaries)."""
 
-    def __init__(self, ctx: DeviceContext) -> None:
+    def __init__(self, ctx: DeviceContext, scratch: Callable[[int], VulkanBuffer] | None = None) -> None:
         self.ctx = ctx
         self.dispatches: list[Dispatch] = []
         self.node: Tensor | None = None
+        self._scratch = scratch
+
+    def scratch(self, nbytes: int) -> Tensor:
+        """A temporary byte tensor in the backend's scratch buffer (offset 0; reuse across ops is ordered by the
+        recorder's hazard barriers)."""
+        if self._scratch is None:
+            raise AllocationError("Vulkan: this planner has no scratch memory")
+        t = Tensor(GGMLType.I8, (max(nbytes, 4), 1, 1, 1), op=Op.NONE)
+        t.name = "vulkan scratch"
+        t.buffer = self._scratch(nbytes)
+        return t
 
     def dispatch(self, shader: str, spec: Spec, srcs: list[Tensor | None], dst: Tensor, push: bytes,
                  groups: tuple[int, int, int], extra_writes: tuple[Tensor, ...] = ()) -> None:
@@ -110,6 +124,7 @@ class Recording:
     def __init__(self, ctx: DeviceContext, dispatches: list[Dispatch], signature: object = None) -> None:
         self.ctx = ctx
         self.signature = signature
+        self.keep: object = None
         self.n_dispatches = len(dispatches)
         self.n_barriers = 0
         self._buffers = {b.handle_id: b for d in dispatches for b in d.buffers}

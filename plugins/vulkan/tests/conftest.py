@@ -28,9 +28,15 @@ def device():  # type: ignore[no-untyped-def]
     return _device()
 
 
-@pytest.fixture(scope="session")
+_BACKENDS: list = []
+
+
+@pytest.fixture
 def backend(device):  # type: ignore[no-untyped-def]
-    return device.init_backend()
+    """One backend for the session, recreated after a test that lost the device."""
+    if not _BACKENDS or _BACKENDS[0].ctx.lost:
+        _BACKENDS[:] = [device.init_backend()]
+    return _BACKENDS[0]
 
 
 @pytest.fixture(autouse=True)

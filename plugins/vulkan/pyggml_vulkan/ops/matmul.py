@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_vulkan.ops import register
-from pyggml_vulkan.ops.common import PLAIN, READABLE, generic_pc, srcs_ok
+from pyggml_vulkan.ops.common import PLAIN, QUANTS, READABLE, generic_pc, groups_for, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
 
+Q8_DOT = QUANTS - {GGMLType.Q8_1}
+"""Weights whose product uses activations quantised to ggml's dot partner (Q8_0 / Q8_1 / Q8_K), as ggml's CPU
+backend computes it; this is what makes greedy tokens equal to the CPU backend's."""
 NC_MAX = 8
+WG = 64
 """Columns of b per work group (each a element loaded once for all of them)."""
 
 
@@ -25,10 +30,40 @@ def _mul_mat_ok(node: Tensor) -> bool:
     return a.type in PLAIN or a.ne[0] % 32 == 0
 
 
+def quantize_activations(a_type: GGMLType, b: Tensor, p: Planner) -> tuple[Tensor, Tensor]:
+    """b quantised to a_type's dot partner in scratch memory: (the scratch bytes, a layout tensor over them with
+    ne = (blocks per row, ne1, ne2, ne3) and nb = (block bytes, row bytes, ...) for the push constants)."""
+    qk = a_type.traits.blck_size
+    block = 8 + qk
+    nblk = b.ne[0] // qk
+    row = nblk * block
+    q = p.scratch(row * b.ne[1] * b.ne[2] * b.ne[3])
+    lay = Tensor(GGMLType.I8, (nblk, b.ne[1], b.ne[2], b.ne[3]),
+                 (block, row, row * b.ne[1], row * b.ne[1] * b.ne[2]), op=Op.NONE)
+    lay.buffer, lay.offset = q.buffer, q.offset
+    spec = (int(b.type), int(qk == 256))
+    p.dispatch("quantize_q8", spec, [b], q, generic_pc(b, None, lay), grid(groups_for(b.nrows() * nblk, 64)))
+    return q, lay
+
+
 @register(Op.MUL_MAT, supports=_mul_mat_ok)
 def mul_mat(node: Tensor, p: Planner) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None
     nc = 1 if b.ne[1] == 1 else NC_MAX
-    n = a.ne[1] * -(-b.ne[1] // nc) * b.ne[2] * b.ne[3]
-    p.dispatch("mul_mat", (int(a.type), int(b.type), nc), [a, b], node, generic_pc(a, b, node), grid(n))
+    tpr = threads_per_row(p)
+    n = -(-a.ne[1] // (WG // tpr)) * -(-b.ne[1] // nc) * b.ne[2] * b.ne[3]
+    if a.type in Q8_DOT:
+        q, lay = quantize_activations(a.type, b, p)
+        p.dispatch("mul_mat_q8", (int(a.type), nc, tpr), [a, q], node, generic_pc(a, lay, node), grid(n))
+        return
+    p.dispatch("mul_mat", (int(a.type), int(b.type), nc, tpr), [a, b], node, generic_pc(a, b, node), grid(n))
+
+
+def threads_per_row(p: Planner) -> int:
+    """One thread per output row on CPU-emulated devices (lavapipe vectorises across rows and work-group
+    barriers are expensive there); a cooperative reduction of 32 threads per row on real GPUs."""
+    forced = os.environ.get("PYGGML_VULKAN_TPR", "")
+    if forced:
+        return max(1, min(WG, int(forced)))
+    return 1 if p.ctx.info.is_cpu else 32

@@ -8,7 +8,8 @@
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint TA = 0;
 layout(constant_id = 1) const uint TB = 0;
-layout(constant_id = 2) const uint NC = 1;   // columns per work group (1..8)
+layout(constant_id = 2) const uint NC = 1;   // columns per thread group (1..8)
+layout(constant_id = 3) const uint TPR = 1;  // threads per row: 1 (CPU-emulated devices) .. 64
 DECLARE_SRC(0, A)
 DECLARE_SRC(1, B)
 DECLARE_DST(5)
@@ -17,20 +18,25 @@ shared float part[8u * WGS];
 
 void main() {
     uint ncg = (pc.ne11 + NC - 1u) / NC;
+    uint rpw = WGS / TPR;
+    uint nrg = (pc.ne01 + rpw - 1u) / rpw;
     uint wid = wg_id();
-    if (wid >= pc.ne01 * ncg * pc.ne12 * pc.ne13) return;
-    uvec4 w = coords(wid, pc.ne01, ncg, pc.ne12);
-    uint row = w.x; uint j0 = w.y * NC; uint b2 = w.z; uint b3 = w.w;
+    if (wid >= nrg * ncg * pc.ne12 * pc.ne13) return;
+    uvec4 w = coords(wid, nrg, ncg, pc.ne12);
+    uint t = gl_LocalInvocationID.x;
+    uint lane = t % TPR;
+    uint row = min(w.x * rpw + t / TPR, pc.ne01 - 1u);  // rows past the end compute row ne01-1 and store nothing
+    bool valid = w.x * rpw + t / TPR < pc.ne01;
+    uint j0 = w.y * NC; uint b2 = w.z; uint b3 = w.w;
     uint abase = pc.oa + row * pc.nb01 + (b2 / (pc.ne12 / pc.ne02)) * pc.nb02 + (b3 / (pc.ne13 / pc.ne03)) * pc.nb03;
     uint bbase = pc.ob + b2 * pc.nb12 + b3 * pc.nb13;
-    uint t = gl_LocalInvocationID.x;
     uint K = pc.ne00;
     float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     uint nc = min(NC, pc.ne11 - j0);
     if (is_quant(TA)) {
         // each thread takes whole 32-element slices so the block header is read once per slice
         uint bs = blck(TA); uint ts = tsize(TA);
-        for (uint s = t; s < K / 32u; s += WGS) {
+        for (uint s = lane; s < K / 32u; s += TPR) {
             uint k0 = s * 32u;
             uint bo = abase + (k0 / bs) * ts;
             uint ib = k0 % bs;
@@ -42,22 +48,27 @@ void main() {
             }
         }
     } else {
-        for (uint k = t; k < K; k += WGS) {
+        for (uint k = lane; k < K; k += TPR) {
             float av = A_ld(TA, abase + k * pc.nb00);
             for (uint c = 0u; c < NC; ++c) {
                 if (c < nc) acc[c] += av * B_ld(TB, bbase + (j0 + c) * pc.nb11 + k * pc.nb10);
             }
         }
     }
-    for (uint c = 0u; c < NC; ++c) part[c * WGS + t] = acc[c];
-    barrier();
-    for (uint s = WGS / 2u; s > 0u; s >>= 1) {
-        if (t < s) {
-            for (uint c = 0u; c < NC; ++c) part[c * WGS + t] += part[c * WGS + t + s];
-        }
+    if (TPR > 1u) {
+        for (uint c = 0u; c < NC; ++c) part[c * WGS + t] = acc[c];
         barrier();
+        for (uint s = TPR / 2u; s > 0u; s >>= 1) {
+            if (lane < s) {
+                for (uint c = 0u; c < NC; ++c) part[c * WGS + t] += part[c * WGS + t + s];
+            }
+            barrier();
+        }
+        for (uint c = 0u; c < NC; ++c) acc[c] = part[c * WGS + t];
     }
-    if (t < nc) {
-        d_f32[(pc.od + row * pc.nb0 + (j0 + t) * pc.nb1 + b2 * pc.nb2 + b3 * pc.nb3) >> 2] = part[t * WGS];
+    if (lane == 0u && valid) {
+        for (uint c = 0u; c < NC; ++c) {
+            if (c < nc) d_f32[(pc.od + row * pc.nb0 + (j0 + c) * pc.nb1 + b2 * pc.nb2 + b3 * pc.nb3) >> 2] = acc[c];
+        }
     }
 }

@@ -1,0 +1,98 @@
+#version 450
+// MUL_MAT of a block-quantised a with activations already quantised by quantize_q8 (ggml's vec_dot scheme, so
+// results match the CPU backend): 32-blocks use integer dot products per block, d_a * d_b * sumi (+ m_a * s_b);
+// super-blocks (K-quants) use sum(dequant(a) * q_b) * d_b. b rows: r = (b3 * ne12 + b2) * ne11 + j, nb11 bytes each,
+// nb10 bytes per block (d f32, s f32, int8 values).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#define WGS 64u
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint TA = 2;
+layout(constant_id = 1) const uint NC = 1;
+layout(constant_id = 2) const uint TPR = 1;  // threads per row: 1 (CPU-emulated devices) .. 64
+DECLARE_SRC(0, A)
+DECLARE_SRC(1, B)
+DECLARE_DST(5)
+GENERIC_PC
+shared float part[8u * WGS];
+
+void main() {
+    uint ncg = (pc.ne11 + NC - 1u) / NC;
+    uint rpw = WGS / TPR;
+    uint nrg = (pc.ne01 + rpw - 1u) / rpw;
+    uint wid = wg_id();
+    if (wid >= nrg * ncg * pc.ne12 * pc.ne13) return;
+    uvec4 w = coords(wid, nrg, ncg, pc.ne12);
+    uint t = gl_LocalInvocationID.x;
+    uint lane = t % TPR;
+    uint row = min(w.x * rpw + t / TPR, pc.ne01 - 1u);  // rows past the end compute row ne01-1 and store nothing
+    bool valid = w.x * rpw + t / TPR < pc.ne01;
+    uint j0 = w.y * NC; uint b2 = w.z; uint b3 = w.w;
+    uint abase = pc.oa + row * pc.nb01 + (b2 / (pc.ne12 / pc.ne02)) * pc.nb02 + (b3 / (pc.ne13 / pc.ne03)) * pc.nb03;
+    uint bbase = pc.ob + ((b3 * pc.ne12 + b2) * pc.ne11 + j0) * pc.nb11;
+    uint QK = blck(TA);
+    uint nblk = pc.ne00 / QK;
+    uint nc = min(NC, pc.ne11 - j0);
+    float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    for (uint s = lane; s < nblk; s += TPR) {
+        uint bo = abase + s * tsize(TA);
+        uint bb = bbase + s * pc.nb10;
+        if (QK == 32u) {
+            float da = A_h(bo);
+            float ma = (TA == T_Q4_1 || TA == T_Q5_1) ? A_h(bo + 2u) : 0.0;
+            uint qs = TA == T_Q4_0 ? 2u : TA == T_Q4_1 ? 4u : TA == T_Q5_0 ? 6u : TA == T_Q5_1 ? 8u : 2u;
+            uint qh = TA == T_Q5_0 ? A_w(bo + 2u) : TA == T_Q5_1 ? A_w(bo + 4u) : 0u;
+            int lo[16]; int hi[16];
+            for (uint j = 0u; j < 16u; ++j) {
+                if (TA == T_Q8_0) {
+                    lo[j] = int(A_i8[bo + qs + j]); hi[j] = int(A_i8[bo + qs + 16u + j]);
+                } else {
+                    uint by = A_b(bo + qs + j);
+                    int l = int(by & 15u); int h = int(by >> 4);
+                    if (TA == T_Q5_0 || TA == T_Q5_1) {
+                        l |= int(((qh >> j) & 1u) << 4); h |= int(((qh >> (j + 16u)) & 1u) << 4);
+                    }
+                    int off = TA == T_Q4_0 ? 8 : TA == T_Q5_0 ? 16 : 0;
+                    lo[j] = l - off; hi[j] = h - off;
+                }
+            }
+            for (uint c = 0u; c < NC; ++c) {
+                if (c < nc) {
+                    uint cb = bb + c * pc.nb11;
+                    int sumi = 0;
+                    for (uint j = 0u; j < 16u; ++j) {
+                        sumi += lo[j] * int(B_i8[cb + 8u + j]) + hi[j] * int(B_i8[cb + 24u + j]);
+                    }
+                    acc[c] += float(sumi) * (da * B_f32[cb >> 2]) + ma * B_f32[(cb >> 2) + 1u];
+                }
+            }
+        } else {
+            float bsum[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+            for (uint i = 0u; i < 256u; ++i) {
+                float av = A_dq(TA, bo, i);
+                for (uint c = 0u; c < NC; ++c) {
+                    if (c < nc) bsum[c] += av * float(B_i8[bb + c * pc.nb11 + 8u + i]);
+                }
+            }
+            for (uint c = 0u; c < NC; ++c) {
+                if (c < nc) acc[c] += bsum[c] * B_f32[(bb + c * pc.nb11) >> 2];
+            }
+        }
+    }
+    if (TPR > 1u) {
+        for (uint c = 0u; c < NC; ++c) part[c * WGS + t] = acc[c];
+        barrier();
+        for (uint s = TPR / 2u; s > 0u; s >>= 1) {
+            if (lane < s) {
+                for (uint c = 0u; c < NC; ++c) part[c * WGS + t] += part[c * WGS + t + s];
+            }
+            barrier();
+        }
+        for (uint c = 0u; c < NC; ++c) acc[c] = part[c * WGS + t];
+    }
+    if (lane == 0u && valid) {
+        for (uint c = 0u; c < NC; ++c) {
+            if (c < nc) d_f32[(pc.od + row * pc.nb0 + (j0 + c) * pc.nb1 + b2 * pc.nb2 + b3 * pc.nb3) >> 2] = acc[c];
+        }
+    }
+}
