@@ -234,21 +234,39 @@ def _mirror(t: Tensor, srcs: tuple[Tensor | None, ...] = ()) -> Tensor:
 
 
 class FakeEvent(Event):
-    """Set when the stream that recorded it reaches the record point; complete if never recorded."""
+    """Records are numbered; a wait (host or stream) waits for the last record made before the wait was issued,
+    as a CUDA event does. Never recorded: complete."""
 
     def __init__(self) -> None:
-        self._done = threading.Event()
-        self._done.set()
+        self._cv = threading.Condition()
+        self._recorded = 0
+        self._reached = 0
 
     def record(self, backend: Backend) -> None:
-        if isinstance(backend, AsyncFakeBackend):
-            self._done.clear()
-            backend.submit(self._done.set)
-        else:
+        if not isinstance(backend, AsyncFakeBackend):
             backend.synchronize()
+            return
+        with self._cv:
+            self._recorded += 1
+            gen = self._recorded
+        backend.submit(lambda: self._reach(gen))
+
+    def _reach(self, gen: int) -> None:
+        with self._cv:
+            self._reached = max(self._reached, gen)
+            self._cv.notify_all()
+
+    def waiter(self) -> Callable[[], None]:
+        """A wait for the records made so far, to run later (on a stream)."""
+        gen = self._recorded
+        return lambda: self._wait(gen)
+
+    def _wait(self, gen: int) -> None:
+        with self._cv:
+            self._cv.wait_for(lambda: self._reached >= gen)
 
     def synchronize(self) -> None:
-        self._done.wait()
+        self._wait(self._recorded)
 
 
 class AsyncFakeBackend(FakeBackend):
@@ -323,4 +341,4 @@ class AsyncFakeBackend(FakeBackend):
         return True
 
     def event_wait(self, event: Event) -> None:
-        self.submit(event.synchronize)
+        self.submit(event.waiter() if isinstance(event, FakeEvent) else event.synchronize)
