@@ -15,7 +15,7 @@ from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "csrc")
-SOURCES = ["exec.c", "work.c", "quants.c", "dot_portable.c", "dot_avx2.c", "ew.c", "norm.c", "attn.c",
+SOURCES = ["exec.c", "work.c", "quants.c", "dot_portable.c", "dot_avx2.c", "dot_vnni.c", "ew.c", "norm.c", "attn.c",
            "matmul.c", "layout.c", "reduce.c", "blas.c"]
 
 

@@ -48,7 +48,7 @@ static int best_level(void) {
 #if defined(__x86_64__)
     int f = pgc_cpu_features();
     int need = PGC_F_AVX2 | PGC_F_FMA | PGC_F_F16C;
-    if ((f & need) == need) return 1;
+    if ((f & need) == need) return (f & PGC_F_AVXVNNI) ? 2 : 1;
 #endif
     return 0;
 }
@@ -58,7 +58,8 @@ int pgc_set_simd_level(int level) {
     int best = best_level();
     if (level < 0 || level > best) level = best;
 #if defined(__x86_64__)
-    if (level >= 1) pgc_simd_avx2(&pgc_S);
+    if (level == 1) pgc_simd_avx2(&pgc_S);
+    if (level >= 2) pgc_simd_vnni(&pgc_S);
 #endif
     return pgc_S.level;
 }

@@ -1,0 +1,152 @@
+"""Benchmark of the cpu / blas backends against numpy and, when `ggml-python` is installed, ggml's own CPU
+backend, in one process with one thread count. Prints JSON.
+
+    python plugins/cpu/benchmarks/bench.py [--threads N] [--quick]
+
+Cases: F32 GEMM 1024^3 (numpy, blas, cpu); mat-vec (n=1) and prompt-style (n=128) MUL_MAT of Q4_0, Q4_1, Q8_0,
+Q4_K, Q6_K weights [k, m] for k in 576..4096; Python overhead of replaying a 1,000-node graph.
+Ratios are speedups (other time / pyggml time): >= 1 means pyggml is at least as fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=int(os.environ.get("PYGGML_CPU_THREADS", os.cpu_count() or 1)))
+    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    p.add_argument("--rows", type=int, default=2048, help="weight rows m of the quantised matmuls")
+    return p.parse_args()
+
+
+ARGS = _args()
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(ARGS.threads)  # numpy's BLAS gets the same thread count, set before numpy loads
+
+import numpy as np  # noqa: E402
+
+import pyggml.ops as O  # noqa: E402
+from pyggml import quants  # noqa: E402
+from pyggml.backend.registry import get_device, get_registry  # noqa: E402
+from pyggml.context import Context  # noqa: E402
+from pyggml.graph import build_graph  # noqa: E402
+from pyggml.types import GGMLType  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ggml_ref  # noqa: E402
+
+QTYPES = [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q6_K]
+
+
+def timeit(fn: Callable[[], object], repeat: int, min_time: float = 0.2) -> float:
+    """Best seconds of one call (after a warm-up) over at least `repeat` calls and `min_time` seconds (the
+    minimum: the machine may be shared, and interference only ever adds time)."""
+    fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < repeat or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if len(times) > 2000:
+            break
+    return float(np.min(times))
+
+
+def pyggml_matmul(backend: Any, wtype: GGMLType, wraw: np.ndarray | None, wf: np.ndarray, x: np.ndarray
+                  ) -> Callable[[], object]:
+    m, k = wf.shape
+    n = x.shape[0]
+    ctx = Context(wf.nbytes * 2 + x.nbytes * 2 + m * n * 4 + (8 << 20))
+    w = ctx.new_tensor(wtype, k, m)
+    if wraw is not None:
+        assert w.buffer is not None
+        w.buffer.set_tensor(w, wraw)
+    else:
+        w.set(wf)
+    xt = ctx.new_tensor("f32", k, n)
+    xt.set(x)
+    g = build_graph(O.mul_mat(w, xt))
+    return lambda: backend.graph_compute(g)
+
+
+def gemm_case(cpu: Any, blas: Any, reps: int) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1024, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 1024)).astype(np.float32)
+    t_np = timeit(lambda: b @ a.T, reps)
+    out: dict[str, Any] = {"case": "gemm_f32_1024", "numpy_ms": t_np * 1e3}
+    if blas is not None:
+        t_blas = timeit(pyggml_matmul(blas, GGMLType.F32, None, a, b), reps)
+        out |= {"blas_ms": t_blas * 1e3, "blas_vs_numpy": t_np / t_blas}
+    t_cpu = timeit(pyggml_matmul(cpu, GGMLType.F32, None, a, b), max(2, reps // 3))
+    out |= {"cpu_ms": t_cpu * 1e3, "cpu_vs_numpy": t_np / t_cpu}
+    return out
+
+
+def quant_case(cpu: Any, ggml: ggml_ref.GGML | None, t: GGMLType, k: int, n: int, reps: int) -> dict[str, Any]:
+    bs = t.traits.blck_size
+    k = -(-k // bs) * bs  # K-quants need whole 256-blocks: 576 becomes 768
+    rng = np.random.default_rng(k + n)
+    wf = rng.standard_normal((ARGS.rows, k)).astype(np.float32)
+    raw = quants.quantize(wf, t)
+    x = rng.standard_normal((n, k)).astype(np.float32)
+    t_cpu = timeit(pyggml_matmul(cpu, t, raw, wf, x), reps)
+    out: dict[str, Any] = {"case": f"mul_mat_{t}_k{k}_m{ARGS.rows}_n{n}", "cpu_ms": t_cpu * 1e3,
+                           "cpu_gflops": 2 * ARGS.rows * k * n / t_cpu / 1e9}
+    if ggml is not None:
+        t_ggml = timeit(ggml.mul_mat(int(t), raw, ARGS.rows, k, x), reps)
+        out |= {"ggml_ms": t_ggml * 1e3, "cpu_vs_ggml": t_ggml / t_cpu}
+    return out
+
+
+def replay_case(cpu: Any) -> dict[str, Any]:
+    ctx = Context(64 << 20)
+    x = ctx.new_tensor("f32", 32, 4)
+    x.set(np.ones((4, 32), np.float32))
+    t = x
+    for _ in range(1000):
+        t = O.scale(t, 1.0)
+    g = build_graph(t)
+    total = timeit(lambda: cpu.graph_compute(g), 50)
+    ex = cpu.executor
+    lookup = timeit(lambda: ex.plans.get(g), 50)
+    plan = ex.plans.get(g)
+    c_only = timeit(lambda: ex.pool.run(plan.ptr, len(plan.names)), 50)
+    return {"case": "replay_1000_nodes", "total_ms": total * 1e3, "c_ms": c_only * 1e3,
+            "python_overhead_ms": max(total - c_only, lookup) * 1e3}
+
+
+def main() -> None:
+    from pyggml_cpu import kernels
+
+    cpu = get_device("cpu").init_backend(f"n_threads={ARGS.threads}")
+    blas_devs = get_registry("blas").devices()
+    blas = blas_devs[0].init_backend() if blas_devs else None
+    if blas is not None:
+        get_registry("blas").get_extension("set_n_threads")(blas, ARGS.threads)  # type: ignore[operator]
+    ggml = ggml_ref.load(ARGS.threads)
+    reps = 3 if ARGS.quick else 10
+    ks = [576, 4096] if ARGS.quick else [576, 1024, 2048, 4096]
+    results = [gemm_case(cpu, blas, reps)]
+    for n in (1, 128):
+        for t in QTYPES:
+            for k in ks:
+                results.append(quant_case(cpu, ggml, t, k, n, reps if n == 1 else max(3, reps // 3)))
+    results.append(replay_case(cpu))
+    info = {"threads": ARGS.threads, "kernels": kernels.simd_level(),
+            "features": [f for f, on in kernels.cpu_features().items() if on],
+            "ggml": ggml.version if ggml is not None else None, "numpy": np.__version__}
+    print(json.dumps({"info": info, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
