@@ -35,6 +35,9 @@ class Stats:
     record_seconds: float = 0.0
     last_dispatches: int = 0
     last_barriers: int = 0
+    computes: int = 0
+    host_seconds: float = 0.0
+    """Host time inside graph_compute_async (signature check + record or replay + submit); the GPU runs after."""
     extra: dict[str, float] = field(default_factory=dict)
 
 
@@ -111,6 +114,7 @@ class VulkanBackend(Backend):
         rec.free()
 
     def graph_compute_async(self, graph: Graph) -> None:
+        t0 = time.perf_counter()
         self.ctx.ensure_alive()
         try:
             rec = self._recording_for(graph)
@@ -121,6 +125,8 @@ class VulkanBackend(Backend):
         self.submitted += 1
         waits, self._pending_waits = self._pending_waits, []
         self.ctx.submit(rec.cb, waits, (self.timeline, self.submitted))
+        self.stats.computes += 1
+        self.stats.host_seconds += time.perf_counter() - t0
 
     def graph_compute(self, graph: Graph) -> None:
         self.graph_compute_async(graph)

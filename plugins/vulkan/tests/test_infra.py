@@ -36,7 +36,7 @@ def test_device_props(device):
     assert d["fp16_storage"] == "True" and d["int8_storage"] == "True"
     if device.info.is_cpu:
         assert d["emulated"] == "cpu" and "CPU-emulated" in device.description
-    free, total = device.memory()
+    _free, total = device.memory()
     assert total > 0
     assert device.buffer_type().max_size <= device.info.max_storage_buffer_range
 
