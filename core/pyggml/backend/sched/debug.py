@@ -102,7 +102,7 @@ def to_svg(tab: BackendTable, plan: Plan) -> str:
     """Lanes (one per backend) x rows (execution order): every node and input copy is a box in its backend's lane;
     a dashed line marks each split boundary; a red arrow runs from a copied tensor to its copy."""
     g = plan.graph
-    lane_w, row_h, left, top = 240, 16, 70, 40
+    lane_w, row_h, left, top = 240, 18, 70, 40
     rows: list[tuple[int, Tensor, bool]] = []  # (backend, tensor, is_copy)
     row_of: dict[int, int] = {}
     bounds: list[tuple[int, int]] = []
@@ -141,9 +141,9 @@ def to_svg(tab: BackendTable, plan: Plan) -> str:
         label = t.name if is_copy else f"{t.op.name} {t.name}"
         out.append(f'<rect x="{x}" y="{y}" width="{lane_w - 16}" height="{row_h - 3}" fill="{fill}" '
                    f'stroke="#333" stroke-width="0.6"{dash}><title>{escape(label)}</title></rect>')
-        out.append(f'<text x="{x + 3}" y="{y + row_h - 6}">{escape(label[:36])}</text>')
+        out.append(f'<text x="{x + 3}" y="{y + row_h - 7}">{escape(label[:36])}</text>')
     for sb, sr, db, dr in arrows:
-        x1 = left + sb * lane_w + lane_w // 2
+        x1 = left + sb * lane_w + (lane_w - 12 if db > sb else 4)
         y1 = top + sr * row_h + row_h // 2
         x2 = left + db * lane_w + (4 if db > sb else lane_w - 12)
         y2 = top + dr * row_h + row_h // 2

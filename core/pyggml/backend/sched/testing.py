@@ -131,6 +131,8 @@ class FakeDevice(Device):
         """Name of a node whose compute raises ComputeError (failure injection)."""
         self.delay = 0.0
         """Seconds slept after each computed graph (widens race windows of async devices)."""
+        self.dry = False
+        """Skip checks and kernels (benchmarks time the scheduler alone)."""
 
     @property
     def reg(self) -> Registry:
@@ -197,7 +199,9 @@ class FakeBackend(Backend):
         """Check every node now and return those to compute."""
         self.n_graphs += 1
         dev = self.device
-        todo = []
+        todo: list[Tensor] = []
+        if dev.dry:
+            return todo
         for node in graph.nodes:
             if node.op is Op.NONE or node.op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE:
                 continue
