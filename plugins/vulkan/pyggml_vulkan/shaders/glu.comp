@@ -14,19 +14,13 @@ DECLARE_SRC(1, B)
 DECLARE_DST(5)
 GENERIC_PC
 
-float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
-float erf_approx(float x) {
-    float a = abs(x);
-    float t = 1.0 / (1.0 + 0.5 * a);
-    float y = t * exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
-              + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
-    return x >= 0.0 ? 1.0 - y : y - 1.0;
-}
+#include "act.glsl"
+
 float act(float x) {
     if (ACT == 0u) return x > 0.0 ? x : 0.0;
-    if (ACT == 1u) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
+    if (ACT == 1u) return gelu_tanh(x);
     if (ACT == 2u) return x * sigm(x);
-    if (ACT == 3u) return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476));
+    if (ACT == 3u) return gelu_erf(x);
     return x * sigm(1.702 * x);
 }
 

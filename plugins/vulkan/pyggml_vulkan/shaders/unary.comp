@@ -11,16 +11,7 @@ DECLARE_SRC(0, A)
 DECLARE_DST(5)
 GENERIC_PC
 
-float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
-float gelu_tanh(float x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x))); }
-float erf_approx(float x) {
-    // Abramowitz-Stegun 7.1.26 is too coarse; use the erfc continued fraction via W. J. Cody-like rational
-    float a = abs(x);
-    float t = 1.0 / (1.0 + 0.5 * a);
-    float y = t * exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
-              + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
-    return x >= 0.0 ? 1.0 - y : y - 1.0;
-}
+#include "act.glsl"
 
 float apply(float x) {
     switch (OP) {
@@ -34,7 +25,7 @@ float apply(float x) {
     case 7u: return sigm(x);
     case 8u: return gelu_tanh(x);
     case 9u: return x * sigm(1.702 * x);
-    case 10u: return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476));
+    case 10u: return gelu_erf(x);
     case 11u: return x * sigm(x);
     case 12u: return x * min(1.0, max(0.0, (x + 3.0) / 6.0));
     case 13u: return min(1.0, max(0.0, (x + 3.0) / 6.0));
