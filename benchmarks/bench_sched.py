@@ -31,14 +31,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llama_graph import SMOLLM2_135M, LlamaGraph, LlamaWeights, build_llama_graph, make_weights  # noqa: E402
+from llama_graph import SMOLLM2_135M, LlamaGraph, LlamaWeights, build_llama_graph, make_weights
 
-from pyggml.alloc.weights import plan_ranges  # noqa: E402
-from pyggml.backend.protocol import BufferType, BufferUsage, DeviceType  # noqa: E402
-from pyggml.backend.sched import Scheduler  # noqa: E402
-from pyggml.backend.sched.testing import FakeDevice, fake_device  # noqa: E402
-from pyggml.ops.base import Op  # noqa: E402
-from pyggml.tensor import Tensor  # noqa: E402
+from pyggml.alloc.weights import plan_ranges
+from pyggml.backend.protocol import BufferType, BufferUsage, DeviceType
+from pyggml.backend.sched import Scheduler
+from pyggml.backend.sched.testing import FakeDevice, fake_device
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor
 
 BUDGET_MS = 20.0
 
