@@ -14,6 +14,7 @@ from test_sched_support import Run, Shape, build_graph, make_model, nmse, numpy_
 
 import pyggml as gg
 from pyggml import ops
+from pyggml.alloc import alloc_ctx_tensors
 from pyggml.backend import hub
 from pyggml.backend.protocol import Backend, BufferType, BufferUsage, DeviceType
 from pyggml.backend.sched import Scheduler
@@ -40,6 +41,8 @@ def _placements() -> dict[str, tuple[list[FakeDevice], dict[str, int]]]:
                      {"0": 0, "1": 1, "out": 1}),
         "igpu-reads-host": ([fake_device("igpu", memory="host", reads_host=True, exclude={Op.SOFT_MAX})], {"1": 0}),
         "async-gpu": ([fake_device("agpu", async_ops=True, exclude={Op.ROPE})], {"0": 0, "1": 0, "out": 0}),
+        "two-async-gpus": ([fake_device("a0", async_ops=True, exclude={Op.SOFT_MAX}),
+                            fake_device("a1", async_ops=True)], {"0": 0, "1": 1, "out": 1}),
     }
 
 
@@ -58,6 +61,8 @@ def test_mixed_backends_match_one_backend(name: str) -> None:
     # host memory shared both ways needs no copies (only waits); private device memory does
     assert (s.n_split_inputs == 0) == (name == "igpu-reads-host")
     assert all(d.computed for d in devs)  # every accelerator really ran part of the graph
+    if name == "two-async-gpus":          # device to device copies went through the streams
+        assert getattr(s.backends[1], "n_async_copies", 0) > 0
 
 
 def test_replay_does_no_pass_and_no_allocation() -> None:
@@ -172,12 +177,15 @@ def test_split_failure_names_the_split() -> None:
 # ---- pipeline parallelism -----------------------------------------------------------------------------------
 
 
-def _pipeline_graphs(k: int) -> tuple[FakeDevice, Scheduler, list[tuple[Run, Tensor]]]:
-    """Layer 0 on the cpu, layer 1 and the output on an asynchronous gpu (one gpu split per graph). Each graph
-    copies its logits into an output tensor of its own in gpu memory (as llama.cpp's output buffer)."""
-    dev = fake_device("agpu", async_ops=True)
-    gpu, cpu = dev.init_backend(), numpy_backend()
-    m = make_model({"1": dev.buffer_type(), "out": dev.buffer_type()}, cpu.device.buffer_type())
+def _pipeline_graphs(k: int, two: bool = False) -> tuple[list[FakeDevice], Scheduler, list[tuple[Run, Tensor]]]:
+    """Layer 0 on the cpu, layer 1 and the output on an asynchronous gpu (one gpu split per graph); with `two`,
+    layer 0 on a second asynchronous gpu. Each graph copies its logits into an output tensor of its own in gpu
+    memory (as llama.cpp's output buffer)."""
+    last = fake_device("agpu", async_ops=True)
+    devs = [fake_device("a0", async_ops=True), last] if two else [last]
+    cpu = numpy_backend()
+    place = {"1": last.buffer_type(), "out": last.buffer_type()} | ({"0": devs[0].buffer_type()} if two else {})
+    m = make_model(place, cpu.device.buffer_type())
     outs = gg.Context(no_alloc=True)
     graphs = []
     for i in range(k):
@@ -185,10 +193,8 @@ def _pipeline_graphs(k: int) -> tuple[FakeDevice, Scheduler, list[tuple[Run, Ten
         out = outs.new_tensor(gg.F32, *r.logits.ne[:2], name=f"out_{i}")
         r.graph.build_forward_expand(ops.cpy(r.logits, out))
         graphs.append((r, out))
-    from pyggml.alloc import alloc_ctx_tensors
-
-    alloc_ctx_tensors(outs, dev.buffer_type(), BufferUsage.ANY)
-    return dev, Scheduler([gpu, cpu], parallel=True), graphs
+    alloc_ctx_tensors(outs, last.buffer_type(), BufferUsage.ANY)
+    return devs, Scheduler([d.init_backend() for d in devs] + [cpu], parallel=True), graphs
 
 
 def _submit(s: Scheduler, graphs: list[tuple[Run, Tensor]]) -> None:
@@ -201,7 +207,7 @@ def _submit(s: Scheduler, graphs: list[tuple[Run, Tensor]]) -> None:
 def test_pipeline_host_runs_ahead_of_the_device() -> None:
     """With the gpu stream held, the host prepares and submits n_copies graphs (cpu parts computed, inputs copied
     into distinct slots) without waiting; once released, every graph's output equals its serial run."""
-    dev, s, graphs = _pipeline_graphs(4)
+    (dev,), s, graphs = _pipeline_graphs(4)
     gpu = s.backends[0]
     assert isinstance(gpu, gg.backend.Backend) and hasattr(gpu, "gate")
     gpu.gate.clear()
@@ -213,9 +219,11 @@ def test_pipeline_host_runs_ahead_of_the_device() -> None:
         assert nmse(out.numpy(), run_single(seed=i)) < 1e-7, i
 
 
-def test_pipeline_parallel_equals_serial() -> None:
-    dev, s, graphs = _pipeline_graphs(7)
-    dev.delay = 0.002                                   # the gpu lags: slots are reused while it is busy
+@pytest.mark.parametrize("two", [False, True])
+def test_pipeline_parallel_equals_serial(two: bool) -> None:
+    devs, s, graphs = _pipeline_graphs(7, two)
+    for d in devs:
+        d.delay = 0.02                                  # the gpus lag: slots are reused while they are busy
     _submit(s, graphs)
     s.synchronize()
     assert s.cur_copy == 6 % 4
@@ -224,7 +232,7 @@ def test_pipeline_parallel_equals_serial() -> None:
 
 
 def test_synchronize_restarts_slots_when_nothing_is_allocated() -> None:
-    _dev, s, graphs = _pipeline_graphs(2)
+    _, s, graphs = _pipeline_graphs(2)
     _submit(s, graphs)
     s.synchronize()
     assert s.cur_copy == 1

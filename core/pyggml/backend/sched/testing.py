@@ -282,6 +282,7 @@ class AsyncFakeBackend(FakeBackend):
         super().__init__(device)
         self._q: queue.Queue[Callable[[], None]] = queue.Queue()
         self._error: BaseException | None = None
+        self.n_async_copies = 0
         self.gate = threading.Event()
         """Cleared: the stream holds queued work (tests use it to show that the host ran ahead)."""
         self.gate.set()
@@ -339,6 +340,7 @@ class AsyncFakeBackend(FakeBackend):
             return False
         so, do, n = src.offset, dst.offset, src.nbytes()
         src_backend.submit(lambda: db.write(do, sb.read(so, n)))
+        self.n_async_copies += 1
         done = FakeEvent()
         done.record(src_backend)
         self.event_wait(done)
