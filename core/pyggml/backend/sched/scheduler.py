@@ -179,6 +179,8 @@ class Scheduler:
         self._plan = plan
         self._dirty = False
         self.stats.plans += 1
+        log.debug("planned graph %d: %d nodes -> %d splits, %d copies", graph.uid, graph.n_nodes,
+                  len(plan.splits), plan.n_split_inputs)
         if self.debug_level > 0:
             print(debug.format_plan(tab, plan, self.debug_level), file=sys.stderr)
         return plan
@@ -231,6 +233,7 @@ class Scheduler:
         self.stats.allocs += 1
         if self._prev_groups != self._groups(plan) or not galloc.alloc_graph(plan.alloc_graph):
             # placements move: nothing queued may still use the old addresses
+            log.debug("graph %d: reserving compute buffers", plan.graph.uid)
             for b in self._tab.backends:
                 b.synchronize()
             self._reserve(plan)

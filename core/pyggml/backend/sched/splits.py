@@ -40,6 +40,7 @@ class Split:
     graphs: list[Graph] = field(default_factory=list)
     """The split's nodes as a graph, one object per pipeline slot (backends may cache per graph object)."""
     reads_from: set[int] = field(default_factory=set)
+    """Backends whose results this split reads in place (shared memory), found while cutting; feeds wait_for."""
 
     @property
     def n_inputs(self) -> int:
