@@ -29,7 +29,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--ctx-size", type=int, default=2048)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--kv-type", choices=["f16", "f32"], default="f16")
-    p.add_argument("--no-flash-attn", action="store_true", help="attention as mul_mat + soft_max")
+    p.add_argument("--flash-attn", action="store_true",
+                   help="fused FLASH_ATTN_EXT attention (default: mul_mat + soft_max, as llama.cpp's default)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
     return p.parse_args(argv)
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
         s = Session(args.model, args.backend or ["cpu"], n_ctx=args.ctx_size, n_batch=args.batch_size,
                     split_mode=args.split_mode, tensor_split=split, kv_type=GGMLType[args.kv_type.upper()],
-                    flash_attn=not args.no_flash_attn, n_threads=args.threads)
+                    flash_attn=args.flash_attn, n_threads=args.threads)
         tk = s.tokenizer
         text = tk.apply_chat_template([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
         prompt = tk.encode(text, parse_special=args.chat)

@@ -68,7 +68,7 @@ class Session:
     def __init__(self, model_path: str | Path | None = None, backends: Sequence[str] = ("cpu",), *,
                  n_ctx: int = 2048, n_batch: int = 256, split_mode: str = "layer",
                  tensor_split: Sequence[float] | None = None, kv_type: GGMLType = GGMLType.F16,
-                 flash_attn: bool = True, n_threads: int | None = None) -> None:
+                 flash_attn: bool = False, n_threads: int | None = None) -> None:
         self.gguf = GGUFFile(model_path or default_model_path())
         self.hp = HParams.from_gguf(self.gguf)
         self.tokenizer = Tokenizer(self.gguf)
@@ -77,14 +77,20 @@ class Session:
         self.n_ctx = min(n_ctx, self.hp.n_ctx_train)
         self.n_batch = n_batch
         self.flash_attn = flash_attn
-        self.backends = self._init_backends(backends, n_threads)
-        compute = [b for b in self.backends if b.device.type.value != "cpu"] or self.backends[:1]
-        host = self.backends[-1].device.buffer_type()
         if split_mode == "tensor":
-            raise PyGGMLError("split mode 'tensor' needs the meta device (not available in this build)")
-        if split_mode not in ("none", "layer"):
-            raise PyGGMLError(f"unknown split mode {split_mode!r} (none, layer, tensor)")
-        bufts = [b.device.buffer_type() for b in (compute if split_mode == "layer" else compute[:1])]
+            from pyggml_llama.tensor_split import meta_backends
+
+            self.flash_attn = True  # the KV cache is split by heads: attention must be FLASH_ATTN_EXT
+            self.backends, meta_buft = meta_backends(backends, self.hp, self.gguf, tensor_split, n_threads)
+            bufts: list[BufferType] = [meta_buft]
+            tensor_split = None
+        else:
+            self.backends = self._init_backends(backends, n_threads)
+            compute = [b for b in self.backends if b.device.type.value != "cpu"] or self.backends[:1]
+            if split_mode not in ("none", "layer"):
+                raise PyGGMLError(f"unknown split mode {split_mode!r} (none, layer, tensor)")
+            bufts = [b.device.buffer_type() for b in (compute if split_mode == "layer" else compute[:1])]
+        host = self.backends[-1].device.buffer_type()
         self.layer_bufts = _layer_bufts(self.hp.n_layer, bufts, tensor_split)
         place: Placement = place_by_layers(self.hp.n_layer, bufts, tensor_split, host=bufts[0] if bufts else host)
         self.weights = load_weights(self.gguf, place)
