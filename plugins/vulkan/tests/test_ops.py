@@ -174,3 +174,32 @@ def test_flash_attn(backend, kv, masked, softcap, max_bias):
     mask[1, :] = -np.inf
     data = {"q": rand(h, n_q, d), "k": rand(hk, n_kv, d, seed=1), "v": rand(hk, n_kv, d, seed=2), "m": mask}
     compare(build, backend, data, tol=5e-4)
+
+
+@pytest.mark.parametrize("name", ["sum_rows", "mean", "argmax", "cumsum", "sum"])
+def test_reductions(backend, name):
+    def build(ctx: Context):
+        a = ctx.new_tensor("f32", 300, 7, name="a")
+        return [a], getattr(ops, name)(a)
+
+    compare(build, backend, {"a": rand(7, 300)}, tol=1e-6)
+
+
+def test_index_ops(backend):
+    def build(ctx: Context):
+        a = ctx.new_tensor("f32", 5, 3, name="a")
+        b = ctx.new_tensor("f32", 5, 2, name="b")
+        x = ops.concat(ops.repeat(a, ctx.new_tensor("f32", 10, 6)), ops.pad(b, 5, 4), 1)
+        y = ops.diag_mask_inf(ops.acc(x, b, x.nb[1], x.nb[2], x.nb[3], 4 * x.nb[0]), 3)
+        return [a, b], y
+
+    compare(build, backend, {"a": rand(3, 5), "b": rand(2, 5, seed=1)})
+
+
+def test_out_prod(backend):
+    def build(ctx: Context):
+        a = ctx.new_tensor("q8_0", 64, 10, name="a")
+        b = ctx.new_tensor("f32", 7, 10, name="b")
+        return [a, b], ops.out_prod(a, b)
+
+    compare(build, backend, {"a": rand(10, 64), "b": rand(10, 7, seed=1)}, tol=5e-4)

@@ -58,4 +58,13 @@ def plan_graph(graph: Graph, planner: Planner) -> None:
         impl.plan(node, planner)
 
 
-from pyggml_vulkan.ops import attention, elementwise, layout, matmul, norm, rope  # noqa: E402,F401  (registration)
+from pyggml_vulkan.ops import (  # noqa: E402,F401  (registration)
+    attention,
+    elementwise,
+    index,
+    layout,
+    matmul,
+    norm,
+    reduce,
+    rope,
+)

@@ -67,3 +67,15 @@ def threads_per_row(p: Planner) -> int:
     if forced:
         return max(1, min(WG, int(forced)))
     return 1 if p.ctx.info.is_cpu else 32
+
+
+def _out_prod_ok(node: Tensor) -> bool:
+    return srcs_ok(node, (READABLE, PLAIN)) and node.type == GGMLType.F32
+
+
+@register(Op.OUT_PROD, supports=_out_prod_ok)
+def out_prod(node: Tensor, p: Planner) -> None:
+    a, b = node.src[0], node.src[1]
+    assert a is not None and b is not None
+    p.dispatch("out_prod", (int(a.type), int(b.type)), [a, b], node, generic_pc(a, b, node),
+               grid(groups_for(node.nelements(), 64)))
