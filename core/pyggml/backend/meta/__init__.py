@@ -1,0 +1,40 @@
+"""The meta device: tensor parallelism over several devices (ggml's ggml-backend-meta). See docs/meta-device.md.
+
+Modules: `state` (split states, segments, shares), `rules` (one rule per op deriving computed tensors' states),
+`tensors` (states and per-device simple tensors), `transfer` (set/get by state), `device` (MetaDevice,
+MetaBufferType, MetaBuffer), `plan` (subgraphs cut at partial sums, delayed reduction), `backend` (MetaBackend),
+`allreduce` (Communicator, in-process and butterfly implementations), `llama` (the llama name-pattern table).
+"""
+
+from pyggml.backend.meta.allreduce import (
+    ButterflyAllreduce,
+    Communicator,
+    ExtensionCommunicator,
+    InProcessCommunicator,
+    make_communicator,
+)
+from pyggml.backend.meta.backend import MetaBackend, MetaStats
+from pyggml.backend.meta.device import MetaBuffer, MetaBufferType, MetaDevice
+from pyggml.backend.meta.llama import LlamaSplit, llama_meta_device
+from pyggml.backend.meta.rules import RULES, SplitRuleError
+from pyggml.backend.meta.state import (
+    MAX_DEVICES,
+    MIRRORED,
+    PARTIAL,
+    Axis,
+    Segment,
+    SplitState,
+    describe_state,
+    partial,
+    segmented,
+    split,
+    split_shares,
+)
+from pyggml.backend.meta.tensors import SplitStateFn
+
+__all__ = [
+    "MAX_DEVICES", "MIRRORED", "PARTIAL", "RULES", "Axis", "ButterflyAllreduce", "Communicator",
+    "ExtensionCommunicator", "InProcessCommunicator", "LlamaSplit", "MetaBackend", "MetaBuffer", "MetaBufferType",
+    "MetaDevice", "MetaStats", "Segment", "SplitRuleError", "SplitState", "SplitStateFn", "describe_state",
+    "llama_meta_device", "make_communicator", "partial", "segmented", "split", "split_shares",
+]

@@ -1,0 +1,118 @@
+"""The meta backend: one stream per device; a graph runs as subgraphs on every device with allreduces between.
+
+Plans (plan.py) are kept per graph and reused while the graph's nodes, placements and srcs stay the same, so a
+replayed graph costs only the per-device computes and the allreduces.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from pyggml.backend.meta import transfer
+from pyggml.backend.meta.allreduce import ButterflyAllreduce, Communicator, make_communicator
+from pyggml.backend.meta.device import MetaDevice
+from pyggml.backend.meta.plan import MetaPlan, Subgraph, build_plan, fingerprint
+from pyggml.backend.protocol import Backend
+from pyggml.errors import ComputeError, PyGGMLError
+from pyggml.graph import Graph
+from pyggml.tensor import Tensor
+
+log = logging.getLogger(__name__)
+MAX_PLANS = 16
+
+
+@dataclass
+class MetaStats:
+    plans: int = 0
+    """Graphs planned (states, simple tensors, subgraphs)."""
+    computes: int = 0
+    allreduces: int = 0
+    """Allreduces run in total."""
+    fallbacks: int = 0
+    """Allreduces the communicator declined, done by the butterfly fallback."""
+    last_subgraphs: int = 0
+    last_allreduces: int = 0
+    """Allreduces of the last graph computed."""
+
+
+class MetaBackend(Backend):
+    device: MetaDevice
+
+    def __init__(self, device: MetaDevice, params: str | None = None, comm: Communicator | str | None = None) -> None:
+        super().__init__(device)
+        self.backends = [d.init_backend(params) for d in device.devices]
+        self.comm = make_communicator(comm, self.backends)
+        self.fallback = self.comm if isinstance(self.comm, ButterflyAllreduce) else ButterflyAllreduce(self.backends)
+        self.stats = MetaStats()
+        self._plans: OrderedDict[int, MetaPlan] = OrderedDict()
+
+    @property
+    def name(self) -> str:
+        return self.device.name
+
+    def set_comm(self, comm: Communicator | str | None) -> None:
+        """Reduce through another communicator from now on (auto, inprocess, butterfly or an instance)."""
+        self.comm = make_communicator(comm, self.backends)
+
+    def plan(self, graph: Graph) -> MetaPlan:
+        """The plan of `graph` (made now unless the graph is unchanged since it was last planned). Every state
+        and every device's support of its slices is checked here, before anything runs."""
+        key = fingerprint(graph)
+        p = self._plans.get(graph.uid)
+        if p is not None and p.key == key:
+            self._plans.move_to_end(graph.uid)
+            return p
+        p = build_plan(self.device.table, graph, self.backends)
+        self.stats.plans += 1
+        self._plans[graph.uid] = p
+        if len(self._plans) > MAX_PLANS:
+            self._plans.popitem(last=False)
+        log.debug("meta plan of graph %d: %d subgraphs, %d allreduces", graph.uid, len(p.subgraphs),
+                  p.n_allreduce)
+        return p
+
+    def graph_compute(self, graph: Graph) -> None:
+        self.graph_compute_async(graph)
+        self.synchronize()
+
+    def graph_compute_async(self, graph: Graph) -> None:
+        p = self.plan(graph)
+        for k, sub in enumerate(p.subgraphs):
+            for b, g in zip(self.backends, sub.graphs, strict=True):
+                try:
+                    b.graph_compute_async(g)
+                except PyGGMLError as e:
+                    raise ComputeError(f"{self.name}: subgraph {k} of {len(p.subgraphs)} on '{b.name}': {e}") from e
+            if sub.reduce is not None:
+                self._allreduce(sub)
+        self.stats.computes += 1
+        self.stats.last_subgraphs = len(p.subgraphs)
+        self.stats.last_allreduces = p.n_allreduce
+        self.stats.allreduces += p.n_allreduce
+
+    def _allreduce(self, sub: Subgraph) -> None:
+        tensors = sub.reduce
+        assert tensors is not None
+        for j in sub.zero:
+            self.backends[j].synchronize()
+        transfer.zero_simple([tensors[j] for j in sub.zero])
+        if not self.comm.allreduce(tensors):
+            self.stats.fallbacks += 1
+            self.fallback.allreduce(tensors)
+
+    def synchronize(self) -> None:
+        for b in self.backends:
+            b.synchronize()
+
+    def simple_tensors(self, t: Tensor) -> list[Tensor]:
+        return self.device.table.simple(t)
+
+    def free(self) -> None:
+        self.comm.close()
+        if self.fallback is not self.comm:
+            self.fallback.close()
+        for b in self.backends:
+            b.free()
+        self._plans.clear()

@@ -1,0 +1,250 @@
+"""The META device: N devices seen as one (ggml_backend_meta_device), with its buffer type and buffers.
+
+    meta = MetaDevice([dev0, dev1], split_state=llama_split_state(hp, 2))
+    weights = load_weights(gguf, meta.buffer_type())     # every tensor split per its state
+    sched = Scheduler([meta.init_backend(), cpu_backend])
+
+Props: memory summed over the devices, caps AND-ed (host buffers, wrapping host memory and events are off: a meta
+tensor is never one piece of memory). A meta buffer holds one buffer of the full size per device; each tensor in
+it is split when it is placed, per its state (tensors.py). Byte access by offset has no meaning for a meta
+buffer; tensors are read and written through their states (transfer.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from math import lcm
+
+import numpy as np
+
+from pyggml.backend.meta import transfer
+from pyggml.backend.meta.rules import RULES
+from pyggml.backend.meta.state import MAX_DEVICES, SplitState
+from pyggml.backend.meta.tensors import SplitStateFn, TensorTable
+from pyggml.backend.protocol import (
+    Backend,
+    Buffer,
+    BufferType,
+    BufferUsage,
+    Bytes,
+    Device,
+    DeviceCaps,
+    DeviceType,
+    Registry,
+)
+from pyggml.errors import AllocationError, PyGGMLError, UnsupportedOpError
+from pyggml.ops.base import VIEW_OPS, Op
+from pyggml.tensor import Tensor
+
+log = logging.getLogger(__name__)
+
+
+class MetaRegistry(Registry):
+    """The registry of one meta device (meta devices are made by the user, not discovered)."""
+
+    def __init__(self, device: MetaDevice) -> None:
+        self._device = device
+
+    @property
+    def name(self) -> str:
+        return "meta"
+
+    def devices(self) -> Sequence[Device]:
+        return [self._device]
+
+
+class MetaDevice(Device):
+    def __init__(self, devices: Sequence[Device], split_state: SplitStateFn | None = None,
+                 name: str | None = None) -> None:
+        devs = list(devices)
+        if not 1 <= len(devs) <= MAX_DEVICES:
+            raise PyGGMLError(f"a meta device wraps 1 to {MAX_DEVICES} devices, got {len(devs)}")
+        nested = [d.name for d in devs if d.type is DeviceType.META]
+        if nested:
+            raise PyGGMLError(f"a meta device cannot wrap another meta device ({', '.join(nested)})")
+        self.devices = devs
+        self._reg = MetaRegistry(self)
+        self._name = name or f"Meta({','.join(d.name for d in devs)})"
+        self._buft = MetaBufferType(self)
+        self.table = TensorTable(len(devs), split_state, self._is_own, _simple_buffer)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.devices)
+
+    def _is_own(self, buf: Buffer) -> bool:
+        return isinstance(buf, MetaBuffer) and buf.buft is self._buft
+
+    @property
+    def reg(self) -> Registry:
+        return self._reg
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return f"Meta({','.join(d.description for d in self.devices)})"
+
+    @property
+    def type(self) -> DeviceType:
+        return DeviceType.META
+
+    @property
+    def caps(self) -> DeviceCaps:
+        return DeviceCaps(async_ops=all(d.caps.async_ops for d in self.devices))
+
+    def memory(self) -> tuple[int, int]:
+        mem = [d.memory() for d in self.devices]
+        return sum(m[0] for m in mem), sum(m[1] for m in mem)
+
+    def init_backend(self, params: str | None = None) -> Backend:
+        from pyggml.backend.meta.backend import MetaBackend
+
+        return MetaBackend(self, params)
+
+    def buffer_type(self) -> MetaBufferType:
+        return self._buft
+
+    def supports_op(self, op: Tensor) -> bool:
+        """Every device runs the op and the op has a split rule (its states are checked when it is planned)."""
+        if op.op is not Op.NONE and op.op not in VIEW_OPS and op.op not in RULES:
+            return False
+        return all(d.supports_op(op) for d in self.devices)
+
+    def supports_buft(self, buft: BufferType) -> bool:
+        return buft is self._buft
+
+    # ---- inspection --------------------------------------------------------------------------------------
+
+    def split_state(self, t: Tensor, assume_sync: bool = True) -> SplitState:
+        """t's split state (assume_sync=False: PARTIAL where an allreduce is still due)."""
+        return self.table.state(t, assume_sync)
+
+    def simple_tensors(self, t: Tensor) -> list[Tensor]:
+        """t's tensor on each device."""
+        return self.table.simple(t)
+
+
+class MetaBufferType(BufferType):
+    def __init__(self, device: MetaDevice) -> None:
+        self._device = device
+
+    @property
+    def simple_bufts(self) -> list[BufferType]:
+        return [d.buffer_type() for d in self._device.devices]
+
+    @property
+    def name(self) -> str:
+        return f"Meta({','.join(b.name for b in self.simple_bufts)})"
+
+    @property
+    def device(self) -> MetaDevice:
+        return self._device
+
+    @property
+    def alignment(self) -> int:
+        return lcm(*(b.alignment for b in self.simple_bufts))
+
+    @property
+    def max_size(self) -> int:
+        return min(b.max_size for b in self.simple_bufts)
+
+    @property
+    def is_host(self) -> bool:
+        """Never: a meta tensor is spread over several memories, even when all of them are host memory."""
+        return False
+
+    def alloc_size(self, tensor: Tensor) -> int:
+        return max(b.alloc_size(tensor) for b in self.simple_bufts)
+
+    def alloc_buffer(self, size: int) -> MetaBuffer:
+        bufs: list[Buffer] = []
+        try:
+            for bt in self.simple_bufts:
+                bufs.append(bt.alloc_buffer(size))
+        except Exception as e:
+            for b in bufs:
+                b.free()
+            raise AllocationError(f"meta buffer of {size} bytes: device {len(bufs)} "
+                                  f"({self._device.devices[len(bufs)].name}) failed: {e}") from e
+        return MetaBuffer(self, size, bufs)
+
+
+class MetaBuffer(Buffer):
+    """One buffer per device, each of the full size; tensors are split when placed (init_tensor)."""
+
+    buft: MetaBufferType
+
+    def __init__(self, buft: MetaBufferType, size: int, parts: list[Buffer]) -> None:
+        self.parts = parts
+        super().__init__(buft, size)
+
+    @property
+    def usage(self) -> BufferUsage:
+        return self._usage
+
+    @usage.setter
+    def usage(self, value: BufferUsage) -> None:
+        self._usage = value
+        for p in getattr(self, "parts", ()):
+            p.usage = value
+
+    @property
+    def _table(self) -> TensorTable:
+        return self.buft.device.table
+
+    def _refuse(self, what: str) -> UnsupportedOpError:
+        return UnsupportedOpError(f"{what}: a meta buffer has no flat bytes; access its tensors (set_tensor, "
+                                  f"get_tensor) so they are split and gathered per their states")
+
+    def write(self, offset: int, data: Bytes) -> None:
+        raise self._refuse("write")
+
+    def read(self, offset: int, size: int) -> Bytes:
+        raise self._refuse("read")
+
+    def fill(self, offset: int, size: int, value: int) -> None:
+        raise self._refuse("fill")
+
+    def clear(self, value: int = 0) -> None:
+        for p in self.parts:
+            p.clear(value)
+
+    def free(self) -> None:
+        for p in self.parts:
+            p.free()
+
+    def init_tensor(self, tensor: Tensor) -> None:
+        """A tensor placed here: forget what was known of it; a stored tensor's state is checked now."""
+        self._table.forget(tensor)
+        if tensor.op is Op.NONE and tensor.view_src is None and self.usage is not BufferUsage.COMPUTE:
+            self._table.state(tensor)
+
+    def _mine(self, tensor: Tensor) -> None:
+        if tensor.buffer is not self:
+            raise AllocationError(f"tensor '{tensor.name}' is not in buffer {self!r}")
+
+    def set_tensor(self, tensor: Tensor, data: Bytes | bytes, offset: int = 0) -> None:
+        self._mine(tensor)
+        arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray) else data.view(np.uint8)
+        transfer.set_tensor(self._table, tensor, arr.reshape(-1), offset)
+
+    def get_tensor(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
+        self._mine(tensor)
+        return transfer.get_tensor(self._table, tensor, offset, tensor.nbytes() - offset if size is None else size)
+
+    def memset_tensor(self, tensor: Tensor, value: int, offset: int = 0, size: int | None = None) -> None:
+        self._mine(tensor)
+        transfer.memset_tensor(self._table, tensor, value, offset,
+                               tensor.nbytes() - offset if size is None else size)
+
+    def __repr__(self) -> str:
+        return f"<MetaBuffer {self.buft.name} {self.size} bytes x {len(self.parts)}>"
+
+
+def _simple_buffer(buf: Buffer, j: int) -> Buffer:
+    assert isinstance(buf, MetaBuffer)
+    return buf.parts[j]
