@@ -164,9 +164,9 @@ class MarkdownReporter(Reporter):
     def finish(self) -> None:
         out = self.out
         if self.info.mode == "support":
-            from pyggml_conformance.support import support_matrix
+            from pyggml_conformance.support import build_matrix, render
 
-            out.write(support_matrix(self.results, self.info))
+            out.write(render(build_matrix(self.results, self.info.targets)))
             return
         print(f"# pyggml conformance: {self.info.mode}\n", file=out)
         print(f"pyggml {pyggml.__version__}, pyggml-conformance {__version__}\n", file=out)

@@ -247,15 +247,24 @@ def _judge(case: Case, r: Realized, expected: Executed, got: Executed, res: Case
 
 
 def support_case(case: Case, targets: list[Target]) -> list[CaseResult]:
+    """Whether each target claims every node of the case (one graph, asked of every device)."""
     out: list[CaseResult] = []
+    try:
+        graph: Graph | None = realize(case).graph
+        build_error = None
+    except Exception as e:
+        graph, build_error = None, f"the case does not build: {error_text(e)}"
     for target in targets:
         res = CaseResult(case.name, case.op.name, case.params, target.name, Status.SUPPORTED)
-        try:
-            why = first_unsupported(realize(case).graph, target.device)
-        except Exception as e:
-            res.status, res.error = Status.FAIL, error_text(e)
+        if graph is None:
+            res.status, res.error = Status.FAIL, build_error
         else:
-            if why is not None:
-                res.status, res.error = Status.UNSUPPORTED, why
+            try:
+                why = first_unsupported(graph, target.device)
+            except Exception as e:
+                res.status, res.error = Status.FAIL, f"supports_op failed: {error_text(e)}"
+            else:
+                if why is not None:
+                    res.status, res.error = Status.UNSUPPORTED, why
         out.append(res)
     return out

@@ -99,6 +99,7 @@ def _extras() -> list[Case]:
         out.append(fa_case(hs, hs, 1, (2, 1), kv, nb, Masking(), t, t))
     for kv, nb in product((1, 17, 31, 33, 61, 65, 127, 129, 255, 260), (1, 3)):
         out.append(fa_case(128, 128, 4, (1, 1), kv, nb, Masking(sinks=True)))
+        out.append(fa_case(64, 64, 2, (2, 1), kv, nb, Masking(max_bias=8.0), T.F32, T.F32))
     for (hsk, hsv, nh, nr2), t in product(((576, 512, 1, 20), (192, 128, 2, 8), (128, 128, 4, 4), (64, 64, 4, 1)),
                                           (F16, T.Q8_0)):
         out.append(fa_case(hsk, hsv, nh, (nr2, 1), 65, 3, Masking(), t, t, v_of_k=True))

@@ -1,0 +1,114 @@
+"""The command line: modes, formats, filters, bad input, exit status."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pyggml_conformance.cli import main
+
+ADD_FEW = ["--op", "ADD", "--params", "type_a=f32,type_b=f32,ne=\\[10,5,4,3\\],nr=\\[1,1,1,1\\],v=[01]"]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    rc = main(list(args))
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_console_summary_and_plain_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_cli(capsys, "--backend", "numpy", *ADD_FEW)
+    assert rc == 0
+    assert "  [numpy] ADD(type_a=f32,type_b=f32,ne=[10,5,4,3],nr=[1,1,1,1],v=0,inplace=0): PASS" in out
+    assert "2/2 cases passed (0 unsupported, 0 skipped)" in out
+    assert out.rstrip().endswith("OK")
+
+
+def test_json_carries_every_field(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_cli(capsys, "--backend", "numpy", "--format", "json", *ADD_FEW)
+    doc = json.loads(out)
+    assert rc == 0 and doc["mode"] == "test" and doc["pyggml_version"]
+    assert doc["devices"] == [{"backend": "numpy", "description": doc["devices"][0]["description"]}]
+    r = doc["results"][0]
+    for key in ("op", "params", "backend", "status", "nmse", "threshold", "error", "time_us", "gflops", "gbps",
+                "device", "pyggml_version"):
+        assert key in r
+    assert r["op"] == "ADD" and r["status"] == "pass" and r["threshold"] == pytest.approx(1e-7)
+    assert doc["summary"] == {"numpy": {"pass": 2}}
+
+
+def test_jsonl_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run_cli(capsys, "--backend", "numpy", "--format", "jsonl", *ADD_FEW)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == 2 and {r["status"] for r in rows} == {"pass"}
+    _, out, _ = run_cli(capsys, "--backend", "numpy", "--format", "csv", *ADD_FEW)
+    table = list(csv.DictReader(io.StringIO(out)))
+    assert len(table) == 2 and table[0]["op"] == "ADD" and table[0]["backend"] == "numpy"
+
+
+def test_markdown_report(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_cli(capsys, "--backend", "numpy", "--format", "markdown", *ADD_FEW)
+    assert rc == 0 and "| numpy |" in out and "| 2 | 0 | 0 | 0 |" in out
+
+
+def test_list_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_cli(capsys, "--mode", "list", "--op", "GLU", "--params", "op=swiglu,type=f32,ne=\\[128")
+    names = out.splitlines()
+    assert rc == 0 and names and all(n.startswith("GLU(op=swiglu,type=f32,ne=[128,") for n in names)
+    _, out, _ = run_cli(capsys, "--mode", "list", "--op", "SILU", "--format", "json")
+    assert {r["op"] for r in json.loads(out)} == {"UNARY"}
+
+
+def test_support_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_cli(capsys, "--mode", "support", "--backend", "numpy", "--op", "ROPE", "--format", "jsonl")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert rc == 0 and rows and {r["status"] for r in rows} == {"supported"}
+
+
+def test_perf_mode(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyggml_conformance import perf
+
+    monkeypatch.setattr(perf, "TARGET_BYTES", 1e6)
+    rc, out, _ = run_cli(capsys, "--mode", "perf", "--backend", "numpy", "--op", "SCALE", "--params",
+                         "type=f16,ne=\\[4096", "--perf-seconds", "0.05", "--format", "json")
+    r = json.loads(out)["results"][0]
+    assert rc == 0 and r["status"] == "pass" and r["time_us"] > 0 and r["gbps"] > 0 and r["runs"] >= 1
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    (["--backend", "nosuch"], "no backend named 'nosuch'; installed backends: "),
+    (["--op", "NOT_AN_OP"], "unknown op name(s) NOT_AN_OP; known: "),
+    (["--params", "("], "error:"),
+    (["--case-file", "/nonexistent/file.jsonl"], "error:"),
+    (["--jobs", "0"], "--jobs must be at least 1"),
+])
+def test_bad_input_is_a_clear_error(capsys: pytest.CaptureFixture[str], args: list[str], text: str) -> None:
+    rc, _, err = run_cli(capsys, *args)
+    assert rc == 2 and text in err
+
+
+def test_unknown_backend_lists_what_exists(capsys: pytest.CaptureFixture[str]) -> None:
+    _, _, err = run_cli(capsys, "--backend", "nosuch")
+    assert "numpy" in err
+
+
+def test_console_script_and_pyggml_dispatch() -> None:
+    for cmd in (["pyggml-conformance"], ["pyggml", "conformance"]):
+        p = subprocess.run([*cmd, "--mode", "list", "--op", "ARANGE"], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert "ARANGE(type=f32,start=0,stop=3,step=1)" in p.stdout
+
+
+def test_jobs_gives_the_same_results(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--backend", "numpy", "--op", "SOFT_MAX,ARGSORT", "--params", "ne=\\[16,", "--format", "json"]
+    _, out, _ = run_cli(capsys, *args)
+    serial = {r["name"]: r["status"] for r in json.loads(out)["results"]}
+    p = subprocess.run([sys.executable, "-m", "pyggml_conformance.cli", *args, "--jobs", "2"],
+                       capture_output=True, text=True, timeout=300)
+    parallel = {r["name"]: r["status"] for r in json.loads(p.stdout)["results"]}
+    assert p.returncode == 0 and len(serial) > 10 and parallel == serial
