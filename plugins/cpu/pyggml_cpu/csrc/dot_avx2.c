@@ -8,7 +8,7 @@
 #include "pgc.h"
 
 #define SFX(name) name##_avx2
-#define LD16(h) _cvtsh_ss(h)
+#define LD16(h) F16T(h)
 #include "dot_impl.h"
 
 #define XSFX(name) name##_x2

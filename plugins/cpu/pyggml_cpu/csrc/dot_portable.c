@@ -11,6 +11,7 @@
 void pgc_quant_portable(pgc_simd *s);
 
 pgc_simd pgc_S;
+float pgc_f16_table[65536];
 
 void pgc_simd_portable(pgc_simd *s) {
     memset(s, 0, sizeof(*s));
@@ -67,6 +68,7 @@ int pgc_set_simd_level(int level) {
 int pgc_simd_level(void) { return pgc_S.level; }
 
 __attribute__((constructor)) static void pgc_init(void) {
+    for (uint32_t h = 0; h < 65536; h++) pgc_f16_table[h] = pgc_fp16_to_fp32((uint16_t)h);
     const char *e = getenv("PYGGML_CPU_PORTABLE");
     pgc_set_simd_level(e && *e && *e != '0' ? 0 : -1);
 }

@@ -64,91 +64,129 @@ static float XSFX(dot_f16)(int64_t n, const uint16_t *x, const float *y) {
     return s;
 }
 
+/* The 32-element block dots run two blocks per step into two accumulators, so consecutive blocks do not
+   wait on each other's FMA. BLOCK(i, acc) adds block i's contribution. */
+#define TWO_BLOCKS(nb, BLOCK)                                                                      \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                 \
+    int64_t i = 0;                                                                                 \
+    for (; i + 1 < (nb); i += 2) {                                                                 \
+        BLOCK(i, acc0);                                                                            \
+        BLOCK(i + 1, acc1);                                                                        \
+    }                                                                                              \
+    if (i < (nb)) BLOCK(i, acc0);                                                                  \
+    __m256 acc = _mm256_add_ps(acc0, acc1)
+
 static void XSFX(vd_q4_0)(int64_t n, float *s, const void *vx, const void *vy) {
     const bq4_0 *x = (const bq4_0 *)vx;
     const bq8_0 *y = (const bq8_0 *)vy;
     const __m256i off = _mm256_set1_epi8(8);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK; i++) {
-        __m256i q = _mm256_sub_epi8(nibbles32(x[i].qs), off);
-        __m256i p = dot_ss8(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-    }
+#define Q4_0_BLOCK(j, a)                                                                                   \
+    do {                                                                                                   \
+        __m256i p_ = dot_ss8(_mm256_sub_epi8(nibbles32(x[j].qs), off), _mm256_loadu_si256((const __m256i *)y[j].qs)); \
+        a = _mm256_fmadd_ps(_mm256_set1_ps(F16T(x[j].d) * F16T(y[j].d)), _mm256_cvtepi32_ps(p_), a); \
+    } while (0)
+    TWO_BLOCKS(n / QK, Q4_0_BLOCK);
+#undef Q4_0_BLOCK
     *s = hsum8(acc);
 }
 
 static void XSFX(vd_q4_1)(int64_t n, float *s, const void *vx, const void *vy) {
     const bq4_1 *x = (const bq4_1 *)vx;
     const bq8_1 *y = (const bq8_1 *)vy;
-    __m256 acc = _mm256_setzero_ps();
     float summs = 0.0f;
-    for (int64_t i = 0; i < n / QK; i++) {
-        __m256i p = dot_us8(nibbles32(x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-        summs += _cvtsh_ss(x[i].m) * _cvtsh_ss(y[i].s);
-    }
+#define Q4_1_BLOCK(j, a)                                                                                   \
+    do {                                                                                                   \
+        __m256i p_ = dot_us8(nibbles32(x[j].qs), _mm256_loadu_si256((const __m256i *)y[j].qs));            \
+        a = _mm256_fmadd_ps(_mm256_set1_ps(F16T(x[j].d) * F16T(y[j].d)), _mm256_cvtepi32_ps(p_), a); \
+        summs += F16T(x[j].m) * F16T(y[j].s);                                                    \
+    } while (0)
+    TWO_BLOCKS(n / QK, Q4_1_BLOCK);
+#undef Q4_1_BLOCK
     *s = hsum8(acc) + summs;
 }
 
 static void XSFX(vd_q8_0)(int64_t n, float *s, const void *vx, const void *vy) {
     const bq8_0 *x = (const bq8_0 *)vx;
     const bq8_0 *y = (const bq8_0 *)vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK; i++) {
-        __m256i p = dot_ss8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-    }
+#define Q8_0_BLOCK(j, a)                                                                                   \
+    do {                                                                                                   \
+        __m256i p_ = dot_ss8(_mm256_loadu_si256((const __m256i *)x[j].qs), _mm256_loadu_si256((const __m256i *)y[j].qs)); \
+        a = _mm256_fmadd_ps(_mm256_set1_ps(F16T(x[j].d) * F16T(y[j].d)), _mm256_cvtepi32_ps(p_), a); \
+    } while (0)
+    TWO_BLOCKS(n / QK, Q8_0_BLOCK);
+#undef Q8_0_BLOCK
     *s = hsum8(acc);
 }
 
-static inline __m256i scale_pair(int lo, int hi) {
-    return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo));
+/* byte-shuffle masks that spread int16 lane pairs: K4_SPREAD[j] puts int16 j of each 128-bit lane into all eight
+   int16 lanes; K6_SPREAD[k] puts int16 2k into the low 128-bit lane and int16 2k+1 into the high one */
+static inline __m256i k4_spread(int j) {
+    return _mm256_set1_epi16((short)((2 * j) | ((2 * j + 1) << 8)));
+}
+
+static inline __m256i k6_spread(int k) {
+    __m128i lo = _mm_set1_epi16((short)((4 * k) | ((4 * k + 1) << 8)));
+    __m128i hi = _mm_set1_epi16((short)((4 * k + 2) | ((4 * k + 3) << 8)));
+    return _mm256_set_m128i(hi, lo);
 }
 
 static void XSFX(vd_q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
     const bq4_K *x = (const bq4_K *)vx;
     const bq8_K *y = (const bq8_K *)vy;
     const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i spread[8] = {k4_spread(0), k4_spread(1), k4_spread(2), k4_spread(3),
+                               k4_spread(4), k4_spread(5), k4_spread(6), k4_spread(7)};
     __m256 acc = _mm256_setzero_ps();
-    float accm = 0.0f;
+    __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QKK; i++) {
-        uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) pgc_scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
-        int msum = 0;
-        for (int j = 0; j < 8; j++) msum += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        /* 12 bytes of 6-bit scales and mins -> bytes 0..7 scales, 8..15 mins (same bits as pgc_scale_min_k4) */
+        uint32_t u[4];
+        memcpy(u, x[i].scales, 12);
+        u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+        const uint32_t mins_lo = u[1] & 0x3f3f3f3f;
+        u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+        u[2] = mins_lo;
+        u[0] &= 0x3f3f3f3f;
+        const __m256i ms = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)); /* 8 scales, 8 mins */
+        /* mins . (bsums summed in pairs) */
+        __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums),
+                                    _mm_loadu_si128((const __m128i *)(y[i].bsums + 8)));
+        __m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
+        accm = _mm_fmadd_ps(_mm_set1_ps(y[i].d * F16T(x[i].dmin)), _mm_cvtepi32_ps(pm), accm);
+        const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
             __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
             __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32)));
-            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c]));
-            p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]));
+            p0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc, spread[2 * c]));
+            p1 = _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sc, spread[2 * c + 1]));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
         }
-        float d = y[i].d * _cvtsh_ss(x[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        accm += y[i].d * _cvtsh_ss(x[i].dmin) * msum;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * F16T(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = hsum8(acc) - accm;
+    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+    *s = hsum8(acc) - _mm_cvtss_f32(accm);
 }
 
 static void XSFX(vd_q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
     const bq6_K *x = (const bq6_K *)vx;
     const bq8_K *y = (const bq8_K *)vy;
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
+    const __m256i spread[4] = {k6_spread(0), k6_spread(1), k6_spread(2), k6_spread(3)};
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QKK; i++) {
-        const int8_t *sc = x[i].scales;
-        int bias = 0;
-        for (int g = 0; g < 16; g++) bias += sc[g] * y[i].bsums[g];
-        __m256i sumi = _mm256_setzero_si256();
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        /* 32 * sum_g scale_g * bsum_g: the -32 offset of every 6-bit value, taken out once */
+        __m256i bias = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums));
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = x[i].ql + 64 * h, *qhp = x[i].qh + 32 * h;
             const int8_t *q8 = y[i].qs + 128 * h;
+            const __m256i sc = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
+                                                              : _mm256_castsi256_si128(sc16));
             __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)qhp);
             __m256i q[4];
@@ -161,13 +199,10 @@ static void XSFX(vd_q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
             for (int k = 0; k < 4; k++) {
                 __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(q8 + 32 * k)));
-                int g = 8 * h + 2 * k;
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(sc[g], sc[g + 1])));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, spread[k])));
             }
         }
-        float d = y[i].d * _cvtsh_ss(x[i].d);
-        __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * bias, 0, 0, 0, 0, 0, 0, 0)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), v, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * F16T(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
     *s = hsum8(acc);
 }

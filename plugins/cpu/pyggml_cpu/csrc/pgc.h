@@ -227,6 +227,9 @@ typedef struct pgc_simd {
 } pgc_simd;
 
 extern pgc_simd pgc_S;
+/* fp16 -> fp32 for every half value: a load is cheaper than a conversion inside the dot product loops */
+extern float pgc_f16_table[65536];
+#define F16T(h) (pgc_f16_table[(uint16_t)(h)])
 int pgc_vec_dot_type(int type);
 void pgc_simd_portable(pgc_simd *s);
 void pgc_simd_avx2(pgc_simd *s);   /* overrides entries with AVX2/FMA/F16C kernels */
