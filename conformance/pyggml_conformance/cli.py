@@ -11,10 +11,11 @@ import logging
 import re
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from pyggml.errors import PyGGMLError
 from pyggml_conformance.report import FORMATS, RunInfo, make_reporter, write_list
-from pyggml_conformance.runner import REFERENCE, Status, open_target, open_targets
+from pyggml_conformance.runner import REFERENCE, BackendNotFound, Status, open_target, open_targets
 from pyggml_conformance.suite import MODES, Options, load_cases, run
 
 
@@ -72,18 +73,21 @@ def main(argv: list[str] | None = None) -> int:
             out.close()
 
 
-def _run(opts: Options, fmt: str, out: object) -> int:
-    assert hasattr(out, "write")
+def _run(opts: Options, fmt: str, out: TextIO) -> int:
     cases = load_cases(opts)
     if opts.mode == "list":
-        write_list(cases, fmt, out)  # type: ignore[arg-type]
+        write_list(cases, fmt, out)
         return 0
     targets = open_targets(opts.backends)
     if not targets:
         raise PyGGMLError("no backend is installed (no device found); see `pyggml plugins`")
     if opts.mode == "test":
-        open_target(REFERENCE)
-    reporter = make_reporter(fmt, RunInfo(opts.mode, targets, len(cases)), out)  # type: ignore[arg-type]
+        try:
+            open_target(REFERENCE)
+        except BackendNotFound as e:
+            raise PyGGMLError(f"test mode compares with the {REFERENCE!r} reference backend, which is not "
+                              f"loaded (is it excluded by PYGGML_BACKENDS?): {e}") from None
+    reporter = make_reporter(fmt, RunInfo(opts.mode, targets, len(cases)), out)
     run(cases, targets, opts, reporter.add)
     reporter.finish()
     return 1 if any(r.status is Status.FAIL for r in reporter.results) else 0

@@ -8,6 +8,7 @@ cases of a broken pool are retried one by one, each suspect alone in a fresh pro
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -19,6 +20,8 @@ from pyggml_conformance.runner import REFERENCE, CaseResult, Status, Target, ope
 from pyggml_conformance.suite import Options, load_cases, run_one
 
 _STATE: dict[str, Any] = {}
+CRASH_ENV = "PYGGML_CONFORMANCE_TEST_CRASH"
+"""Test hook: a worker dies (abort) when it reaches the case of this name, as a segfaulting kernel would."""
 
 
 def can_run_parallel(targets: list[Target]) -> str | None:
@@ -40,7 +43,10 @@ def _worker(opts: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
         _STATE["reference"] = open_target(REFERENCE) if o.mode == "test" else None
     cases: dict[str, Case] = _STATE["cases"]
     out: list[dict[str, Any]] = []
+    crash_on = os.environ.get(CRASH_ENV)
     for n in names:
+        if n == crash_on:
+            os.abort()
         out.extend(r.to_dict() for r in run_one(cases[n], _STATE["targets"], _STATE["reference"], o))
     return out
 
@@ -61,7 +67,8 @@ def run_parallel(cases: Sequence[Case], targets: list[Target], opts: Options,
     ctx = multiprocessing.get_context("spawn")
     while pending:
         suspects: list[str] = []
-        with ProcessPoolExecutor(opts.jobs, mp_context=ctx) as ex:
+        ex = ProcessPoolExecutor(opts.jobs, mp_context=ctx)
+        try:
             futs = [(chunk, ex.submit(_worker, od, chunk)) for chunk in pending]
             pending = []
             for chunk, fut in futs:
@@ -75,6 +82,8 @@ def run_parallel(cases: Sequence[Case], targets: list[Target], opts: Options,
                     continue
                 for d in res:
                     on_result(CaseResult.from_dict(d))
+        finally:  # on Ctrl-C (or any error) drop the queued chunks instead of waiting for them
+            ex.shutdown(wait=True, cancel_futures=True)
         for n in suspects:
             with ProcessPoolExecutor(1, mp_context=ctx) as ex:
                 try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -112,3 +113,17 @@ def test_jobs_gives_the_same_results(capsys: pytest.CaptureFixture[str]) -> None
                        capture_output=True, text=True, timeout=300)
     parallel = {r["name"]: r["status"] for r in json.loads(p.stdout)["results"]}
     assert p.returncode == 0 and len(serial) > 10 and parallel == serial
+
+
+def test_a_dying_worker_fails_only_its_case() -> None:
+    from pyggml_conformance.parallel import CRASH_ENV
+
+    victim = "ARGMAX(type=f32,ne=[100,10],v=0)"
+    p = subprocess.run([sys.executable, "-m", "pyggml_conformance.cli", "--backend", "numpy", "--op", "ARGMAX",
+                        "--jobs", "2", "--format", "json"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, CRASH_ENV: victim})
+    doc = json.loads(p.stdout)
+    status = {r["name"]: r["status"] for r in doc["results"]}
+    assert p.returncode == 1 and status[victim] == "fail"
+    assert [n for n, s in status.items() if s != "pass"] == [victim] and len(status) == 11
+    assert "worker process died" in next(r["error"] for r in doc["results"] if r["name"] == victim)

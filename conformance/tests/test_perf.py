@@ -31,3 +31,12 @@ def test_unsupported_in_perf_mode(register) -> None:  # type: ignore[no-untyped-
     name = register("perf_no_scale", None, frozenset(), unsupported=frozenset({Op.SCALE}))
     r = perf.perf_case(cases_of("SCALE", None, 1)[0], open_target(name), seconds=0.01)
     assert r.status is Status.UNSUPPORTED
+
+
+def test_every_perf_case_builds() -> None:
+    from pyggml_conformance.cases import all_cases
+
+    cases = all_cases("perf")
+    assert len({c.name for c in cases}) == len(cases) > 100
+    for c in cases:
+        assert realize(c).outputs[0].op is c.op, c.name
