@@ -15,8 +15,7 @@ from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "csrc")
-SOURCES = ["exec.c", "work.c", "quants.c", "dot_portable.c", "dot_avx2.c", "dot_vnni.c", "ew.c", "norm.c", "attn.c",
-           "matmul.c", "layout.c", "reduce.c", "blas.c"]
+SOURCES = sorted(p.name for p in Path(CSRC).glob("*.c"))
 
 
 
@@ -38,7 +37,8 @@ ffibuilder.set_source(
     '#include "api.h"\n',
     sources=[os.path.join("pyggml_cpu", "csrc", s) for s in SOURCES],
     include_dirs=[CSRC],
-    extra_compile_args=["-O3", "-std=gnu11", "-pthread", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"],
+    extra_compile_args=["-O3", "-std=gnu11", "-pthread", "-fno-strict-aliasing", "-ffp-contract=off", "-Wall",
+                        "-Wno-unused-function"],
     libraries=["m", "dl", "pthread"] if sys.platform != "win32" else [],
 )
 

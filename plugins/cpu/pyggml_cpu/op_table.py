@@ -20,9 +20,10 @@ FLOAT = frozenset({T.F32, T.F16, T.BF16})
 F32 = frozenset({T.F32})
 QUANT_DOT = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K})
 """Block types with a dot product against their activation partner (MUL_MAT, GET_ROWS, dequantising CPY)."""
-QUANT_STORE = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0})
-"""Block types the kernels can quantise into (CPY, SET_ROWS destinations)."""
-KV_QUANT = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0})
+QUANT_STORE = QUANT_DOT
+"""Block types the kernels can quantise into (CPY, SET_ROWS destinations), with ggml's reference quantisers."""
+LEGACY_QUANT = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0})
+KV_QUANT = LEGACY_QUANT
 PLAIN = frozenset({T.F32, T.F16, T.BF16, T.I8, T.I16, T.I32, T.I64, T.F64})
 CONVERTIBLE = frozenset({T.F32, T.F16, T.BF16, T.I32})
 INT32_MAX = 2**31 - 1
@@ -122,7 +123,7 @@ def _flash_ok(t: Tensor) -> bool:
 
 def _concat_ok(t: Tensor) -> bool:
     srcs = _srcs(t)
-    if t.type in QUANT_STORE:  # K-quant CONCAT: the reference re-quantises (lossy); the kernel would copy bytes
+    if t.type in LEGACY_QUANT:  # rows move as bytes; for K-quants the reference re-quantises (lossy), so no
         return all(_rows(x) for x in (t, *srcs))
     return _plain_same(t)
 

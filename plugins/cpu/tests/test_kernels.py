@@ -14,7 +14,7 @@ LEGACY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
 K_TYPES = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
 
 
-@pytest.mark.parametrize("t", LEGACY)
+@pytest.mark.parametrize("t", LEGACY + K_TYPES)
 def test_quantize_matches_reference_bytes(t: GGMLType) -> None:
     x = np.random.default_rng(int(t)).standard_normal((4, 256)).astype(np.float32)
     np.testing.assert_array_equal(kernels.quantize(x, t), quants.quantize(x.ravel(), t))

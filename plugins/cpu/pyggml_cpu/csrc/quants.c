@@ -331,13 +331,6 @@ static void q_q8_1(const float *x, void *vy, int64_t n) {
     }
 }
 
-static inline int nearest_int(float f) {
-    float v = f + 12582912.f;
-    int i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 static void q_q8_K(const float *x, void *vy, int64_t n) {
     bq8_K *y = (bq8_K *)vy;
     for (int64_t i = 0; i < n / QKK; i++, x += QKK) {
@@ -361,7 +354,10 @@ static void q_q8_K(const float *x, void *vy, int64_t n) {
     }
 }
 
+void pgc_quant_k(pgc_simd *s);
+
 void pgc_quant_portable(pgc_simd *s) {
+    pgc_quant_k(s);
     s->quantize[T_Q4_0] = q_q4_0;
     s->quantize[T_Q4_1] = q_q4_1;
     s->quantize[T_Q5_0] = q_q5_0;

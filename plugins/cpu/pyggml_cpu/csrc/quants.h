@@ -45,5 +45,13 @@ static inline void pgc_q3k_scales(const uint8_t *s12, int8_t *out) {
     }
 }
 
+/* round half to even through the float mantissa (ggml's nearest_int) */
+static inline int nearest_int(float f) {
+    float v = f + 12582912.f;
+    int i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
 void pgc_dequant_row(int type, const void *x, float *y, int64_t n);
 #endif
