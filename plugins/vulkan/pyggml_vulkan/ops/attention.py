@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
 
 T = GGMLType
-MAX_HEAD = 512
+MAX_HEAD = 640
 
 
 def _fa_ok(node: Tensor) -> bool:

@@ -25,7 +25,7 @@ WG = 64
 
 def _mul_mat_ok(node: Tensor) -> bool:
     a = node.src[0]
-    if a is None or not srcs_ok(node, (READABLE, frozenset({GGMLType.F32, GGMLType.F16}))):
+    if a is None or not srcs_ok(node, (READABLE, PLAIN)):
         return False
     return a.type in PLAIN or a.ne[0] % 32 == 0
 

@@ -4,7 +4,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #define WGS 64u
-#define MAXD 512u
+#define MAXD 640u
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint TK = 1;
 layout(constant_id = 1) const uint TV = 1;
