@@ -1,0 +1,44 @@
+"""--split-mode tensor: the listed devices become one meta device (pyggml.backend.meta), the weights and KV cache
+are split by the llama table, and a CPU backend stays last for the scheduler (llama.cpp's LLAMA_SPLIT_MODE_TENSOR).
+
+KV heads are split among the devices, so each device needs whole KV heads (more devices than KV heads is an error)
+and attention must run as FLASH_ATTN_EXT, which reads each device's heads of the cache."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pyggml.backend.extensions import SET_N_THREADS, SetNThreads
+from pyggml.backend.meta import MetaBufferType, llama_meta_device
+from pyggml.backend.protocol import Backend
+from pyggml.backend.registry import get_device
+from pyggml.errors import PyGGMLError
+from pyggml.gguf import GGUFFile
+from pyggml_llama.hparams import HParams
+
+log = logging.getLogger(__name__)
+
+
+def meta_backends(names: Sequence[str], hp: HParams, gguf: GGUFFile, tensor_split: Sequence[float] | None,
+                  n_threads: int | None) -> tuple[list[Backend], MetaBufferType]:
+    """[meta backend over `names` (in order; a name may repeat), CPU backend] and the meta buffer type. The
+    session builds attention as FLASH_ATTN_EXT (llama.cpp turns flash attention on for this mode); the meta
+    device refuses the mul_mat + soft_max attention over a head-split cache before anything runs."""
+    log.info("split mode 'tensor' over %s: attention runs as FLASH_ATTN_EXT", ", ".join(names))
+    devs = [get_device(n) for n in names]
+    types = {name: info.type for name, info in gguf.tensors.items()}
+    meta = llama_meta_device(devs, hp, tensor_split, types)
+    try:
+        host = get_device("cpu")
+    except PyGGMLError:
+        host = get_device("numpy")
+    backend = meta.init_backend()
+    backends: list[Backend] = [backend, host.init_backend()]
+    if n_threads:
+        for b in [*backend.backends, backends[1]]:  # type: ignore[attr-defined]
+            ext = b.device.reg.get_extension(SET_N_THREADS)
+            if ext is not None:
+                fn: SetNThreads = ext  # type: ignore[assignment]
+                fn(b, n_threads)
+    return backends, meta.buffer_type()
