@@ -3,6 +3,7 @@ modes) and `perf_cases()` (realistic sizes, for perf mode)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Sequence
@@ -37,11 +38,16 @@ class UnknownOpError(PyGGMLError):
 
 def all_cases(mode: str = "test") -> list[Case]:
     """Every case of the suite: eval cases for test/support/list, perf cases for perf."""
+    return list(_all_cases(mode == "perf"))
+
+
+@functools.cache
+def _all_cases(perf: bool) -> tuple[Case, ...]:
     out: list[Case] = []
     for fam in FAMILIES:
         mod = importlib.import_module(f"pyggml_conformance.cases.{fam}")
-        out.extend(mod.perf_cases() if mode == "perf" else mod.eval_cases())
-    return out
+        out.extend(mod.perf_cases() if perf else mod.eval_cases())
+    return tuple(out)
 
 
 def op_names() -> list[str]:
