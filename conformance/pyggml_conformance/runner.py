@@ -182,9 +182,9 @@ def compare_case(case: Case, targets: list[Target], reference: Target, seed: int
 
     try:
         ref = realize(case)
+        ref_missing = first_unsupported(ref.graph, reference.device)
     except Exception as e:
         return [result(t, Status.FAIL, error=f"the case does not build: {error_text(e)}") for t in targets]
-    ref_missing = first_unsupported(ref.graph, reference.device)
     data: dict[str, Bytes] | None = None
     expected: Executed | None = None
     out: list[CaseResult] = []
@@ -206,6 +206,9 @@ def compare_case(case: Case, targets: list[Target], reference: Target, seed: int
                 data = generate(ref.graph, ref.inits, case_rng(case.name, seed))
         except InputUnavailable as e:
             out.append(result(target, Status.SKIP, error=str(e)))
+            continue
+        except Exception as e:
+            out.append(result(target, Status.FAIL, error=f"the case's inputs cannot be made: {error_text(e)}"))
             continue
         if expected is None:
             try:
