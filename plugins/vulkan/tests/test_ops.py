@@ -203,3 +203,12 @@ def test_out_prod(backend):
         return [a, b], ops.out_prod(a, b)
 
     compare(build, backend, {"a": rand(10, 64), "b": rand(10, 7, seed=1)}, tol=5e-4)
+
+
+@pytest.mark.parametrize("n_groups", [1, 3, 7])
+def test_group_norm(backend, n_groups):
+    def build(ctx: Context):
+        a = ctx.new_tensor("f32", 9, 5, 20, 2, name="a")
+        return [a], ops.group_norm(a, n_groups, 1e-6)
+
+    compare(build, backend, {"a": rand(2, 20, 5, 9, scale=2) + 1})

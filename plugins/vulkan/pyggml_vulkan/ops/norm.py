@@ -1,4 +1,4 @@
-"""Row ops: NORM, RMS_NORM, L2_NORM and SOFT_MAX (one work group per row)."""
+"""Row ops: NORM, RMS_NORM, L2_NORM and SOFT_MAX (one work group per row), GROUP_NORM (one per group)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,15 @@ def norm(node: Tensor, p: Planner) -> None:
     assert a is not None
     p.dispatch("norm", (NORM_CODE[node.op],), [a], node, generic_pc(a, None, node, 0, (node.params.eps,)),
                grid(a.nrows()))
+
+
+@register(Op.GROUP_NORM, supports=_norm_ok)
+def group_norm(node: Tensor, p: Planner) -> None:
+    a = node.src[0]
+    assert a is not None
+    per_group = -(-a.ne[2] // node.params.n_groups)
+    groups = -(-a.ne[2] // per_group) * a.ne[3]
+    p.dispatch("norm", (3,), [a], node, generic_pc(a, None, node, per_group, (node.params.eps,)), grid(groups))
 
 
 def alibi(n_head: int, max_bias: float) -> tuple[float, float, int]:
