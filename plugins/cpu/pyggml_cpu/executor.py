@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyggml.errors import ComputeError
 from pyggml.graph import Graph
 from pyggml.ops.base import Op
+from pyggml_cpu._pgc import ffi
 from pyggml_cpu.kernels import ERRORS, Pool
 from pyggml_cpu.op_table import Entry
 from pyggml_cpu.plan import PlanCache
@@ -15,6 +16,8 @@ class Executor:
         self.name = name
         self.plans = PlanCache(table, name)
         self.pool = Pool(n_threads)
+        self.profile: dict[str, int] | None = None
+        """Set to {} to accumulate nanoseconds per (op, src0 type) over the following computes."""
 
     @property
     def n_threads(self) -> int:
@@ -30,7 +33,14 @@ class Executor:
         n = len(plan.names)
         if n == 0:
             return
-        rc, failed = self.pool.run(plan.ptr, n)
+        ns = None
+        if self.profile is not None:
+            ns = ffi.new("int64_t[]", n)
+        rc, failed = self.pool.run(plan.ptr, n, ns)
+        if ns is not None and self.profile is not None:
+            for node, t in zip(plan.names, ns, strict=True):
+                key = f"{node.op.name} {node.src[0].type if node.src and node.src[0] is not None else ''}"
+                self.profile[key] = self.profile.get(key, 0) + int(t)
         if rc:
             node = plan.names[failed] if 0 <= failed < n else None
             what = ERRORS.get(rc, f"error {rc}")

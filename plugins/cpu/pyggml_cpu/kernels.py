@@ -68,9 +68,10 @@ class Pool:
         self._fin = weakref.finalize(self, lib.pgc_pool_free, self.ptr)
         self._failed = ffi.new("int *")
 
-    def run(self, ptr: Any, n: int) -> tuple[int, int]:
-        """Run n descriptors; (error code, failing descriptor index)."""
-        rc = lib.pgc_graph_compute(self.ptr, ptr, n, self._failed)
+    def run(self, ptr: Any, n: int, node_ns: Any = None) -> tuple[int, int]:
+        """Run n descriptors; (error code, failing descriptor index). node_ns: an int64 cffi array of n entries
+        to receive each node's time in nanoseconds (profiling), or None."""
+        rc = lib.pgc_graph_compute(self.ptr, ptr, n, self._failed, ffi.NULL if node_ns is None else node_ns)
         return int(rc), int(self._failed[0])
 
     def free(self) -> None:

@@ -8,7 +8,8 @@ typedef struct pgc_pool pgc_pool;
 pgc_pool *pgc_pool_new(int n_threads);
 void pgc_pool_free(pgc_pool *p);
 int pgc_pool_n_threads(pgc_pool *p);
-int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node);
+/* node_ns (optional, n_nodes entries): nanoseconds each node took, barrier included */
+int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node, int64_t *node_ns);
 
 /* SIMD: features of this CPU (bit mask PGC_F_*, see dot_portable.c), and the kernel level in use
    (0 portable, 1 avx2) */

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define PGC_PAUSE() _mm_pause()
@@ -35,6 +36,7 @@ struct pgc_pool {
     atomic_int err_node;
     atomic_int active;
     int err_index;
+    int64_t *node_ns;
 };
 
 static pgc_kernel kernel_of(int op) {
@@ -95,6 +97,9 @@ static void run_nodes(pgc_pool *p, int ith, int nth) {
     c.err_index = &p->err_index;
     const pgc_node *nodes = p->nodes;
     int n_nodes = p->n_nodes;
+    int64_t *ns = ith == 0 ? p->node_ns : NULL;
+    struct timespec t0, t1;
+    if (ns) clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < n_nodes; i++) {
         const pgc_node *n = &nodes[i];
         pgc_kernel k = kernel_of(n->op);
@@ -104,6 +109,11 @@ static void run_nodes(pgc_pool *p, int ith, int nth) {
             if (atomic_compare_exchange_strong(&p->err, &zero, rc)) atomic_store(&p->err_node, i);
         }
         pgc_barrier(&c);
+        if (ns) {
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            ns[i] = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
+            t0 = t1;
+        }
         if (atomic_load_explicit(&p->err, memory_order_relaxed)) break;
     }
 }
@@ -168,7 +178,7 @@ int pgc_pool_n_threads(pgc_pool *p) { return p->n_threads; }
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node) {
+int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node, int64_t *node_ns) {
     *failed_node = -1;
     if (n_nodes <= 0) return PGC_OK;
     int nth = p->n_threads;
@@ -196,6 +206,7 @@ int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *fail
     atomic_store(&p->err_node, -1);
     atomic_store(&p->bar_count, 0);
     p->err_index = 0;
+    p->node_ns = node_ns;
     if (nth > 1) {
         atomic_store(&p->active, nth - 1);
         pthread_mutex_lock(&p->mu);

@@ -50,6 +50,25 @@ static int gather_f32(const pgc_node *n, int s, int64_t f, int64_t cnt, float *o
     return PGC_OK;
 }
 
+static inline int same_shape(const pgc_node *n, int a, int b) {
+    return n->ne[a][0] == n->ne[b][0] && n->ne[a][1] == n->ne[b][1] && n->ne[a][2] == n->ne[b][2] &&
+           n->ne[a][3] == n->ne[b][3];
+}
+
+/* one row of ne0 elements of size es between strided places */
+static inline void copy_strided(char *d, int64_t dnb, const char *s, int64_t snb, int64_t ne0, int es) {
+    if (dnb == es && snb == es) {
+        memcpy(d, s, (size_t)(ne0 * es));
+        return;
+    }
+    switch (es) {
+    case 2: for (int64_t k = 0; k < ne0; k++) *(uint16_t *)(d + k * dnb) = *(const uint16_t *)(s + k * snb); break;
+    case 4: for (int64_t k = 0; k < ne0; k++) *(uint32_t *)(d + k * dnb) = *(const uint32_t *)(s + k * snb); break;
+    case 8: for (int64_t k = 0; k < ne0; k++) *(uint64_t *)(d + k * dnb) = *(const uint64_t *)(s + k * snb); break;
+    default: for (int64_t k = 0; k < ne0; k++) memcpy(d + k * dnb, s + k * snb, (size_t)es); break;
+    }
+}
+
 int pgc_k_cpy(const pgc_node *n, const pgc_tctx *c) {
     const int td = n->type[0], ts = n->type[1];
     const int64_t ne0 = n->ne[0][0];
@@ -57,13 +76,28 @@ int pgc_k_cpy(const pgc_node *n, const pgc_tctx *c) {
     int64_t r0, r1;
     pgc_split(nr, c->ith, c->nth, &r0, &r1);
     const int esz = pgc_type_size(td);
+    const int plain = pgc_blck_size(td) == 1 && pgc_blck_size(ts) == 1;
+    if (plain && same_shape(n, 0, 1)) { /* CONT of a permuted view and friends: walk both by strides */
+        const int64_t ne1 = n->ne[0][1], ne2 = n->ne[0][2];
+        for (int64_t r = r0; r < r1; r++) {
+            int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+            char *d = pgc_ptr(n, 0, 0, i1, i2, i3);
+            const char *sp = pgc_ptr(n, 1, 0, i1, i2, i3);
+            if (td == ts) {
+                copy_strided(d, n->nb[0][0], sp, n->nb[1][0], ne0, esz);
+            } else {
+                for (int64_t k = 0; k < ne0; k++) pgc_st(d + k * n->nb[0][0], td, pgc_ld(sp + k * n->nb[1][0], ts));
+            }
+        }
+        return PGC_OK;
+    }
     if (td == ts && pgc_blck_size(td) == 1) {
-        /* same type: move elements as bytes (exact for every type, integers included) */
+        /* same type, other shape: move elements as bytes in logical order (exact for every type) */
         for (int64_t r = r0; r < r1; r++) {
             char *d = pgc_row(n, 0, r);
             pgc_pos p = pos_of(n->ne[1], r * ne0);
-            if (n->nb[1][0] == esz && p.i[0] + ne0 <= n->ne[1][0] && n->nb[0][0] == esz) {
-                memcpy(d, pgc_ptr(n, 1, p.i[0], p.i[1], p.i[2], p.i[3]), (size_t)(ne0 * esz));
+            if (p.i[0] + ne0 <= n->ne[1][0]) {
+                copy_strided(d, n->nb[0][0], pgc_ptr(n, 1, p.i[0], p.i[1], p.i[2], p.i[3]), n->nb[1][0], ne0, esz);
                 continue;
             }
             for (int64_t k = 0; k < ne0; k++) {

@@ -66,6 +66,7 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     if (rc) return rc;
     const int64_t rs1 = pgc_row_size(conv_type(t0), K);
     const int64_t r2 = ne12 / ne02, r3 = ne13 / ne03;
+    const pgc_vec_dot_fn vd = pgc_blck_size(t0) > 1 ? pgc_S.vec_dot[t0] : NULL;
     const int64_t nbr = (M + TILE_R - 1) / TILE_R, nbc = (N + TILE_C - 1) / TILE_C;
     const int64_t units = ne12 * ne13 * nbr * nbc;
     int64_t u0, u1;
@@ -77,12 +78,16 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
         int64_t i02 = i12 / r2, i03 = i13 / r3;
         int64_t ir1 = br * TILE_R + TILE_R < M ? br * TILE_R + TILE_R : M;
         int64_t ic1 = bc * TILE_C + TILE_C < N ? bc * TILE_C + TILE_C : N;
+        const int64_t nb01 = n->nb[1][1], nb0 = n->nb[0][0];
+        const char *x0 = pgc_ptr(n, 1, 0, br * TILE_R, i02, i03);
         for (int64_t ic = bc * TILE_C; ic < ic1; ic++) {
             const char *y = conv ? c->wdata + ((i13 * ne12 + i12) * N + ic) * rs1 : pgc_ptr(n, 2, 0, ic, i12, i13);
-            char *d = pgc_ptr(n, 0, 0, ic, i12, i13);
-            for (int64_t ir = br * TILE_R; ir < ir1; ir++) {
-                const char *x = pgc_ptr(n, 1, 0, ir, i02, i03);
-                *(float *)(d + ir * n->nb[0][0]) = row_dot(t0, K, x, y);
+            char *d = pgc_ptr(n, 0, 0, ic, i12, i13) + br * TILE_R * nb0;
+            const char *x = x0;
+            if (vd) {
+                for (int64_t ir = br * TILE_R; ir < ir1; ir++, x += nb01, d += nb0) vd(K, (float *)d, x, y);
+            } else {
+                for (int64_t ir = br * TILE_R; ir < ir1; ir++, x += nb01, d += nb0) *(float *)d = row_dot(t0, K, x, y);
             }
         }
     }
