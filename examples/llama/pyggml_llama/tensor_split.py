@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 
 from pyggml.backend.extensions import SET_N_THREADS, SetNThreads
-from pyggml.backend.meta import MetaBufferType, llama_meta_device
+from pyggml.backend.meta import MetaBackend, MetaBufferType, llama_meta_device
 from pyggml.backend.protocol import Backend
 from pyggml.backend.registry import get_device
 from pyggml.errors import PyGGMLError
@@ -33,10 +33,10 @@ def meta_backends(names: Sequence[str], hp: HParams, gguf: GGUFFile, tensor_spli
         host = get_device("cpu")
     except PyGGMLError:
         host = get_device("numpy")
-    backend = meta.init_backend()
+    backend = MetaBackend(meta)
     backends: list[Backend] = [backend, host.init_backend()]
     if n_threads:
-        for b in [*backend.backends, backends[1]]:  # type: ignore[attr-defined]
+        for b in [*backend.backends, backends[1]]:
             ext = b.device.reg.get_extension(SET_N_THREADS)
             if ext is not None:
                 fn: SetNThreads = ext  # type: ignore[assignment]
