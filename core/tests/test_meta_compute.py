@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from test_meta_support import Leaf, by_name, leaf, make_meta, nmse, on_meta, place, reference
 
+import pyggml as gg
 from pyggml import ops
+from pyggml.alloc import alloc_ctx_tensors
 from pyggml.backend.extensions import COMM_INIT
 from pyggml.backend.meta import (
     RULES,
@@ -24,7 +26,7 @@ from pyggml.backend.meta import (
     split_shares,
 )
 from pyggml.backend.sched.testing import FakeRegistry, fake_device
-from pyggml.errors import UnsupportedOpError
+from pyggml.errors import UnsupportedOpError, UnsupportedTypeError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
@@ -125,7 +127,7 @@ def test_registry_comm_extension_and_per_call_fallback(answer: bool) -> None:
     assert ctx.calls == 1 and backend.stats.fallbacks == (0 if answer else 1)
 
 
-@pytest.mark.parametrize("ratios", [[3, 1], [1, 0], [1, 0, 2]])
+@pytest.mark.parametrize("ratios", [[3, 1], [1, 0], [0, 1], [1, 0, 2]])
 def test_uneven_and_zero_shares(ratios: list[float]) -> None:
     n = len(ratios)
     _meta, backend, devs = make_meta(n, mlp_states(n, ratios))  # type: ignore[arg-type]
@@ -170,6 +172,26 @@ def test_a_mul_by_a_mirrored_value_joins_the_partial_sum() -> None:
     assert nmse(out.numpy(), reference(leafs, build)) < 1e-12
     with pytest.raises(UnsupportedOpError, match="partial sum"):
         g.get_tensor("y").numpy()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("rows", [(40, 56), (96, 0), (0, 96)])
+def test_delayed_reduction_with_an_idle_device(rows: tuple[int, int]) -> None:
+    _, backend, devs = make_meta(2, {"w": split(0, rows), "x": split(0, rows)})
+    leafs = [leaf("w", (M, 8), seed=1), leaf("x", (M, 3), seed=2), leaf("g", (8, 3), seed=3),
+             leaf("h", (8, 3), seed=5), leaf("r", (8, 3), seed=4)]
+
+    def build(ts: dict[str, Tensor]) -> Tensor:
+        y = ops.mul_mat(ts["w"], ts["x"])
+        scaled = ops.mul(ops.mul(y, ts["g"]), ts["h"]).set_name("scaled")
+        return ops.add(scaled, ts["r"])
+
+    out, g = on_meta(backend, leafs, build)
+    assert backend.plan(g).n_allreduce == 1
+    assert nmse(out.numpy(), reference(leafs, build)) < 1e-12
+    for j, n in enumerate(rows):
+        if n == 0:  # the product and the MULs joining it are not computed; their zeroed sum joins the allreduce
+            assert not any(name.startswith(("node_0", "node_1", "scaled")) and "allreduce" not in name
+                           for name in devs[j].computed)
 
 
 def test_moe_views_and_adds_are_reduced_once() -> None:
@@ -232,6 +254,20 @@ def test_unsupported_states_are_refused_before_any_compute() -> None:
     with pytest.raises(SplitRuleError, match=r"RMS_NORM node .* rows are processed whole"):
         on_meta(backend, leafs, build)
     assert all(not d.computed for d in devs)
+
+
+def test_partial_sums_of_a_type_that_cannot_be_summed_are_refused_before_compute() -> None:
+    _, backend, devs = make_meta(2, {"p": partial(), "q": partial()})
+    leafs = [leaf("p", (32, 4), seed=1)]
+
+    def build(ts: dict[str, Tensor]) -> Tensor:
+        dst = gg.Context(no_alloc=True).new_tensor(GGMLType.Q8_0, 32, 4, name="q")
+        alloc_ctx_tensors(dst.ctx, ts["p"].buffer.buft)  # type: ignore[arg-type, union-attr]
+        return ops.cpy(ts["p"], dst)  # quantising partial sums: their sum is not a Q8_0 sum
+
+    with pytest.raises(UnsupportedTypeError, match="q8_0 partial sums"):
+        on_meta(backend, leafs, build)
+    assert not devs[0].computed and not devs[1].computed
 
 
 def test_an_op_without_rule_or_device_support_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

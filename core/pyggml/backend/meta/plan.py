@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pyggml.backend.meta.allreduce import REDUCIBLE
 from pyggml.backend.meta.state import Axis, SplitState
 from pyggml.backend.meta.tensors import TensorTable
 from pyggml.backend.protocol import Backend
-from pyggml.errors import UnsupportedOpError
+from pyggml.errors import UnsupportedOpError, UnsupportedTypeError
 from pyggml.graph import Graph
 from pyggml.ops.base import VIEW_OPS, Op
 from pyggml.tensor import Tensor, TensorFlag
@@ -73,6 +74,7 @@ def build_plan(table: TensorTable, graph: Graph, backends: Sequence[Backend]) ->
         reduce, zero = None, []
         if partial:
             cutter.propagate(i, end)
+            _check_reducible(nodes[end])
             reduce = [simple[end][j] for j in range(table.n)]
             zero = [j for j, t in enumerate(reduce) if not t.flags & TensorFlag.COMPUTE]
             table.entry(nodes[end]).reduced = True
@@ -102,6 +104,15 @@ def _check_support(nodes: list[Tensor], simple: list[list[Tensor]], backends: Se
                 raise UnsupportedOpError(f"tensor split: device '{b.name}' cannot compute its slice of node "
                                          f"'{node.name}' ({node.op.name}, {tj.type} ne={list(tj.ne)} from "
                                          f"{[list(s.ne) for s in tj.src if s is not None]})")
+
+
+def _check_reducible(node: Tensor) -> None:
+    if node.type not in REDUCIBLE:
+        raise UnsupportedTypeError(f"tensor split: node '{node.name}' ({node.op.name}) holds {node.type} partial sums "
+                                   f"that cannot be summed across devices (F32, F16 or BF16)")
+    if not node.is_contiguous():
+        raise UnsupportedOpError(f"tensor split: node '{node.name}' ({node.op.name}) holds partial sums in a "
+                                 f"non-contiguous layout, nb={list(node.nb)}; they cannot be reduced")
 
 
 def _graph(graph: Graph, nodes: list[Tensor], simple: list[list[Tensor]], j: int, i0: int, i1: int) -> Graph:
