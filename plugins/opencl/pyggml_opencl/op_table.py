@@ -28,6 +28,9 @@ PLAIN = frozenset({T.F32, T.F16, T.BF16})
 """Float types every element-wise kernel reads and writes."""
 QUANT32 = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL})
 """Block types with 32-element blocks that kernels read element by element (quants.h)."""
+KQUANTS = frozenset({T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K})
+"""256-element block types read element by element (kquants.h): GET_ROWS, MUL_MAT (f32 activations)."""
+QUANT_READ = QUANT32 | KQUANTS
 QUANT_WRITE = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0})
 """Block types kernels can write (SET_ROWS / CPY)."""
 WG = 64

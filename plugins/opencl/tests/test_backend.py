@@ -37,7 +37,7 @@ def test_plan_is_built_once_and_replayed(dev) -> None:  # type: ignore[no-untype
 
 def test_unsupported_op_is_declared_and_refused(dev) -> None:  # type: ignore[no-untyped-def]
     ctx = Context(no_alloc=True)
-    y = ops.mul_mat(ctx.new_tensor(T.Q2_K, 256, 4), ctx.new_tensor(T.F32, 256, 2))
+    y = ops.mul_mat(ctx.new_tensor(T.IQ2_XXS, 256, 4), ctx.new_tensor(T.F32, 256, 2))
     assert not dev.supports_op(y)
     g = build_graph(y)
     place(ctx, dev.buffer_type())

@@ -73,6 +73,10 @@ for _w in (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_N
     for _n in (1, 3, 19):
         case(f"mul_mat_{_w}_n{_n}", 5e-4)(lambda c, w=_w, n=_n: [
             ops.mul_mat(nt(c, w, 96, 37, 2), nt(c, T.F32, 96, n, 4))])
+for _k in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K):
+    case(f"mul_mat_{_k}", 5e-4)(lambda c, k=_k: [ops.mul_mat(nt(c, k, 512, 9, 2), nt(c, T.F32, 512, 2, 2)),
+                                                 ops.mul_mat(nt(c, k, 256, 33), nt(c, T.F32, 256, 12))])
+    case(f"get_rows_{_k}")(lambda c, k=_k: [ops.get_rows(nt(c, k, 256, 10), nt(c, T.I32, 4, name="ids10"))])
 case("mul_mat_f32_odd_k", 5e-4)(lambda c: [ops.mul_mat(nt(c, T.F32, 45, 33), nt(c, T.F32, 45, 17)),
                                            ops.mul_mat(nt(c, T.F32, 45, 3), nt(c, T.F16, 45, 2))])
 case("mul_mat_permuted_b", 5e-4)(lambda c: [ops.mul_mat(nt(c, T.F16, 32, 20, 3),

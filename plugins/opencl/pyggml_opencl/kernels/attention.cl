@@ -1,7 +1,7 @@
 /* FLASH_ATTN_EXT: one work-group of WG lanes per (query row, head, batch); keys are visited in chunks of WG
  * (one key per lane for the score), with an online softmax; each lane accumulates the output dims
  * d = lane, lane + WG, ... (at most DMAX dims). Defines: TK, TV (k / v types), TM (mask type), WG, DMAX. */
-#include "quants.h"
+#include "kquants.h"
 #include "reduce.h"
 
 #define DVL ((DMAX + WG - 1) / WG)

@@ -5,7 +5,7 @@
  *   k_mul_mat_id    k_mul_mat_vec with the weight matrix picked per (slot, token) by an expert id
  *   k_out_prod      one work-item per output element (plain types)
  * src0 rows are contiguous (nb00 = type size); src1 and dst may have any strides. */
-#include "quants.h"
+#include "kquants.h"
 #include "reduce.h"
 
 /* dot of block ib (32 elements of k) of a weight row with src1 column `col` */

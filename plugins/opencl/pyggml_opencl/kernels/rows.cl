@@ -1,7 +1,7 @@
 /* Row gathers and scatters and block-type copies: GET_ROWS, SET_ROWS, CPY into / out of block types.
  * Defines: T0 (source type), TD (destination type), IDX_T (i32 | i64, index type), IS_QUANT (T0 is a block
  * type), RAWCOPY (same plain type on both sides: byte copy). */
-#include "quants.h"
+#include "kquants.h"
 
 #define LOAD_IDX(p) ((i64)*(GLOBAL const IDX_T *)(p))
 

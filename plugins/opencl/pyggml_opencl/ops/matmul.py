@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import PLAIN, QUANT32, WG, PlanBuilder, i64, round_up, rule, src, tname
+from pyggml_opencl.op_table import PLAIN, QUANT32, QUANT_READ, WG, PlanBuilder, i64, round_up, rule, src, tname
 from pyggml_opencl.programs import ProgramSpec
 
 if TYPE_CHECKING:
     from pyggml_opencl.device import OpenCLDevice
 
 FILE = "matmul.cl"
-WEIGHTS = PLAIN | QUANT32
+WEIGHTS = PLAIN | QUANT_READ
 Q_WG = 16
 """Local size (weight rows) of the quantised kernel."""
 Q_NC = 4

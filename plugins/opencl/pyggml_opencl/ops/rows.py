@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import PLAIN, QUANT32, QUANT_WRITE, PlanBuilder, rule, src, tname
+from pyggml_opencl.op_table import PLAIN, QUANT_READ, QUANT_WRITE, PlanBuilder, rule, src, tname
 from pyggml_opencl.programs import ProgramSpec
 
 if TYPE_CHECKING:
@@ -20,15 +20,15 @@ INDEX = {T.I32: "i32", T.I64: "i64"}
 
 def spec(t0: GGMLType, td: GGMLType, idx: GGMLType = T.I32) -> ProgramSpec:
     extra = {"QUANT_DST": 1} if td in QUANT_WRITE else {}
-    return ProgramSpec.of(FILE, T0=tname(t0), TD=tname(td), IDX_T=INDEX[idx], IS_QUANT=int(t0 in QUANT32),
-                          RAWCOPY=int(t0 == td and t0 not in QUANT32), **extra)
+    return ProgramSpec.of(FILE, T0=tname(t0), TD=tname(td), IDX_T=INDEX[idx], IS_QUANT=int(t0 in QUANT_READ),
+                          RAWCOPY=int(t0 == td and t0 not in QUANT_READ), **extra)
 
 
 def _get_rows_ok(node: Tensor, dev: OpenCLDevice) -> bool:
     a = node.src[0]
     if a is None:
         return False
-    if a.type in QUANT32:
+    if a.type in QUANT_READ:
         return a.is_contiguous_rows()
     return a.type in PLAIN or a.type == T.I32
 
@@ -63,7 +63,7 @@ def block_copy_ok(a: Tensor, dst: Tensor) -> bool:
     """CPY/DUP/CONT between a plain type and a block type (the block side contiguous)."""
     if a.type in PLAIN and dst.type in QUANT_WRITE:
         return dst.is_contiguous()
-    if a.type in QUANT32 and dst.type in PLAIN:
+    if a.type in QUANT_READ and dst.type in PLAIN:
         return a.is_contiguous()
     return False
 

@@ -1,0 +1,81 @@
+/* ggml's 256-element "K" block types, read element by element (ELEM); byte layouts:
+ *   q2_K  u8 scales[16]; u8 qs[64]; half d, dmin                         (84 bytes)
+ *   q3_K  u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d                  (110)
+ *   q4_K  half d, dmin; u8 scales[12]; u8 qs[128]                         (144)
+ *   q5_K  half d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]              (176)
+ *   q6_K  u8 ql[128]; u8 qh[64]; i8 scales[16]; half d                    (210)
+ * Element e of a block: h = e / 128 (half), r = e % 128; see each function for the bit positions. */
+#ifndef PYGGML_KQUANTS_H
+#define PYGGML_KQUANTS_H
+#include "quants.h"
+
+#define BLK_q2_K 256
+#define BLK_q3_K 256
+#define BLK_q4_K 256
+#define BLK_q5_K 256
+#define BLK_q6_K 256
+#define TSZ_q2_K 84
+#define TSZ_q3_K 110
+#define TSZ_q4_K 144
+#define TSZ_q5_K 176
+#define TSZ_q6_K 210
+
+INLINE float elem_q2_K(GLOBAL const char *row, i64 k) {
+    GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 84);
+    i32 e = (i32)(k % 256), h = e / 128, r = e % 128, j = r / 32, l = r % 32;
+    u8 sc = b[8 * h + 2 * j + l / 16];
+    i32 q = (b[16 + 32 * h + l] >> (2 * j)) & 3;
+    return LOAD_HALF(b + 80, 0) * (float)(sc & 15) * (float)q - LOAD_HALF(b + 80, 1) * (float)(sc >> 4);
+}
+
+INLINE float elem_q3_K(GLOBAL const char *row, i64 k) {
+    GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 110);
+    i32 e = (i32)(k % 256), h = e / 128, r = e % 128, j = r / 32, l = r % 32;
+    i32 is = 8 * h + 2 * j + l / 16;
+    GLOBAL const u8 *s = b + 96;
+    i32 lo = is < 8 ? (s[is] & 15) : (s[is - 8] >> 4);
+    i32 hi = (s[8 + is % 4] >> (2 * (is / 4))) & 3;
+    i32 q = ((b[32 + 32 * h + l] >> (2 * j)) & 3) - ((b[l] >> (4 * h + j)) & 1 ? 0 : 4);
+    return LOAD_HALF(b + 108, 0) * (float)((lo | (hi << 4)) - 32) * (float)q;
+}
+
+/* 6-bit scale and minimum number j (0..7) of q4_K / q5_K */
+INLINE void pg_scale_min_k4(i32 j, GLOBAL const u8 *q, float *sc, float *mn) {
+    if (j < 4) {
+        *sc = (float)(q[j] & 63);
+        *mn = (float)(q[j + 4] & 63);
+    } else {
+        *sc = (float)((q[j + 4] & 15) | ((q[j - 4] >> 6) << 4));
+        *mn = (float)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+INLINE float elem_q4_K(GLOBAL const char *row, i64 k) {
+    GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 144);
+    i32 e = (i32)(k % 256), c = e / 64, r = e % 64, l = r % 32, hi = r / 32;
+    float sc, mn;
+    pg_scale_min_k4(2 * c + hi, b + 4, &sc, &mn);
+    u8 q = b[16 + 32 * c + l];
+    return LOAD_HALF(b, 0) * sc * (float)(hi ? q >> 4 : q & 15) - LOAD_HALF(b, 1) * mn;
+}
+
+INLINE float elem_q5_K(GLOBAL const char *row, i64 k) {
+    GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 176);
+    i32 e = (i32)(k % 256), c = e / 64, r = e % 64, l = r % 32, hi = r / 32;
+    float sc, mn;
+    pg_scale_min_k4(2 * c + hi, b + 4, &sc, &mn);
+    u8 q = b[48 + 32 * c + l];
+    i32 v = (hi ? q >> 4 : q & 15) + (((b[16 + l] >> (2 * c + hi)) & 1) << 4);
+    return LOAD_HALF(b, 0) * sc * (float)v - LOAD_HALF(b, 1) * mn;
+}
+
+INLINE float elem_q6_K(GLOBAL const char *row, i64 k) {
+    GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 210);
+    i32 e = (i32)(k % 256), h = e / 128, r = e % 128, t = r / 32, l = r % 32;
+    u8 ql = b[64 * h + l + (t & 1) * 32];
+    i32 lo = t < 2 ? (ql & 15) : (ql >> 4);
+    i32 hi = (b[128 + 32 * h + l] >> (2 * t)) & 3;
+    float sc = (float)((GLOBAL const i8 *)(b + 192))[8 * h + l / 16 + 2 * t];
+    return LOAD_HALF(b + 208, 0) * sc * (float)((lo | (hi << 4)) - 32);
+}
+#endif
