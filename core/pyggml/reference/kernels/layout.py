@@ -42,10 +42,21 @@ def repeat(dst: Tensor) -> None:
     store(dst, np.tile(a, tuple(d // s for d, s in zip(dst.ne[::-1], a.shape, strict=True))))
 
 
+def block_units(t: Tensor) -> Array:
+    """Writable (ne3, ne2, ne1, blocks, block bytes) uint8 view of a block-type tensor's bytes."""
+    tr = t.type.traits
+    shape = (t.ne[3], t.ne[2], t.ne[1], t.ne[0] // tr.blck_size, tr.type_size)
+    strides = (t.nb[3], t.nb[2], t.nb[1], t.nb[0], 1)
+    return np.lib.stride_tricks.as_strided(raw_bytes(t), shape, strides)
+
+
 @kernel(Op.CONCAT)
 def concat(dst: Tensor) -> None:
-    """src0 then src1 along dim params.dim."""
+    """src0 then src1 along dim params.dim; block types move whole blocks as bytes (no re-quantisation)."""
     axis = 3 - dst.params.dim
+    if dst.type.traits.is_quantized:
+        block_units(dst)[...] = np.concatenate([block_units(src(dst, 0)), block_units(src(dst, 1))], axis=axis)
+        return
     store(dst, np.concatenate([load_native(src(dst, 0)), load_native(src(dst, 1))], axis=axis))
 
 
