@@ -103,13 +103,17 @@ class OpenCLBuffer(Buffer):
         self.clmem.release()
 
 
-class OpenCLBufferType(BufferType):
+class _DeviceBufferType(BufferType):
+    """Facts shared by the device's buffer types: named after the device, its alignment and allocation limit."""
+
+    suffix = ""
+
     def __init__(self, dev: OpenCLDevice) -> None:
         self.dev = dev
 
     @property
     def name(self) -> str:
-        return self.dev.name
+        return self.dev.name + self.suffix
 
     @property
     def device(self) -> Device:
@@ -123,6 +127,8 @@ class OpenCLBufferType(BufferType):
     def max_size(self) -> int:
         return self.dev.info.max_alloc
 
+
+class OpenCLBufferType(_DeviceBufferType):
     def alloc_buffer(self, size: int) -> OpenCLBuffer:
         return OpenCLBuffer(self, size)
 
@@ -166,27 +172,10 @@ class OpenCLHostBuffer(HostBuffer):
         return self.array
 
 
-class OpenCLHostBufferType(BufferType):
+class OpenCLHostBufferType(_DeviceBufferType):
     """Host-visible buffers of a unified-memory device (`Device.host_buffer_type()`)."""
 
-    def __init__(self, dev: OpenCLDevice) -> None:
-        self.dev = dev
-
-    @property
-    def name(self) -> str:
-        return f"{self.dev.name}_Host"
-
-    @property
-    def device(self) -> Device:
-        return self.dev
-
-    @property
-    def alignment(self) -> int:
-        return self.dev.info.alignment
-
-    @property
-    def max_size(self) -> int:
-        return self.dev.info.max_alloc
+    suffix = "_Host"
 
     @property
     def is_host(self) -> bool:
