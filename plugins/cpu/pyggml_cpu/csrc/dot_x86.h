@@ -118,6 +118,58 @@ static void XSFX(vd_q8_0)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = hsum8(acc);
 }
 
+/* Each dot kernel is written once for NC activation columns (1 or 2; always inlined with a constant NC): with
+   two columns the weight block is unpacked once for both. */
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE void q4_0_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
+    const bq4_0 *x = (const bq4_0 *)vx;
+    const __m256i off = _mm256_set1_epi8(8);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n / QK; i++) {
+        const __m256i q = _mm256_sub_epi8(nibbles32(x[i].qs), off), aq = _mm256_sign_epi8(q, q);
+        const float dx = F16T(x[i].d);
+        for (int c = 0; c < NC; c++) {
+            const bq8_0 *y = (const bq8_0 *)vy[c] + i;
+            __m256i p = dot_us8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), q));
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * F16T(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]);
+}
+
+INLINE void q4_1_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
+    const bq4_1 *x = (const bq4_1 *)vx;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    float summs[2] = {0.0f, 0.0f};
+    for (int64_t i = 0; i < n / QK; i++) {
+        const __m256i q = nibbles32(x[i].qs);
+        const float dx = F16T(x[i].d), mx = F16T(x[i].m);
+        for (int c = 0; c < NC; c++) {
+            const bq8_1 *y = (const bq8_1 *)vy[c] + i;
+            __m256i p = dot_us8(q, _mm256_loadu_si256((const __m256i *)y->qs));
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * F16T(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
+            summs[c] += mx * F16T(y->s);
+        }
+    }
+    for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]) + summs[c];
+}
+
+INLINE void q8_0_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
+    const bq8_0 *x = (const bq8_0 *)vx;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n / QK; i++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs), aq = _mm256_sign_epi8(q, q);
+        const float dx = F16T(x[i].d);
+        for (int c = 0; c < NC; c++) {
+            const bq8_0 *y = (const bq8_0 *)vy[c] + i;
+            __m256i p = dot_us8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), q));
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * F16T(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]);
+}
+
 /* byte-shuffle masks that spread int16 lane pairs: K4_SPREAD[j] puts int16 j of each 128-bit lane into all eight
    int16 lanes; K6_SPREAD[k] puts int16 2k into the low 128-bit lane and int16 2k+1 into the high one */
 static inline __m256i k4_spread(int j) {
@@ -130,14 +182,13 @@ static inline __m256i k6_spread(int k) {
     return _mm256_set_m128i(hi, lo);
 }
 
-static void XSFX(vd_q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
+INLINE void q4_K_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
     const bq4_K *x = (const bq4_K *)vx;
-    const bq8_K *y = (const bq8_K *)vy;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i spread[8] = {k4_spread(0), k4_spread(1), k4_spread(2), k4_spread(3),
                                k4_spread(4), k4_spread(5), k4_spread(6), k4_spread(7)};
-    __m256 acc = _mm256_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t i = 0; i < n / QKK; i++) {
         /* 12 bytes of 6-bit scales and mins -> bytes 0..7 scales, 8..15 mins (same bits as pgc_scale_min_k4) */
         uint32_t u[4];
@@ -148,43 +199,54 @@ static void XSFX(vd_q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
         u[2] = mins_lo;
         u[0] &= 0x3f3f3f3f;
         const __m256i ms = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)); /* 8 scales, 8 mins */
-        /* mins . (bsums summed in pairs) */
-        __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums),
-                                    _mm_loadu_si128((const __m128i *)(y[i].bsums + 8)));
-        __m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
-        accm = _mm_fmadd_ps(_mm_set1_ps(y[i].d * F16T(x[i].dmin)), _mm_cvtepi32_ps(pm), accm);
         const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-            __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
-            __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32)));
-            p0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc, spread[2 * c]));
-            p1 = _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sc, spread[2 * c + 1]));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        const __m128i mn = _mm256_extracti128_si256(ms, 1);
+        const float dx = F16T(x[i].d), dmx = F16T(x[i].dmin);
+        __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int c = 0; c < NC; c++) { /* mins . (bsums summed in pairs) */
+            const bq8_K *y = (const bq8_K *)vy[c] + i;
+            __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums),
+                                        _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
+            accm[c] = _mm_fmadd_ps(_mm_set1_ps(y->d * dmx), _mm_cvtepi32_ps(_mm_madd_epi16(mn, bs)), accm[c]);
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * F16T(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        for (int k = 0; k < 4; k++) {
+            __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * k));
+            __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+            __m256i s0 = _mm256_shuffle_epi8(sc, spread[2 * k]), s1 = _mm256_shuffle_epi8(sc, spread[2 * k + 1]);
+            for (int c = 0; c < NC; c++) {
+                const int8_t *q8 = ((const bq8_K *)vy[c] + i)->qs + 64 * k;
+                __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8));
+                __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)));
+            }
+        }
+        for (int c = 0; c < NC; c++) {
+            const float d = ((const bq8_K *)vy[c] + i)->d * dx;
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+        }
     }
-    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
-    *s = hsum8(acc) - _mm_cvtss_f32(accm);
+    for (int c = 0; c < NC; c++) {
+        __m128 m = _mm_add_ps(accm[c], _mm_movehl_ps(accm[c], accm[c]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        s[c] = hsum8(acc[c]) - _mm_cvtss_f32(m);
+    }
 }
 
-static void XSFX(vd_q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
+INLINE void q6_K_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
     const bq6_K *x = (const bq6_K *)vx;
-    const bq8_K *y = (const bq8_K *)vy;
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
     const __m256i spread[4] = {k6_spread(0), k6_spread(1), k6_spread(2), k6_spread(3)};
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / QKK; i++) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        /* 32 * sum_g scale_g * bsum_g: the -32 offset of every 6-bit value, taken out once */
-        __m256i bias = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums));
-        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
+        __m256i sumi[2];
+        for (int c = 0; c < NC; c++) { /* 32 * sum_g scale_g * bsum_g: the -32 offset of every value, taken out once */
+            const bq8_K *y = (const bq8_K *)vy[c] + i;
+            __m256i bias = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
+            sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
+        }
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = x[i].ql + 64 * h, *qhp = x[i].qh + 32 * h;
-            const int8_t *q8 = y[i].qs + 128 * h;
             const __m256i sc = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
                                                               : _mm256_castsi256_si128(sc16));
             __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
@@ -198,14 +260,41 @@ static void XSFX(vd_q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
             for (int k = 0; k < 4; k++) {
-                __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(q8 + 32 * k)));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, spread[k])));
+                const __m256i sk = _mm256_shuffle_epi8(sc, spread[k]);
+                for (int c = 0; c < NC; c++) {
+                    const int8_t *q8 = ((const bq8_K *)vy[c] + i)->qs + 128 * h + 32 * k;
+                    __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)q8));
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, sk));
+                }
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * F16T(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        const float dx = F16T(x[i].d);
+        for (int c = 0; c < NC; c++) {
+            const float d = ((const bq8_K *)vy[c] + i)->d * dx;
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+        }
     }
-    *s = hsum8(acc);
+    for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]);
 }
+
+/* the table entries: one column (pgc_vec_dot_fn) and two columns (pgc_vec_dot2_fn) of a kernel; the 32-block
+   types keep their own one-column kernels above (two accumulators) */
+#define COLS_ENTRIES(T)                                                                                     \
+    static void XSFX(vd_##T)(int64_t n, float *s, const void *vx, const void *vy) {                         \
+        const void *ys[1] = {vy};                                                                           \
+        T##_cols(n, s, vx, ys, 1);                                                                          \
+    }                                                                                                       \
+    COLS2_ENTRY(T)
+#define COLS2_ENTRY(T)                                                                                      \
+    static void XSFX(vd2_##T)(int64_t n, float *s, const void *vx, const void *vy0, const void *vy1) {     \
+        const void *ys[2] = {vy0, vy1};                                                                     \
+        T##_cols(n, s, vx, ys, 2);                                                                          \
+    }
+COLS2_ENTRY(q4_0)
+COLS2_ENTRY(q4_1)
+COLS2_ENTRY(q8_0)
+COLS_ENTRIES(q4_K)
+COLS_ENTRIES(q6_K)
 
 static void XSFX(register_x86)(pgc_simd *s) {
     s->dot_f32 = XSFX(dot_f32);
@@ -215,4 +304,9 @@ static void XSFX(register_x86)(pgc_simd *s) {
     s->vec_dot[T_Q8_0] = XSFX(vd_q8_0);
     s->vec_dot[T_Q4_K] = XSFX(vd_q4_K);
     s->vec_dot[T_Q6_K] = XSFX(vd_q6_K);
+    s->vec_dot2[T_Q4_0] = XSFX(vd2_q4_0);
+    s->vec_dot2[T_Q4_1] = XSFX(vd2_q4_1);
+    s->vec_dot2[T_Q8_0] = XSFX(vd2_q8_0);
+    s->vec_dot2[T_Q4_K] = XSFX(vd2_q4_K);
+    s->vec_dot2[T_Q6_K] = XSFX(vd2_q6_K);
 }

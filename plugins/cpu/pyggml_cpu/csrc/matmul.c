@@ -67,6 +67,7 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     const int64_t rs1 = pgc_row_size(conv_type(t0), K);
     const int64_t r2 = ne12 / ne02, r3 = ne13 / ne03;
     const pgc_vec_dot_fn vd = pgc_blck_size(t0) > 1 ? pgc_S.vec_dot[t0] : NULL;
+    const pgc_vec_dot2_fn vd2 = pgc_blck_size(t0) > 1 ? pgc_S.vec_dot2[t0] : NULL;
     const int64_t nbr = (M + TILE_R - 1) / TILE_R, nbc = (N + TILE_C - 1) / TILE_C;
     const int64_t units = ne12 * ne13 * nbr * nbc;
     int64_t u0, u1;
@@ -84,7 +85,17 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
             const char *y = conv ? c->wdata + ((i13 * ne12 + i12) * N + ic) * rs1 : pgc_ptr(n, 2, 0, ic, i12, i13);
             char *d = pgc_ptr(n, 0, 0, ic, i12, i13) + br * TILE_R * nb0;
             const char *x = x0;
-            if (vd) {
+            if (vd2 && ic + 1 < ic1) { /* two activation columns per pass over the weight rows */
+                const char *y1 = conv ? y + rs1 : pgc_ptr(n, 2, 0, ic + 1, i12, i13);
+                char *d1 = pgc_ptr(n, 0, 0, ic + 1, i12, i13) + br * TILE_R * nb0;
+                float two[2];
+                for (int64_t ir = br * TILE_R; ir < ir1; ir++, x += nb01, d += nb0, d1 += nb0) {
+                    vd2(K, two, x, y, y1);
+                    *(float *)d = two[0];
+                    *(float *)d1 = two[1];
+                }
+                ic++;
+            } else if (vd) {
                 for (int64_t ir = br * TILE_R; ir < ir1; ir++, x += nb01, d += nb0) vd(K, (float *)d, x, y);
             } else {
                 for (int64_t ir = br * TILE_R; ir < ir1; ir++, x += nb01, d += nb0) *(float *)d = row_dot(t0, K, x, y);

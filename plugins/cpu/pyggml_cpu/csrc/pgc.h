@@ -216,6 +216,8 @@ typedef float (*pgc_dot_f32_fn)(int64_t n, const float *x, const float *y);
 typedef float (*pgc_dot_f16_fn)(int64_t n, const uint16_t *x, const float *y);
 typedef void (*pgc_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 typedef void (*pgc_quant_fn)(const float *x, void *y, int64_t n);
+/* one weight row against two activation rows: s[0], s[1] */
+typedef void (*pgc_vec_dot2_fn)(int64_t n, float *s, const void *x, const void *y0, const void *y1);
 
 typedef struct pgc_simd {
     int level;                 /* 0 portable, 1 avx2, 2 avx2 + avx-vnni */
@@ -223,6 +225,7 @@ typedef struct pgc_simd {
     pgc_dot_f16_fn dot_f16;    /* f16 row x f32 row */
     pgc_dot_f16_fn dot_bf16;   /* bf16 row x f32 row */
     pgc_vec_dot_fn vec_dot[T_COUNT];   /* quantised row x its dot partner row */
+    pgc_vec_dot2_fn vec_dot2[T_COUNT]; /* ... x two partner rows (NULL: use vec_dot twice) */
     pgc_quant_fn quantize[T_COUNT];    /* float row -> blocks (dot partners Q8_0/Q8_1/Q8_K and CPY targets) */
 } pgc_simd;
 
