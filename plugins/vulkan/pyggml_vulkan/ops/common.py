@@ -35,19 +35,36 @@ def srcs_ok(node: Tensor, types: Iterable[frozenset[GGMLType]]) -> bool:
     return aligned(node)
 
 
-def ne_nb(t: Tensor | None) -> list[int]:
+def ne_nb(t: Tensor | None, units: bool = False) -> list[int]:
+    """ne and nb of t; units: ne[0] counted in blocks (for byte moves of block types)."""
     if t is None:
         return [1, 1, 1, 1, 0, 0, 0, 0]
-    return [*t.ne, *t.nb]
+    ne0 = t.ne[0] // t.type.traits.blck_size if units else t.ne[0]
+    return [ne0, *t.ne[1:], *t.nb]
 
 
 def generic_pc(a: Tensor | None, b: Tensor | None, d: Tensor, u0: int = 0,
-               f: tuple[float, ...] = ()) -> bytes:
-    """GENERIC_PC of common.glsl: byte offsets, ne/nb of a, b, d, one uint and four floats."""
+               f: tuple[float, ...] = (), units: bool = False) -> bytes:
+    """GENERIC_PC of common.glsl: byte offsets, ne/nb of a, b, d, one uint and four floats (units: ne[0] in
+    blocks)."""
     fs = (*f, 0.0, 0.0, 0.0, 0.0)[:4]
-    words = [a.offset if a else 0, b.offset if b else 0, d.offset, *ne_nb(a), *ne_nb(b), *ne_nb(d), u0]
+    words = [a.offset if a else 0, b.offset if b else 0, d.offset, *ne_nb(a, units), *ne_nb(b, units),
+             *ne_nb(d, units), u0]
     return struct.pack("<28I4f", *(w & MAX_U32 for w in words), *fs)
 
 
 def groups_for(n: int, per_group: int = WG) -> int:
     return -(-n // per_group)
+
+
+def unit_words(t: Tensor) -> int:
+    """16-bit words per unit (block or element) of t's type, for blocks.comp."""
+    return t.type.traits.type_size // 2
+
+
+def units_ok(t: Tensor | None) -> bool:
+    """t can be moved in whole units by blocks.comp: units of whole 16-bit words, a block's bytes together."""
+    if t is None:
+        return True
+    tr = t.type.traits
+    return tr.type_size % 2 == 0 and (tr.blck_size == 1 or t.nb[0] == tr.type_size) and aligned(t)

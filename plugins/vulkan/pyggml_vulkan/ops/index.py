@@ -8,7 +8,7 @@ from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_vulkan.ops import register
-from pyggml_vulkan.ops.common import INTS, PLAIN, generic_pc, groups_for, srcs_ok
+from pyggml_vulkan.ops.common import INTS, PLAIN, generic_pc, groups_for, srcs_ok, unit_words, units_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
@@ -28,7 +28,11 @@ def _gather(node: Tensor, p: Planner, a: Tensor | None, b: Tensor | None, d: Ten
 
 
 def _same_type_ok(node: Tensor) -> bool:
-    return srcs_ok(node, (ANY_PLAIN, ANY_PLAIN)) and all(s is None or s.type == node.type for s in node.src[:1])
+    if not all(s is None or s.type == node.type for s in node.src[:2]):
+        return False
+    if node.op is Op.CONCAT and node.type not in ANY_PLAIN:  # block types and i64 move as bytes
+        return all(units_ok(t) for t in (*node.src[:2], node))
+    return srcs_ok(node, (ANY_PLAIN, ANY_PLAIN))
 
 
 @register(Op.REPEAT, Op.CONCAT, supports=_same_type_ok)
@@ -37,6 +41,10 @@ def repeat_concat(node: Tensor, p: Planner) -> None:
     assert a is not None
     if node.op is Op.REPEAT:
         _gather(node, p, a, None, node)
+    elif node.type not in ANY_PLAIN:
+        n = node.nelements() // node.type.traits.blck_size
+        p.dispatch("blocks", (unit_words(node), 1), [a, b], node, generic_pc(a, b, node, node.params.dim, units=True),
+                   grid(groups_for(n)))
     else:
         _gather(node, p, a, b, node, u0=node.params.dim)
 

@@ -1,4 +1,5 @@
-"""Data movement: GET_ROWS, CPY / CONT / DUP (type conversion, reshaping copies), SET_ROWS."""
+"""Data movement: GET_ROWS, CPY / CONT / DUP (type conversion, reshaping copies, block moves within a block type,
+quantising into the legacy 32-element types), SET_ROWS (plain or quantised destinations)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_vulkan.ops import register
-from pyggml_vulkan.ops.common import INTS, PLAIN, READABLE, generic_pc, groups_for, srcs_ok
+from pyggml_vulkan.ops.common import (
+    INTS,
+    PLAIN,
+    QUANTS,
+    READABLE,
+    generic_pc,
+    groups_for,
+    srcs_ok,
+    unit_words,
+    units_ok,
+)
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
@@ -18,6 +29,8 @@ T = GGMLType
 I32 = frozenset({T.I32})
 IDS = frozenset({T.I32, T.I64})
 WRITABLE = PLAIN | INTS
+Q32_DST = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0})
+"""Block types quantise.comp writes (byte-exact with ggml's reference quantisers)."""
 
 
 def _get_rows_ok(node: Tensor) -> bool:
@@ -32,9 +45,19 @@ def get_rows(node: Tensor, p: Planner) -> None:
                grid(groups_for(node.nelements())))
 
 
+def _block_dst(node: Tensor) -> bool:
+    return node.type in QUANTS
+
+
 def _copy_ok(node: Tensor) -> bool:
     a = node.src[0]
-    if a is None or not srcs_ok(node, (READABLE,)) or node.type not in WRITABLE:
+    if a is None or not srcs_ok(node, (READABLE,)):
+        return False
+    if _block_dst(node):
+        if a.type == node.type:
+            return units_ok(a) and units_ok(node)
+        return a.type in PLAIN and node.type in Q32_DST and units_ok(node)
+    if node.type not in WRITABLE:
         return False
     return not a.type.traits.is_quantized or a.is_contiguous()
 
@@ -42,14 +65,25 @@ def _copy_ok(node: Tensor) -> bool:
 def _copy(node: Tensor, p: Planner) -> None:
     a = node.src[0]
     assert a is not None
-    p.dispatch("cpy", (int(a.type), int(node.type)), [a], node, generic_pc(a, None, node),
-               grid(groups_for(node.nelements())))
+    if a.type == node.type and _block_dst(node):
+        n = node.nelements() // node.type.traits.blck_size
+        p.dispatch("blocks", (unit_words(node), 0), [a], node, generic_pc(a, None, node, units=True),
+                   grid(groups_for(n)))
+    elif _block_dst(node):
+        n = node.nelements() // node.type.traits.blck_size
+        p.dispatch("quantize", (int(a.type), int(node.type), 0), [a], node, generic_pc(a, None, node, units=True),
+                   grid(groups_for(n, 64)))
+    else:
+        p.dispatch("cpy", (int(a.type), int(node.type)), [a], node, generic_pc(a, None, node),
+                   grid(groups_for(node.nelements())))
 
 
 register(Op.CPY, Op.CONT, Op.DUP, supports=_copy_ok)(_copy)
 
 
 def _set_rows_ok(node: Tensor) -> bool:
+    if node.type in Q32_DST:
+        return srcs_ok(node, (Q32_DST, frozenset({T.F32}), IDS)) and units_ok(node)
     return srcs_ok(node, (WRITABLE, frozenset({T.F32}), IDS)) and node.type in PLAIN | INTS
 
 
@@ -57,5 +91,9 @@ def _set_rows_ok(node: Tensor) -> bool:
 def set_rows(node: Tensor, p: Planner) -> None:
     rows, ids = node.src[1], node.src[2]
     assert rows is not None and ids is not None
+    if node.type in Q32_DST:
+        p.dispatch("quantize", (int(rows.type), int(node.type), 1), [rows, ids], node,
+                   generic_pc(rows, ids, node, units=True), grid(groups_for(rows.nelements() // 32, 64)))
+        return
     p.dispatch("set_rows", (int(node.type),), [rows, ids], node, generic_pc(rows, ids, node),
                grid(groups_for(rows.nelements())))

@@ -1,6 +1,7 @@
 #version 450
 // Activations -> ggml's dot partners, as ggml's reference quantisers do (so results match the CPU backend):
-// MODE 0: blocks of 32, d = amax / 127 (kept f16-rounded), q = roundf(x / d), s = f16(sum(q) * d)  (q8_0 / q8_1)
+// MODE 0: blocks of 32, d = amax / 127 (kept f16-rounded), q = roundf(x * (1 / d)), s = f16(sum(q) * d)
+//         (q8_0 / q8_1; the rounding helpers of quant.glsl)
 // MODE 1: blocks of 256, d = max / -127 by the signed extreme, q = nearest-even, clamped to 127  (q8_K)
 // Output row r (= column j of b, batches b2, b3) at r * row_bytes; a block is d f32, s f32, then the int8 values.
 #extension GL_GOOGLE_include_directive : require
@@ -11,19 +12,9 @@ layout(constant_id = 1) const uint MODE = 0;
 DECLARE_SRC(0, A)
 DECLARE_DST(5)
 GENERIC_PC   // a = b (activations); ne0 = blocks per row; nb0 = block bytes; nb1 = row bytes
+#include "quant.glsl"
 
-float f16_round(float v) {
-    // the value of v rounded to half precision, nearest even (integer arithmetic: no driver rounding mode)
-    uint u = floatBitsToUint(v);
-    uint a = u & 0x7fffffffu;
-    if (a < 0x38800000u) {  // half subnormals: multiples of 2^-24
-        float x = roundEven(uintBitsToFloat(a) * 16777216.0) / 16777216.0;
-        a = floatBitsToUint(x);
-    } else if (a < 0x47800000u) {
-        a = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;
-    }
-    return uintBitsToFloat((u & 0x80000000u) | a);
-}
+float f16_round(float v) { return unpackHalf2x16(f16_bits(v)).x; }
 
 void main() {
     uint g = g_id();
@@ -39,24 +30,25 @@ void main() {
         if (abs(x) > amax) { amax = abs(x); mx = x; }
     }
     if (MODE == 0u) {
-        float d = amax / 127.0;
-        float id = d != 0.0 ? 1.0 / d : 0.0;
+        float d = div_rn(amax, 127.0);
+        float id = d != 0.0 ? div_rn(1.0, d) : 0.0;
         int sum = 0;
         for (uint j = 0u; j < QK; ++j) {
-            float v = A_ld(TB, src + j * pc.nb00) * id;
-            int q = int(sign(v) * floor(abs(v) + 0.5));
+            precise float v = A_ld(TB, src + j * pc.nb00) * id;
+            int q = int(round_away(v));
             sum += q;
             d_i8[dst + 8u + j] = int8_t(q);
         }
         d_f32[dst >> 2] = f16_round(d);
         d_f32[(dst >> 2) + 1u] = f16_round(float(sum) * d);
     } else {
-        float iscale = amax != 0.0 ? -127.0 / mx : 0.0;
+        float iscale = amax != 0.0 ? div_rn(-127.0, mx) : 0.0;
         for (uint j = 0u; j < QK; ++j) {
-            int q = amax != 0.0 ? min(127, int(roundEven(iscale * A_ld(TB, src + j * pc.nb00)))) : 0;
+            precise float v = iscale * A_ld(TB, src + j * pc.nb00);
+            int q = amax != 0.0 ? min(127, int(roundEven(v))) : 0;
             d_i8[dst + 8u + j] = int8_t(q);
         }
-        d_f32[dst >> 2] = amax != 0.0 ? 1.0 / iscale : 0.0;
+        d_f32[dst >> 2] = amax != 0.0 ? div_rn(1.0, iscale) : 0.0;
         d_f32[(dst >> 2) + 1u] = 0.0;
     }
 }
