@@ -1,0 +1,234 @@
+"""The CUDA backend (one stream on one device), its per-graph plans and CUDA graph capture.
+
+`graph_compute` builds a plan for a graph once: every compute node's rule (op table) gives its launches, which are
+bound to compiled kernels with their arguments packed. Plans are cached under the graph's fingerprint (node
+identities, ops, params, shapes, strides, buffers, offsets): thanks to the static allocator a reused graph has the
+same fingerprint, so its kernels read and write the same addresses every time. Such a plan is run directly the
+first time (a failing launch names its node), captured into a CUDA graph the second time, and from then on
+replayed with one cuGraphLaunch. `PYGGML_CUDA_GRAPHS=0` turns capture off. Work is queued on the backend's
+stream; `graph_compute` waits for it, `graph_compute_async` does not.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pyggml.backend.protocol import Backend, Bytes, Event
+from pyggml.errors import AllocationError, ComputeError
+from pyggml.tensor import Tensor
+from pyggml_cuda.buffer import CudaBuffer, device_alloc, device_copy, device_ptr, drv
+from pyggml_cuda.cudalib import CudaDriverError, cudalib
+from pyggml_cuda.device import CudaDevice, CudaEvent
+from pyggml_cuda.modules import Bound
+from pyggml_cuda.op_table import build_launches
+from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, describe_node
+from pyggml_opencl.backend import fingerprint
+
+if TYPE_CHECKING:
+    from pyggml.graph import Graph
+
+log = logging.getLogger(__name__)
+MAX_PLANS = 16
+GRAPHS_ENV = "PYGGML_CUDA_GRAPHS"
+
+
+@dataclass(slots=True)
+class Plan:
+    launches: list[Bound]
+    keep: list[Any]
+    """Buffers and scratch memory the launches point at, kept alive so addresses and fingerprint ids stay valid."""
+    runs: int = 0
+    graph: int = 0
+    graph_exec: int = 0
+    capture_failed: bool = False
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def build_plan(dev: CudaDevice, graph: Graph) -> Plan:
+    def ptr_of(t: Tensor) -> DevPtr | None:
+        p = device_ptr(t.buffer, dev)
+        return None if p is None else DevPtr(p)
+
+    def alloc(n: int) -> tuple[DevPtr, Any]:
+        mem = device_alloc(dev, n)
+        return DevPtr(int(mem)), mem
+
+    b = CudaPlanBuilder(dev, ptr_of, alloc)
+    launches = build_launches(graph.nodes, b, dev.name)
+    bound = dev.modules.bind(launches)
+    keep = [s.buffer for la in launches for s in (la.node, *la.node.src) if s is not None]
+    return Plan(bound, keep + b.scratch_mems)
+
+
+class CudaBackend(Backend):
+    def __init__(self, device: CudaDevice) -> None:
+        super().__init__(device)
+        self.dev = device
+        with device.active():
+            self.stream: Any = drv().Stream()
+        self._plans: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
+        self._pending: list[Any] = []
+        self.use_graphs = os.environ.get(GRAPHS_ENV, "1") not in ("0", "")
+        self.plans_built = 0
+        self.graph_launches = 0
+        """Computes that ran as one cuGraphLaunch."""
+        self.captures = 0
+
+    # ---- compute ----------------------------------------------------------------------------------------------
+
+    def graph_compute(self, graph: Graph) -> None:
+        self.graph_compute_async(graph)
+        self.synchronize()
+
+    def graph_compute_async(self, graph: Graph) -> None:
+        key = fingerprint(graph)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = build_plan(self.dev, graph)
+            self.plans_built += 1
+            self._plans[key] = plan
+            if len(self._plans) > MAX_PLANS:
+                self._drop(self._plans.popitem(last=False)[1])
+        else:
+            self._plans.move_to_end(key)
+        self.replay(plan)
+
+    def replay(self, plan: Plan) -> None:
+        with self.dev.active():
+            if plan.graph_exec:
+                try:
+                    cudalib().graph_launch(plan.graph_exec, self.stream.handle)
+                except CudaDriverError as e:
+                    raise ComputeError(f"{self.dev.name}: replaying the captured graph failed: {e}") from e
+                self.graph_launches += 1
+            elif self.use_graphs and plan.runs >= 1 and not plan.capture_failed and plan.launches:
+                self._capture(plan)
+            else:
+                self._launch_all(plan)
+        plan.runs += 1
+
+    def _launch_all(self, plan: Plan) -> None:
+        cuda = drv()
+        la: Bound | None = None
+        try:
+            for la in plan.launches:
+                la.fire(self.stream)
+        except cuda.Error as e:
+            where = describe_node(la.node) if la is not None else "a node"
+            raise ComputeError(f"{self.dev.name}: launching {where} (kernel {la.symbol if la else '?'}, grid "
+                               f"{la.grid if la else '?'}, block {la.block if la else '?'}) failed: {e}") from e
+
+    def _capture(self, plan: Plan) -> None:
+        """Record the plan's launches into a CUDA graph and launch it; on any failure run them directly and never
+        try this plan again."""
+        lib = cudalib()
+        h = self.stream.handle
+        try:
+            lib.begin_capture(h)
+        except CudaDriverError as e:
+            log.warning("%s: CUDA graph capture unavailable (%s); launching directly", self.dev.name, e)
+            plan.capture_failed = True
+            self._launch_all(plan)
+            return
+        try:
+            self._launch_all(plan)
+        except Exception:
+            _end_quietly(lib, h)
+            plan.capture_failed = True
+            raise
+        try:
+            plan.graph = lib.end_capture(h)
+            plan.graph_exec = lib.instantiate(plan.graph)
+        except CudaDriverError as e:
+            log.warning("%s: CUDA graph capture failed (%s); launching directly", self.dev.name, e)
+            plan.capture_failed = True
+            self._destroy_graph(plan)
+            self._launch_all(plan)
+            return
+        self.captures += 1
+        lib.graph_launch(plan.graph_exec, h)
+        self.graph_launches += 1
+
+    def synchronize(self) -> None:
+        cuda = drv()
+        try:
+            with self.dev.active():
+                self.stream.synchronize()
+        except cuda.Error as e:
+            raise ComputeError(f"{self.dev.name}: the stream failed: {e}") from e
+        self._pending.clear()
+
+    # ---- async transfers --------------------------------------------------------------------------------------
+
+    def set_tensor_async(self, tensor: Tensor, data: Bytes, offset: int = 0) -> None:
+        buf = tensor.buffer
+        if not isinstance(buf, CudaBuffer) or buf.dev is not self.dev:
+            super().set_tensor_async(tensor, data, offset)
+            return
+        arr = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        start = buf._check(tensor, offset, arr.size)
+        self._pending.append(arr)  # the host array must live until the copy is done
+        with self.dev.active():
+            drv().memcpy_htod_async(buf.ptr + start, arr, self.stream)
+
+    def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
+        sb, db = src.buffer, dst.buffer
+        if sb is None or db is None:
+            raise AllocationError(f"copy '{src.name}' -> '{dst.name}': both tensors need a buffer")
+        if not isinstance(sb, CudaBuffer) or not isinstance(db, CudaBuffer) or db.dev is not self.dev \
+                or src.nbytes() != dst.nbytes():
+            return False
+        if src_backend is not self and isinstance(src_backend, CudaBackend):
+            ev = CudaEvent(src_backend.dev)
+            ev.record(src_backend)
+            self.event_wait(ev)
+        elif src_backend is not self:
+            src_backend.synchronize()
+        device_copy(self.dev, db.ptr + dst.offset, sb.dev, sb.ptr + src.offset, src.nbytes(), self.stream)
+        return True
+
+    # ---- events -------------------------------------------------------------------------------------------
+
+    def event_wait(self, event: Event) -> None:
+        if isinstance(event, CudaEvent) and event.recorded:
+            with self.dev.active():
+                self.stream.wait_for_event(event.event)
+        else:
+            event.synchronize()
+
+    # ---- teardown -----------------------------------------------------------------------------------------
+
+    def _destroy_graph(self, plan: Plan) -> None:
+        lib = cudalib()
+        with self.dev.active():
+            try:
+                if plan.graph_exec:
+                    lib.graph_exec_destroy(plan.graph_exec)
+                if plan.graph:
+                    lib.graph_destroy(plan.graph)
+            except CudaDriverError as e:
+                log.debug("%s: freeing a CUDA graph: %s", self.dev.name, e)
+        plan.graph = plan.graph_exec = 0
+
+    def _drop(self, plan: Plan) -> None:
+        self._destroy_graph(plan)
+
+    def free(self) -> None:
+        self.synchronize()
+        for plan in self._plans.values():
+            self._drop(plan)
+        self._plans.clear()
+
+
+def _end_quietly(lib: Any, stream: int) -> None:
+    try:
+        g = lib.end_capture(stream)
+        lib.graph_destroy(g)
+    except CudaDriverError:
+        pass

@@ -1,0 +1,184 @@
+"""Buffers: device memory (`cuMemAlloc`) and pinned host memory (`cuMemHostAlloc`), through PyCUDA.
+
+Plain buffer operations run on the legacy default stream, which orders them with the work of every backend stream
+of the device (those are blocking streams): a write lands before later kernels read it, a read returns after the
+kernels queued before it wrote. Copies between two CUDA devices go device to device (`cuMemcpyPeer`), with peer
+access enabled first where the devices have it (the driver stages through the host otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pyggml.backend.host import HostBuffer
+from pyggml.backend.protocol import Buffer, BufferType, Bytes, Device
+from pyggml.errors import AllocationError, ComputeError
+from pyggml_cuda.cudalib import cudalib
+
+if TYPE_CHECKING:
+    from pyggml_cuda.device import CudaDevice
+
+log = logging.getLogger(__name__)
+ALIGNMENT = 256
+"""cuMemAlloc returns 256-byte aligned memory; tensors are placed at this alignment too."""
+
+
+def drv() -> Any:
+    """pycuda.driver, imported on first use (never at plugin import)."""
+    import pycuda.driver as cuda
+
+    return cuda
+
+
+def alloc_error(dev: CudaDevice, size: int, why: str) -> AllocationError:
+    return AllocationError(f"{dev.name} ({dev.description}): cannot allocate a buffer of {size} bytes: {why}")
+
+
+def device_alloc(dev: CudaDevice, size: int) -> Any:
+    """`size` bytes of device memory (a PyCUDA DeviceAllocation); AllocationError names the device and sizes."""
+    cuda = drv()
+    with dev.active():
+        try:
+            return cuda.mem_alloc(max(size, 1))
+        except cuda.MemoryError as e:
+            free, total = dev.memory()
+            raise alloc_error(dev, size, f"out of device memory ({free} of {total} bytes free): {e}") from e
+        except cuda.Error as e:
+            raise alloc_error(dev, size, str(e)) from e
+
+
+class CudaBuffer(Buffer):
+    """Device memory; `ptr` is its address, which kernels receive with each tensor's byte offset."""
+
+    def __init__(self, buft: CudaBufferType, size: int) -> None:
+        super().__init__(buft, size)
+        dev = buft.dev
+        self.dev = dev
+        if size > buft.max_size:
+            raise alloc_error(dev, size, f"the device has {buft.max_size} bytes of memory")
+        self.mem: Any = device_alloc(dev, size)
+        self.ptr = int(self.mem)
+        dev.track_alloc(size)
+        weakref.finalize(self, dev.track_alloc, -size)
+
+    def write(self, offset: int, data: Bytes) -> None:
+        if data.size:
+            with self.dev.active():
+                drv().memcpy_htod(self.ptr + offset, np.ascontiguousarray(data))
+
+    def read(self, offset: int, size: int) -> Bytes:
+        out = np.empty(size, dtype=np.uint8)
+        if size:
+            with self.dev.active():
+                drv().memcpy_dtoh(out, self.ptr + offset)
+        return out
+
+    def fill(self, offset: int, size: int, value: int) -> None:
+        if size:
+            with self.dev.active():
+                drv().memset_d8(self.ptr + offset, value & 0xFF, size)
+
+    def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
+        if not size:
+            return True
+        if isinstance(src, CudaBuffer):
+            device_copy(self.dev, self.ptr + dst_offset, src.dev, src.ptr + src_offset, size)
+            return True
+        host = src.host_array()
+        if host is not None:
+            self.write(dst_offset, host[src_offset : src_offset + size])
+            return True
+        return False
+
+    def free(self) -> None:
+        if self.mem is not None:
+            with self.dev.active():
+                self.mem.free()
+            self.mem = None
+
+
+class CudaBufferType(BufferType):
+    def __init__(self, dev: CudaDevice) -> None:
+        self.dev = dev
+
+    @property
+    def name(self) -> str:
+        return self.dev.name
+
+    @property
+    def device(self) -> Device:
+        return self.dev
+
+    @property
+    def alignment(self) -> int:
+        return ALIGNMENT
+
+    @property
+    def max_size(self) -> int:
+        return self.dev.info.total_memory
+
+    def alloc_buffer(self, size: int) -> CudaBuffer:
+        return CudaBuffer(self, size)
+
+
+class CudaHostBuffer(HostBuffer):
+    """Pinned (page-locked) host memory: numpy and the CPU backends use it like any host buffer, and copies
+    between it and the device run at full bus speed and can be asynchronous."""
+
+
+class CudaHostBufferType(CudaBufferType):
+    """`Device.host_buffer_type()`: pinned host memory for staging weights and inputs."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.dev.name}_Host"
+
+    @property
+    def max_size(self) -> int:
+        return 1 << 62
+
+    @property
+    def is_host(self) -> bool:
+        return True
+
+    def alloc_buffer(self, size: int) -> CudaHostBuffer:  # type: ignore[override]
+        cuda = drv()
+        with self.dev.active():
+            try:
+                arr = cuda.pagelocked_empty(max(size, 1), np.uint8)
+            except cuda.Error as e:
+                raise alloc_error(self.dev, size, f"pinned host memory: {e}") from e
+        return CudaHostBuffer(self, arr[:size])
+
+
+def device_copy(dst_dev: CudaDevice, dst: int, src_dev: CudaDevice, src: int, size: int,
+                stream: Any = None) -> None:
+    """`size` bytes from src (on src_dev) to dst (on dst_dev); synchronous unless a stream of dst_dev is given."""
+    cuda = drv()
+    with dst_dev.active():
+        try:
+            if src_dev is dst_dev:
+                if stream is None:
+                    cuda.memcpy_dtod(dst, src, size)
+                else:
+                    cuda.memcpy_dtod_async(dst, src, size, stream)
+                return
+            dst_dev.enable_peer(src_dev)
+            lib = cudalib()
+            if stream is None:
+                lib.memcpy_peer(dst, dst_dev.ctx.handle, src, src_dev.ctx.handle, size)
+            else:
+                lib.memcpy_peer_async(dst, dst_dev.ctx.handle, src, src_dev.ctx.handle, size, stream.handle)
+        except cuda.Error as e:
+            raise ComputeError(f"copy of {size} bytes {src_dev.name} -> {dst_dev.name} failed: {e}") from e
+
+
+def device_ptr(buf: Buffer | None, dev: CudaDevice) -> int | None:
+    """The device address of `buf` when kernels of `dev` can read it, else None."""
+    if isinstance(buf, CudaBuffer) and buf.dev is dev:
+        return buf.ptr
+    return None

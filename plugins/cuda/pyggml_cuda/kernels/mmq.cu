@@ -1,0 +1,226 @@
+/* CUDA fast paths of MUL_MAT with 32-element block weights: integer dot products with dp4a (sm_61+).
+ *
+ * The activations are first quantised by the shared k_quantize_act (matmul_q.cl) into q8_1 blocks of 36 bytes:
+ * half d, half s = d * sum(qs), i8 qs[32] (qs 4-byte aligned). Each weight block is decoded into eight packed
+ * signed int8x4 words (elements 0..15 in words 0..3, 16..31 in words 4..7) plus its scale d and minimum m, so one
+ * dot loop serves every type:  block value = d_w * d_a * sum(dp4a(w, a)) (+ m_w * s_a for q4_1 / q5_1).
+ * The integer sums are exact, so the numbers are the shared k_mul_mat_q's (ggml's CPU arithmetic); only the float
+ * summation order over blocks differs in the mat-vec kernel.
+ *
+ *   k_mmvq  mat-vec, src1 with up to MV_MAXC columns: one warp per weight row, lanes stride over blocks
+ *   k_mmq   tiled: 256 threads compute a 64 x 64 output tile, MQ_KB blocks of k per shared-memory stage
+ *
+ * Written in the kernel dialect, so the same text also builds as OpenCL C (tests run it on PoCL): the CUDA-only
+ * pieces (__dp4a, warp shuffles) have portable equivalents below.
+ * Defines: WT (weight type), WT_IS_<WT> = 1, HAS_MIN (q4_1, q5_1). */
+#include "quants.h"
+
+#define QA 36          /* bytes of one q8_1 activation block */
+#define MV_NW 4        /* warps (weight rows) per block of k_mmvq */
+#define MV_MAXC 8      /* most src1 columns k_mmvq handles */
+#define MQ_T 64        /* rows and columns of a k_mmq tile */
+#define MQ_KB 4        /* weight blocks per k_mmq stage */
+#define MQ_LD (MQ_KB * 8 + 1)
+
+#if defined(__CUDACC__)
+INLINE i32 pg_dp4a(i32 a, i32 b, i32 c) { return __dp4a(a, b, c); }
+/* sum over the 32 lanes of a warp (every lane gets it) */
+INLINE float pg_warp_sum(float v, LOCAL_PTR float *red) {
+    (void)red;
+    for (i32 o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+#else
+INLINE i32 pg_sbyte(i32 x, i32 s) { return (((x >> s) & 0xff) ^ 0x80) - 0x80; }
+INLINE i32 pg_dp4a(i32 a, i32 b, i32 c) {
+    for (i32 s = 0; s < 32; s += 8) c += pg_sbyte(a, s) * pg_sbyte(b, s);
+    return c;
+}
+/* the same through local memory: `red` holds one float per lane of the work-group */
+INLINE float pg_warp_sum(float v, LOCAL_PTR float *red) {
+    i32 l = LID(0);
+    red[l] = v;
+    BARRIER();
+    for (i32 s = 16; s > 0; s >>= 1) {
+        if ((l & 31) < s) red[l] += red[l + s];
+        BARRIER();
+    }
+    float r = red[l & ~31];
+    BARRIER();
+    return r;
+}
+#endif
+
+/* four bytes at a 2-byte aligned address, little endian */
+INLINE i32 pg_ld_b2(GLOBAL const char *p) {
+    GLOBAL const u16 *h = (GLOBAL const u16 *)p;
+    return (i32)((u32)h[0] | ((u32)h[1] << 16));
+}
+/* per byte x - k for bytes x < 128, k <= 16 (no borrow crosses bytes) */
+INLINE i32 pg_sub4(i32 x, u32 k) { return (i32)((((u32)x | 0x80808080u) - k) ^ 0x80808080u); }
+/* bits 0..3 of x to bit 4 of bytes 0..3 */
+INLINE i32 pg_spread4(u32 x) {
+    return (i32)(((x & 1u) << 4) | ((x & 2u) << 11) | ((x & 4u) << 18) | ((x & 8u) << 25));
+}
+
+/* weight block -> w[8] packed signed bytes, its scale and minimum */
+INLINE void pg_decode(GLOBAL const char *b, i32 *w, float *d, float *m) {
+    *d = LOAD_HALF(b, 0);
+    *m = 0.f;
+#if defined(WT_IS_q8_0)
+    for (i32 k = 0; k < 8; k++) w[k] = pg_ld_b2(b + 2 + 4 * k);
+#elif defined(WT_IS_q4_0) || defined(WT_IS_q4_1)
+#if defined(WT_IS_q4_1)
+    *m = LOAD_HALF(b, 1);
+    GLOBAL const char *qs = b + 4;
+    const u32 off = 0u;
+#else
+    GLOBAL const char *qs = b + 2;
+    const u32 off = 0x08080808u;
+#endif
+    for (i32 k = 0; k < 4; k++) {
+        i32 q = pg_ld_b2(qs + 4 * k);
+        w[k] = pg_sub4(q & 0x0f0f0f0f, off);
+        w[k + 4] = pg_sub4((q >> 4) & 0x0f0f0f0f, off);
+    }
+#elif defined(WT_IS_q5_0) || defined(WT_IS_q5_1)
+#if defined(WT_IS_q5_1)
+    *m = LOAD_HALF(b, 1);
+    u32 qh = (u32)pg_ld_b2(b + 4);
+    GLOBAL const char *qs = b + 8;
+    const u32 off = 0u;
+#else
+    u32 qh = (u32)pg_ld_b2(b + 2);
+    GLOBAL const char *qs = b + 6;
+    const u32 off = 0x10101010u;
+#endif
+    for (i32 k = 0; k < 4; k++) {
+        i32 q = pg_ld_b2(qs + 4 * k);
+        w[k] = pg_sub4((q & 0x0f0f0f0f) | pg_spread4(qh >> (4 * k)), off);
+        w[k + 4] = pg_sub4(((q >> 4) & 0x0f0f0f0f) | pg_spread4(qh >> (16 + 4 * k)), off);
+    }
+#elif defined(WT_IS_iq4_nl)
+    for (i32 k = 0; k < 4; k++) {
+        u32 q = (u32)pg_ld_b2(b + 2 + 4 * k);
+        u32 lo = 0u, hi = 0u;
+        for (i32 j = 0; j < 4; j++) {
+            u32 byte = (q >> (8 * j)) & 0xffu;
+            lo |= ((u32)(i32)pg_iq4nl_value((i32)(byte & 15u)) & 0xffu) << (8 * j);
+            hi |= ((u32)(i32)pg_iq4nl_value((i32)(byte >> 4)) & 0xffu) << (8 * j);
+        }
+        w[k] = (i32)lo;
+        w[k + 4] = (i32)hi;
+    }
+#else
+#error "mmq.cu: WT must be a 32-element block type (q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl)"
+#endif
+}
+
+INLINE float pg_block_value(const i32 *w, float dw, float mw, GLOBAL const char *ab) {
+    i32 s = 0;
+    for (i32 k = 0; k < 8; k++) s = pg_dp4a(w[k], *(GLOBAL const i32 *)(ab + 4 + 4 * k), s);
+    float v = dw * LOAD_HALF(ab, 0) * (float)s;
+#if HAS_MIN
+    v += mw * LOAD_HALF(ab, 1);
+#endif
+    return v;
+}
+
+/* grid (ceil(ne01 / MV_NW) * 32 * MV_NW, 1, ne12 * ne13), local (32 * MV_NW); ne11 <= MV_MAXC */
+KERNEL void k_mmvq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne11, i64 ne12) {
+    LOCAL float red[32 * MV_NW];
+    i32 lane = LID(0) & 31;
+    i64 i01 = GRP(0) * MV_NW + LID(0) / 32;
+    i64 i12 = GID(2) % ne12, i13 = GID(2) / ne12;
+    i64 i02 = i12 / (ne12 / a_ne2), i03 = i13 / (d_ne3 / a_ne3);
+    i64 nblk = a_ne0 / 32;
+    float acc[MV_MAXC];
+    for (i32 c = 0; c < MV_MAXC; c++) acc[c] = 0.f;
+    if (i01 < a_ne1) {   /* no early return: the portable warp sum has barriers */
+        GLOBAL const char *row = AT(a, 0, i01, i02, i03);
+        GLOBAL const char *act = q + qoff + ne11 * (i12 + ne12 * i13) * nblk * QA;
+        i32 w[8];
+        float dw, mw;
+        for (i64 ib = lane; ib < nblk; ib += 32) {
+            pg_decode(row + ib * TSZ(WT), w, &dw, &mw);
+            for (i32 c = 0; c < MV_MAXC; c++) {
+                if (c < ne11) acc[c] += pg_block_value(w, dw, mw, act + (c * nblk + ib) * QA);
+            }
+        }
+    }
+    for (i32 c = 0; c < MV_MAXC; c++) {
+        if (c >= ne11) break;
+        float r = pg_warp_sum(acc[c], red);
+        if (lane == 0 && i01 < a_ne1) store_f32(AT(d, i01, c, i12, i13), r);
+    }
+}
+
+/* grid (ceil(ne01 / 64) * 256, ceil(ne11 / 64), ne12 * ne13), local (256). Thread t computes rows
+ * r0 + t % 16 + 16 i and columns c0 + t / 16 + 16 j (i, j < 4); blocks of k are summed in order. */
+KERNEL void k_mmq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne11, i64 ne12) {
+    LOCAL i32 wq[MQ_T][MQ_LD];
+    LOCAL i32 aq[MQ_T][MQ_LD];
+    LOCAL float wd[MQ_T][MQ_KB];
+    LOCAL float wm[MQ_T][MQ_KB];
+    LOCAL float ad[MQ_T][MQ_KB];
+    LOCAL float as[MQ_T][MQ_KB];
+    i32 t = LID(0), tr = t % 16, tc = t / 16;
+    i64 r0 = GRP(0) * MQ_T, c0 = GRP(1) * MQ_T;
+    i64 i12 = GID(2) % ne12, i13 = GID(2) / ne12;
+    i64 i02 = i12 / (ne12 / a_ne2), i03 = i13 / (d_ne3 / a_ne3);
+    i64 nblk = a_ne0 / 32;
+    GLOBAL const char *act = q + qoff + ne11 * (i12 + ne12 * i13) * nblk * QA;
+    float acc[4][4];
+    for (i32 i = 0; i < 4; i++) {
+        for (i32 j = 0; j < 4; j++) acc[i][j] = 0.f;
+    }
+    /* the (row or column, block) pair each thread stages */
+    i32 sr = t / MQ_KB, sk = t % MQ_KB;
+    for (i64 ib0 = 0; ib0 < nblk; ib0 += MQ_KB) {
+        i64 ib = ib0 + sk;
+        i32 w[8];
+        float dw = 0.f, mw = 0.f;
+        if (r0 + sr < a_ne1 && ib < nblk) {
+            pg_decode(AT(a, 0, r0 + sr, i02, i03) + ib * TSZ(WT), w, &dw, &mw);
+        } else {
+            for (i32 k = 0; k < 8; k++) w[k] = 0;
+        }
+        for (i32 k = 0; k < 8; k++) wq[sr][sk * 8 + k] = w[k];
+        wd[sr][sk] = dw;
+        wm[sr][sk] = mw;
+        if (c0 + sr < ne11 && ib < nblk) {
+            GLOBAL const char *ab = act + ((c0 + sr) * nblk + ib) * QA;
+            for (i32 k = 0; k < 8; k++) aq[sr][sk * 8 + k] = *(GLOBAL const i32 *)(ab + 4 + 4 * k);
+            ad[sr][sk] = LOAD_HALF(ab, 0);
+            as[sr][sk] = LOAD_HALF(ab, 1);
+        } else {
+            for (i32 k = 0; k < 8; k++) aq[sr][sk * 8 + k] = 0;
+            ad[sr][sk] = 0.f;
+            as[sr][sk] = 0.f;
+        }
+        BARRIER();
+        for (i32 kb = 0; kb < MQ_KB; kb++) {
+            for (i32 i = 0; i < 4; i++) {
+                i32 r = tr + 16 * i;
+                for (i32 j = 0; j < 4; j++) {
+                    i32 c = tc + 16 * j;
+                    i32 s = 0;
+                    for (i32 k = 0; k < 8; k++) s = pg_dp4a(wq[r][kb * 8 + k], aq[c][kb * 8 + k], s);
+                    float v = wd[r][kb] * ad[c][kb] * (float)s;
+#if HAS_MIN
+                    v += wm[r][kb] * as[c][kb];
+#endif
+                    acc[i][j] += v;
+                }
+            }
+        }
+        BARRIER();
+    }
+    for (i32 i = 0; i < 4; i++) {
+        i64 r = r0 + tr + 16 * i;
+        for (i32 j = 0; j < 4; j++) {
+            i64 c = c0 + tc + 16 * j;
+            if (r < a_ne1 && c < ne11) store_f32(AT(d, r, c, i12, i13), acc[i][j]);
+        }
+    }
+}

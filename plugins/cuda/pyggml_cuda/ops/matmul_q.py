@@ -1,0 +1,52 @@
+"""MUL_MAT with 32-element block weights through the dp4a kernels of kernels/mmq.cu (float weights keep the
+shared rule). The activations are quantised by the shared k_quantize_act into the q8_1 layout (the 36-byte
+blocks of q4_1's dot partner: d, s = d * sum, 4-byte aligned qs), then k_mmvq (up to MV_MAXC columns) or the
+tiled k_mmq runs."""
+
+from __future__ import annotations
+
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_opencl.op_table import QUANT32, PlanBuilder, i64, src, tname
+from pyggml_opencl.ops import matmul as shared
+from pyggml_opencl.programs import ProgramSpec
+
+FILE = "mmq.cu"
+QA = 36
+"""Bytes of one q8_1 activation block (QA in mmq.cu)."""
+MV_NW = 4
+"""Weight rows (warps) per block of k_mmvq (MV_NW in mmq.cu)."""
+MV_MAXC = 8
+"""Most src1 columns k_mmvq takes (MV_MAXC in mmq.cu); more go to the tiled k_mmq."""
+MQ_T = 64
+"""Rows and columns of a k_mmq tile (MQ_T in mmq.cu)."""
+MQ_THREADS = 256
+
+
+def act_spec(t1: GGMLType) -> ProgramSpec:
+    """The shared quantiser's program for the q8_1 layout: q4_1's (k_quantize_act reads only T1, QA_SIZE, HAS_MIN),
+    so no program beyond the OpenCL plugin's own is compiled for it."""
+    return shared.spec_q(GGMLType.Q4_1, t1)
+
+
+def spec(wt: GGMLType) -> ProgramSpec:
+    has_min = wt.traits.vec_dot_type == GGMLType.Q8_1
+    return ProgramSpec.of(FILE, WT=tname(wt), HAS_MIN=int(has_min), **{f"WT_IS_{tname(wt)}": 1})
+
+
+def build_mul_mat(node: Tensor, b: PlanBuilder) -> None:
+    a, c = src(node, 0), src(node, 1)
+    if a.type not in QUANT32:
+        shared.build_mul_mat(node, b)
+        return
+    nblk = c.ne[0] // 32
+    mem = b.scratch(nblk * c.nrows() * QA)
+    b.launch_1d(act_spec(c.type), "k_quantize_act", nblk * c.nrows(), *b.tensor(c), mem, i64(0))
+    batches = c.ne[2] * c.ne[3]
+    args = (*b.tensor(a), mem, i64(0), *b.tensor(node), i64(c.ne[1]), i64(c.ne[2]))
+    if c.ne[1] <= MV_MAXC:
+        threads = 32 * MV_NW
+        b.launch(spec(a.type), "k_mmvq", (-(-a.ne[1] // MV_NW) * threads, 1, batches), (threads, 1, 1), *args)
+    else:
+        b.launch(spec(a.type), "k_mmq", (-(-a.ne[1] // MQ_T) * MQ_THREADS, -(-c.ne[1] // MQ_T), batches),
+                 (MQ_THREADS, 1, 1), *args)

@@ -1,0 +1,104 @@
+"""Plan building without a device: grids, argument packing, signatures, and every conformance case traced."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyggml import ops
+from pyggml.context import Context
+from pyggml.errors import ComputeError, UnsupportedOpError
+from pyggml.graph import build_graph
+from pyggml.ops.base import Op
+from pyggml.types import GGMLType
+from pyggml_cuda.op_table import CUDA_RULES, TABLE, build_launches, supports
+from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, check_signature, grid_of, pack
+from pyggml_opencl.op_table import TABLE as SHARED
+
+
+def test_grid_is_global_over_local() -> None:
+    assert grid_of((256, 3, 2), (64, 1, 1), "x") == ((4, 3, 2), (64, 1, 1))
+    assert grid_of((96,), None, "x") == ((3, 1, 1), (32, 1, 1))
+    with pytest.raises(ComputeError, match="not a multiple"):
+        grid_of((100,), (64,), "node 'n'")
+    with pytest.raises(ComputeError, match="exceeds CUDA's 1024"):
+        grid_of((2048, 2), (1024, 2), "x")
+    with pytest.raises(UnsupportedOpError, match="grid"):
+        grid_of((64, 70000), (64, 1), "x")
+
+
+def test_pack_gives_struct_codes() -> None:
+    fmt, vals = pack([DevPtr(4096), np.int64(3), np.int32(-1), np.float32(0.5)], "x")
+    assert fmt == "Pqif" and vals == (4096, 3, -1, 0.5)
+    with pytest.raises(ComputeError, match="argument 1 is float"):
+        pack([DevPtr(0), 1.5], "node 'n'")
+
+
+def test_table_is_the_shared_one_with_cuda_fast_paths() -> None:
+    assert set(TABLE) == set(SHARED)
+    for op, rule in TABLE.items():
+        assert rule.supports is SHARED[op].supports  # support is decided once, by the shared rules
+        assert (rule.build is SHARED[op].build) == (op not in CUDA_RULES)
+
+
+def _mul_mat(wt: GGMLType, n: int, batch: int = 1, k: int = 64):  # type: ignore[no-untyped-def]
+    ctx = Context(no_alloc=True)
+    a = ctx.new_tensor(wt, k, 40, batch, 1, name="w")
+    b = ctx.new_tensor(GGMLType.F32, k, n, batch, 1, name="x")
+    return build_graph(ops.mul_mat(a, b))
+
+
+@pytest.mark.parametrize(("n", "kernel", "grid"), [(1, "k_mmvq", (10, 1, 2)), (8, "k_mmvq", (10, 1, 2)),
+                                                     (9, "k_mmq", (1, 1, 2)), (130, "k_mmq", (1, 3, 2))])
+def test_quantised_mul_mat_uses_the_dp4a_kernels(n: int, kernel: str, grid: tuple[int, int, int]) -> None:
+    g = _mul_mat(GGMLType.Q4_0, n, batch=2)
+    b = CudaPlanBuilder()
+    q, mm = build_launches(g.nodes, b)
+    assert (q.kernel, q.spec.file) == ("k_quantize_act", "matmul_q.cl")
+    assert dict(q.spec.defines)["QA_SIZE"] == "36"  # the q8_1 layout the dp4a kernels read
+    assert (mm.kernel, mm.spec.file, mm.grid) == (kernel, "mmq.cu", grid)
+    assert mm.fmt == "P" + "q" * 9 + "Pq" + "P" + "q" * 9 + "qq"
+    assert len(b.scratch_mems) == 1
+
+
+def test_float_mul_mat_keeps_the_shared_kernels() -> None:
+    (la,) = build_launches(_mul_mat(GGMLType.F16, 4).nodes, CudaPlanBuilder())
+    assert (la.kernel, la.spec.file) == ("k_mul_mat_vec", "matmul.cl")
+
+
+def test_unsupported_node_is_named() -> None:
+    g = _mul_mat(GGMLType.IQ2_XXS, 1, k=256)
+    node = g.nodes[-1]
+    node.set_name("ffn_out")
+    assert not supports(node)
+    with pytest.raises(UnsupportedOpError, match="'ffn_out' MUL_MAT -> f32"):
+        build_launches(g.nodes, CudaPlanBuilder())
+
+
+def test_signature_check_catches_drift() -> None:
+    (la,) = build_launches(_mul_mat(GGMLType.F32, 1).nodes, CudaPlanBuilder())
+    params = ["u64"] * 30
+    check_signature(la, params, "k")
+    with pytest.raises(ComputeError, match="takes 29 parameters"):
+        check_signature(la, params[:29], "k")
+    with pytest.raises(ComputeError, match="parameter 3 is .f32"):
+        check_signature(la, [*params[:3], "f32", *params[4:]], "k")
+    with pytest.raises(ComputeError, match="not in its compiled module"):
+        check_signature(la, None, "k")
+
+
+def test_every_conformance_case_plans_without_a_device() -> None:
+    """The dry trace `--check` compiles from: every supported node of every test case gets valid launches."""
+    from pyggml_cuda.check import catalog
+
+    cat = catalog(["test"])
+    assert cat.problems == []
+    assert cat.graphs > 1000
+    files = {s.file for s in cat.specs()}
+    assert {"elementwise.cl", "rows.cl", "matmul.cl", "matmul_q.cl", "mmq.cu", "norm.cl", "rope.cl",
+            "attention.cl", "layout.cl", "reduce.cl"} <= files
+    kernels = {k for _, k, _ in cat.launches}
+    assert {"k_mmvq", "k_mmq", "k_flash_attn", "k_soft_max", "k_rope", "k_get_rows", "k_set_rows_q"} <= kernels
+    assert "k_mul_mat_q" not in kernels  # replaced by the dp4a kernels
+    ops_seen = {la.node.op for la in cat.launches.values()}
+    assert Op.FLASH_ATTN_EXT in ops_seen and Op.MUL_MAT_ID in ops_seen
