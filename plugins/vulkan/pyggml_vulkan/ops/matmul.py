@@ -1,8 +1,10 @@
-"""MUL_MAT: a (any readable type, block types dequantised in registers) x b (f32/f16) -> f32."""
+"""MUL_MAT: a (any readable type, block types dequantised in registers) x b (f32/f16) -> f32; MUL_MAT_ID (the same
+shaders, the expert of each column looked up in the ids); OUT_PROD."""
 
 from __future__ import annotations
 
 import os
+import struct
 from typing import TYPE_CHECKING
 
 from pyggml.ops.base import Op
@@ -58,6 +60,35 @@ def mul_mat(node: Tensor, p: Planner) -> None:
         p.dispatch("mul_mat_q8", (int(a.type), nc, tpr), [a, q], node, generic_pc(a, lay, node), grid(n))
         return
     p.dispatch("mul_mat", (int(a.type), int(b.type), nc, tpr), [a, b], node, generic_pc(a, b, node), grid(n))
+
+
+def _mul_mat_id_ok(node: Tensor) -> bool:
+    return srcs_ok(node, (READABLE, PLAIN, frozenset({GGMLType.I32}))) and node.type == GGMLType.F32
+
+
+def ids_pc(a: Tensor, b: Tensor, d: Tensor, ids: Tensor) -> bytes:
+    """GENERIC_PC of MUL_MAT_ID: u0 = ids' offset; a's nb03 and b's nb13 (3-D tensors, unused) carry ids' nb0 and
+    nb1."""
+    pc = bytearray(generic_pc(a, b, d, ids.offset))
+    struct.pack_into("<I", pc, 4 * 10, ids.nb[0])
+    struct.pack_into("<I", pc, 4 * 18, ids.nb[1])
+    return bytes(pc)
+
+
+@register(Op.MUL_MAT_ID, supports=_mul_mat_id_ok)
+def mul_mat_id(node: Tensor, p: Planner) -> None:
+    """One column per (slot, token); the shaders read the expert id of each (NC 1: neighbouring columns may use
+    other experts)."""
+    a, b, ids = node.src[0], node.src[1], node.src[2]
+    assert a is not None and b is not None and ids is not None
+    tpr = threads_per_row(p)
+    n = -(-a.ne[1] // (WG // tpr)) * node.ne[1] * node.ne[2]
+    if a.type in Q8_DOT:
+        q, lay = quantize_activations(a.type, b, p)
+        p.dispatch("mul_mat_q8", (int(a.type), 1, tpr, 1), [a, q, ids], node, ids_pc(a, lay, node, ids), grid(n))
+        return
+    p.dispatch("mul_mat", (int(a.type), int(b.type), 1, tpr, 1), [a, b, ids], node, ids_pc(a, b, node, ids),
+               grid(n))
 
 
 def threads_per_row(p: Planner) -> int:

@@ -10,14 +10,20 @@ layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint TA = 2;
 layout(constant_id = 1) const uint NC = 1;
 layout(constant_id = 2) const uint TPR = 1;  // threads per row: 1 (CPU-emulated devices) .. 64
+// MUL_MAT_ID (NC 1): a = experts [k, m, n_expert], b [k, n_b, n_tokens], C = ids [n_used, n_tokens] (i32) at byte
+// offset u0 with strides nb03 (slot) and nb13 (token) (a and b are 3-D); column j = slot e, batch b2 = token t,
+// a = expert ids[e, t], b column e % n_b. An id outside [0, n_expert) gives NaN.
+layout(constant_id = 3) const bool IDS = false;
 DECLARE_SRC(0, A)
 DECLARE_SRC(1, B)
+DECLARE_SRC(2, C)
 DECLARE_DST(5)
 GENERIC_PC
 shared float part[8u * WGS];
 
 void main() {
-    uint ncg = (pc.ne11 + NC - 1u) / NC;
+    uint ncols = IDS ? pc.ne1 : pc.ne11;
+    uint ncg = (ncols + NC - 1u) / NC;
     uint rpw = WGS / TPR;
     uint nrg = (pc.ne01 + rpw - 1u) / rpw;
     uint wid = wg_id();
@@ -28,11 +34,21 @@ void main() {
     uint row = min(w.x * rpw + t / TPR, pc.ne01 - 1u);  // rows past the end compute row ne01-1 and store nothing
     bool valid = w.x * rpw + t / TPR < pc.ne01;
     uint j0 = w.y * NC; uint b2 = w.z; uint b3 = w.w;
-    uint abase = pc.oa + row * pc.nb01 + (b2 / (pc.ne12 / pc.ne02)) * pc.nb02 + (b3 / (pc.ne13 / pc.ne03)) * pc.nb03;
-    uint bbase = pc.ob + ((b3 * pc.ne12 + b2) * pc.ne11 + j0) * pc.nb11;
+    uint jb = j0;  // b's column
+    uint abase = pc.oa + row * pc.nb01;
+    bool bad_id = false;
+    if (IDS) {
+        int ex = C_i32[(pc.u0 + j0 * pc.nb03 + b2 * pc.nb13) >> 2];
+        bad_id = ex < 0 || uint(ex) >= pc.ne02;
+        abase += uint(clamp(ex, 0, int(pc.ne02) - 1)) * pc.nb02;
+        jb = j0 % pc.ne11;
+    } else {
+        abase += (b2 / (pc.ne12 / pc.ne02)) * pc.nb02 + (b3 / (pc.ne13 / pc.ne03)) * pc.nb03;
+    }
+    uint bbase = pc.ob + ((b3 * pc.ne12 + b2) * pc.ne11 + jb) * pc.nb11;
     uint QK = blck(TA);
     uint nblk = pc.ne00 / QK;
-    uint nc = min(NC, pc.ne11 - j0);
+    uint nc = min(NC, ncols - j0);
     float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     for (uint s = lane; s < nblk; s += TPR) {
         uint bo = abase + s * tsize(TA);
@@ -90,6 +106,7 @@ void main() {
         }
         for (uint c = 0u; c < NC; ++c) acc[c] = part[c * WGS + t];
     }
+    if (bad_id) acc[0] = uintBitsToFloat(0x7fc00000u);
     if (lane == 0u && valid) {
         for (uint c = 0u; c < NC; ++c) {
             if (c < nc) d_f32[(pc.od + row * pc.nb0 + (j0 + c) * pc.nb1 + b2 * pc.nb2 + b3 * pc.nb3) >> 2] = acc[c];
