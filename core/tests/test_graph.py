@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import pyggml as gg
 import pytest
+
+import pyggml as gg
 from pyggml import ops
 from pyggml.errors import GraphError
 from pyggml.ops import Op

@@ -61,10 +61,10 @@ def test_numpy_read_back_and_set() -> None:
     h = ctx.new_tensor(gg.BF16, 4)
     h.set(np.array([1.5, -2.0, 3.25, 0.5], dtype=np.float32))
     assert h.numpy().tolist() == [1.5, -2.0, 3.25, 0.5]
-    with pytest.raises(ShapeError, match="'a' f32 ne=\\[4, 3, 1, 1\\] holds 12 elements"):
+    with pytest.raises(ShapeError, match=r"'a' f32 ne=\[4, 3, 1, 1\] holds 12 elements"):
         a.set(np.zeros(5))
     lazy = gg.Context(no_alloc=True).new_tensor(gg.F32, 4, name="lazy")
-    with pytest.raises(AllocationError, match="'lazy'.*has no buffer"):
+    with pytest.raises(AllocationError, match=r"'lazy'.*has no buffer"):
         lazy.numpy()
 
 
