@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyggml.backend.protocol import Backend, Bytes, Event
-from pyggml.errors import ComputeError, PyGGMLError
+from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml_vulkan.recorder import Planner, Recording
@@ -88,8 +88,11 @@ class VulkanBackend(Backend):
         from pyggml_vulkan.buffer import VulkanBuffer
 
         if self._scratch is None or self._scratch.size < nbytes:
-            size = max(nbytes, 1 << 20, 2 * self._scratch.size if self._scratch else 0)
             buft = self.device.buffer_type()
+            if nbytes > buft.max_size:
+                raise AllocationError(f"{self.name}: an op needs {nbytes} bytes of scratch memory, more than the "
+                                      f"device's largest buffer ({buft.max_size} bytes)")
+            size = max(nbytes, 1 << 20, 2 * self._scratch.size if self._scratch else 0)
             self._scratch = VulkanBuffer(buft, self.ctx, min(size, buft.max_size))  # type: ignore[arg-type]
         return self._scratch
 

@@ -67,4 +67,5 @@ from pyggml_vulkan.ops import (  # noqa: E402,F401  (registration)
     norm,
     reduce,
     rope,
+    sort,
 )
