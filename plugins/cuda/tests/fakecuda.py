@@ -1,8 +1,8 @@
-"""A fake CUDA driver at the lowest boundary the plugin calls: the `pycuda.driver` module and the libcuda symbols
-reached through ctypes (`pyggml_cuda.cudalib`). Device memory is real bytes (numpy) behind fake addresses, so
-buffer contents are checked for real; kernel launches are recorded, not executed. Out-parameters arrive as ctypes byref objects, whose `_obj` the fake
-writes through. Streams under capture record
-launches into a graph, and launching the graph records them again, marked as replayed.
+"""A fake CUDA driver at the lowest boundary the plugin calls: the `pycuda.driver` module and the libcuda
+symbols reached through ctypes (`pyggml_cuda.cudalib`). Device memory is real bytes (numpy) behind fake
+addresses, so buffer contents are checked for real; kernel launches are recorded, not executed. Out-parameters
+arrive as ctypes byref objects, whose `_obj` the fake writes through. Streams under capture record launches into
+a graph, and launching the graph records them again, marked as replayed.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def make_driver(state: State) -> types.ModuleType:
             raise LogicError("no current context (the fake driver wants Context.push first)")
         return state.stack[-1]
 
-    class device_attribute:  # noqa: N801
+    class device_attribute:
         MULTIPROCESSOR_COUNT = "mp"
         MAX_THREADS_PER_BLOCK = "tpb"
         MAX_SHARED_MEMORY_PER_BLOCK = "smem"
@@ -274,39 +274,39 @@ class FakeLib:
         self.s.calls.append((name,))
         return 999 if name in self.fail else 0
 
-    def cuGetErrorString(self, code: Any, out: Any) -> int:  # noqa: N802
+    def cuGetErrorString(self, code: Any, out: Any) -> int:
         out._obj.value = b"fake failure"
         return 0
 
-    def cuStreamBeginCapture_v2(self, stream: Any, mode: Any) -> int:  # noqa: N802
+    def cuStreamBeginCapture_v2(self, stream: Any, mode: Any) -> int:
         r = self._ok("cuStreamBeginCapture_v2")
         if not r:
             self.s.capturing[stream.value] = []
         return r
 
-    def cuStreamEndCapture(self, stream: Any, out: Any) -> int:  # noqa: N802
+    def cuStreamEndCapture(self, stream: Any, out: Any) -> int:
         launches = self.s.capturing.pop(stream.value)
         g = next(self.s.ids)
         self.s.graphs[g] = launches
         out._obj.value = g
         return self._ok("cuStreamEndCapture")
 
-    def cuGraphInstantiateWithFlags(self, out: Any, graph: Any, flags: Any) -> int:  # noqa: N802
+    def cuGraphInstantiateWithFlags(self, out: Any, graph: Any, flags: Any) -> int:
         e = next(self.s.ids)
         self.s.execs[e] = self.s.graphs[graph.value]
         out._obj.value = e
         return self._ok("cuGraphInstantiateWithFlags")
 
-    def cuGraphLaunch(self, e: Any, stream: Any) -> int:  # noqa: N802
+    def cuGraphLaunch(self, e: Any, stream: Any) -> int:
         for la in self.s.execs[e.value]:
             self.s.launches.append(Launched(la.symbol, la.grid, la.block, la.args, stream.value, via_graph=True))
         return self._ok("cuGraphLaunch")
 
-    def cuGraphDestroy(self, g: Any) -> int:  # noqa: N802
+    def cuGraphDestroy(self, g: Any) -> int:
         self.s.graphs.pop(g.value, None)
         return self._ok("cuGraphDestroy")
 
-    def cuGraphExecDestroy(self, e: Any) -> int:  # noqa: N802
+    def cuGraphExecDestroy(self, e: Any) -> int:
         self.s.execs.pop(e.value, None)
         return self._ok("cuGraphExecDestroy")
 
@@ -316,11 +316,11 @@ class FakeLib:
         dmem, do = self.s.find(dst.value, size)
         dmem[do : do + size] = smem[so : so + size].copy()
 
-    def cuMemcpyPeer(self, dst: Any, dctx: Any, src: Any, sctx: Any, n: Any) -> int:  # noqa: N802
+    def cuMemcpyPeer(self, dst: Any, dctx: Any, src: Any, sctx: Any, n: Any) -> int:
         self._peer(dst, src, n)
         return self._ok("cuMemcpyPeer")
 
-    def cuMemcpyPeerAsync(self, dst: Any, dctx: Any, src: Any, sctx: Any, n: Any, stream: Any) -> int:  # noqa: N802
+    def cuMemcpyPeerAsync(self, dst: Any, dctx: Any, src: Any, sctx: Any, n: Any, stream: Any) -> int:
         self._peer(dst, src, n)
         return self._ok("cuMemcpyPeerAsync")
 

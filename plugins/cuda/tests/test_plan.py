@@ -81,7 +81,7 @@ def test_signature_check_catches_drift() -> None:
     check_signature(la, params, "k")
     with pytest.raises(ComputeError, match="takes 29 parameters"):
         check_signature(la, params[:29], "k")
-    with pytest.raises(ComputeError, match="parameter 3 is .f32"):
+    with pytest.raises(ComputeError, match=r"parameter 3 is \.f32"):
         check_signature(la, [*params[:3], "f32", *params[4:]], "k")
     with pytest.raises(ComputeError, match="not in its compiled module"):
         check_signature(la, None, "k")

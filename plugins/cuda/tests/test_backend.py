@@ -1,0 +1,176 @@
+"""The backend over the fake driver (kernels compiled by the real nvcc, launches recorded): plans, argument
+values, CUDA graph capture and replay, failures, transfers and events."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import needs_nvcc
+from fakecuda import State, fakelib
+
+from pyggml import ops
+from pyggml.context import Context, init_view
+from pyggml.errors import ComputeError, UnsupportedOpError
+from pyggml.graph import build_graph
+from pyggml.types import GGMLType
+from pyggml_cuda.backend import CudaBackend
+
+pytestmark = needs_nvcc
+T = GGMLType
+
+
+def _place(ctx: Context, buft, offset: int = 0):  # type: ignore[no-untyped-def]
+    owners = [t for t in ctx if t.view_src is None]
+    align = buft.alignment
+    size, offs = offset, []
+    for t in owners:
+        offs.append(size)
+        size += (t.nbytes() + align - 1) // align * align
+    buf = buft.alloc_buffer(size)
+    for t, o in zip(owners, offs, strict=True):
+        t.buffer, t.offset = buf, o
+    for t in ctx:
+        if t.view_src is not None:
+            init_view(t)
+    return buf
+
+
+def _graph(dev, offset: int = 0):  # type: ignore[no-untyped-def]
+    ctx = Context(no_alloc=True)
+    w = ctx.new_tensor(T.Q4_0, 64, 40, name="w")
+    x = ctx.new_tensor(T.F32, 64, 1, name="x")
+    xs = ctx.new_tensor(T.F32, 64, 16, name="xs")
+    y = ops.add(ops.mul_mat(w, x), ops.mul_mat(w, x))
+    z = ops.soft_max(ops.mul_mat(w, xs))
+    g = build_graph(y, z)
+    buf = _place(ctx, dev.buffer_type(), offset)
+    return g, buf, {t.name: t for t in ctx}
+
+
+def test_plan_launches_bound_kernels_with_tensor_addresses(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
+    dev = fake_devices[0]
+    g, buf, ts = _graph(dev)
+    be = dev.init_backend()
+    be.graph_compute(g)
+    names = [la.symbol.split("__")[0] for la in gpu_state.launches]
+    assert names == ["k_quantize_act", "k_mmvq", "k_quantize_act", "k_mmvq", "k_binary", "k_quantize_act", "k_mmq",
+                     "k_soft_max"]
+    assert all(la.symbol.count("__") == 1 and len(la.symbol.split("__")[1]) == 12 for la in gpu_state.launches)
+    mmvq = gpu_state.launches[1]
+    w = ts["w"]
+    assert mmvq.args[:2] == (buf.ptr, w.offset) and tuple(mmvq.args[2:6]) == tuple(w.ne)
+    assert (mmvq.grid, mmvq.block) == ((10, 1, 1), (128, 1, 1))
+    mmq = gpu_state.launches[6]
+    assert (mmq.grid, mmq.block) == ((1, 1, 1), (256, 1, 1))
+    assert all(la.stream == be.stream.handle and not la.via_graph for la in gpu_state.launches)
+    assert be.plans_built == 1 and gpu_state.stack == []
+
+
+def test_reused_graph_is_captured_then_replayed(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
+    dev = fake_devices[0]
+    g, _, _ = _graph(dev)
+    be = dev.init_backend()
+    be.graph_compute(g)
+    n = len(gpu_state.launches)
+    be.graph_compute(g)  # second run: captured into a CUDA graph and launched as one
+    calls = [c[0] for c in gpu_state.calls if c[0].startswith("cu")]
+    assert calls == ["cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphLaunch"]
+    assert len(gpu_state.launches) == 2 * n and all(la.via_graph for la in gpu_state.launches[n:])
+    assert [la.args for la in gpu_state.launches[n:]] == [la.args for la in gpu_state.launches[:n]]
+    be.graph_compute(g)
+    assert [c[0] for c in gpu_state.calls if c[0].startswith("cu")][4:] == ["cuGraphLaunch"]
+    assert (be.plans_built, be.captures, be.graph_launches) == (1, 1, 2)
+    be.free()
+    assert {"cuGraphExecDestroy", "cuGraphDestroy"} <= {c[0] for c in gpu_state.calls}
+
+
+def test_new_addresses_make_a_new_plan(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
+    dev = fake_devices[0]
+    be = dev.init_backend()
+    g1, _, _ = _graph(dev)
+    g2, _, _ = _graph(dev, offset=512)
+    be.graph_compute(g1)
+    be.graph_compute(g2)
+    assert be.plans_built == 2 and be.captures == 0
+
+
+def test_graphs_can_be_turned_off(fake_devices, gpu_state: State, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("PYGGML_CUDA_GRAPHS", "0")
+    dev = fake_devices[0]
+    g, _, _ = _graph(dev)
+    be = dev.init_backend()
+    for _ in range(3):
+        be.graph_compute(g)
+    assert be.captures == 0 and not any(la.via_graph for la in gpu_state.launches)
+
+
+def test_capture_failure_falls_back_to_direct_launches(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
+    fakelib(gpu_state).fail.add("cuStreamBeginCapture_v2")
+    dev = fake_devices[0]
+    g, _, _ = _graph(dev)
+    be = dev.init_backend()
+    for _ in range(3):
+        be.graph_compute(g)
+    assert be.captures == 0 and len(gpu_state.launches) == 24
+    assert [c[0] for c in gpu_state.calls if c[0].startswith("cu")] == ["cuStreamBeginCapture_v2"]  # tried once
+
+
+def test_a_failing_launch_names_the_node_and_the_backend_recovers(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
+    dev = fake_devices[0]
+    g, _, _ = _graph(dev)
+    be = dev.init_backend()
+    gpu_state.fail_launch = "k_mmq"
+    with pytest.raises(ComputeError) as ei:
+        be.graph_compute(g)
+    msg = str(ei.value)
+    assert "CUDA0: launching node" in msg and "MUL_MAT -> f32 [40, 16, 1, 1]" in msg and "k_mmq__" in msg
+    assert "too many resources" in msg and gpu_state.stack == []
+    gpu_state.fail_launch = None
+    be.graph_compute(g)
+
+
+def test_unsupported_and_foreign_tensors_are_refused(fake_devices) -> None:  # type: ignore[no-untyped-def]
+    dev = fake_devices[0]
+    ctx = Context(no_alloc=True)
+    w = ctx.new_tensor(T.IQ2_XXS, 256, 4, name="w")
+    out = ops.mul_mat(w, ctx.new_tensor(T.F32, 256, 1, name="x"))
+    out.set_name("out")
+    assert not dev.supports_op(out)
+    g = build_graph(out)
+    _place(ctx, dev.buffer_type())
+    with pytest.raises(UnsupportedOpError, match="CUDA0: node 'out' MUL_MAT"):
+        dev.init_backend().graph_compute(g)
+    ctx = Context(no_alloc=True)
+    a = ctx.new_tensor(T.F32, 8, name="a")
+    s = ops.scale(a, 2.0)
+    g = build_graph(s)
+    _place(ctx, dev.host_buffer_type())
+    with pytest.raises(ComputeError, match=r"tensor 'a' is in .* which this device cannot read"):
+        dev.init_backend().graph_compute(g)
+
+
+def test_async_transfers_and_events(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
+    d0, d1 = fake_devices
+    b0, b1 = d0.init_backend(), d1.init_backend()
+    assert isinstance(b0, CudaBackend)
+    ctx = Context(no_alloc=True)
+    a = ctx.new_tensor(T.F32, 16, name="a")
+    c = ctx.new_tensor(T.F32, 16, name="c")
+    _place(ctx, d0.buffer_type())
+    ctx2 = Context(no_alloc=True)
+    d = ctx2.new_tensor(T.F32, 16, name="d")
+    _place(ctx2, d1.buffer_type())
+    x = np.arange(16, dtype=np.float32)
+    b0.set_tensor_async(a, x.view(np.uint8))
+    b0.synchronize()
+    assert np.array_equal(a.buffer.get_tensor(a).view(np.float32), x)
+    assert b1.cpy_tensor_async(b0, a, d)
+    assert np.array_equal(d.buffer.get_tensor(d).view(np.float32), x)
+    assert ("cuMemcpyPeerAsync",) in gpu_state.calls
+    assert any(c[0] == "wait_for_event" and c[1] == b1.stream.handle for c in gpu_state.calls)
+    assert b0.cpy_tensor_async(b0, a, c)  # same device: a device-side copy on the stream
+    ev = d0.event_new()
+    b0.event_record(ev)
+    b1.event_wait(ev)
+    ev.synchronize()
+    assert ("event_sync", ev.event.handle) in gpu_state.calls
