@@ -1,0 +1,94 @@
+"""The CUDA plugin's plans run on PoCL (see pocl.py): the conformance suite's quantised MUL_MAT cases through the
+dp4a fast paths, a case of every other op through the shared rules, all compared with the numpy reference by the
+suite's own runner. Skipped without an OpenCL device (PoCL)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from pocl import PoclCudaDevice
+
+from pyggml.types import GGMLType
+from pyggml_opencl.op_table import QUANT32
+
+T = GGMLType
+
+
+@pytest.fixture(scope="module")
+def target():  # type: ignore[no-untyped-def]
+    from pyggml_conformance.runner import Target
+    from pyggml_opencl.registry import OpenCLRegistry
+
+    reg = OpenCLRegistry()
+    devs = list(reg.devices())
+    if not devs:
+        pytest.skip(f"no OpenCL device to run the kernel texts on: {reg.unavailable_reason()}")
+    dev = PoclCudaDevice(devs[0])
+    return Target(dev.name, dev)
+
+
+@pytest.fixture(scope="module")
+def reference():  # type: ignore[no-untyped-def]
+    from pyggml_conformance.runner import REFERENCE, open_target
+
+    return open_target(REFERENCE)
+
+
+def _run(cases, target, reference) -> list[str]:  # type: ignore[no-untyped-def]
+    from pyggml_conformance.runner import Status, compare_case
+
+    bad = []
+    for case in cases:
+        (r,) = compare_case(case, [target], reference)
+        if r.status is not Status.PASS:
+            bad.append(f"{case.name}: {r.status} {r.error}")
+    return bad
+
+
+def _quant_mul_mat_cases() -> Iterator:  # type: ignore[type-arg]
+    from pyggml_conformance.cases import all_cases
+
+    names = {str(t) for t in QUANT32}
+    for c in all_cases():
+        m = re.match(r"type_a=(\w+),", c.params)
+        if c.op.name == "MUL_MAT" and m and m.group(1) in names:
+            yield c
+
+
+def test_quantised_mul_mat_cases_through_the_dp4a_kernels(target, reference) -> None:  # type: ignore[no-untyped-def]
+    cases = list(_quant_mul_mat_cases())
+    assert len(cases) > 300
+    assert _run(cases, target, reference) == []
+    assert target.backend.launches >= 2 * len(cases)
+
+
+def test_one_case_of_every_op(target, reference) -> None:  # type: ignore[no-untyped-def]
+    """The shared rules through CudaPlanBuilder: grids, blocks and argument order reach the kernels intact."""
+    from pyggml_conformance.cases import all_cases
+    from pyggml_conformance.runner import first_unsupported, realize
+
+    picked: dict[str, object] = {}
+    for c in all_cases():
+        key = c.sub or c.op.name
+        if key not in picked and first_unsupported(realize(c).graph, target.device) is None:
+            picked[key] = c
+    assert len(picked) > 60
+    assert _run(list(picked.values()), target, reference) == []
+
+
+@pytest.mark.parametrize("wt", [T.IQ4_NL, T.Q5_1, T.Q8_0])
+@pytest.mark.parametrize("n", [1, 7, 9, 70])
+def test_dp4a_kernels_tile_edges_and_broadcast(target, reference, wt: GGMLType, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Rows not a multiple of the tile, columns across the mat-vec / tiled boundary, src0 broadcast over two
+    batches, IQ4_NL (not in the suite's MUL_MAT cases)."""
+    from pyggml import ops
+    from pyggml_conformance.case import Case
+
+    def build(b):  # type: ignore[no-untyped-def]
+        a = b.input(wt, [96, 67, 1, 1])
+        x = b.input(T.F32, [96, n, 2, 1])
+        return ops.mul_mat(a, x)
+
+    assert _run([Case(ops.Op.MUL_MAT, f"wt={wt},n={n}", build)], target, reference) == []
