@@ -97,8 +97,7 @@ def _copy_ok(node: Tensor, dev: OpenCLDevice) -> bool:
     if a is None:
         return False
     if a.type in COPY_TYPES and node.type in COPY_TYPES:
-        ints = {a.type, node.type} - PLAIN
-        return not ints or a.type == node.type or node.type in PLAIN
+        return True  # converted through float (F16/BF16 round to nearest even, integers truncate)
     if a.type == node.type:
         return a.is_contiguous() and node.is_contiguous()
     return block_copy_ok(a, node)
