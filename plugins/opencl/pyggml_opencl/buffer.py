@@ -65,7 +65,8 @@ class OpenCLBuffer(Buffer):
         import pyopencl as cl
 
         if size:
-            cl.enqueue_fill_buffer(self.dev.queue, self.clmem, np.uint8(value), offset, size).wait()
+            pattern = np.full(1, value, dtype=np.uint8)
+            cl.enqueue_fill_buffer(self.dev.queue, self.clmem, pattern, offset, size).wait()
 
     def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
         mem = cl_mem_of(src)
@@ -85,18 +86,19 @@ class OpenCLBuffer(Buffer):
 
         if rows and row_bytes:
             host = np.ascontiguousarray(data).reshape(-1)[: rows * row_bytes]
-            cl.enqueue_copy(self.dev.queue, self.clmem, host, buffer_origin=(offset, 0, 0), host_origin=(0, 0, 0),
-                            region=(row_bytes, rows, 1), buffer_pitches=(stride, 0),
-                            host_pitches=(row_bytes, 0)).wait()
+            # pyopencl's stubs name the rectangle origin `origin`; its runtime wants `buffer_origin`
+            cl.enqueue_copy(  # type: ignore[call-overload]
+                self.dev.queue, self.clmem, host, buffer_origin=(offset, 0, 0), host_origin=(0, 0, 0),
+                region=(row_bytes, rows, 1), buffer_pitches=(stride, 0), host_pitches=(row_bytes, 0)).wait()
 
     def read_2d(self, offset: int, rows: int, row_bytes: int, stride: int) -> Bytes:
         import pyopencl as cl
 
         out = np.empty(rows * row_bytes, dtype=np.uint8)
         if rows and row_bytes:
-            cl.enqueue_copy(self.dev.queue, out, self.clmem, buffer_origin=(offset, 0, 0), host_origin=(0, 0, 0),
-                            region=(row_bytes, rows, 1), buffer_pitches=(stride, 0),
-                            host_pitches=(row_bytes, 0)).wait()
+            cl.enqueue_copy(  # type: ignore[call-overload]
+                self.dev.queue, out, self.clmem, buffer_origin=(offset, 0, 0), host_origin=(0, 0, 0),
+                region=(row_bytes, rows, 1), buffer_pitches=(stride, 0), host_pitches=(row_bytes, 0)).wait()
         return out
 
     def free(self) -> None:
