@@ -84,7 +84,9 @@ case("mul_mat_permuted_b", 5e-4)(lambda c: [ops.mul_mat(nt(c, T.F16, 32, 20, 3),
                                                         ops.permute(nt(c, T.F32, 32, 3, 9), 0, 2, 1, 3))])
 case("mul_mat_id", 5e-4)(lambda c: [ops.mul_mat_id(nt(c, T.Q4_0, 64, 16, 4), nt(c, T.F32, 64, 1, 5),
                                                    nt(c, T.I32, 2, 5, name="ids4"))])
-case("out_prod", 5e-4)(lambda c: [ops.out_prod(nt(c, T.F32, 7, 9), nt(c, T.F32, 5, 9))])
+case("out_prod", 5e-4)(lambda c: [ops.out_prod(nt(c, T.F32, 7, 9), nt(c, T.F32, 5, 9)),
+                                  ops.out_prod(nt(c, T.Q4_0, 64, 9, 2), nt(c, T.F16, 5, 9, 2)),
+                                  ops.out_prod(nt(c, T.Q6_K, 256, 3), nt(c, T.F32, 4, 3))])
 for _kv in (T.F32, T.F16, T.Q8_0):
     case(f"flash_attn_{_kv}", 5e-4)(lambda c, kv=_kv: [ops.flash_attn_ext(
         nt(c, T.F32, 64, 3, 8), nt(c, kv, 64, 100, 2), nt(c, kv, 64, 100, 2), nt(c, T.F16, 100, 4, name="mask"),

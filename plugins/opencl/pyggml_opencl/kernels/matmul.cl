@@ -105,15 +105,21 @@ KERNEL void k_mul_mat_tiled(TENSOR(a), TENSOR(b), TENSOR(d)) {
     if (rb < d_ne0 && cb < d_ne1) store_f32(AT(d, rb, cb, i12, i13), acc11);
 }
 
-#if BLK(WT) == 1
-/* dst[i, j] = sum_k a[i, k] * b[j, k] per batch (a's batches broadcast); one work-item per output element */
+/* dst[i, j] = sum_k a[i, k] * b[j, k] per batch (a's batches broadcast); one work-item per output element.
+ * A block-type a has contiguous rows along i (one row per k). */
 KERNEL void k_out_prod(TENSOR(a), TENSOR(b), TENSOR(d)) {
     i64 i = GID(0);
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, i0, i1, i2, i3);
     i64 i02 = i2 / (d_ne2 / a_ne2), i03 = i3 / (d_ne3 / a_ne3);
     float s = 0.f;
-    for (i64 k = 0; k < a_ne1; k++) s += LOADT(WT, AT(a, i0, k, i02, i03)) * LOADT(T1, AT(b, i1, k, i2, i3));
+    for (i64 k = 0; k < a_ne1; k++) {
+#if BLK(WT) == 1
+        float x = LOADT(WT, AT(a, i0, k, i02, i03));
+#else
+        float x = ELEM(WT, AT(a, 0, k, i02, i03), i0);
+#endif
+        s += x * LOADT(T1, AT(b, i1, k, i2, i3));
+    }
     store_f32(AT(d, i0, i1, i2, i3), s);
 }
-#endif

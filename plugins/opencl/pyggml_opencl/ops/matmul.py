@@ -76,7 +76,8 @@ def build_mul_mat_id(node: Tensor, b: PlanBuilder) -> None:
 
 def _out_prod_ok(node: Tensor, dev: OpenCLDevice) -> bool:
     a, c = node.src[0], node.src[1]
-    return a is not None and c is not None and a.type in PLAIN and c.type in PLAIN
+    return (a is not None and c is not None and a.type in WEIGHTS and c.type in PLAIN
+            and (a.type in PLAIN or a.is_contiguous_rows()))
 
 
 @rule(Op.OUT_PROD, supports=_out_prod_ok)
