@@ -19,7 +19,8 @@ PORTABLE_ENV = "PYGGML_CPU_PORTABLE"
 
 _FEATURES = ["sse3", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16",
              "neon", "arm_dotprod"]
-SIMD_LEVELS = {0: "portable", 1: "avx2+fma+f16c", 2: "avx2+fma+f16c+avx-vnni"}
+SIMD_LEVELS = {0: "portable", 1: "avx2+fma+f16c", 2: "avx2+fma+f16c+avx-vnni", 3: "avx2+fma+f16c+avx512",
+               4: "avx2+fma+f16c+avx-vnni+avx512"}
 
 ERRORS = {1: "unsupported op", 2: "unsupported type", 3: "bad shape", 4: "out of memory for work data",
           5: "index out of range (a row or expert id outside its tensor)", 6: "no BLAS library loaded"}
@@ -35,7 +36,8 @@ def simd_level() -> str:
 
 
 def set_simd_level(level: int | str) -> str:
-    """Force a kernel level (0 / 'portable'; -1 for the best this CPU has); returns the level in use."""
+    """Force a kernel level (a SIMD_LEVELS key or name; -1, or one this CPU lacks, for the best it has); returns
+    the level in use."""
     if isinstance(level, str):
         level = {v: k for k, v in SIMD_LEVELS.items()}.get(level, -1)
     lib.pgc_set_simd_level(int(level))

@@ -56,3 +56,26 @@ def test_both_paths_agree_on_q4_0_dot() -> None:
     finally:
         kernels.set_simd_level(0 if before == "portable" else -1)
     assert fast == pytest.approx(slow, rel=1e-5)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_every_simd_level_agrees_with_portable(level: int) -> None:
+    """Each x86 kernel level this CPU has (AVX2, +VNNI, +AVX-512) against the portable kernels."""
+    rng = np.random.default_rng(level)
+    n = 2048
+    rows = {t: quants.quantize(rng.standard_normal(n).astype(np.float32), t) for t in (T.Q4_0, T.Q4_K, T.Q6_K)}
+    acts = rng.standard_normal(n).astype(np.float32)
+    partners = {t: kernels.quantize(acts, t.traits.vec_dot_type) for t in rows}  # type: ignore[arg-type]
+    w32 = rng.standard_normal(n).astype(np.float32)
+    try:
+        kernels.set_simd_level(0)
+        want = {t: kernels.vec_dot(t, rows[t], partners[t], n) for t in rows}
+        want_f = kernels.vec_dot(T.F32, w32, acts, n)
+        got_level = kernels.set_simd_level(level)
+        if got_level != kernels.SIMD_LEVELS[level]:
+            pytest.skip(f"this CPU has no {kernels.SIMD_LEVELS[level]}")
+        for t in rows:
+            assert kernels.vec_dot(t, rows[t], partners[t], n) == pytest.approx(want[t], rel=1e-5, abs=1e-4)
+        assert kernels.vec_dot(T.F32, w32, acts, n) == pytest.approx(want_f, rel=1e-5, abs=1e-4)
+    finally:
+        kernels.set_simd_level(-1)

@@ -45,22 +45,25 @@ int pgc_cpu_features(void) {
     return f;
 }
 
-static int best_level(void) {
-#if defined(__x86_64__)
-    int f = pgc_cpu_features();
+/* kernel levels: 0 portable, 1 avx2 (+fma, f16c), 2 avx2 + avx-vnni, 3 avx2 + avx512f, 4 all three */
+static int level_ok(int level, int f) {
     int need = PGC_F_AVX2 | PGC_F_FMA | PGC_F_F16C;
-    if ((f & need) == need) return (f & PGC_F_AVXVNNI) ? 2 : 1;
-#endif
-    return 0;
+    if (level == 0) return 1;
+    if (level < 0 || level > 4 || (f & need) != need) return 0;
+    if ((level == 2 || level == 4) && !(f & PGC_F_AVXVNNI)) return 0;
+    if (level >= 3 && !(f & PGC_F_AVX512F)) return 0;
+    return 1;
 }
 
 int pgc_set_simd_level(int level) {
+    int f = pgc_cpu_features();
+    if (level < 0 || !level_ok(level, f)) /* best available */
+        for (level = 4; level > 0 && !level_ok(level, f); level--) {}
     pgc_simd_portable(&pgc_S);
-    int best = best_level();
-    if (level < 0 || level > best) level = best;
 #if defined(__x86_64__)
-    if (level == 1) pgc_simd_avx2(&pgc_S);
-    if (level >= 2) pgc_simd_vnni(&pgc_S);
+    if (level == 1 || level == 3) pgc_simd_avx2(&pgc_S);
+    if (level == 2 || level == 4) pgc_simd_vnni(&pgc_S);
+    if (level >= 3) pgc_simd_avx512(&pgc_S);
 #endif
     return pgc_S.level;
 }
