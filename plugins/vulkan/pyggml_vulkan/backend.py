@@ -41,17 +41,23 @@ class Stats:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def graph_key(graph: Graph) -> tuple[int, int, int]:
-    """Which cached recording a graph may replay: its first and last node and length (split views of one graph,
-    recreated by the scheduler on every compute, find their recording again)."""
-    nodes = graph.nodes
-    return (id(nodes[0]), id(nodes[-1]), len(nodes)) if nodes else (0, 0, 0)
-
-
 def graph_signature(graph: Graph) -> tuple[Any, ...]:
-    """What a recorded command buffer depends on: each node's identity, shape and placement, and the leafs'."""
-    return (tuple((id(t), t.ne, id(t.buffer), t.offset) for t in graph.nodes),
-            tuple((id(t), id(t.buffer), t.offset) for t in graph.leafs))
+    """What a recorded command buffer depends on, and the key it is cached under: each node's identity, params,
+    flags, shape, strides and placement, and the same for every src. Srcs count because a scheduler's split graph
+    holds no leafs and its pipeline slots rewire the same nodes' srcs to per-slot input copies: a recording made
+    for slot 0 must not be replayed for slot 1. The recording keeps every object named here alive, so an id
+    cannot stand for another object while it is cached."""
+    return tuple((id(t), id(t.params), t.flags, t.ne, t.nb, id(t.buffer), t.offset,
+                  tuple((id(s), s.ne, s.nb, id(s.buffer), s.offset) for s in t.src if s is not None))
+                 for t in graph.nodes)
+
+
+def _referenced(graph: Graph) -> list[object]:
+    objs: list[object] = []
+    for t in graph.nodes:
+        objs += (t, t.params, t.buffer)
+        objs += [x for s in t.src if s is not None for x in (s, s.buffer)]
+    return objs
 
 
 class VulkanBackend(Backend):
@@ -61,7 +67,7 @@ class VulkanBackend(Backend):
         self.timeline = ctx.timeline()
         self.submitted = 0
         self._pending_waits: list[tuple[Any, int]] = []
-        self._recordings: OrderedDict[tuple[int, int, int], Recording] = OrderedDict()
+        self._recordings: OrderedDict[tuple[Any, ...], Recording] = OrderedDict()
         self.stats = Stats()
         self._scratch: VulkanBuffer | None = None
         self.replay_enabled = True
@@ -75,8 +81,8 @@ class VulkanBackend(Backend):
         t0 = time.perf_counter()
         planner = Planner(self.ctx, self._scratch_buffer)
         plan_graph(graph, planner)
-        rec = Recording(self.ctx, planner.dispatches, graph_signature(graph))
-        rec.keep = (list(graph.nodes), list(graph.leafs))  # ids in the signature stay unique while cached
+        rec = Recording(self.ctx, planner.dispatches)
+        rec.keep = _referenced(graph)  # ids in the signature stay unique while cached
         self.stats.records += 1
         self.stats.record_seconds += time.perf_counter() - t0
         self.stats.last_dispatches = rec.n_dispatches
@@ -97,15 +103,15 @@ class VulkanBackend(Backend):
         return self._scratch
 
     def _recording_for(self, graph: Graph) -> Recording:
-        sig = graph_signature(graph)
-        key = graph_key(graph)
-        rec = self._recordings.get(key)
-        if rec is not None and rec.signature == sig and self.replay_enabled:
+        key = graph_signature(graph)
+        rec = self._recordings.get(key) if self.replay_enabled else None
+        if rec is not None:
             self._recordings.move_to_end(key)
             self.stats.replays += 1
             return rec
-        if rec is not None:
-            self._retire(self._recordings.pop(key))
+        old = self._recordings.pop(key, None)
+        if old is not None:
+            self._retire(old)
         rec = self.record(graph)
         self._recordings[key] = rec
         while len(self._recordings) > MAX_CACHED_GRAPHS:
@@ -125,9 +131,11 @@ class VulkanBackend(Backend):
             raise
         except Exception as e:  # a Vulkan or planning failure: name it, keep the backend usable
             raise ComputeError(f"{self.name}: recording graph {graph.uid} failed: {type(e).__name__}: {e}") from e
-        self.submitted += 1
         waits, self._pending_waits = self._pending_waits, []
-        self.ctx.submit(rec.cb, waits, (self.timeline, self.submitted))
+        value = self.submitted + 1
+        self.ctx.submit(rec.cb, waits, (self.timeline, value))
+        self.submitted = value  # only once submitted: synchronize() must never wait for a value never signalled
+        self.ctx.track(self.timeline, value, rec.handles)
         self.stats.computes += 1
         self.stats.host_seconds += time.perf_counter() - t0
 
@@ -178,6 +186,7 @@ class VulkanBackend(Backend):
         for rec in self._recordings.values():
             rec.free()
         self._recordings.clear()
+        self.ctx.forget(self.timeline)
         self.ctx.destroy_semaphore(self.timeline)
 
 

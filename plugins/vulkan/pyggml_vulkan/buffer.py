@@ -2,8 +2,9 @@
 
 Where device-local memory is also host visible and coherent (UMA, lavapipe) the buffer stays mapped and byte I/O
 is a memcpy; otherwise (discrete GPUs, or PYGGML_VULKAN_STAGING=1) it goes through a host-visible staging buffer
-and vkCmdCopyBuffer. Sizes are limited by maxStorageBufferRange (shaders bind whole buffers), the largest
-allocation and the device-local heap: `max_size`.
+and vkCmdCopyBuffer, ordered after earlier submissions on the one queue. Host access to mapped memory (and freeing
+a buffer) first waits for the submitted graphs that bind the buffer. Sizes are limited by maxStorageBufferRange
+(shaders bind whole buffers), the largest allocation and the device-local heap: `max_size`.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class VulkanBuffer(Buffer):
         data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         self._range(offset, data.size, "write")
         if self._mapped is not None:
+            self.ctx.wait_for_buffer(self.handle_id)
             self._mapped[offset: offset + data.size] = data
             return
         with self.ctx.lock:
@@ -113,6 +115,7 @@ class VulkanBuffer(Buffer):
     def read(self, offset: int, size: int) -> Bytes:
         self._range(offset, size, "read")
         if self._mapped is not None:
+            self.ctx.wait_for_buffer(self.handle_id)
             return self._mapped[offset: offset + size].copy()
         res = np.empty(size, dtype=np.uint8)
         with self.ctx.lock:
@@ -130,6 +133,7 @@ class VulkanBuffer(Buffer):
     def fill(self, offset: int, size: int, value: int) -> None:
         self._range(offset, size, "fill")
         if self._mapped is not None:
+            self.ctx.wait_for_buffer(self.handle_id)
             self._mapped[offset: offset + size] = value
         elif offset % 4 == 0 and size % 4 == 0 and size:
             word = (value & 0xFF) * 0x01010101
@@ -156,6 +160,8 @@ class VulkanBuffer(Buffer):
 
     def free(self) -> None:
         if not self._freed:
+            if not self.ctx.lost:
+                self.ctx.wait_for_buffer(self.handle_id)
             self._freed = True
             self._mapped = None
             self.ctx.destroy_buffer(self.vk_buffer, self._memory)

@@ -27,6 +27,8 @@ class DeviceContext:
         self.lost = False
         self.lock = threading.RLock()
         self._keep: list[Any] = []
+        self._in_flight: list[tuple[Any, int, frozenset[int]]] = []
+        """Submitted graphs not known to be done: (timeline semaphore, value it signals, bound buffer handles)."""
         prio = ffi.new("float[]", [1.0])
         qinfo = new("VkDeviceQueueCreateInfo", sType=C.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                     queueFamilyIndex=info.compute_queue_family, queueCount=1, pQueuePriorities=prio)
@@ -225,6 +227,34 @@ class DeviceContext:
     def destroy_semaphore(self, sem: Any) -> None:
         if not self.lost:
             lib.vkDestroySemaphore(self.device, sem, NULL)
+
+    # ---- work in flight: host access to mapped memory waits for the graphs that bind it --------------------
+
+    def track(self, sem: Any, value: int, handles: frozenset[int]) -> None:
+        """Note a submitted graph that signals sem = value and binds the buffers `handles`."""
+        with self.lock:
+            self._in_flight = [e for e in self._in_flight if not self._reached(e[0], e[1])]
+            self._in_flight.append((sem, value, handles))
+
+    def wait_for_buffer(self, handle_id: int) -> None:
+        """Block until every submitted graph that binds the buffer has finished (before the host reads or writes
+        its mapped memory: a tensor set right after graph_compute_async must not change what the graph reads)."""
+        with self.lock:
+            pending = [(s, v) for s, v, h in self._in_flight if handle_id in h]
+        for s, v in pending:
+            self.wait_timeline(s, v)
+
+    def forget(self, sem: Any) -> None:
+        """Drop the in-flight entries of a timeline semaphore about to be destroyed (its backend synchronised)."""
+        with self.lock:
+            self._in_flight = [e for e in self._in_flight if e[0] != sem]
+
+    def _reached(self, sem: Any, value: int) -> bool:
+        if self.lost:
+            return True
+        v = ffi.new("uint64_t*")
+        self.check(lib.vkGetSemaphoreCounterValue(self.device, sem, v), "vkGetSemaphoreCounterValue")
+        return bool(v[0] >= value)
 
     def wait_idle(self) -> None:
         if not self.lost:

@@ -121,13 +121,14 @@ def _overlaps(r: Range, ranges: list[Range]) -> bool:
 class Recording:
     """One recorded command buffer and the descriptor sets it uses; keeps its buffers alive."""
 
-    def __init__(self, ctx: DeviceContext, dispatches: list[Dispatch], signature: object = None) -> None:
+    def __init__(self, ctx: DeviceContext, dispatches: list[Dispatch]) -> None:
         self.ctx = ctx
-        self.signature = signature
         self.keep: object = None
         self.n_dispatches = len(dispatches)
         self.n_barriers = 0
         self._buffers = {b.handle_id: b for d in dispatches for b in d.buffers}
+        self.handles = frozenset(self._buffers)
+        """The buffers the command buffer binds (host access to them waits while it runs)."""
         self.pool = None
         self.cb = ctx.allocate_command_buffer()
         try:
