@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.print_usage(sys.stderr)
         return 2
     try:
-        rep = run_check(KernelCache(), args.jobs, modes)
+        rep = run_check(KernelCache(strict=True), args.jobs, modes)
     except KernelBuildError as e:  # no nvcc
         print(f"error: {e}", file=sys.stderr)
         return 1

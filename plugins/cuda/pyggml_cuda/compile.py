@@ -231,9 +231,12 @@ def _write_atomic(path: Path, data: bytes) -> None:
 class KernelCache:
     """Compiled bundles on disk (one folder per toolchain identity) and the index tag -> bundle in memory."""
 
-    def __init__(self, root: Path | None = None, tc: Toolchain | None = None) -> None:
+    def __init__(self, root: Path | None = None, tc: Toolchain | None = None, strict: bool = False) -> None:
         self.root = root if root is not None else cache_dir()
         self._tc = tc
+        self.strict = strict
+        """Only bundles of this very toolchain count (`--check`); otherwise a bundle another nvcc built from the
+        same text serves too (a cache carried to a machine whose nvcc is a different build)."""
         self._index: dict[str, Bundle] | None = None
         self._lock = threading.Lock()
         self.compiled = 0
@@ -249,14 +252,17 @@ class KernelCache:
         return self.root / self.toolchain.identity
 
     def _search_dirs(self) -> list[Path]:
-        """This toolchain's folder; without nvcc every toolchain's (a cache built elsewhere still serves)."""
+        """This toolchain's folder first, then (unless strict, or without nvcc) every other toolchain's."""
+        others = sorted(p for p in self.root.iterdir() if p.is_dir() and p.name != "failed") \
+            if self.root.is_dir() else []
         try:
-            return [self._dir()]
+            own = self._dir()
         except KernelBuildError:
-            return sorted(p for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
+            return others
+        return [own] if self.strict else [own, *(p for p in others if p != own)]
 
     def index(self) -> dict[str, Bundle]:
-        """tag -> bundle for every bundle on disk (read once)."""
+        """tag -> bundle for every bundle on disk (read once; the first folder that has a tag wins)."""
         with self._lock:
             if self._index is None:
                 self._index = {}
@@ -264,7 +270,8 @@ class KernelCache:
                     for meta in sorted(d.glob("*.json")):
                         b = _load_meta(meta)
                         if b is not None:
-                            self._index.update((t, b) for t in b.tags)
+                            for t in b.tags:
+                                self._index.setdefault(t, b)
             return self._index
 
     def lookup(self, v: Variant) -> Bundle | None:

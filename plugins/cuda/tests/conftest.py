@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -8,24 +7,20 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import fakecuda
-
-NVCC = shutil.which("nvcc") is not None
-needs_nvcc = pytest.mark.skipif(not NVCC, reason="nvcc (CUDA's compiler) is not on PATH: CUDA kernels cannot be "
-                                "compiled here")
+import cuda_fakedriver
 
 
 @pytest.fixture
-def gpu_state(monkeypatch: pytest.MonkeyPatch) -> fakecuda.State:
+def gpu_state(monkeypatch: pytest.MonkeyPatch) -> cuda_fakedriver.State:
     """A fake driver with one GPU in place of pycuda.driver and libcuda (add GPUs to state.gpus before use)."""
-    state = fakecuda.State()
-    fakecuda.install(monkeypatch, state)
+    state = cuda_fakedriver.State()
+    cuda_fakedriver.install(monkeypatch, state)
     return state
 
 
 @pytest.fixture
-def fake_devices(gpu_state: fakecuda.State):  # type: ignore[no-untyped-def]
+def fake_devices(gpu_state: cuda_fakedriver.State):  # type: ignore[no-untyped-def]
     from pyggml_cuda.registry import CudaRegistry
 
-    gpu_state.gpus.append(fakecuda.GPU(name="Fake A100", cc=(8, 0)))
+    gpu_state.gpus.append(cuda_fakedriver.GPU(name="Fake A100", cc=(8, 0)))
     return list(CudaRegistry().devices())

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import needs_nvcc
-from fakecuda import State, fakelib
+from cuda_fakedriver import State, fakelib
+from cuda_testutil import needs_nvcc
 
 from pyggml import ops
 from pyggml.context import Context, init_view

@@ -1,4 +1,4 @@
-"""The CUDA plugin's plans run on PoCL (see pocl.py): the conformance suite's quantised MUL_MAT cases through the
+"""The CUDA plugin's plans run on PoCL (see cuda_pocl.py): the conformance suite's quantised MUL_MAT cases through the
 dp4a fast paths, a case of every other op through the shared rules, all compared with the numpy reference by the
 suite's own runner. Skipped without an OpenCL device (PoCL)."""
 
@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from pocl import PoclCudaDevice
+from cuda_pocl import PoclCudaDevice
 
 from pyggml.types import GGMLType
 from pyggml_opencl.op_table import QUANT32

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import needs_nvcc
-from fakecuda import State
+from cuda_fakedriver import State
+from cuda_testutil import needs_nvcc
 
 from pyggml.backend.extensions import COMM_INIT
 from pyggml.backend.meta.allreduce import make_communicator

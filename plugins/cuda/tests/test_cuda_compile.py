@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import needs_nvcc
+from cuda_testutil import needs_nvcc
 
 from pyggml.types import GGMLType
 from pyggml_cuda import compile as cc
@@ -91,6 +91,10 @@ def test_compile_once_then_from_the_disk_cache(tmp_path: Path) -> None:
     assert b.signatures[vs[1].symbol("k_mmvq")] == ["u64"] * 10 + ["u64", "u64"] + ["u64"] * 10 + ["u64", "u64"]
     again = KernelCache(root=tmp_path)
     assert again.ensure(vs)[vs[1].tag].key == b.key and again.compiled == 0
+    # built by another nvcc: still served at run time, but `--check` (strict) wants its own toolchain's
+    other = Toolchain(kc.toolchain.nvcc, "Cuda compilation tools, release 13.0, V13.0.1")
+    assert KernelCache(root=tmp_path, tc=other).lookup(vs[1]) == b
+    assert KernelCache(root=tmp_path, tc=other, strict=True).lookup(vs[1]) is None
 
 
 @needs_nvcc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fakecuda import State
+from cuda_fakedriver import State
 
 from pyggml.context import Context
 from pyggml.errors import AllocationError

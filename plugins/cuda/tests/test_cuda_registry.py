@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fakecuda import GPU, State
+from cuda_fakedriver import GPU, State
 
 from pyggml.backend.extensions import COMM_INIT
 from pyggml.backend.protocol import DeviceType

