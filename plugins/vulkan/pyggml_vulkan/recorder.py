@@ -126,6 +126,9 @@ class Recording:
         self.keep: object = None
         self.n_dispatches = len(dispatches)
         self.n_barriers = 0
+        self.barrier_before: list[int] = []
+        """Indices of the dispatches recorded right after a memory barrier."""
+        self.names = [d.name for d in dispatches]
         self._buffers = {b.handle_id: b for d in dispatches for b in d.buffers}
         self.handles = frozenset(self._buffers)
         """The buffers the command buffer binds (host access to them waits while it runs)."""
@@ -190,12 +193,13 @@ class Recording:
         written: list[Range] = []
         read: list[Range] = []
         cur_pipe = cur_set = None
-        for d in dispatches:
+        for i, d in enumerate(dispatches):
             hazard = any(_overlaps(r, written) for r in d.reads) or \
                 any(_overlaps(w, written) or _overlaps(w, read) for w in d.writes)
             if hazard:
                 lib.vkCmdPipelineBarrier(cb, compute, compute, 0, 1, mid, 0, NULL, 0, NULL)
                 self.n_barriers += 1
+                self.barrier_before.append(i)
                 written.clear()
                 read.clear()
             written.extend(d.writes)

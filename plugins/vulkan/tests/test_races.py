@@ -87,3 +87,38 @@ def test_host_access_waits_for_the_graph_that_binds_the_buffer(device):
         assert np.array_equal(y.numpy(), wi)
     be.synchronize()
     be.free()
+
+
+def test_kv_cache_write_then_view_read_is_behind_a_barrier(device):
+    """SET_ROWS into a cache and a view of the cache read later in the same command buffer: the reader waits for
+    the write (byte ranges overlap), an unrelated dispatch in between does not."""
+    from tests.util import place
+
+    be = device.init_backend()
+    ctx = gg.Context(no_alloc=True)
+    cache = ctx.new_tensor("f16", 64, 32, name="cache")
+    rows = ctx.new_tensor("f32", 64, 3, name="rows")
+    idx = ctx.new_tensor("i64", 3, name="idx")
+    q = ctx.new_tensor("f32", 64, 2, name="q")
+    stored = ops.set_rows(cache, rows, idx)
+    other = ops.scale(q, 3.0)                                   # independent of the cache
+    view = ops.view(stored, (64, 8), (stored.nb[1],))          # the first 8 cache rows
+    out = ops.add(ops.mul_mat(view, other), ops.sum_rows(other))
+    g = gg.Graph().build_forward_expand(out)
+    place(g, device.buffer_type())
+    cache.set(np.zeros((32, 64), np.float32))
+    r = rand(3, 64)
+    rows.set(r)
+    idx.set(np.array([0, 5, 7], np.int64))
+    q.set(rand(2, 64, seed=1))
+    be.graph_compute(g)
+    rec = next(iter(be._recordings.values()))
+    i_set, i_mm = rec.names.index(stored.name), rec.names.index(out.src[0].name)
+    assert any(i_set < b <= i_mm for b in rec.barrier_before)
+    assert rec.names.index(other.name) not in rec.barrier_before
+    kv = np.zeros((8, 64), np.float32)
+    kv[[0, 5, 7]] = r.astype(np.float16)
+    want = (3.0 * q.numpy().astype(np.float64)) @ kv.T.astype(np.float64)
+    want = want + (3.0 * q.numpy().astype(np.float64)).sum(-1, keepdims=True)
+    assert np.allclose(out.numpy(), want, rtol=1e-3, atol=1e-3)
+    be.free()
