@@ -24,6 +24,9 @@
 
 #if defined(__OPENCL_VERSION__)
 
+/* no fused multiply-add contraction: results follow the written operations, as the CPU plugin's C
+ * (built with -ffp-contract=off); CUDA builds get the same with nvcc --fmad=false */
+#pragma OPENCL FP_CONTRACT OFF
 #define KERNEL __kernel
 #define GLOBAL __global
 #define LOCAL __local
