@@ -49,7 +49,7 @@ case("cpy_f32_f16_cont")(lambda c: [ops.cpy(a := nt(c, T.F32, 12, 5), nt(c, T.F1
                                     ops.cont(ops.transpose(a)), ops.cont(a, 60), ops.dup(a)])
 case("cpy_i32")(lambda c: [ops.cpy(nt(c, T.I32, 7, 3), nt(c, T.I32, 21)), ops.cpy(nt(c, T.F32, 7, 3), nt(c, T.I32, 21)),
                             ops.cpy(nt(c, T.I32, 7, 3), nt(c, T.F16, 21))])
-for _q in (T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1):
+for _q in (T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.IQ4_NL):
     case(f"cpy_f32_{_q}", 1e-3)(lambda c, q=_q: [ops.cpy(nt(c, T.F32, 64, 3), nt(c, q, 64, 3))])
     case(f"get_rows_{_q}")(lambda c, q=_q: [ops.get_rows(nt(c, q, 64, 10), nt(c, T.I32, 4, name="ids10"))])
     case(f"set_rows_{_q}", 1e-3)(lambda c, q=_q: [ops.set_rows(nt(c, q, 64, 10), nt(c, T.F32, 64, 3),

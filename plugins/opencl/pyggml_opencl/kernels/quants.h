@@ -152,6 +152,43 @@ INLINE void quantize_q5_1(GLOBAL char *b, const float *x) {
     }
     pg_store_qh(b + 4, qh);
 }
+/* nearest IQ4_NL table entry (ties towards the upper one), as ggml's best_index_int8 */
+INLINE i32 pg_iq4nl_best(float x) {
+    if (x <= -127.f) return 0;
+    if (x >= 113.f) return 15;
+    i32 lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        i32 mid = (lo + hi) / 2;
+        if (x < pg_iq4nl_value(mid)) hi = mid; else lo = mid;
+    }
+    return x - pg_iq4nl_value(lo) < pg_iq4nl_value(hi) - x ? lo : hi;
+}
+/* ggml's reference IQ4_NL quantisation: one pass at d = max / -127 with weights x^2, then the least-squares
+ * scale (no refinement search) */
+INLINE void quantize_iq4_nl(GLOBAL char *b, const float *x) {
+    float vmax;
+    float amax = pg_amax(x, &vmax);
+    u8 L[32];
+    float scale = 0.f;
+    if (amax >= 1e-15f) {
+        float d = vmax / -127.f;
+        float id = 1.f / d;
+        float sumqx = 0.f, sumq2 = 0.f;
+        for (i32 j = 0; j < 32; j++) {
+            i32 l = pg_iq4nl_best(id * x[j]);
+            L[j] = (u8)l;
+            float q = pg_iq4nl_value(l);
+            float wq = (x[j] * x[j]) * q;
+            sumqx += wq * x[j];
+            sumq2 += wq * q;
+        }
+        scale = sumq2 > 0.f ? sumqx / sumq2 : 0.f;
+    } else {
+        for (i32 j = 0; j < 32; j++) L[j] = 0;
+    }
+    STORE_HALF(b, 0, scale);
+    for (i32 j = 0; j < 16; j++) ((GLOBAL u8 *)(b + 2))[j] = (u8)(L[j] | (L[j + 16] << 4));
+}
 #define QUANTIZE_BLOCK(T, b, x) PG_CAT(quantize_, T)((b), (x))
 
 #endif
