@@ -30,6 +30,7 @@ int pgc_cpu_features(void) {
     if (__builtin_cpu_supports("fma")) f |= PGC_F_FMA;
     if (__builtin_cpu_supports("avx512f")) f |= PGC_F_AVX512F;
     if (__builtin_cpu_supports("avx512bw")) f |= PGC_F_AVX512BW;
+    if (__builtin_cpu_supports("avx512vl")) f |= PGC_F_AVX512VL;
     if (__builtin_cpu_supports("avx512vnni")) f |= PGC_F_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= PGC_F_AVX512BF16;
     {   /* F16C and AVX-VNNI are not known to every GCC's __builtin_cpu_supports: ask CPUID */
@@ -45,14 +46,18 @@ int pgc_cpu_features(void) {
     return f;
 }
 
-/* kernel levels: 0 portable, 1 avx2 (+fma, f16c), 2 avx2 + avx-vnni, 3 avx2 + avx512f, 4 all three */
+/* kernel levels: 0 portable; 1 avx2 (+fma, f16c); 2 avx2 + avx-vnni; 3 avx-512 (F, VL, BW: 512-bit float dots,
+   and the 256-bit byte dots compiled with 32 vector registers); 4 avx-512 + avx512-vnni */
 static int level_ok(int level, int f) {
-    int need = PGC_F_AVX2 | PGC_F_FMA | PGC_F_F16C;
-    if (level == 0) return 1;
-    if (level < 0 || level > 4 || (f & need) != need) return 0;
-    if ((level == 2 || level == 4) && !(f & PGC_F_AVXVNNI)) return 0;
-    if (level >= 3 && !(f & PGC_F_AVX512F)) return 0;
-    return 1;
+    const int avx2 = PGC_F_AVX2 | PGC_F_FMA | PGC_F_F16C, avx512 = avx2 | PGC_F_AVX512F | PGC_F_AVX512VL | PGC_F_AVX512BW;
+    switch (level) {
+    case 0: return 1;
+    case 1: return (f & avx2) == avx2;
+    case 2: return (f & (avx2 | PGC_F_AVXVNNI)) == (avx2 | PGC_F_AVXVNNI);
+    case 3: return (f & avx512) == avx512;
+    case 4: return (f & (avx512 | PGC_F_AVX512VNNI)) == (avx512 | PGC_F_AVX512VNNI);
+    default: return 0;
+    }
 }
 
 int pgc_set_simd_level(int level) {
@@ -61,9 +66,9 @@ int pgc_set_simd_level(int level) {
         for (level = 4; level > 0 && !level_ok(level, f); level--) {}
     pgc_simd_portable(&pgc_S);
 #if defined(__x86_64__)
-    if (level == 1 || level == 3) pgc_simd_avx2(&pgc_S);
-    if (level == 2 || level == 4) pgc_simd_vnni(&pgc_S);
-    if (level >= 3) pgc_simd_avx512(&pgc_S);
+    if (level == 1) pgc_simd_avx2(&pgc_S);
+    if (level == 2) pgc_simd_vnni(&pgc_S);
+    if (level >= 3) pgc_simd_avx512(&pgc_S, level == 4);
 #endif
     return pgc_S.level;
 }

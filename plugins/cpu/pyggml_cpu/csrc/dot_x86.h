@@ -21,7 +21,9 @@ static inline __m256i nibbles32(const uint8_t *p) {
 
 /* sum of products of unsigned bytes u and signed bytes s, as 8 int32 */
 static inline __m256i dot_us8(__m256i u, __m256i s) {
-#if defined(PGC_VNNI)
+#if defined(PGC_VNNI512)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#elif defined(PGC_VNNI)
     return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
 #else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));

@@ -220,7 +220,7 @@ typedef void (*pgc_quant_fn)(const float *x, void *y, int64_t n);
 typedef void (*pgc_vec_dot2_fn)(int64_t n, float *s, const void *x, const void *y0, const void *y1);
 
 typedef struct pgc_simd {
-    int level;                 /* 0 portable, 1 avx2, 2 avx2 + avx-vnni, 3 / 4: those + avx512 */
+    int level;                 /* see dot_portable.c: 0 portable .. 4 avx-512 + vnni */
     pgc_dot_f32_fn dot_f32;
     pgc_dot_f16_fn dot_f16;    /* f16 row x f32 row */
     pgc_dot_f16_fn dot_bf16;   /* bf16 row x f32 row */
@@ -237,6 +237,6 @@ int pgc_vec_dot_type(int type);
 void pgc_simd_portable(pgc_simd *s);
 void pgc_simd_avx2(pgc_simd *s);   /* overrides entries with AVX2/FMA/F16C kernels */
 void pgc_simd_vnni(pgc_simd *s);   /* ... and the byte dots with AVX-VNNI */
-void pgc_simd_avx512(pgc_simd *s); /* ... and the float dots with AVX-512F (level + 2) */
+void pgc_simd_avx512(pgc_simd *s, int vnni); /* AVX-512 F/VL/BW kernels (+ AVX512-VNNI byte dots) */
 
 #endif
