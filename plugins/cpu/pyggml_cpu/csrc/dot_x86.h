@@ -237,6 +237,7 @@ INLINE void q4_K_cols(int64_t n, float *s, const void *vx, const void *const *vy
 INLINE void q6_K_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
     const bq6_K *x = (const bq6_K *)vx;
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
+    const __m256i h2 = _mm256_set1_epi8(0x0C), h4 = _mm256_set1_epi8(0x30), h6 = _mm256_set1_epi8((char)0xC0);
     const __m256i spread[4] = {k6_spread(0), k6_spread(1), k6_spread(2), k6_spread(3)};
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / QKK; i++) {
@@ -254,13 +255,13 @@ INLINE void q6_K_cols(int64_t n, float *s, const void *vx, const void *const *vy
             __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)qhp);
             __m256i q[4];
+            /* high bit pairs masked in place and moved to bits 4..5 (masking first keeps 16-bit shifts
+               from carrying bits across bytes) */
             q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, h2), 2));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, h4));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                                   _mm256_srli_epi16(_mm256_and_si256(qh, h6), 2));
             for (int k = 0; k < 4; k++) {
                 const __m256i sk = _mm256_shuffle_epi8(sc, spread[k]);
                 for (int c = 0; c < NC; c++) {
