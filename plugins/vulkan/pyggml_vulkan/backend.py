@@ -186,7 +186,6 @@ class VulkanBackend(Backend):
         for rec in self._recordings.values():
             rec.free()
         self._recordings.clear()
-        self.ctx.forget(self.timeline)
         self.ctx.destroy_semaphore(self.timeline)
 
 

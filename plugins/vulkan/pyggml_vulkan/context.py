@@ -29,6 +29,8 @@ class DeviceContext:
         self._keep: list[Any] = []
         self._in_flight: list[tuple[Any, int, frozenset[int]]] = []
         """Submitted graphs not known to be done: (timeline semaphore, value it signals, bound buffer handles)."""
+        self._done: dict[Any, int] = {}
+        """The highest value each timeline semaphore is known to have reached (waits below it return at once)."""
         prio = ffi.new("float[]", [1.0])
         qinfo = new("VkDeviceQueueCreateInfo", sType=C.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                     queueFamilyIndex=info.compute_queue_family, queueCount=1, pQueuePriorities=prio)
@@ -217,14 +219,23 @@ class DeviceContext:
         return s[0]
 
     def wait_timeline(self, sem: Any, value: int) -> None:
+        if self._done.get(sem, 0) >= value:
+            return
         sems = ffi.new("VkSemaphore[]", [sem])
         vals = ffi.new("uint64_t[]", [value])
         info = new("VkSemaphoreWaitInfo", sType=C.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, semaphoreCount=1,
                    pSemaphores=sems, pValues=vals)
         self.ensure_alive()
         self.check(lib.vkWaitSemaphores(self.device, info, 0xFFFFFFFFFFFFFFFF), "vkWaitSemaphores")
+        self._note_done(sem, value)
+
+    def _note_done(self, sem: Any, value: int) -> None:
+        with self.lock:
+            if self._done.get(sem, 0) < value:
+                self._done[sem] = value
 
     def destroy_semaphore(self, sem: Any) -> None:
+        self.forget(sem)
         if not self.lost:
             lib.vkDestroySemaphore(self.device, sem, NULL)
 
@@ -240,21 +251,26 @@ class DeviceContext:
         """Block until every submitted graph that binds the buffer has finished (before the host reads or writes
         its mapped memory: a tensor set right after graph_compute_async must not change what the graph reads)."""
         with self.lock:
-            pending = [(s, v) for s, v, h in self._in_flight if handle_id in h]
+            pending = [(s, v) for s, v, h in self._in_flight if handle_id in h and self._done.get(s, 0) < v]
         for s, v in pending:
             self.wait_timeline(s, v)
 
     def forget(self, sem: Any) -> None:
-        """Drop the in-flight entries of a timeline semaphore about to be destroyed (its backend synchronised)."""
+        """Drop what is known of a timeline semaphore about to be destroyed (its backend synchronised): a new one
+        may get the same handle."""
         with self.lock:
             self._in_flight = [e for e in self._in_flight if e[0] != sem]
+            self._done.pop(sem, None)
 
     def _reached(self, sem: Any, value: int) -> bool:
-        if self.lost:
+        if self.lost or self._done.get(sem, 0) >= value:
             return True
         v = ffi.new("uint64_t*")
         self.check(lib.vkGetSemaphoreCounterValue(self.device, sem, v), "vkGetSemaphoreCounterValue")
-        return bool(v[0] >= value)
+        if v[0] >= value:
+            self._done[sem] = int(v[0])
+            return True
+        return False
 
     def wait_idle(self) -> None:
         if not self.lost:
