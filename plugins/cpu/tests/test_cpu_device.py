@@ -95,3 +95,30 @@ def test_bad_thread_params(cpu_device: Device) -> None:
 
     with pytest.raises(PyGGMLError, match="thread count"):
         cpu_device.init_backend("n_threads=many")
+
+
+def test_compute_releases_the_gil(cpu_backend: Backend) -> None:
+    """Python threads keep running while a graph computes in C."""
+    import threading
+
+    ctx = Context(64 << 20)
+    w = ctx.new_tensor("f32", 1024, 1024)
+    x = ctx.new_tensor("f32", 1024, 256)
+    w.set(np.ones((1024, 1024), np.float32))
+    x.set(np.ones((256, 1024), np.float32))
+    g = build_graph(O.mul_mat(w, x))
+    cpu_backend.graph_compute(g)
+    done = threading.Event()
+
+    def work() -> None:
+        for _ in range(3):
+            cpu_backend.graph_compute(g)
+        done.set()
+
+    t = threading.Thread(target=work)
+    spins = 0
+    t.start()
+    while not done.is_set():
+        spins += 1
+    t.join()
+    assert spins > 1000, f"the main thread ran only {spins} loop iterations during the compute"
