@@ -123,6 +123,7 @@ class OpenCLBackend(Backend):
         except cl.Error as e:
             raise ComputeError(f"{self.dev.name}: the queue failed: {e}") from e
         self._pending.clear()
+        self.dev.check_status()
 
     # ---- async transfers ----------------------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from pyggml.backend.protocol import (
     Backend,
     BufferType,
@@ -16,7 +18,7 @@ from pyggml.backend.protocol import (
     Event,
     Registry,
 )
-from pyggml.errors import UnsupportedOpError
+from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
 from pyggml_opencl.programs import ProgramCache
 
@@ -102,6 +104,30 @@ class OpenCLDevice(Device):
         self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
         self._allocated = 0
         self._lock = threading.Lock()
+        self.status_mem: Any = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                                         hostbuf=np.zeros(1, np.int32))
+        """Status word kernels set to a nonzero code when an index is out of range (see check_status)."""
+        self._error_sites: list[str] = []
+
+    # ---- errors found by kernels ----------------------------------------------------------------------
+
+    def error_site(self, node: Tensor, what: str) -> int:
+        """A code (>= 1) for the status word that names node and the violated condition."""
+        with self._lock:
+            self._error_sites.append(f"node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)}): {what}")
+            return len(self._error_sites)
+
+    def check_status(self) -> None:
+        """After the queue drained: raise ComputeError if a kernel reported an out-of-range index (and clear)."""
+        import pyopencl as cl
+
+        word = np.zeros(1, np.int32)
+        cl.enqueue_copy(self.queue, word, self.status_mem)
+        code = int(word[0])
+        if code:
+            cl.enqueue_fill_buffer(self.queue, self.status_mem, np.zeros(1, np.int32), 0, 4).wait()
+            site = self._error_sites[code - 1] if 0 < code <= len(self._error_sites) else f"code {code}"
+            raise ComputeError(f"{self.name}: {site}; the node's output is incomplete")
 
     # ---- identity and facts -----------------------------------------------------------------------------------
 

@@ -83,6 +83,11 @@ class PlanBuilder:
         """n work-items in groups of WG (kernels check the bound)."""
         self.launch(spec, name, (round_up(n, WG),), (WG,), *args)
 
+    def error_args(self, what: str) -> list[Any]:
+        """ERR_ARGS of a kernel that checks indices: the device's status word and a code naming this node."""
+        assert self.node is not None
+        return [self.dev.status_mem, np.int32(self.dev.error_site(self.node, what))]
+
     def tensor(self, t: Tensor | None) -> list[Any]:
         """The 10 TENSOR(x) kernel arguments of t: buffer, byte offset, ne[4], nb[4]."""
         if t is None:

@@ -90,3 +90,22 @@ def test_programs_are_cached_on_disk(dev, tmp_path, monkeypatch) -> None:  # typ
     second = ProgramCache(dev.ctx, dev.cl_device, "t")
     second.kernel(spec, "k_arange")
     assert second.builds == 0
+
+
+def test_out_of_range_row_id_raises_and_backend_stays_usable(dev) -> None:  # type: ignore[no-untyped-def]
+    from pyggml.errors import ComputeError
+
+    be = dev.init_backend()
+    ctx = Context(no_alloc=True)
+    a = ctx.new_tensor(T.F32, 4, 3)
+    ids = ctx.new_tensor(T.I32, 2)
+    y = ops.get_rows(a, ids)
+    g = build_graph(y)
+    place(ctx, dev.buffer_type())
+    a.set(np.arange(12, dtype=np.float32))
+    ids.set(np.array([1, 7], dtype=np.int32))
+    with pytest.raises(ComputeError, match=r"GET_ROWS.*row id outside 0\.\.2"):
+        be.graph_compute(g)
+    ids.set(np.array([2, 0], dtype=np.int32))
+    be.graph_compute(g)
+    assert np.array_equal(y.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4)[[2, 0]])

@@ -66,6 +66,11 @@ INLINE float elem_f16(GLOBAL const char *row, i64 k) { return LOAD_HALF(row, k);
 INLINE float elem_bf16(GLOBAL const char *row, i64 k) { return load_bf16(row + 2 * k); }
 #define ELEM(T, row, k) PG_CAT(elem_, T)((row), (k))
 
+/* an index outside [0, n): store `code` in the device's status word and leave (the host raises an error
+ * naming the node once the queue has drained); kernels with such checks take ERR_ARGS last */
+#define ERR_ARGS GLOBAL i32 *err, i32 code
+#define CHECK_INDEX(r, n) if ((r) < 0 || (r) >= (n)) { *err = code; return; }
+
 /* copy one element's bytes (same type on both sides: exact for integers) */
 INLINE void copy_bytes(GLOBAL char *d, GLOBAL const char *s, i32 n) {
     for (i32 i = 0; i < n; i++) d[i] = s[i];

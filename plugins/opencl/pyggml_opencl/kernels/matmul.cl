@@ -63,10 +63,11 @@ KERNEL void k_mul_mat_vec(TENSOR(a), TENSOR(b), TENSOR(d)) {
 }
 
 /* grid: (ne01 * WG, n_used, n_tokens); ids [n_used, n_tokens] i32 */
-KERNEL void k_mul_mat_id(TENSOR(a), TENSOR(b), TENSOR(ids), TENSOR(d)) {
+KERNEL void k_mul_mat_id(TENSOR(a), TENSOR(b), TENSOR(ids), TENSOR(d), ERR_ARGS) {
     LOCAL float buf[WG];
     i64 i01 = GRP(0), e = GID(1), t = GID(2);
     i64 expert = *(GLOBAL const i32 *)AT(ids, e, t, 0, 0);
+    CHECK_INDEX(expert, a_ne2);  /* uniform over the work-group: every lane leaves together */
     float r = row_dot(AT(a, 0, i01, expert, 0), AT(b, 0, e % b_ne1, t, 0), b_nb0, a_ne0, buf);
     if (LID(0) == 0) store_f32(AT(d, i01, e, t, 0), r);
 }

@@ -7,11 +7,12 @@
 
 #ifndef QUANT_DST
 /* dst[:, i1, i2, i3] = a[:, ids[i1, i2, i3], i2, i3]; one work-item per destination element */
-KERNEL void k_get_rows(TENSOR(a), TENSOR(ids), TENSOR(d)) {
+KERNEL void k_get_rows(TENSOR(a), TENSOR(ids), TENSOR(d), ERR_ARGS) {
     i64 i = GID(0);
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, i0, i1, i2, i3);
     i64 r = LOAD_IDX(AT(ids, i1, i2, i3, 0));
+    CHECK_INDEX(r, a_ne1);
     GLOBAL const char *row = AT(a, 0, r, i2, i3);
     GLOBAL char *out = AT(d, i0, i1, i2, i3);
 #if RAWCOPY
@@ -25,24 +26,26 @@ KERNEL void k_get_rows(TENSOR(a), TENSOR(ids), TENSOR(d)) {
 
 #if !IS_QUANT
 /* d[:, ids[i1, i2 % ., i3 % .], i2, i3] = b[:, i1, i2, i3] for a plain destination; one item per element */
-KERNEL void k_set_rows(TENSOR(b), TENSOR(ids), TENSOR(d)) {
+KERNEL void k_set_rows(TENSOR(b), TENSOR(ids), TENSOR(d), ERR_ARGS) {
     i64 i = GID(0);
     if (i >= NEL(b)) return;
     UNRAVEL(b, i, i0, i1, i2, i3);
     i64 r = LOAD_IDX(AT(ids, i1, i2 % ids_ne1, i3 % ids_ne2, 0));
+    CHECK_INDEX(r, d_ne1);
     STORET(TD, AT(d, i0, r, i2, i3), LOADT(T0, AT(b, i0, i1, i2, i3)));
 }
 #endif
 
 #else
 /* the same for a block-type destination: one work-item per destination block */
-KERNEL void k_set_rows_q(TENSOR(b), TENSOR(ids), TENSOR(d)) {
+KERNEL void k_set_rows_q(TENSOR(b), TENSOR(ids), TENSOR(d), ERR_ARGS) {
     i64 nblk = b_ne0 / 32;
     i64 i = GID(0);
     if (i >= nblk * NROWS(b)) return;
     i64 blk = i % nblk, row = i / nblk;
     i64 i1 = row % b_ne1, i2 = (row / b_ne1) % b_ne2, i3 = row / (b_ne1 * b_ne2);
     i64 r = LOAD_IDX(AT(ids, i1, i2 % ids_ne1, i3 % ids_ne2, 0));
+    CHECK_INDEX(r, d_ne1);
     float x[32];
     for (i32 j = 0; j < 32; j++) x[j] = LOADT(T0, AT(b, blk * 32 + j, i1, i2, i3));
     QUANTIZE_BLOCK(TD, AT(d, 0, r, i2, i3) + blk * TSZ(TD), x);

@@ -71,7 +71,8 @@ def build_mul_mat(node: Tensor, b: PlanBuilder) -> None:
 def build_mul_mat_id(node: Tensor, b: PlanBuilder) -> None:
     a, c, ids = src(node, 0), src(node, 1), src(node, 2)
     b.launch(spec(a.type, c.type), "k_mul_mat_id", (a.ne[1] * WG, ids.ne[0], ids.ne[1]), (WG, 1, 1),
-             *b.tensor(a), *b.tensor(c), *b.tensor(ids), *b.tensor(node))
+             *b.tensor(a), *b.tensor(c), *b.tensor(ids), *b.tensor(node),
+             *b.error_args(f"an expert id outside 0..{a.ne[2] - 1}"))
 
 
 def _out_prod_ok(node: Tensor, dev: OpenCLDevice) -> bool:

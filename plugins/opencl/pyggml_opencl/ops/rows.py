@@ -37,7 +37,7 @@ def _get_rows_ok(node: Tensor, dev: OpenCLDevice) -> bool:
 def build_get_rows(node: Tensor, b: PlanBuilder) -> None:
     a, ids = src(node, 0), src(node, 1)
     b.launch_1d(spec(a.type, node.type, ids.type), "k_get_rows", node.nelements(), *b.tensor(a), *b.tensor(ids),
-                *b.tensor(node))
+                *b.tensor(node), *b.error_args(f"a row id outside 0..{a.ne[1] - 1}"))
 
 
 def _set_rows_ok(node: Tensor, dev: OpenCLDevice) -> bool:
@@ -53,10 +53,12 @@ def _set_rows_ok(node: Tensor, dev: OpenCLDevice) -> bool:
 def build_set_rows(node: Tensor, b: PlanBuilder) -> None:
     rows, ids = src(node, 1), src(node, 2)
     s = spec(rows.type, node.type, ids.type)
+    err = b.error_args(f"a row id outside 0..{node.ne[1] - 1}")
     if node.type in QUANT_WRITE:
-        b.launch_1d(s, "k_set_rows_q", rows.nelements() // 32, *b.tensor(rows), *b.tensor(ids), *b.tensor(node))
+        b.launch_1d(s, "k_set_rows_q", rows.nelements() // 32, *b.tensor(rows), *b.tensor(ids), *b.tensor(node),
+                    *err)
     else:
-        b.launch_1d(s, "k_set_rows", rows.nelements(), *b.tensor(rows), *b.tensor(ids), *b.tensor(node))
+        b.launch_1d(s, "k_set_rows", rows.nelements(), *b.tensor(rows), *b.tensor(ids), *b.tensor(node), *err)
 
 
 def block_copy_ok(a: Tensor, dst: Tensor) -> bool:
