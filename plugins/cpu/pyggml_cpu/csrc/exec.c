@@ -23,8 +23,9 @@ struct pgc_pool {
     pthread_t *th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int gen;
-    int stop;
+    atomic_int gen;  /* bumped (under mu) for every graph */
+    atomic_int stop;
+    int sleepers;    /* workers waiting on cv (under mu) */
     /* the job */
     const pgc_node *nodes;
     int n_nodes;
@@ -120,6 +121,16 @@ static void run_nodes(pgc_pool *p, int ith, int nth) {
 
 typedef struct { pgc_pool *p; int ith; } worker_arg;
 
+/* after a graph a worker polls for the next one this long before it sleeps: back-to-back graphs (a decode
+   loop) then start without a wake-up, and an idle pool costs no CPU */
+#define PGC_POLL_NS 100000
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 static void *worker(void *arg) {
     worker_arg *a = (worker_arg *)arg;
     pgc_pool *p = a->p;
@@ -127,13 +138,21 @@ static void *worker(void *arg) {
     free(a);
     int seen = 0;
     for (;;) {
-        pthread_mutex_lock(&p->mu);
-        while (p->gen == seen && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
-        if (p->stop) { pthread_mutex_unlock(&p->mu); break; }
-        seen = p->gen;
-        int nth = p->n_threads;
-        pthread_mutex_unlock(&p->mu);
-        run_nodes(p, ith, nth);
+        int64_t until = now_ns() + PGC_POLL_NS;
+        for (int k = 1; atomic_load_explicit(&p->gen, memory_order_acquire) == seen && !atomic_load(&p->stop); k++) {
+            PGC_PAUSE();
+            if ((k & 255) == 0 && now_ns() > until) break;
+        }
+        if (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && !atomic_load(&p->stop)) {
+            pthread_mutex_lock(&p->mu);
+            p->sleepers++;
+            while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
+            p->sleepers--;
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) break;
+        seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+        run_nodes(p, ith, p->n_threads);
         atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
     }
     return NULL;
@@ -163,7 +182,7 @@ pgc_pool *pgc_pool_new(int n_threads) {
 void pgc_pool_free(pgc_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->stop = 1;
+    atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n_threads; i++) pthread_join(p->th[i], NULL);
@@ -210,8 +229,8 @@ int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *fail
     if (nth > 1) {
         atomic_store(&p->active, nth - 1);
         pthread_mutex_lock(&p->mu);
-        p->gen++;
-        pthread_cond_broadcast(&p->cv);
+        atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+        if (p->sleepers) pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
     run_nodes(p, 0, nth);
