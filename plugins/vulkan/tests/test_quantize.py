@@ -19,6 +19,7 @@ def quantize(x: np.ndarray, qtype: str) -> np.ndarray:
 
 
 Q32 = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0"]
+KQ = ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K"]
 
 
 def tricky_blocks(n_random: int, per_row: int, seed: int = 0) -> np.ndarray:
@@ -69,16 +70,37 @@ def test_cpy_quantise_byte_exact(backend, qtype):
     assert np.array_equal(got, quantize(rows.reshape(-1), qtype).reshape(-1))
 
 
-@pytest.mark.parametrize("qtype", Q32)
+@pytest.mark.parametrize("qtype", KQ)
+@pytest.mark.parametrize("src", ["f32", "f16"])
+def test_cpy_k_quantise_byte_exact(backend, qtype, src):
+    """256-value super-blocks: random ones, and ones made of the tricky 32-value blocks (ties, zeros, one-value
+    sub-blocks, wide ranges)."""
+    rng = np.random.default_rng(5)
+    rows = np.concatenate([rng.standard_normal((3, 256)).astype(np.float32), tricky_blocks(8, 8, seed=4)])
+    if src == "f16":
+        rows = rows.astype(np.float16)
+
+    def build(ctx: Context):
+        a = ctx.new_tensor(src, 256, rows.shape[0], name="a")
+        b = ctx.new_tensor(qtype, 256, rows.shape[0], name="b")
+        return [a], ops.cpy(a, b)
+
+    got = run_bytes(backend, build, {"a": rows})
+    want = quantize(rows.astype(np.float32).reshape(-1), qtype).reshape(rows.shape[0], -1)
+    bad = [i for i in range(rows.shape[0]) if not np.array_equal(got.reshape(want.shape)[i], want[i])]
+    assert not bad, f"rows {bad} differ"
+
+
+@pytest.mark.parametrize("qtype", Q32 + KQ)
 @pytest.mark.parametrize("idt", ["i32", "i64"])
 def test_set_rows_quantise_byte_exact(backend, qtype, idt):
-    x = tricky_blocks(16, 2, seed=1)
-    n = x.shape[0]
+    x = tricky_blocks(16, 8 if qtype in KQ else 2, seed=1)
+    n, k = x.shape
     ids = np.random.default_rng(2).permutation(n).astype(np.int32 if idt == "i32" else np.int64)
 
     def build(ctx: Context):
-        dst = ctx.new_tensor(qtype, 64, n, name="dst")
-        src = ctx.new_tensor("f32", 64, n, name="src")
+        dst = ctx.new_tensor(qtype, k, n, name="dst")
+        src = ctx.new_tensor("f32", k, n, name="src")
         idx = ctx.new_tensor(idt, n, name="ids")
         return [dst, src, idx], ops.set_rows(dst, src, idx)
 

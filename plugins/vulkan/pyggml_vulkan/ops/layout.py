@@ -1,5 +1,5 @@
 """Data movement: GET_ROWS, CPY / CONT / DUP (type conversion, reshaping copies, block moves within a block type,
-quantising into the legacy 32-element types), SET_ROWS (plain or quantised destinations)."""
+quantising into block types), SET_ROWS (plain or quantised destinations)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ T = GGMLType
 I32 = frozenset({T.I32})
 IDS = frozenset({T.I32, T.I64})
 WRITABLE = PLAIN | INTS
-Q32_DST = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0})
+QUANT_DST = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K})
 """Block types quantise.comp writes (byte-exact with ggml's reference quantisers)."""
 
 
@@ -56,7 +56,7 @@ def _copy_ok(node: Tensor) -> bool:
     if _block_dst(node):
         if a.type == node.type:
             return units_ok(a) and units_ok(node)
-        return a.type in PLAIN and node.type in Q32_DST and units_ok(node)
+        return a.type in PLAIN and node.type in QUANT_DST and units_ok(node)
     if node.type not in WRITABLE:
         return False
     return not a.type.traits.is_quantized or a.is_contiguous()
@@ -82,8 +82,8 @@ register(Op.CPY, Op.CONT, Op.DUP, supports=_copy_ok)(_copy)
 
 
 def _set_rows_ok(node: Tensor) -> bool:
-    if node.type in Q32_DST:
-        return srcs_ok(node, (Q32_DST, frozenset({T.F32}), IDS)) and units_ok(node)
+    if node.type in QUANT_DST:
+        return srcs_ok(node, (QUANT_DST, frozenset({T.F32}), IDS)) and units_ok(node)
     return srcs_ok(node, (WRITABLE, frozenset({T.F32}), IDS)) and node.type in PLAIN | INTS
 
 
@@ -91,9 +91,10 @@ def _set_rows_ok(node: Tensor) -> bool:
 def set_rows(node: Tensor, p: Planner) -> None:
     rows, ids = node.src[1], node.src[2]
     assert rows is not None and ids is not None
-    if node.type in Q32_DST:
+    if node.type in QUANT_DST:
         p.dispatch("quantize", (int(rows.type), int(node.type), 1), [rows, ids], node,
-                   generic_pc(rows, ids, node, units=True), grid(groups_for(rows.nelements() // 32, 64)))
+                   generic_pc(rows, ids, node, units=True),
+                   grid(groups_for(rows.nelements() // node.type.traits.blck_size, 64)))
         return
     p.dispatch("set_rows", (int(node.type),), [rows, ids], node, generic_pc(rows, ids, node),
                grid(groups_for(rows.nelements())))

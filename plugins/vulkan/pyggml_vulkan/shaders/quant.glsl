@@ -4,6 +4,8 @@
 // scales stored as f16 rounded to nearest even, Q8_0 rounding half away from zero, the 4/5-bit types truncating
 // x + 8.5 (x + 16.5, x + 0.5). Include after DECLARE_DST: blocks are written through d_u16.
 
+float X[256];  // the values of the block being quantised (per invocation)
+
 // a / b rounded to nearest even (finite a, finite non-zero b), subnormal results included
 float div_rn(float a, float b) {
     uint ua = floatBitsToUint(a); uint ub = floatBitsToUint(b);
@@ -65,19 +67,19 @@ float round_away(float v) {
     return v < 0.0 ? -r : r;
 }
 
-// quantise x (32 values) to type t and write the block at byte offset o of the destination
-void store_q32(uint t, uint o, float x[32]) {
+// quantise X[0..31] to type t and write the block at byte offset o of the destination
+void store_q32(uint t, uint o) {
     uint w = o >> 1;
     uint q[32];
     bool offset_type = t == T_Q4_1 || t == T_Q5_1;
     float d;
     if (t == T_Q8_0) {
         float amax = 0.0;
-        for (uint j = 0u; j < 32u; ++j) amax = max(amax, abs(x[j]));
+        for (uint j = 0u; j < 32u; ++j) amax = max(amax, abs(X[j]));
         d = div_rn(amax, 127.0);
         float id = d != 0.0 ? div_rn(1.0, d) : 0.0;
         for (uint j = 0u; j < 32u; ++j) {
-            precise float v = x[j] * id;
+            precise float v = X[j] * id;
             q[j] = uint(int(round_away(v))) & 0xffu;
         }
         d_u16[w] = uint16_t(f16_bits(d));
@@ -88,19 +90,19 @@ void store_q32(uint t, uint o, float x[32]) {
     float mn = 0.0;
     if (offset_type) {
         mn = 3.402823466e38; float mx = -3.402823466e38;
-        for (uint j = 0u; j < 32u; ++j) { if (x[j] < mn) mn = x[j]; if (x[j] > mx) mx = x[j]; }
+        for (uint j = 0u; j < 32u; ++j) { if (X[j] < mn) mn = X[j]; if (X[j] > mx) mx = X[j]; }
         precise float range = mx - mn;
         d = div_rn(range, float(nmax));
     } else {
         float amax = 0.0; float mx = 0.0;
-        for (uint j = 0u; j < 32u; ++j) { if (amax < abs(x[j])) { amax = abs(x[j]); mx = x[j]; } }
+        for (uint j = 0u; j < 32u; ++j) { if (amax < abs(X[j])) { amax = abs(X[j]); mx = X[j]; } }
         d = div_rn(mx, t == T_Q4_0 ? -8.0 : -16.0);
     }
     float id = d != 0.0 ? div_rn(1.0, d) : 0.0;
     float add = t == T_Q4_0 ? 8.5 : t == T_Q5_0 ? 16.5 : 0.5;
     uint qh = 0u;
     for (uint j = 0u; j < 32u; ++j) {
-        precise float xs = x[j] - mn;
+        precise float xs = X[j] - mn;
         precise float v = xs * id + add;
         int qi = int(v);
         q[j] = t == T_Q5_1 ? uint(qi) & 0xffu : uint(min(int(nmax), qi));

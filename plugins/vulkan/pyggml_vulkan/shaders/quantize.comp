@@ -1,5 +1,6 @@
 #version 450
-// Copies into legacy 32-element block types (quant.glsl), one thread per destination block.
+// Copies into block types: the 32-element legacy types (quant.glsl) and the 256-element K types (kquant.glsl), one
+// thread per destination block.
 // OP 0 CPY: block (ib, i1, i2, i3) of d takes a's elements in a's logical order (a f32 / f16 / bf16);
 // OP 1 SET_ROWS: a = rows (f32), b = ids (i32 / i64, low word); d[:, ids[i1, i2 % ne11, i3 % ne12], i2, i3].
 // GENERIC_PC counts d's ne[0] in blocks (ne0), and a's ne[0] in elements.
@@ -14,33 +15,35 @@ DECLARE_SRC(1, B)
 DECLARE_DST(5)
 GENERIC_PC
 #include "quant.glsl"
+#include "kquant.glsl"
 
 void main() {
     uint g = g_id();
-    uint nd = OP == 0u ? pc.ne0 * pc.ne1 * pc.ne2 * pc.ne3 : (pc.ne00 / 32u) * pc.ne01 * pc.ne02 * pc.ne03;
+    uint QK = blck(TD);
+    uint nd = OP == 0u ? pc.ne0 * pc.ne1 * pc.ne2 * pc.ne3 : (pc.ne00 / QK) * pc.ne01 * pc.ne02 * pc.ne03;
     if (g >= nd) return;
-    float x[32];
     uint dst;
     if (OP == 0u) {
         uvec4 i = coords(g, pc.ne0, pc.ne1, pc.ne2);
         dst = pc.od + i.x * pc.nb0 + i.y * pc.nb1 + i.z * pc.nb2 + i.w * pc.nb3;
-        uint e0 = g * 32u;  // the block's first element in d's (and a's) logical order
-        if (pc.ne00 % 32u == 0u) {
+        uint e0 = g * QK;  // the block's first element in d's (and a's) logical order
+        if (pc.ne00 % QK == 0u) {
             uvec4 s = coords(e0, pc.ne00, pc.ne01, pc.ne02);
             uint src = pc.oa + s.x * pc.nb00 + s.y * pc.nb01 + s.z * pc.nb02 + s.w * pc.nb03;
-            for (uint j = 0u; j < 32u; ++j) x[j] = A_ld(TA, src + j * pc.nb00);
+            for (uint j = 0u; j < QK; ++j) X[j] = A_ld(TA, src + j * pc.nb00);
         } else {
-            for (uint j = 0u; j < 32u; ++j) {
+            for (uint j = 0u; j < QK; ++j) {
                 uvec4 s = coords(e0 + j, pc.ne00, pc.ne01, pc.ne02);
-                x[j] = A_ld(TA, pc.oa + s.x * pc.nb00 + s.y * pc.nb01 + s.z * pc.nb02 + s.w * pc.nb03);
+                X[j] = A_ld(TA, pc.oa + s.x * pc.nb00 + s.y * pc.nb01 + s.z * pc.nb02 + s.w * pc.nb03);
             }
         }
     } else {
-        uvec4 i = coords(g, pc.ne00 / 32u, pc.ne01, pc.ne02);
+        uvec4 i = coords(g, pc.ne00 / QK, pc.ne01, pc.ne02);
         uint row = uint(B_i32[(pc.ob + i.y * pc.nb10 + (i.z % pc.ne11) * pc.nb11 + (i.w % pc.ne12) * pc.nb12) >> 2]);
-        uint src = pc.oa + i.x * 32u * pc.nb00 + i.y * pc.nb01 + i.z * pc.nb02 + i.w * pc.nb03;
-        for (uint j = 0u; j < 32u; ++j) x[j] = A_f32[(src + j * pc.nb00) >> 2];
+        uint src = pc.oa + i.x * QK * pc.nb00 + i.y * pc.nb01 + i.z * pc.nb02 + i.w * pc.nb03;
+        for (uint j = 0u; j < QK; ++j) X[j] = A_f32[(src + j * pc.nb00) >> 2];
         dst = pc.od + i.x * pc.nb0 + row * pc.nb1 + i.z * pc.nb2 + i.w * pc.nb3;
     }
-    store_q32(TD, dst, x);
+    if (QK == 32u) store_q32(TD, dst);
+    else store_qk(TD, dst);
 }
