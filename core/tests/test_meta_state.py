@@ -8,7 +8,8 @@ import pytest
 import pyggml as gg
 from pyggml import ops
 from pyggml.backend.meta import MIRRORED, PARTIAL, RULES, Axis, SplitRuleError, segmented, split, split_shares
-from pyggml.backend.meta.rules import derive, map_by_elements, map_by_strides
+from pyggml.backend.meta.layout import map_by_elements, map_by_strides
+from pyggml.backend.meta.rules import derive
 from pyggml.backend.meta.state import check_state, partial
 from pyggml.errors import ShapeError
 from pyggml.ops.base import Op
