@@ -1,10 +1,10 @@
 """The meta device: tensor parallelism over several devices (ggml's ggml-backend-meta). See docs/meta-device.md.
 
-Modules: `state` (split states, segments, shares), `rules` (one rule per op deriving computed tensors' states), `layout`
-(the split through reshapes and views),
-`tensors` (states and per-device simple tensors), `transfer` (set/get by state), `device` (MetaDevice,
-MetaBufferType, MetaBuffer), `plan` (subgraphs cut at partial sums, delayed reduction), `backend` (MetaBackend),
-`allreduce` (Communicator, in-process and butterfly implementations), `llama` (the llama name-pattern table).
+Modules: `state` (split states, segments, shares), `rules` (one rule per op deriving computed tensors' states),
+`layout` (the split through reshapes and views), `tensors` (states and per-device simple tensors), `transfer`
+(set/get by state), `device` (MetaDevice, MetaBufferType, MetaBuffer), `plan` (subgraphs cut at partial sums,
+delayed reduction), `backend` (MetaBackend), `allreduce` (Communicator, in-process and butterfly implementations),
+`llama` (the llama name-pattern table).
 """
 
 from pyggml.backend.meta.allreduce import (
