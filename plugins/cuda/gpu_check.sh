@@ -28,7 +28,7 @@ step() {  # step NAME COMMAND...: run, log to $OUT/NAME.txt, record the exit sta
 install() {
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$G"/b/wheels/*.whl &&
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$SITE" \
-        . plugins/opencl plugins/cuda conformance examples/llama &&
+        ./ ./plugins/opencl ./plugins/cuda ./conformance ./examples/llama &&
     cat "$G/a/model.00" "$G/b/model.01" > /tmp/model.gguf &&
     [ "$(sha256sum /tmp/model.gguf | cut -d' ' -f1)" = "$(cat "$G/b/model.sha256")" ]
 }
@@ -75,5 +75,4 @@ step conformance bash -c "pyggml conformance --backend CUDA0 --mode test --jobs 
 r=d['results'] if isinstance(d,dict) else d; print(collections.Counter(x['status'] for x in r))\""
 step llama llama
 step bench bash -c "python3 plugins/cuda/benchmarks/bench_cuda.py > '$OUT/bench.json'"
-cat "$OUT/summary.txt"
 exit $status

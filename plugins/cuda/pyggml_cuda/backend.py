@@ -59,7 +59,7 @@ def build_plan(dev: CudaDevice, graph: Graph) -> Plan:
         mem = device_alloc(dev, n)
         return DevPtr(int(mem)), mem
 
-    b = CudaPlanBuilder(dev, ptr_of, alloc)
+    b = CudaPlanBuilder(dev, ptr_of, alloc, dev.status_ptr(), dev.errors)
     launches = build_launches(graph.nodes, b, dev.name)
     bound = dev.modules.bind(launches)
     keep = [s.buffer for la in launches for s in (la.node, *la.node.src) if s is not None]
@@ -163,6 +163,7 @@ class CudaBackend(Backend):
         except cuda.Error as e:
             raise ComputeError(f"{self.dev.name}: the stream failed: {e}") from e
         self._pending.clear()
+        self.dev.check_status()
 
     # ---- async transfers --------------------------------------------------------------------------------------
 

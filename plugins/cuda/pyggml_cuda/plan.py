@@ -14,6 +14,7 @@ with a clear error instead of a wrong launch.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,11 +101,29 @@ def check_signature(launch: Launch, params: list[str] | None, symbol: str) -> No
             raise ComputeError(f"{where}: parameter {i} is .{p} in the PTX, the launch packs '{code}'")
 
 
+class ErrorSites:
+    """The codes (>= 1) kernels store in a device's status word when an index is out of range (the dialect's
+    ERR_ARGS / CHECK_INDEX), each naming a node and the violated condition."""
+
+    def __init__(self) -> None:
+        self._sites: list[str] = []
+        self._lock = threading.Lock()
+
+    def code(self, node: Tensor, what: str) -> int:
+        with self._lock:
+            self._sites.append(f"node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)}): {what}")
+            return len(self._sites)
+
+    def describe(self, code: int) -> str:
+        return self._sites[code - 1] if 0 < code <= len(self._sites) else f"kernel status code {code}"
+
+
 class CudaPlanBuilder(PlanBuilder):
     """The OpenCL plan builder's interface (launch, launch_1d, tensor, scratch) producing CUDA launches."""
 
     def __init__(self, dev: Any = None, ptr_of: Callable[[Tensor], DevPtr | None] | None = None,
-                 alloc: Callable[[int], tuple[DevPtr, Any]] | None = None) -> None:
+                 alloc: Callable[[int], tuple[DevPtr, Any]] | None = None, status: DevPtr | None = None,
+                 errors: ErrorSites | None = None) -> None:
         # the OpenCL builder's __init__ needs an OpenCL device; this one sets its own state
         self.dev = dev
         self.launches: list[Launch] = []  # type: ignore[assignment]
@@ -115,6 +134,8 @@ class CudaPlanBuilder(PlanBuilder):
         self._ptr_of = ptr_of
         self._alloc = alloc
         self._name = getattr(dev, "name", "CUDA (dry)")
+        self._status = status if status is not None else DevPtr(0)
+        self._errors = errors if errors is not None else ErrorSites()
 
     def where(self) -> str:
         n = self.node
@@ -129,6 +150,11 @@ class CudaPlanBuilder(PlanBuilder):
         fmt, values = pack(args, where)
         assert self.node is not None
         self.launches.append(Launch(spec, name, grid, block, fmt, values, self.node))  # type: ignore[arg-type]
+
+    def error_args(self, what: str) -> list[Any]:
+        """ERR_ARGS of a kernel that checks indices: the device's status word and the code naming this node."""
+        assert self.node is not None
+        return [self._status, np.int32(self._errors.code(self.node, what))]
 
     def tensor(self, t: Tensor | None) -> list[Any]:
         if t is None:

@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceType, Registry
+from pyggml.errors import ComputeError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml_cuda.compile import variant
 from pyggml_cuda.op_table import build_launches, supports
-from pyggml_cuda.plan import CudaPlanBuilder, DevPtr
+from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, ErrorSites
 from pyggml_opencl.buffer import cl_mem_of
 from pyggml_opencl.programs import ProgramSpec
 
@@ -89,7 +90,9 @@ class PoclCudaBackend(Backend):
             mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, n)
             return register(mem), mem
 
-        b = CudaPlanBuilder(None, ptr_of, alloc)
+        status = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=np.zeros(1, np.int32))
+        errors = ErrorSites()
+        b = CudaPlanBuilder(None, ptr_of, alloc, register(status), errors)
         for la in build_launches(graph.nodes, b, self.dev.name):
             k = self.dev.kernel(la.spec, la.kernel)
             k.set_args(*[mems[v] if c == "P" else CONV[c](v) for c, v in zip(la.fmt, la.args, strict=True)])
@@ -97,3 +100,7 @@ class PoclCudaBackend(Backend):
             cl.enqueue_nd_range_kernel(queue, k, gsize, la.block)
             self.launches += 1
         queue.finish()
+        word = np.zeros(1, np.int32)
+        cl.enqueue_copy(queue, word, status)
+        if word[0]:
+            raise ComputeError(f"{self.dev.name}: {errors.describe(int(word[0]))}")

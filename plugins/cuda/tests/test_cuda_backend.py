@@ -174,3 +174,30 @@ def test_async_transfers_and_events(fake_devices, gpu_state: State) -> None:  # 
     b1.event_wait(ev)
     ev.synchronize()
     assert ("event_sync", ev.event.handle) in gpu_state.calls
+
+
+def _get_rows(dev):  # type: ignore[no-untyped-def]
+    ctx = Context(no_alloc=True)
+    table = ctx.new_tensor(T.F32, 8, 5, name="table")
+    ids = ctx.new_tensor(T.I32, 3, name="ids")
+    out = ops.get_rows(table, ids)
+    out.set_name("rows")
+    g = build_graph(out)
+    _place(ctx, dev.buffer_type())
+    return g
+
+
+def test_an_index_a_kernel_refuses_is_reported_at_synchronize(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
+    dev = fake_devices[0]
+    be = dev.init_backend()
+    g = _get_rows(dev)
+    be.graph_compute(g)
+    (la,) = gpu_state.launches
+    status, code = la.args[-2], la.args[-1]  # ERR_ARGS: the device's status word and this node's code
+    assert status == dev.status_ptr() and code >= 1
+    mem, off = gpu_state.find(status, 4)
+    mem[off : off + 4] = np.array([code], np.int32).view(np.uint8)  # what the kernel does for a bad id
+    with pytest.raises(ComputeError, match=r"CUDA0: node 'rows' \(GET_ROWS.*a row id outside 0\.\.4"):
+        be.synchronize()
+    be.synchronize()  # cleared: the backend goes on
+    be.graph_compute(g)

@@ -92,3 +92,26 @@ def test_dp4a_kernels_tile_edges_and_broadcast(target, reference, wt: GGMLType, 
         return ops.mul_mat(a, x)
 
     assert _run([Case(ops.Op.MUL_MAT, f"wt={wt},n={n}", build)], target, reference) == []
+
+
+def test_out_of_range_ids_raise_and_name_the_node(target) -> None:  # type: ignore[no-untyped-def]
+    """The dialect's CHECK_INDEX through the CUDA plan: the status word and the node's code reach the kernel."""
+    import numpy as np
+
+    from pyggml import ops
+    from pyggml.context import Context
+    from pyggml.errors import ComputeError
+    from pyggml.graph import build_graph
+    from pyggml_conformance.placement import Placement
+
+    ctx = Context(no_alloc=True)
+    out = ops.get_rows(ctx.new_tensor(T.F32, 8, 5, name="table"), ids := ctx.new_tensor(T.I32, 3, name="ids"))
+    out.set_name("rows")
+    g = build_graph(out)
+    pl = Placement(g, target.device.buffer_type())
+    try:
+        ids.buffer.set_tensor(ids, np.array([0, 7, 1], np.int32).view(np.uint8))
+        with pytest.raises(ComputeError, match=r"node 'rows' \(GET_ROWS.*a row id outside 0\.\.4"):
+            target.backend.graph_compute(g)
+    finally:
+        pl.free()
