@@ -64,15 +64,28 @@ print(json.dumps({"all_equal": out["all_equal"], "stats": out["stats"]}))
 sys.exit(0 if out["all_equal"] else 1)
 PY
 }
+conformance() {  # every case of the suite on CUDA0; fails when a case fails
+    timeout 300 pyggml conformance --backend CUDA0 --mode test --jobs 8 --format json --output "$OUT/conformance.json"
+    local rc=$?
+    python3 - "$OUT/conformance.json" <<'PY' || return 1
+import collections, json, sys
+r = json.load(open(sys.argv[1]))["results"]
+c = collections.Counter(x["status"] for x in r)
+print(dict(c))
+for x in r:
+    if x["status"] == "fail":
+        print("FAIL", x["name"], x.get("error"))
+sys.exit(1 if c.get("fail") else 0)
+PY
+    return $rc
+}
 
 : > "$OUT/summary.txt"
 step install install
 step devices devices
 step check python3 -m pyggml_cuda.compile --check --jobs 16 --json
-step tests python3 -m pytest -q -x plugins/cuda/tests -p no:cacheprovider -rs
-step conformance bash -c "pyggml conformance --backend CUDA0 --mode test --jobs 8 --format json \
-    --output '$OUT/conformance.json'; python3 -c \"import json,collections; d=json.load(open('$OUT/conformance.json')); \
-r=d['results'] if isinstance(d,dict) else d; print(collections.Counter(x['status'] for x in r))\""
+step tests python3 -m pytest -q plugins/cuda/tests -p no:cacheprovider -rs
+step conformance conformance
 step llama llama
 step bench bash -c "python3 plugins/cuda/benchmarks/bench_cuda.py > '$OUT/bench.json'"
 exit $status
