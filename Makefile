@@ -16,19 +16,19 @@ PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plu
 EXTRAS := $(wildcard conformance examples/llama)
 PYTEST_DIRS := core/tests $(wildcard conformance/tests plugins/*/tests examples/llama/tests)
 
-.PHONY: demo test setup system-deps venv lint typecheck pytest docs-ops bench clean
+.PHONY: demo test setup system-deps venv lint typecheck pytest conformance-all docs-ops clean
 
 demo: setup
 	$(VENV)/bin/pyggml devices
 	$(VENV)/bin/pyggml plugins
-	$(VENV)/bin/pyggml conformance --mode test --jobs 2 $(addprefix --backend ,$(shell $(PY) -m pyggml.tools.list_backends))
+	$(MAKE) conformance-all
 	@if [ -x $(VENV)/bin/pyggml-llama ]; then \
 		$(VENV)/bin/pyggml-llama --prompt "The capital of France is" --n-predict 32; \
 	else \
 		$(PY) examples/hello_graph.py; \
 	fi
 
-test: setup lint typecheck pytest
+test: setup lint typecheck pytest conformance-all
 
 setup: system-deps venv
 
@@ -56,8 +56,13 @@ lint:
 typecheck:
 	$(VENV)/bin/mypy
 
+# one pytest run per folder: each package's tests are written to be collected on their own
 pytest:
-	$(PY) -m pytest -q $(PYTEST_DIRS)
+	status=0; for d in $(PYTEST_DIRS); do echo "== pytest $$d"; $(PY) -m pytest -q -p no:cacheprovider $$d || status=1; done; exit $$status
+
+# the conformance suite on every device this machine has (PoCL, lavapipe, cpu, blas)
+conformance-all:
+	$(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console $(addprefix --backend ,$(filter-out numpy,$(shell $(PY) -m pyggml.tools.list_backends)))
 
 docs-ops: venv
 	$(VENV)/bin/pyggml conformance --mode support --format markdown > docs/ops.md
