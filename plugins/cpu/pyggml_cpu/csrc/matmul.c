@@ -8,13 +8,14 @@
 
 static int conv_type(int t0) { return pgc_blck_size(t0) > 1 ? pgc_vec_dot_type(t0) : T_F32; }
 
-/* whether src1 (slot s) must be converted before the dots */
+/* whether src1 (slot s) must be converted before the dots; F16 weights round the activations to F16 first,
+   as ggml's vec_dot_type for F16 does (products of two halves, then float accumulation) */
 static int needs_conv(const pgc_node *n, int s, int t0) {
-    return conv_type(t0) != T_F32 || n->type[s] != T_F32 || n->nb[s][0] != 4;
+    return conv_type(t0) != T_F32 || t0 == T_F16 || n->type[s] != T_F32 || n->nb[s][0] != 4;
 }
 
 /* convert every row of slot s to type vt into dst (rows packed), rows split across threads */
-static int convert_rows(const pgc_node *n, int s, int vt, char *dst, const pgc_tctx *c) {
+static int convert_rows(const pgc_node *n, int s, int vt, char *dst, const pgc_tctx *c, int round_f16) {
     const int64_t ne0 = n->ne[s][0], nr = pgc_nrows(n, s);
     const int64_t rs = pgc_row_size(vt, ne0);
     float *tmp = (float *)c->scratch;
@@ -28,6 +29,10 @@ static int convert_rows(const pgc_node *n, int s, int vt, char *dst, const pgc_t
         } else {
             for (int64_t k = 0; k < ne0; k++) tmp[k] = pgc_ld(p + k * n->nb[s][0], n->type[s]);
             rc = pgc_from_float(tmp, dst + r * rs, ne0, vt);
+        }
+        if (round_f16 && vt == T_F32) {
+            float *row = (float *)(dst + r * rs);
+            for (int64_t k = 0; k < ne0; k++) row[k] = pgc_fp16_to_fp32(pgc_fp32_to_fp16(row[k]));
         }
     }
     return rc;
@@ -61,7 +66,7 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     if (t0 != T_F32 && t0 != T_F16 && t0 != T_BF16 && !(t0 < T_COUNT && pgc_S.vec_dot[t0])) return PGC_E_TYPE;
     const int conv = needs_conv(n, 2, t0);
     int rc = 0;
-    if (conv) rc = convert_rows(n, 2, conv_type(t0), c->wdata, c);
+    if (conv) rc = convert_rows(n, 2, conv_type(t0), c->wdata, c, t0 == T_F16);
     pgc_barrier(c);
     if (rc) return rc;
     const int64_t rs1 = pgc_row_size(conv_type(t0), K);
@@ -123,7 +128,7 @@ int pgc_k_mul_mat_id(const pgc_node *n, const pgc_tctx *c) {
     int32_t *counts = (int32_t *)(c->wdata + ((conv_bytes + 63) & ~(size_t)63));
     int32_t *lists = counts + n_exp;
     const int64_t pairs = n_used * n_tok;
-    int rc = convert_rows(n, 2, vt, c->wdata, c);
+    int rc = convert_rows(n, 2, vt, c->wdata, c, t0 == T_F16);
     if (c->ith == 0) {
         for (int64_t e = 0; e < n_exp; e++) counts[e] = 0;
         for (int64_t t = 0; t < n_tok && !*c->err_index; t++)

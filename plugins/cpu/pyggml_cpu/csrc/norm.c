@@ -117,10 +117,13 @@ static float yarn_ramp(float low, float high, int i0) {
 }
 
 /* cos/sin for every pair of position p: cache[2*i] = cos, cache[2*i+1] = sin (magnitude scaled) */
-static void rope_cache(const pgc_node *n, double p, const double *inv_freq, float *cache) {
+/* sin/cos cache of one position, in float as ggml's CPU computes it (theta multiplied by theta_scale per pair,
+   cosf/sinf), so greedy decoding follows llama.cpp's roundings */
+static void rope_cache(const pgc_node *n, float p, float *cache) {
     const int n_dims = n->ip[0], n_ctx_orig = n->ip[2];
     const float base = n->fp[0], freq_scale = n->fp[1], ext = n->fp[2], attn = n->fp[3];
     const float beta_fast = n->fp[4], beta_slow = n->fp[5];
+    const float theta_scale = powf(base, -2.0f / n_dims);
     float lo = 0.0f, hi = 0.0f;
     if (ext != 0.0f) {
         const float tp = 2.0f * (float)M_PI;
@@ -128,18 +131,20 @@ static void rope_cache(const pgc_node *n, double p, const double *inv_freq, floa
         hi = fminf((float)(n_dims - 1), ceilf(n_dims * logf(n_ctx_orig / (beta_slow * tp)) / (2 * logf(base))));
     }
     const char *ff = (const char *)(uintptr_t)n->data[3];
+    float theta_base = p;
     for (int i0 = 0; i0 < n_dims; i0 += 2) {
-        double te = p * inv_freq[i0 / 2];
+        float te = theta_base;
         if (ff) te /= *(const float *)(ff + (i0 / 2) * n->nb[3][0]);
-        double ti = freq_scale * te, theta = ti;
+        float ti = freq_scale * te, theta = ti;
         float ms = attn;
         if (ext != 0.0f) {
-            double mix = yarn_ramp(lo, hi, i0) * ext;
+            float mix = (float)yarn_ramp(lo, hi, i0) * ext;
             theta = ti * (1 - mix) + te * mix;
             ms *= 1.0f + 0.1f * logf(1.0f / freq_scale);
         }
-        cache[i0] = (float)(cos(theta) * ms);
-        cache[i0 + 1] = (float)(sin(theta) * ms);
+        cache[i0] = cosf(theta) * ms;
+        cache[i0 + 1] = sinf(theta) * ms;
+        theta_base *= theta_scale;
     }
 }
 
@@ -147,15 +152,13 @@ int pgc_k_rope(const pgc_node *n, const pgc_tctx *c) {
     const int64_t ne0 = n->ne[0][0];
     const int n_dims = n->ip[0], neox = n->ip[1] & 2;
     const int ts = n->type[1];
-    double *inv_freq = (double *)c->scratch;
-    float *cache = (float *)(inv_freq + n_dims / 2 + 1);
+    float *cache = (float *)c->scratch;
     float *x = cache + n_dims + 2, *y = x + ne0;
-    for (int i = 0; i < n_dims / 2; i++) inv_freq[i] = pow((double)n->fp[0], -2.0 * i / n_dims);
     int64_t last = -1, last3 = -1;
     ROWS_LOOP(n, c)
         if (i2 != last || i3 != last3) {
             int32_t p = *(const int32_t *)((const char *)(uintptr_t)n->data[2] + i2 * n->nb[2][0]);
-            rope_cache(n, (double)p, inv_freq, cache);
+            rope_cache(n, (float)p, cache);
             last = i2;
             last3 = i3;
         }
