@@ -16,7 +16,7 @@ from pyggml.reference.backend import NumpyRegistry
 from tests.util import rand
 
 
-def _moe_like_graph(device, k: int = 64, m: int = 48, n: int = 5):  # type: ignore[no-untyped-def]
+def _host_input_graph(device, k: int = 64, m: int = 48, n: int = 5):  # type: ignore[no-untyped-def]
     """Weights in Vulkan memory; an INPUT on the host side (copied per pipeline slot into Vulkan memory)."""
     wctx = gg.Context(no_alloc=True)
     w = wctx.new_tensor("f32", k, m, name="w")
@@ -34,7 +34,7 @@ def test_pipeline_slots_reusing_one_graph_read_their_own_inputs(device, sync):
     """One graph computed again and again with parallel=True: each call uses the next pipeline slot, whose split
     graph has the same nodes but srcs rewired to that slot's input copy. Replaying slot 0's recording for slot 1
     would read slot 0's (stale or concurrently rewritten) input."""
-    _keep, w, x, y, g = _moe_like_graph(device)
+    _keep, w, x, y, g = _host_input_graph(device)
     cpu = NumpyRegistry().devices()[0].init_backend()
     s = Scheduler([device.init_backend(), cpu], parallel=True)
     wv = w.numpy().astype(np.float64)
