@@ -35,6 +35,8 @@ def build_parser(prog: str = "pyggml conformance") -> argparse.ArgumentParser:
     p.add_argument("--params", "-p", metavar="REGEX", default=None,
                    help="only cases whose parameter string matches REGEX (re.search)")
     p.add_argument("--format", "-f", choices=FORMATS, default="console", help="output format (default: console)")
+    p.add_argument("--every-case", action="store_true",
+                   help="console format off a terminal: print a line for every case, not only failures and progress")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="worker processes for test and support modes (default: 1)")
     p.add_argument("--case-file", metavar="PATH", default=None,
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                    case_file=args.case_file, jobs=args.jobs, seed=args.seed, perf_seconds=args.perf_seconds)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     try:
-        return _run(opts, args.format, out)
+        return _run(opts, args.format, out, every_case=args.every_case)
     except (PyGGMLError, re.error, OSError) as e:
         print(f"pyggml conformance: error: {e}", file=sys.stderr)
         return 2
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             out.close()
 
 
-def _run(opts: Options, fmt: str, out: TextIO) -> int:
+def _run(opts: Options, fmt: str, out: TextIO, every_case: bool = False) -> int:
     cases = load_cases(opts)
     if opts.mode == "list":
         write_list(cases, fmt, out)
@@ -87,7 +89,7 @@ def _run(opts: Options, fmt: str, out: TextIO) -> int:
         except BackendNotFound as e:
             raise PyGGMLError(f"test mode compares with the {REFERENCE!r} reference backend, which is not "
                               f"loaded (is it excluded by PYGGML_BACKENDS?): {e}") from None
-    reporter = make_reporter(fmt, RunInfo(opts.mode, targets, len(cases)), out)
+    reporter = make_reporter(fmt, RunInfo(opts.mode, targets, len(cases), every_case), out)
     run(cases, targets, opts, reporter.add)
     reporter.finish()
     return 1 if any(r.status is Status.FAIL for r in reporter.results) else 0

@@ -1,4 +1,8 @@
-"""Output formats: console (progress bar on a terminal, plain lines otherwise), json, jsonl, csv, markdown."""
+"""Output formats: console, json, jsonl, csv, markdown.
+
+The console shows a progress bar on a terminal; elsewhere (CI logs) it prints failures, a progress line every
+twentieth of the run and the summary, or one line per case with `every_case`. jsonl/csv always carry every case.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ class RunInfo:
     mode: str
     targets: list[Target]
     n_cases: int
+    every_case: bool = False
     devices: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -71,10 +76,13 @@ class ConsoleReporter(Reporter):
         super().__init__(out, info)
         self.tty = out.isatty()
         self.total = info.n_cases * max(len(info.targets), 1) if info.mode != "list" else 0
+        self._progress_every = max(self.total // 20, 1)
+        self._n_failed = 0
         self._bar_shown = False
 
     def add(self, r: CaseResult) -> None:
         super().add(r)
+        self._n_failed += r.status is Status.FAIL
         line = f"  [{r.backend}] {r.name}: {r.status.value.upper()}"
         extra = _measure(r)
         if extra:
@@ -82,7 +90,10 @@ class ConsoleReporter(Reporter):
         if r.error and r.status is not Status.SUPPORTED and (r.status is not Status.UNSUPPORTED or not self.tty):
             line += f"  ({r.error})"
         if not self.tty:
-            print(line, file=self.out)
+            if self.info.every_case or r.status is Status.FAIL or self.info.mode == "perf":
+                print(line, file=self.out)
+            elif len(self.results) % self._progress_every == 0:
+                print(f"  ... {len(self.results)}/{self.total} cases, {self._n_failed} failed", file=self.out)
             return
         if r.status is Status.FAIL or self.info.mode == "perf":
             self._clear()
@@ -93,8 +104,7 @@ class ConsoleReporter(Reporter):
         done = len(self.results)
         width = 30
         filled = width * done // max(self.total, 1)
-        fails = sum(1 for r in self.results if r.status is Status.FAIL)
-        text = f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} fail={fails} {current[:60]}"
+        text = f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} fail={self._n_failed} {current[:60]}"
         self.out.write(text.ljust(120)[:120])
         self.out.flush()
         self._bar_shown = True

@@ -23,10 +23,19 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
 
 
 def test_console_summary_and_plain_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = run_cli(capsys, "--backend", "numpy", *ADD_FEW)
+    rc, out, _ = run_cli(capsys, "--backend", "numpy", "--every-case", *ADD_FEW)
     assert rc == 0
     assert "  [numpy] ADD(type_a=f32,type_b=f32,ne=[10,5,4,3],nr=[1,1,1,1],v=0,inplace=0): PASS" in out
     assert "2/2 cases passed (0 unsupported, 0 skipped)" in out
+    assert out.rstrip().endswith("OK")
+
+
+def test_console_off_a_terminal_prints_progress_not_every_case(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_cli(capsys, "--backend", "numpy", "--op", "ADD", "--params", "type_a=f32,type_b=f32")
+    lines = out.splitlines()
+    assert rc == 0 and not any(": PASS" in line for line in lines)
+    progress = [line for line in lines if line.startswith("  ... ")]
+    assert 1 <= len(progress) <= 21 and progress[-1].endswith(" 0 failed")
     assert out.rstrip().endswith("OK")
 
 
@@ -99,7 +108,8 @@ def test_unknown_backend_lists_what_exists(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_console_script_and_pyggml_dispatch() -> None:
-    for cmd in (["pyggml-conformance"], ["pyggml", "conformance"]):
+    bindir = os.path.dirname(sys.executable)  # the scripts of the environment running the tests, PATH or not
+    for cmd in ([os.path.join(bindir, "pyggml-conformance")], [os.path.join(bindir, "pyggml"), "conformance"]):
         p = subprocess.run([*cmd, "--mode", "list", "--op", "ARANGE"], capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stderr
         assert "ARANGE(type=f32,start=0,stop=3,step=1)" in p.stdout
