@@ -15,20 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from llama_graph import SMOLLM2_135M, build_llama_graph, make_weights
 
 from pyggml.alloc import GraphAllocator, alloc_ctx_tensors, verify_allocation
 from pyggml.backend.host import HostBufferType
 from pyggml.backend.protocol import BufferType, BufferUsage
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor, TensorFlag
+from pyggml.types import GGMLType
+from pyggml_llama.synthetic import synthetic_llama
 
 
 def _root(t: Tensor) -> Tensor:
@@ -89,10 +85,10 @@ def timed(fn: Callable[[], object], repeat: int) -> dict[str, float]:
 
 def measure(n_tokens: int, n_past: int, repeat: int, n_outputs: int | None = None) -> dict[str, object]:
     buft = HostBufferType("host")
-    w = make_weights(SMOLLM2_135M)
-    alloc_ctx_tensors(w.ctx, buft)
+    llama = synthetic_llama(wtype=GGMLType.F16, embd_type=GGMLType.F16)
+    alloc_ctx_tensors(llama.ctx, buft)
     # a tensor placed by one allocator is pre-allocated for any other: each fresh reserve needs a fresh graph
-    graphs = [build_llama_graph(w, n_tokens, n_past, n_outputs).graph for _ in range(2 * repeat + 3)]
+    graphs = [llama.graph(n_tokens, n_past, n_outputs).graph for _ in range(2 * repeat + 3)]
     g = graphs.pop()
     lower_bound, no_reuse = liveness(g, buft)
     exact = GraphAllocator(buft, view_inplace=False)

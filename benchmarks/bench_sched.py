@@ -3,9 +3,9 @@ an unchanged graph. Prints JSON.
 
     python benchmarks/bench_sched.py [--layers 33] [--tokens 32] [--past 96] [--repeat 30]
 
-The graph is benchmarks/llama_graph.py's decoder with SmolLM2-135M dimensions (30 layers give 934 nodes; the
-default 33 layers give just over 1,000). Backends are the scheduler's test devices in dry mode (no kernels), so
-the figures are the scheduler's and the graph allocator's own work:
+The graph is the llama example's own (pyggml_llama.synthetic: SmolLM2-135M shapes, metadata-only F16 weights,
+mul_mat + soft_max attention; 30 layers give 934 nodes, the default 33 layers 1,027). Backends are the
+scheduler's test devices in dry mode (no kernels), so the figures are the scheduler's and the allocator's own work:
 
 - partial-offload: the first half of the layers on a 'gpu' with private memory, the rest on the 'cpu';
 - gpu-missing-rope: every layer on a gpu that cannot run ROPE (two cpu round trips per layer);
@@ -22,16 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from llama_graph import SMOLLM2_135M, LlamaGraph, LlamaWeights, build_llama_graph, make_weights
 
 from pyggml.alloc.weights import plan_ranges
 from pyggml.backend.protocol import BufferType, BufferUsage, DeviceType
@@ -39,6 +33,9 @@ from pyggml.backend.sched import Scheduler
 from pyggml.backend.sched.testing import FakeDevice, fake_device
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_llama.model import BuiltGraph
+from pyggml_llama.synthetic import SMOLLM2_135M, SyntheticLlama, synthetic_llama
 
 BUDGET_MS = 20.0
 
@@ -53,8 +50,11 @@ def place(tensors: list[Tensor], buft: BufferType) -> None:
 
 
 def layer_of(t: Tensor) -> int:
+    """blk.N.* weights and cache_k_lN / cache_v_lN caches belong to layer N; the rest (embeddings, output) to none."""
     parts = t.name.split(".")
-    return int(parts[1]) if parts[0] == "blk" else -1
+    if parts[0] == "blk":
+        return int(parts[1])
+    return int(t.name.rsplit("_l", 1)[1]) if t.name.startswith("cache_") else -1
 
 
 def timed(fn: Callable[[], object], repeat: int) -> dict[str, float]:
@@ -66,12 +66,12 @@ def timed(fn: Callable[[], object], repeat: int) -> dict[str, float]:
     return {"median": round(statistics.median(ts), 3), "min": round(min(ts), 3)}
 
 
-def scenario(name: str, w: LlamaWeights, gpu: FakeDevice, cpu: FakeDevice, args: argparse.Namespace,
+def scenario(name: str, llama: SyntheticLlama, gpu: FakeDevice, cpu: FakeDevice, args: argparse.Namespace,
              parallel: bool = False) -> dict[str, Any]:
     s = Scheduler([gpu.init_backend(), cpu.init_backend()], graph_size=8192, parallel=parallel)
 
-    def build() -> LlamaGraph:
-        return build_llama_graph(w, args.tokens, args.past)
+    def build() -> BuiltGraph:
+        return llama.graph(args.tokens, args.past)
 
     g = build()
     t0 = time.perf_counter()
@@ -130,11 +130,11 @@ def main() -> None:
         gpu = fake_device("gpu", exclude=exclude)
         cpu = fake_device("cpu", dev_type=DeviceType.CPU, memory="host")
         gpu.dry = cpu.dry = True
-        w = make_weights(shape)
-        tensors = list(w.ctx)
+        llama = synthetic_llama(shape, wtype=GGMLType.F16, embd_type=GGMLType.F16)
+        tensors = list(llama.ctx)
         place([t for t in tensors if 0 <= layer_of(t) < split_layer], gpu.buffer_type())
         place([t for t in tensors if not 0 <= layer_of(t) < split_layer], cpu.buffer_type())
-        results.append(scenario(name, w, gpu, cpu, args, parallel))
+        results.append(scenario(name, llama, gpu, cpu, args, parallel))
     print(json.dumps({"benchmark": "scheduler", "budget_ms": BUDGET_MS,
                       "shape": {**asdict(shape), "n_tokens": args.tokens, "n_past": args.past},
                       "results": results}, indent=2))

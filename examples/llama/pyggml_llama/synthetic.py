@@ -1,8 +1,14 @@
 """A llama model with the shapes of a real one but metadata-only weights (no data): for graph, allocator and
-scheduler benchmarks and tests that need the real graph structure without a GGUF file."""
+scheduler benchmarks and tests that need the real graph structure without a GGUF file.
+
+    llama = synthetic_llama()                         # weights + KV cache in one no_alloc context
+    alloc_ctx_tensors(llama.ctx, buft)                # place them (optional: graphs build without memory)
+    built = llama.graph(n_tokens=32, n_past=96)       # the example's own graph builder (model.py)
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pyggml as gg
@@ -10,7 +16,7 @@ from pyggml.gguf import Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_llama.hparams import HParams
-from pyggml_llama.model import LlamaModel
+from pyggml_llama.model import BuiltGraph, GraphKey, LlamaModel
 
 SMOLLM2_135M = HParams(arch="llama", n_layer=30, n_embd=576, n_head=9, n_head_kv=3, n_ff=1536, n_vocab=49152,
                        n_ctx_train=8192, head_dim=64, rope_dims=64, rope_type=0, rope_freq_base=100000.0,
@@ -51,7 +57,37 @@ def synthetic_weights(hp: HParams = SMOLLM2_135M, wtype: GGMLType = GGMLType.Q4_
     return ctx, w
 
 
+def _model(hp: HParams, ctx: gg.Context, tensors: dict[str, Tensor]) -> LlamaModel:
+    return LlamaModel(hp, Weights(SimpleNamespace(path="<synthetic>"), ctx, tensors))  # type: ignore[arg-type]
+
+
 def synthetic_model(hp: HParams = SMOLLM2_135M, wtype: GGMLType = GGMLType.Q4_1) -> LlamaModel:
     ctx, tensors = synthetic_weights(hp, wtype)
-    weights = Weights(SimpleNamespace(path="<synthetic>"), ctx, tensors)  # type: ignore[arg-type]
-    return LlamaModel(hp, weights)
+    return _model(hp, ctx, tensors)
+
+
+@dataclass
+class SyntheticLlama:
+    """The model, and its weights and KV cache as tensors of one no_alloc context (`ctx`)."""
+
+    hp: HParams
+    ctx: gg.Context
+    model: LlamaModel
+    kv: SyntheticKV
+
+    def graph(self, n_tokens: int, n_past: int = 0, n_outputs: int | None = None, *,
+              flash_attn: bool = False) -> BuiltGraph:
+        """The graph of `n_tokens` new tokens after `n_past` cached ones (attention over n_past + n_tokens cells),
+        with logits for the last `n_outputs` rows (default: every row)."""
+        key = GraphKey(n_tokens, n_past + n_tokens, n_tokens if n_outputs is None else n_outputs)
+        if key.n_kv > self.kv.n_ctx:
+            raise ValueError(f"n_past + n_tokens = {key.n_kv} exceeds the KV cache of {self.kv.n_ctx} cells")
+        return self.model.build_graph(key, self.kv, flash_attn=flash_attn)  # type: ignore[arg-type]
+
+
+def synthetic_llama(hp: HParams = SMOLLM2_135M, wtype: GGMLType = GGMLType.Q4_1,
+                    embd_type: GGMLType = GGMLType.Q8_0, n_ctx: int = 512,
+                    kv_type: GGMLType = GGMLType.F16) -> SyntheticLlama:
+    ctx, tensors = synthetic_weights(hp, wtype, embd_type)
+    kv = SyntheticKV(ctx, hp, n_ctx, kv_type)
+    return SyntheticLlama(hp, ctx, _model(hp, ctx, tensors), kv)
