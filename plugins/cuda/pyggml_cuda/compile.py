@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from pyggml.backend.env import cache_dir as plugin_cache_dir
 from pyggml.errors import ComputeError
 from pyggml_opencl.programs import ProgramSpec, expand, source_of
 
@@ -205,8 +206,7 @@ def ptx_signatures(ptx: str) -> dict[str, list[str]]:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("PYGGML_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "pyggml")
-    return Path(base) / "cuda"
+    return plugin_cache_dir("cuda")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pyggml.backend.env import cache_dir as plugin_cache_dir
 from pyggml.errors import ComputeError
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,7 @@ def source_of(spec: ProgramSpec, device_defines: tuple[tuple[str, str], ...] = (
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("PYGGML_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "pyggml")
-    return Path(base) / "opencl"
+    return plugin_cache_dir("opencl")
 
 
 def numbered(source: str) -> str:

@@ -13,23 +13,12 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from pyggml.backend.env import device_selection, is_selected
 from pyggml.backend.protocol import Device, Registry
 
 log = logging.getLogger(__name__)
 
 DEVICES_ENV = "PYGGML_OPENCL_DEVICES"
-
-
-def _selected(index: int, label: str, wanted: list[str]) -> bool:
-    if not wanted:
-        return True
-    for w in wanted:
-        if w.isdigit():
-            if int(w) == index:
-                return True
-        elif w.lower() in label.lower():
-            return True
-    return False
 
 
 class OpenCLRegistry(Registry):
@@ -64,7 +53,7 @@ class OpenCLRegistry(Registry):
         if not platforms:
             self._reason = "no OpenCL platform (is an ICD such as pocl-opencl-icd installed?)"
             return []
-        wanted = [w.strip() for w in os.environ.get(DEVICES_ENV, "").split(",") if w.strip()]
+        wanted = device_selection(DEVICES_ENV)
         from pyggml_opencl.device import OpenCLDevice
 
         out: list[Device] = []
@@ -77,7 +66,7 @@ class OpenCLRegistry(Registry):
                 continue
             chosen = []
             for d in cl_devices:
-                if _selected(seen, f"{platform.name} {d.name}", wanted):
+                if is_selected(wanted, seen, f"{platform.name} {d.name}"):
                     chosen.append(d)
                 seen += 1
             if not chosen:

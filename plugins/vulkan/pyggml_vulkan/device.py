@@ -7,11 +7,11 @@ A CPU-emulated device (llvmpipe/lavapipe) is listed last and marked `emulated` i
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pyggml.backend.env import device_selection, is_selected
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, Registry
 
 if TYPE_CHECKING:
@@ -21,18 +21,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DEVICES_ENV = "PYGGML_VULKAN_DEVICES"
+
 
 def _selected(infos: list[PhysicalInfo]) -> list[PhysicalInfo]:
-    spec = os.environ.get("PYGGML_VULKAN_DEVICES", "").strip()
-    if not spec:
-        return infos
-    keep: list[PhysicalInfo] = []
-    for item in (s.strip() for s in spec.split(",") if s.strip()):
-        for info in infos:
-            hit = info.index == int(item) if item.isdigit() else item.lower() in info.name.lower()
-            if hit and info not in keep:
-                keep.append(info)
-    return keep
+    selection = device_selection(DEVICES_ENV)
+    return [info for info in infos if is_selected(selection, info.index, info.name)]
 
 
 class VulkanRegistry(Registry):
@@ -75,7 +69,7 @@ class VulkanRegistry(Registry):
         chosen.sort(key=lambda i: (PREFERENCE.index(i.device_type) if i.device_type in PREFERENCE else 9, i.index))
         if not chosen:
             self._reason = ("no Vulkan device with compute, 8/16-bit storage and arithmetic, timeline semaphores"
-                            if not infos or not usable else "PYGGML_VULKAN_DEVICES selects none of the devices")
+                            if not infos or not usable else f"{DEVICES_ENV} selects none of the devices")
         return [VulkanDevice(self, info, n) for n, info in enumerate(chosen)]
 
     def unavailable_reason(self) -> str | None:
