@@ -60,7 +60,7 @@ class Context:
         if self.mem_size is not None and self.used + cost > self.mem_size:
             raise AllocationError(
                 f"context budget exceeded: {self.used} of {self.mem_size} bytes used, tensor "
-                f"'{t.name or t.op.name}' {t.type} ne={list(t.ne)} needs {cost} more"
+                f"{repr(t.name) if t.name else f'(unnamed, op {t.op.name})'} {t.type} ne={list(t.ne)} needs {cost} more"
             )
         self.used += cost
         self._tensors.append(t)
