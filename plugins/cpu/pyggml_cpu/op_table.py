@@ -123,7 +123,7 @@ def _flash_ok(t: Tensor) -> bool:
 
 def _concat_ok(t: Tensor) -> bool:
     srcs = _srcs(t)
-    if t.type in LEGACY_QUANT:  # rows move as bytes; for K-quants the reference re-quantises (lossy), so no
+    if t.type in QUANT_DOT:  # whole blocks move as bytes, row by row (legacy and K-quants alike)
         return all(_rows(x) for x in (t, *srcs))
     return _plain_same(t)
 
