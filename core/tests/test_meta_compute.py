@@ -146,6 +146,29 @@ def test_plans_are_reused_and_rebuilt_when_srcs_change() -> None:
     assert backend.stats.plans == 1 and backend.stats.computes == 3 and backend.stats.allreduces == 3
 
 
+
+def test_butterfly_keeps_the_add_graphs_of_many_tensor_sets_until_a_temporary_moves() -> None:
+    devs = [fake_device(f"bf{j}") for j in range(2)]
+    bf = ButterflyAllreduce([d.init_backend() for d in devs])
+
+    def sets(n: int, k: int) -> list[list[Tensor]]:
+        return [[place([leaf("t", (k,), seed=10 * i + j)], d.buffer_type())["t"] for j, d in enumerate(devs)]
+                for i in range(n)]
+
+    many = sets(70, 8)  # more sets than the old cache of 64 held: a cycle through them used to rebuild every graph
+    for ts in many:
+        bf.allreduce(ts)
+    graphs = [bf._prepared(ts)[0][0][1] for ts in many]
+    for ts in many:
+        bf.allreduce(ts)
+    assert all(bf._prepared(ts)[0][0][1] is g for ts, g in zip(many, graphs, strict=True))
+    small, big = many[0], sets(1, 64)[0]
+    bf.allreduce(big)  # the temporaries grow: the small set's ADD graphs read a freed buffer, so they are rebuilt
+    want = small[0].numpy() * 2
+    bf.allreduce(small)
+    assert bf._prepared(small)[0][0][1] is not graphs[0]
+    assert all(np.array_equal(t.numpy(), want) for t in small)
+
 def test_asynchronous_devices() -> None:
     _meta, backend, devs = make_meta(3, mlp_states(3), async_ops=True)  # type: ignore[arg-type]
     for d in devs:

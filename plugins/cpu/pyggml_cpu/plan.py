@@ -1,11 +1,12 @@
 """Plans: a graph's computed nodes packed once into an array of C node descriptors (op, types, ne/nb, data
 addresses, params), validated here so C never sees a pointer outside its buffer. A plan is cached per graph
-(uid) and reused while the graph's tensors keep their places; a replay costs one signature check and one call.
+and reused while the graph's tensors keep their places; a replay costs one signature check and one call.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -113,25 +114,30 @@ def build_plan(graph: Graph, table: dict[Op, Entry], backend_name: str) -> Plan:
 
 
 class PlanCache:
-    """Plans by graph uid, re-planned when the graph's node list or any tensor's placement changed."""
+    """One plan per live graph, re-planned when the graph's node list or any tensor's placement changed.
 
-    def __init__(self, table: dict[Op, Entry], backend_name: str, capacity: int = 32) -> None:
+    Plans are held by weak reference to their graph, not in a bounded table: a meta-split (tensor parallel)
+    graph hands each device a hundred or more subgraphs and allreduce graphs per compute, and a table of a few
+    dozen entries evicted every one of them before its replay. A plan now lives exactly as long as its graph.
+    """
+
+    def __init__(self, table: dict[Op, Entry], backend_name: str) -> None:
         self.table = table
         self.backend_name = backend_name
-        self.capacity = capacity
-        self._plans: dict[int, Plan] = {}
+        self._plans: weakref.WeakKeyDictionary[Graph, Plan] = weakref.WeakKeyDictionary()
         self.builds = 0
+        """Plans built so far (replays of an unchanged graph build none)."""
+
+    def __len__(self) -> int:
+        return len(self._plans)
 
     def get(self, graph: Graph) -> Plan:
-        plan = self._plans.get(graph.uid)
+        plan = self._plans.get(graph)
         if plan is not None and plan.matches(graph):
             return plan
         plan = build_plan(graph, self.table, self.backend_name)
         self.builds += 1
-        self._plans.pop(graph.uid, None)
-        if len(self._plans) >= self.capacity:
-            self._plans.pop(next(iter(self._plans)))
-        self._plans[graph.uid] = plan
+        self._plans[graph] = plan
         return plan
 
     def clear(self) -> None:

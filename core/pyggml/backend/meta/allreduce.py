@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import cast
 
@@ -112,11 +113,18 @@ class InProcessCommunicator(Communicator):
         return True
 
 
+_Rounds = list[list[tuple[Tensor, Graph]]]
+"""Per round, per pair: the temporary on the destination and the one-node graph adding it in place."""
+
+
 class ButterflyAllreduce(Communicator):
     """The generic fallback: copies and in-place ADD nodes on the devices' own backends."""
 
     name = "butterfly"
-    MAX_CACHED = 64
+    MAX_CACHED = 4096
+    """Tensor sets whose ADD graphs are kept, least recently used dropped first. It must exceed the allreduces
+    of one graph (one per layer or two): a graph that needs more than the cache holds would get fresh ADD graphs,
+    and so fresh backend plans, on every compute."""
 
     def __init__(self, backends: Sequence[Backend]) -> None:
         self.backends = list(backends)
@@ -127,7 +135,9 @@ class ButterflyAllreduce(Communicator):
         self.p = p
         self.n_steps = (n - p > 0) + p.bit_length() - 1
         self._tmp: list[list[Buffer | None]] = [[None] * max(self.n_steps, 1) for _ in range(n)]
-        self._adds: dict[tuple[int, ...], tuple[Sequence[Tensor], list[list[tuple[Tensor, Graph]]]]] = {}
+        self._adds: OrderedDict[tuple[int, ...], tuple[Sequence[Tensor], int, _Rounds]] = OrderedDict()
+        self._tmp_gen = 0
+        """Bumped when a temporary buffer is replaced: cached ADD graphs whose temporaries lay in it are stale."""
 
     def steps(self) -> list[list[tuple[int, int]]]:
         """(source, destination) pairs of each round."""
@@ -167,18 +177,20 @@ class ButterflyAllreduce(Communicator):
         if not bd.cpy_tensor_async(bs, s, d):
             tensor_copy(s, d)
 
-    def _prepared(self, tensors: Sequence[Tensor]) -> list[list[tuple[Tensor, Graph]]]:
+    def _prepared(self, tensors: Sequence[Tensor]) -> _Rounds:
         """Per round, per pair: the temporary on the destination and the one-node graph adding it in place."""
         key = tuple(id(t) for t in tensors)
         hit = self._adds.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], tensors, strict=True)):
-            return hit[1]
+        if hit is not None and hit[1] == self._tmp_gen and all(a is b for a, b in zip(hit[0], tensors, strict=True)):
+            self._adds.move_to_end(key)
+            return hit[2]
         rounds = []
         for r, pairs in enumerate(self.steps()):
             rounds.append([self._add_graph(tensors[dst], self._temp(dst, r, tensors[dst])) for _, dst in pairs])
-        if len(self._adds) >= self.MAX_CACHED:
-            self._adds.clear()
-        self._adds[key] = (list(tensors), rounds)
+        self._adds.pop(key, None)
+        while len(self._adds) >= self.MAX_CACHED:
+            self._adds.popitem(last=False)
+        self._adds[key] = (list(tensors), self._tmp_gen, rounds)
         return rounds
 
     def _temp(self, j: int, r: int, like: Tensor) -> Tensor:
@@ -187,6 +199,7 @@ class ButterflyAllreduce(Communicator):
         if buf is None or buf.size < size:
             if buf is not None:
                 buf.free()
+                self._tmp_gen += 1
             buf = self._tmp[j][r] = self.backends[j].device.buffer_type().alloc_buffer(size)
         t = Tensor(like.type, like.ne, op=Op.NONE)
         t.set_name(f"{like.name} (allreduce in)")
