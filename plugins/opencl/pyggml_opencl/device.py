@@ -20,7 +20,7 @@ from pyggml.backend.protocol import (
 )
 from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
-from pyggml_opencl.programs import ProgramCache
+from pyggml_opencl.programs import BUILD_OPTIONS, EXACT_DIV_SQRT, ProgramCache
 
 if TYPE_CHECKING:
     from pyggml.tensor import Tensor
@@ -46,6 +46,8 @@ class DeviceInfo:
     fp64: bool
     subgroups: bool
     unified_memory: bool
+    exact_div_sqrt: bool
+    """Float division and sqrt can be compiled correctly rounded (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)."""
 
     @staticmethod
     def query(d: Any) -> DeviceInfo:
@@ -67,6 +69,7 @@ class DeviceInfo:
             compute_units=int(d.max_compute_units), fp16="cl_khr_fp16" in ext,
             fp64="cl_khr_fp64" in ext or bool(getattr(d, "double_fp_config", 0)),
             subgroups="cl_khr_subgroups" in ext or "cl_intel_subgroups" in ext, unified_memory=unified,
+            exact_div_sqrt=bool(int(d.single_fp_config) & int(cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT)),
         )
 
 
@@ -99,7 +102,8 @@ class OpenCLDevice(Device):
         self.info = DeviceInfo.query(cl_device)
         self.queue: Any = cl.CommandQueue(ctx, cl_device)
         """The device's one in-order queue: buffer transfers and every backend of the device use it."""
-        self.programs = ProgramCache(ctx, cl_device, name, (("PYGGML_FP64", str(int(self.info.fp64))),))
+        options = f"{BUILD_OPTIONS} {EXACT_DIV_SQRT}" if self.info.exact_div_sqrt else BUILD_OPTIONS
+        self.programs = ProgramCache(ctx, cl_device, name, (("PYGGML_FP64", str(int(self.info.fp64))),), options)
         self._buft = OpenCLBufferType(self)
         self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
         self._allocated = 0
@@ -170,6 +174,7 @@ class OpenCLDevice(Device):
             "max_work_group": str(i.max_work_group), "local_mem": str(i.local_mem),
             "compute_units": str(i.compute_units), "fp16": str(i.fp16), "fp64": str(i.fp64),
             "subgroups": str(i.subgroups), "unified_memory": str(i.unified_memory),
+            "exact_div_sqrt": str(i.exact_div_sqrt),
         }
 
     # ---- buffers ----------------------------------------------------------------------------------------------

@@ -31,8 +31,9 @@ QUANT32 = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL})
 KQUANTS = frozenset({T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K})
 """256-element block types read element by element (kquants.h): GET_ROWS, MUL_MAT (f32 activations)."""
 QUANT_READ = QUANT32 | KQUANTS
-QUANT_WRITE = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL})
-"""Block types kernels can write (SET_ROWS / CPY)."""
+QUANT_WRITE = QUANT32 | KQUANTS
+"""Block types kernels can write (SET_ROWS / CPY): ggml's reference quantisers, byte for byte (quants.h,
+kquantize.h)."""
 WG = 64
 """Default work-group size of 1-D element launches and row reductions."""
 

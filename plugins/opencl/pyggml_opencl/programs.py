@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 BUILD_OPTIONS = "-cl-std=CL1.2 -DPYGGML_OPENCL=1"
+EXACT_DIV_SQRT = "-cl-fp32-correctly-rounded-divide-sqrt"
+"""Added where the device offers it: OpenCL lets float division and sqrt be off by ulps otherwise, and the
+quantisers' scales must round as the reference's (byte-exact blocks)."""
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 
@@ -92,16 +95,19 @@ def numbered(source: str) -> str:
 class ProgramCache:
     """Built programs of one device (in memory, and on disk across processes)."""
 
-    def __init__(self, ctx: Any, device: Any, label: str, device_defines: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self, ctx: Any, device: Any, label: str, device_defines: tuple[tuple[str, str], ...] = (),
+                 options: str = BUILD_OPTIONS) -> None:
         self.ctx = ctx
         self.device_defines = device_defines
         """Defines every program of this device gets (PYGGML_FP64 ...)."""
+        self.options = options
+        """Compiler options of every program of this device."""
         self.device = device
         self.label = label
         self._programs: dict[ProgramSpec, Any] = {}
         self._lock = threading.Lock()
         platform = device.platform
-        self._identity = f"{device.name}|{device.driver_version}|{device.version}|{platform.version}|{BUILD_OPTIONS}"
+        self._identity = f"{device.name}|{device.driver_version}|{device.version}|{platform.version}|{options}"
         self.builds = 0
         """Programs compiled from source in this process (not loaded from the disk cache)."""
 
@@ -132,7 +138,7 @@ class ProgramCache:
         if path.exists():
             try:
                 prg = cl._cl._Program(self.ctx, [self.device], [path.read_bytes()])
-                prg.build(BUILD_OPTIONS.encode(), [self.device])
+                prg.build(self.options.encode(), [self.device])
                 return prg
             except (cl.Error, OSError) as e:
                 log.warning("%s: cached program %s is unusable (%s); rebuilding", self.label, path, e)
@@ -153,7 +159,7 @@ class ProgramCache:
 
         prg = cl._cl._Program(self.ctx, source)
         try:
-            prg.build(BUILD_OPTIONS.encode(), [self.device])
+            prg.build(self.options.encode(), [self.device])
         except cl.Error as e:
             try:
                 build_log = prg.get_build_info(self.device, cl.program_build_info.LOG)

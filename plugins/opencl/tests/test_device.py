@@ -36,8 +36,10 @@ def test_devices_have_names_and_cl_facts(cl_devices) -> None:  # type: ignore[no
         assert d.name == f"OpenCL{i}"
         p = d.props()
         assert p.memory_total > 0 and 0 <= p.memory_free <= p.memory_total
-        for key in ("max_alloc", "max_work_group", "fp16", "fp64", "subgroups", "driver_version"):
+        for key in ("max_alloc", "max_work_group", "fp16", "fp64", "subgroups", "driver_version", "exact_div_sqrt"):
             assert key in p.details
+        # correctly rounded division and sqrt wherever the device has them (the quantisers' scales need them)
+        assert ("-cl-fp32-correctly-rounded-divide-sqrt" in d.programs.options) == d.info.exact_div_sqrt
         assert d.buffer_type().max_size == d.info.max_alloc
         assert d.type in (DeviceType.GPU, DeviceType.IGPU, DeviceType.ACCEL)
         assert p.caps.events

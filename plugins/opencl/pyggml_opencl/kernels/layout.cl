@@ -1,5 +1,5 @@
 /* Layout kernels: REPEAT, CONCAT, PAD, SET / ACC, DIAG, DIAG_MASK_*, ARANGE, raw byte copies.
- * Defines: T0 (src0 type), T1 (src1 type). One work-item per destination element unless noted. */
+ * Defines: T0 (src0 type), T1 (src1 type), plain types. One work-item per destination element unless noted. */
 #include "common.h"
 
 KERNEL void k_repeat(TENSOR(a), TENSOR(d)) {
@@ -9,20 +9,23 @@ KERNEL void k_repeat(TENSOR(a), TENSOR(d)) {
     copy_bytes(AT(d, i0, i1, i2, i3), AT(a, i0 % a_ne0, i1 % a_ne1, i2 % a_ne2, i3 % a_ne3), TSZ(T0));
 }
 
-KERNEL void k_concat(TENSOR(a), TENSOR(b), TENSOR(d), i32 dim) {
+/* a ++ b along dim, one work-item per unit of d: an element of a plain type (blk = 1), or a whole block of blk
+ * elements of a block type, moved as its bsz bytes (never re-quantised); T0 plays no part */
+KERNEL void k_concat(TENSOR(a), TENSOR(b), TENSOR(d), i32 dim, i64 blk, i32 bsz) {
     i64 i = GID(0);
-    if (i >= NEL(d)) return;
-    UNRAVEL(d, i, i0, i1, i2, i3);
-    i64 id[4] = {i0, i1, i2, i3};
-    i64 na[4] = {a_ne0, a_ne1, a_ne2, a_ne3};
+    i64 n0 = d_ne0 / blk;
+    if (i >= n0 * NROWS(d)) return;
+    i64 id[4] = {i % n0, (i / n0) % d_ne1, (i / (n0 * d_ne1)) % d_ne2, i / (n0 * d_ne1 * d_ne2)};
+    i64 na[4] = {a_ne0 / blk, a_ne1, a_ne2, a_ne3};
+    GLOBAL char *out = AT(d, id[0], id[1], id[2], id[3]);
     GLOBAL const char *s;
     if (id[dim] < na[dim]) {
-        s = AT(a, i0, i1, i2, i3);
+        s = AT(a, id[0], id[1], id[2], id[3]);
     } else {
         id[dim] -= na[dim];
         s = AT(b, id[0], id[1], id[2], id[3]);
     }
-    copy_bytes(AT(d, i0, i1, i2, i3), s, TSZ(T0));
+    copy_bytes(out, s, bsz);
 }
 
 KERNEL void k_pad(TENSOR(a), TENSOR(d), i64 lp0, i64 lp1, i64 lp2, i64 lp3) {

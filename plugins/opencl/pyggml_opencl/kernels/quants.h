@@ -101,9 +101,13 @@ INLINE void quantize_q4_0(GLOBAL char *b, const float *x) {
         ((GLOBAL u8 *)(b + 2))[j] = (u8)(q0 | (q1 << 4));
     }
 }
+/* comparisons, not fmin/fmax: of equal values (-0 and +0) the first one stays, as in ggml's scan */
 INLINE void pg_minmax(const float *x, float *mn, float *mx) {
     float lo = x[0], hi = x[0];
-    for (i32 j = 1; j < 32; j++) { lo = FMIN(lo, x[j]); hi = FMAX(hi, x[j]); }
+    for (i32 j = 1; j < 32; j++) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+    }
     *mn = lo; *mx = hi;
 }
 INLINE void quantize_q4_1(GLOBAL char *b, const float *x) {

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import PLAIN, PlanBuilder, f32, i32, i64, rule, src, tname
+from pyggml_opencl.op_table import PLAIN, PlanBuilder, f32, i32, i64, rule, src, srcs, tname
 from pyggml_opencl.programs import ProgramSpec
 
 if TYPE_CHECKING:
@@ -35,14 +35,21 @@ def build_repeat(node: Tensor, b: PlanBuilder) -> None:
 
 
 def _concat_ok(node: Tensor, dev: OpenCLDevice) -> bool:
-    return all(s is not None and s.type == node.type for s in node.src) and node.type in SAME_TYPE
+    """Same type everywhere: a plain one, or any block type whose blocks lie side by side along dim 0."""
+    if not all(s is not None and s.type == node.type for s in node.src):
+        return False
+    tr = node.type.traits
+    if tr.is_quantized:
+        return all(t.nb[0] == tr.type_size for t in (node, *srcs(node)))
+    return node.type in SAME_TYPE
 
 
 @rule(Op.CONCAT, supports=_concat_ok)
 def build_concat(node: Tensor, b: PlanBuilder) -> None:
     a, c = src(node, 0), src(node, 1)
-    b.launch_1d(spec(a.type), "k_concat", node.nelements(), *b.tensor(a), *b.tensor(c), *b.tensor(node),
-                i32(node.params.dim))
+    tr = node.type.traits  # the kernel moves units of type_size bytes, whatever the type: one program for all
+    b.launch_1d(spec(), "k_concat", node.nelements() // tr.blck_size, *b.tensor(a), *b.tensor(c), *b.tensor(node),
+                i32(node.params.dim), i64(tr.blck_size), i32(tr.type_size))
 
 
 def _f32_only(node: Tensor, dev: OpenCLDevice) -> bool:

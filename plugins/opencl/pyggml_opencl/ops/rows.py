@@ -45,7 +45,7 @@ def _set_rows_ok(node: Tensor, dev: OpenCLDevice) -> bool:
     if rows is None or ids is None or ids.type not in INDEX:
         return False
     if node.type in QUANT_WRITE:
-        return node.ne[0] % 32 == 0 and node.is_contiguous_rows()
+        return node.ne[0] % node.type.traits.blck_size == 0 and node.is_contiguous_rows()
     return node.type in PLAIN
 
 
@@ -55,8 +55,8 @@ def build_set_rows(node: Tensor, b: PlanBuilder) -> None:
     s = spec(rows.type, node.type, ids.type)
     err = b.error_args(f"a row id outside 0..{node.ne[1] - 1}")
     if node.type in QUANT_WRITE:
-        b.launch_1d(s, "k_set_rows_q", rows.nelements() // 32, *b.tensor(rows), *b.tensor(ids), *b.tensor(node),
-                    *err)
+        b.launch_1d(s, "k_set_rows_q", rows.nelements() // node.type.traits.blck_size, *b.tensor(rows),
+                    *b.tensor(ids), *b.tensor(node), *err)
     else:
         b.launch_1d(s, "k_set_rows", rows.nelements(), *b.tensor(rows), *b.tensor(ids), *b.tensor(node), *err)
 
@@ -73,6 +73,7 @@ def block_copy_ok(a: Tensor, dst: Tensor) -> bool:
 def build_block_copy(node: Tensor, b: PlanBuilder) -> None:
     a = src(node, 0)
     if node.type in QUANT_WRITE:
-        b.launch_1d(spec(a.type, node.type), "k_quantize", node.nelements() // 32, *b.tensor(a), *b.tensor(node))
+        b.launch_1d(spec(a.type, node.type), "k_quantize", node.nelements() // node.type.traits.blck_size,
+                    *b.tensor(a), *b.tensor(node))
     else:
         b.launch_1d(spec(a.type, node.type), "k_dequantize", node.nelements(), *b.tensor(a), *b.tensor(node))
