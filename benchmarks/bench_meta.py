@@ -3,7 +3,7 @@ times), printed as JSON.
 
     python benchmarks/bench_meta.py                       # PoCL: OpenCL0..OpenCL{n-1}, n = 1, 2, 3
     python benchmarks/bench_meta.py --device cpu          # the cpu plugin's device, once per slice
-    python benchmarks/bench_meta.py --allreduce inprocess --opencl-plans 512
+    python benchmarks/bench_meta.py --allreduce inprocess
 
 Each configuration runs in its own process: PoCL reads POCL_DEVICES ("pthread" n times) once per process. One
 device runs without the meta device (split mode none) as the baseline; n > 1 runs the meta device. PoCL's pthread
@@ -22,10 +22,6 @@ import time
 
 
 def child(args: argparse.Namespace) -> dict[str, object]:
-    if args.opencl_plans:
-        import pyggml_opencl.backend as ocl
-
-        ocl.MAX_PLANS = args.opencl_plans  # per-device plans kept; the meta device makes 2 per layer + 1
     from pyggml_llama.session import Session
 
     n = args.child
@@ -59,7 +55,6 @@ def main() -> int:
     p.add_argument("--ctx-size", type=int, default=256)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--allreduce", choices=["auto", "inprocess", "butterfly"], default="auto")
-    p.add_argument("--opencl-plans", type=int, default=0, help="raise the OpenCL plugin's plan cache to this size")
     p.add_argument("--meta-for-one", action="store_true", help="run 1 device through the meta device too")
     p.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -80,8 +75,7 @@ def main() -> int:
         if base is not None and "tokens" in r:
             r["same_tokens_as_1"] = r["tokens"] == base
     print(json.dumps({"benchmark": "meta_decode", "device": args.device, "allreduce": args.allreduce,
-                      "n_predict": args.n_predict, "opencl_plans": args.opencl_plans or None,
-                      "results": results}, indent=1))
+                      "n_predict": args.n_predict, "results": results}, indent=1))
     return 0
 
 

@@ -1,11 +1,12 @@
 """The CUDA backend (one stream on one device), its per-graph plans and CUDA graph capture.
 
 `graph_compute` builds a plan for a graph once: every compute node's rule (op table) gives its launches, which are
-bound to compiled kernels with their arguments packed. Plans are cached under the graph's fingerprint (node
-identities, ops, params, shapes, strides, buffers, offsets): thanks to the static allocator a reused graph has the
-same fingerprint, so its kernels read and write the same addresses every time. Such a plan is run directly the
-first time (a failing launch names its node), captured into a CUDA graph the second time, and from then on
-replayed with one cuGraphLaunch. `PYGGML_CUDA_GRAPHS=0` turns capture off. Work is queued on the backend's
+bound to compiled kernels with their arguments packed. Plans stay with their graph (pyggml_opencl's `PlanCache`,
+checked against the graph's fingerprint: node identities, ops, params, shapes, strides, buffers, offsets): thanks to
+the static allocator a reused graph has the same fingerprint, so its kernels read and write the same addresses every
+time, and any number of graphs run in turn (the meta device's subgraphs) replay without rebuilding. Such a plan is
+run directly the first time (a failing launch names its node), captured into a CUDA graph the second time, and from
+then on replayed with one cuGraphLaunch. `PYGGML_CUDA_GRAPHS=0` turns capture off. Work is queued on the backend's
 stream; `graph_compute` waits for it, `graph_compute_async` does not.
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +28,12 @@ from pyggml_cuda.device import CudaDevice, CudaEvent
 from pyggml_cuda.modules import Bound
 from pyggml_cuda.op_table import build_launches
 from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, describe_node
-from pyggml_opencl.backend import fingerprint
+from pyggml_opencl.plan_cache import PlanCache
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
 
 log = logging.getLogger(__name__)
-MAX_PLANS = 16
 GRAPHS_ENV = "PYGGML_CUDA_GRAPHS"
 
 
@@ -72,13 +71,17 @@ class CudaBackend(Backend):
         self.dev = device
         with device.active():
             self.stream: Any = drv().Stream()
-        self._plans: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
+        self._plans: PlanCache[Plan] = PlanCache(lambda g: build_plan(device, g), self._destroy_graph)
         self._pending: list[Any] = []
         self.use_graphs = os.environ.get(GRAPHS_ENV, "1") not in ("0", "")
-        self.plans_built = 0
         self.graph_launches = 0
         """Computes that ran as one cuGraphLaunch."""
         self.captures = 0
+
+    @property
+    def plans_built(self) -> int:
+        """Plans built so far (a replayed graph builds none)."""
+        return self._plans.builds
 
     # ---- compute ----------------------------------------------------------------------------------------------
 
@@ -87,17 +90,7 @@ class CudaBackend(Backend):
         self.synchronize()
 
     def graph_compute_async(self, graph: Graph) -> None:
-        key = fingerprint(graph)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = build_plan(self.dev, graph)
-            self.plans_built += 1
-            self._plans[key] = plan
-            if len(self._plans) > MAX_PLANS:
-                self._drop(self._plans.popitem(last=False)[1])
-        else:
-            self._plans.move_to_end(key)
-        self.replay(plan)
+        self.replay(self._plans.get(graph))
 
     def replay(self, plan: Plan) -> None:
         with self.dev.active():
@@ -217,14 +210,9 @@ class CudaBackend(Backend):
                 log.debug("%s: freeing a CUDA graph: %s", self.dev.name, e)
         plan.graph = plan.graph_exec = 0
 
-    def _drop(self, plan: Plan) -> None:
-        self._destroy_graph(plan)
-
     def free(self) -> None:
         self.synchronize()
-        for plan in self._plans.values():
-            self._drop(plan)
-        self._plans.clear()
+        self._plans.clear()  # destroys the plans' CUDA graphs
 
 
 def _end_quietly(lib: Any, stream: int) -> None:

@@ -1,16 +1,16 @@
 """The OpenCL backend (a stream on one device) and its per-graph launch plans.
 
 `graph_compute` builds a plan for a graph once: every compute node's rule (from the op table) creates its kernel
-objects with their arguments bound to the tensors' buffers and offsets. The plan is cached under a fingerprint of
-the graph (node identities, ops, params, shapes, strides, buffers, offsets), so a graph that is recomputed with
-the same allocation is replayed: one `enqueue_nd_range_kernel` per launch, no per-node decisions. Work is queued
-on the device's in-order queue and `graph_compute` returns without waiting (`synchronize` waits).
+objects with their arguments bound to the tensors' buffers and offsets. The plan stays with the graph
+(`plan_cache.PlanCache`, checked against a fingerprint of node identities, ops, params, shapes, strides, buffers
+and offsets), so a graph that is recomputed with the same allocation is replayed, however many graphs run in turn:
+one `enqueue_nd_range_kernel` per launch, no per-node decisions. Work is queued on the device's in-order queue and
+`graph_compute` returns without waiting (`synchronize` waits).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +21,12 @@ from pyggml.tensor import Tensor, TensorFlag
 from pyggml_opencl.buffer import cl_mem_of, device_copy, src_device
 from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
 from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder
+from pyggml_opencl.plan_cache import PlanCache
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
 
 log = logging.getLogger(__name__)
-MAX_PLANS = 16
 
 
 @dataclass(slots=True)
@@ -34,21 +34,6 @@ class Plan:
     launches: list[Launch]
     keep: list[Any]
     """Buffers the plan's kernels point at, kept alive so the fingerprint's ids stay unique."""
-
-
-def _tensor_key(t: Tensor | None) -> tuple[Any, ...]:
-    if t is None:
-        return ()
-    return (id(t.buffer), t.offset, t.type, t.ne, t.nb)
-
-
-def fingerprint(graph: Graph) -> tuple[Any, ...]:
-    """Everything a plan depends on; equal fingerprints mean the same launches with the same arguments."""
-    return tuple(
-        (id(n), n.op, n.params, _tensor_key(n), tuple(_tensor_key(s) for s in n.src))
-        for n in graph.nodes
-        if n.flags & TensorFlag.COMPUTE and n.op is not Op.NONE and n.op not in VIEW_OPS
-    )
 
 
 def build_plan(dev: OpenCLDevice, graph: Graph) -> Plan:
@@ -78,9 +63,13 @@ class OpenCLBackend(Backend):
     def __init__(self, device: OpenCLDevice) -> None:
         super().__init__(device)
         self.dev = device
-        self._plans: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
+        self._plans: PlanCache[Plan] = PlanCache(lambda g: build_plan(device, g))
         self._pending: list[Any] = []
-        self.plans_built = 0
+
+    @property
+    def plans_built(self) -> int:
+        """Plans built so far (a replayed graph builds none)."""
+        return self._plans.builds
 
     # ---- compute ----------------------------------------------------------------------------------------------
 
@@ -89,17 +78,7 @@ class OpenCLBackend(Backend):
         self.synchronize()
 
     def graph_compute_async(self, graph: Graph) -> None:
-        key = fingerprint(graph)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = build_plan(self.dev, graph)
-            self.plans_built += 1
-            self._plans[key] = plan
-            if len(self._plans) > MAX_PLANS:
-                self._plans.popitem(last=False)
-        else:
-            self._plans.move_to_end(key)
-        self.replay(plan)
+        self.replay(self._plans.get(graph))
 
     def replay(self, plan: Plan) -> None:
         import pyopencl as cl
