@@ -4,7 +4,7 @@ A plan is bound to the graph object it was built for and checked against the gra
 so however many graphs a backend runs in turn, each live one replays: the meta device (tensor split) hands every
 device one subgraph per allreduce and one ADD graph per butterfly round, 121 distinct graphs per decode step for
 SmolLM2 on two devices, far more than any fixed-size cache of recent plans holds. A plan goes when its graph is
-gone (swept on the next build) or when the graph's fingerprint changes (its tensors moved). A few plans are also
+gone (released on the next compute) or when the graph's fingerprint changes (its tensors moved). A few plans are also
 kept by fingerprint alone (`recent`, least recently used first out), for a new graph object over the same tensors
 and placement (e.g. a graph view made per compute).
 """
@@ -50,6 +50,11 @@ class _Entry(Generic[P]):
     plan: P
 
 
+def _on_death(dead: list[int], uid: int) -> Callable[[weakref.ref[Graph]], None]:
+    """A weakref callback that only notes the uid (it may run inside any allocation, on any thread)."""
+    return lambda _ref: dead.append(uid)
+
+
 class PlanCache(Generic[P]):
     """`get(graph)` returns the graph's plan, building it with `build` only when the graph is new to the cache or
     its fingerprint changed. `release(plan)` (optional) is called, on the caller's thread, for every plan that no
@@ -62,6 +67,8 @@ class PlanCache(Generic[P]):
         self._recent_max = recent
         self._by_graph: dict[int, _Entry[P]] = {}
         """graph uid -> the graph (weakly), its fingerprint and plan."""
+        self._dead: list[int] = []
+        """uids of graphs that died since the last compute (appended by weakref callbacks, which only do that)."""
         self._recent: OrderedDict[Key, P] = OrderedDict()
         self.builds = 0
 
@@ -69,13 +76,14 @@ class PlanCache(Generic[P]):
         return len(self._by_graph)
 
     def get(self, graph: Graph) -> P:
+        if self._dead:
+            self._sweep()
         key = fingerprint(graph)
         entry = self._by_graph.get(graph.uid)
         if entry is not None and entry.key == key:
             return entry.plan
         plan = self._recent.get(key)
         if plan is None:
-            self._sweep()
             plan = self._build(graph)  # may raise: the cache is left as it was
             self.builds += 1
             self._recent[key] = plan
@@ -83,7 +91,7 @@ class PlanCache(Generic[P]):
         else:
             self._recent.move_to_end(key)
             dropped = []
-        self._by_graph[graph.uid] = _Entry(weakref.ref(graph), key, plan)
+        self._by_graph[graph.uid] = _Entry(weakref.ref(graph, _on_death(self._dead, graph.uid)), key, plan)
         if entry is not None:
             dropped.append(entry.plan)
         self._release_unused(dropped)
@@ -97,8 +105,13 @@ class PlanCache(Generic[P]):
 
     def _sweep(self) -> None:
         """Forget the plans of graphs that no longer exist."""
-        dead = [uid for uid, e in self._by_graph.items() if e.graph() is None]
-        self._release_unused([self._by_graph.pop(uid).plan for uid in dead])
+        gone: list[P] = []
+        while self._dead:
+            uid = self._dead.pop()
+            e = self._by_graph.get(uid)
+            if e is not None and e.graph() is None:
+                gone.append(self._by_graph.pop(uid).plan)
+        self._release_unused(gone)
 
     def _release_unused(self, plans: list[P]) -> None:
         if self._release is None or not plans:
