@@ -18,7 +18,6 @@ CSRC = os.path.join(HERE, "csrc")
 SOURCES = sorted(p.name for p in Path(CSRC).glob("*.c"))
 
 
-
 def _cdef_part(name: str) -> str:
     """The declarations between the cdef-begin and cdef-end markers of a C header (comments dropped)."""
     text = Path(CSRC, name).read_text(encoding="utf-8")
@@ -29,6 +28,10 @@ def _cdef_part(name: str) -> str:
 
 
 CDEF = _cdef_part("pgc.h") + _cdef_part("api.h")
+COMPILE_ARGS = ["-O3", "-std=gnu11", "-pthread", "-fno-strict-aliasing", "-ffp-contract=off", "-Wall",
+                "-Wno-unused-function"]
+"""The C flags of the wheel (tests/test_cpu_simd_harness.py builds its harness with the same ones)."""
+LIBRARIES = ["m", "dl", "pthread"] if sys.platform != "win32" else []
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
@@ -37,9 +40,8 @@ ffibuilder.set_source(
     '#include "api.h"\n',
     sources=[os.path.join("pyggml_cpu", "csrc", s) for s in SOURCES],
     include_dirs=[CSRC],
-    extra_compile_args=["-O3", "-std=gnu11", "-pthread", "-fno-strict-aliasing", "-ffp-contract=off", "-Wall",
-                        "-Wno-unused-function"],
-    libraries=["m", "dl", "pthread"] if sys.platform != "win32" else [],
+    extra_compile_args=COMPILE_ARGS,
+    libraries=LIBRARIES,
 )
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ PORTABLE_ENV = "PYGGML_CPU_PORTABLE"
 
 _FEATURES = ["sse3", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16",
              "neon", "arm_dotprod", "avx512vl"]
-SIMD_LEVELS = {0: "portable", 1: "avx2+fma+f16c", 2: "avx2+fma+f16c+avx-vnni", 3: "avx512", 4: "avx512+vnni"}
+SIMD_LEVELS = {0: "portable", 1: "avx2+fma+f16c", 2: "avx2+fma+f16c+avx-vnni", 3: "avx512", 4: "avx512+vnni",
+               5: "neon", 6: "neon+dotprod"}
 
 ERRORS = {1: "unsupported op", 2: "unsupported type", 3: "bad shape", 4: "out of memory for work data",
           5: "index out of range (a row or expert id outside its tensor)", 6: "no BLAS library loaded"}

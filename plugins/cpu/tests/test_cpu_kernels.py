@@ -58,9 +58,9 @@ def test_both_paths_agree_on_q4_0_dot() -> None:
     assert fast == pytest.approx(slow, rel=1e-5)
 
 
-@pytest.mark.parametrize("level", [1, 2, 3, 4])
+@pytest.mark.parametrize("level", [1, 2, 3, 4, 5, 6])
 def test_every_simd_level_agrees_with_portable(level: int) -> None:
-    """Each x86 kernel level this CPU has (AVX2, +VNNI, +AVX-512) against the portable kernels."""
+    """Each kernel level this CPU has (x86-64 AVX2, +VNNI, +AVX-512; arm64 NEON, +SDOT) against the portable ones."""
     rng = np.random.default_rng(level)
     n = 2048
     rows = {t: quants.quantize(rng.standard_normal(n).astype(np.float32), t) for t in (T.Q4_0, T.Q4_K, T.Q6_K)}

@@ -12,7 +12,7 @@ int pgc_pool_n_threads(pgc_pool *p);
 int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node, int64_t *node_ns);
 
 /* SIMD: features of this CPU (bit mask PGC_F_*, see dot_portable.c), and the kernel level in use
-   (0 portable, 1 avx2) */
+   (0 portable, 1-4 x86-64 AVX2 .. AVX-512 + VNNI, 5-6 arm64 NEON, + SDOT; see dot_portable.c) */
 int pgc_cpu_features(void);
 int pgc_simd_level(void);
 int pgc_set_simd_level(int level); /* 0 forces the portable kernels; returns the level now in use */

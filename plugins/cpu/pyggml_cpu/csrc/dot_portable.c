@@ -3,6 +3,14 @@
 #include "pgc.h"
 
 #include <stdlib.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 #define SFX(name) name##_portable
 #define LD16(h) pgc_fp16_to_fp32(h)
@@ -41,13 +49,24 @@ int pgc_cpu_features(void) {
         if (a & (1u << 4)) f |= PGC_F_AVXVNNI;
     }
 #elif defined(__aarch64__)
-    f |= PGC_F_NEON;
+    f |= PGC_F_NEON; /* Advanced SIMD is part of every arm64 CPU */
+#if defined(__ARM_FEATURE_DOTPROD)
+    f |= PGC_F_ARM_DOTPROD; /* the build's own baseline has it */
+#elif defined(__linux__)
+    if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) f |= PGC_F_ARM_DOTPROD;
+#elif defined(__APPLE__)
+    int dp = 0;
+    size_t len = sizeof(dp);
+    if (sysctlbyname("hw.optional.arm.FEAT_DotProd", &dp, &len, NULL, 0) == 0 && dp) f |= PGC_F_ARM_DOTPROD;
+#endif
 #endif
     return f;
 }
 
 /* kernel levels: 0 portable; 1 avx2 (+fma, f16c); 2 avx2 + avx-vnni; 3 avx-512 (F, VL, BW: 512-bit float dots,
-   and the 256-bit byte dots compiled with 32 vector registers); 4 avx-512 + avx512-vnni */
+   and the 256-bit byte dots compiled with 32 vector registers); 4 avx-512 + avx512-vnni; on arm64 5 neon and
+   6 neon + dotprod (SDOT) */
+#define PGC_MAX_LEVEL 6
 static int level_ok(int level, int f) {
     const int avx2 = PGC_F_AVX2 | PGC_F_FMA | PGC_F_F16C, avx512 = avx2 | PGC_F_AVX512F | PGC_F_AVX512VL | PGC_F_AVX512BW;
     switch (level) {
@@ -56,6 +75,8 @@ static int level_ok(int level, int f) {
     case 2: return (f & (avx2 | PGC_F_AVXVNNI)) == (avx2 | PGC_F_AVXVNNI);
     case 3: return (f & avx512) == avx512;
     case 4: return (f & (avx512 | PGC_F_AVX512VNNI)) == (avx512 | PGC_F_AVX512VNNI);
+    case 5: return (f & PGC_F_NEON) != 0;
+    case 6: return (f & (PGC_F_NEON | PGC_F_ARM_DOTPROD)) == (PGC_F_NEON | PGC_F_ARM_DOTPROD);
     default: return 0;
     }
 }
@@ -63,12 +84,14 @@ static int level_ok(int level, int f) {
 int pgc_set_simd_level(int level) {
     int f = pgc_cpu_features();
     if (level < 0 || !level_ok(level, f)) /* best available */
-        for (level = 4; level > 0 && !level_ok(level, f); level--) {}
+        for (level = PGC_MAX_LEVEL; level > 0 && !level_ok(level, f); level--) {}
     pgc_simd_portable(&pgc_S);
 #if defined(__x86_64__)
     if (level == 1) pgc_simd_avx2(&pgc_S);
     if (level == 2) pgc_simd_vnni(&pgc_S);
     if (level >= 3) pgc_simd_avx512(&pgc_S, level == 4);
+#elif defined(__aarch64__)
+    if (level >= 5) pgc_simd_neon(&pgc_S, level == 6);
 #endif
     return pgc_S.level;
 }

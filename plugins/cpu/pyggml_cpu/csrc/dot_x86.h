@@ -282,17 +282,8 @@ INLINE void q6_K_cols(int64_t n, float *s, const void *vx, const void *const *vy
 
 /* the table entries: one column (pgc_vec_dot_fn) and two columns (pgc_vec_dot2_fn) of a kernel; the 32-block
    types keep their own one-column kernels above (two accumulators) */
-#define COLS_ENTRIES(T)                                                                                     \
-    static void XSFX(vd_##T)(int64_t n, float *s, const void *vx, const void *vy) {                         \
-        const void *ys[1] = {vy};                                                                           \
-        T##_cols(n, s, vx, ys, 1);                                                                          \
-    }                                                                                                       \
-    COLS2_ENTRY(T)
-#define COLS2_ENTRY(T)                                                                                      \
-    static void XSFX(vd2_##T)(int64_t n, float *s, const void *vx, const void *vy0, const void *vy1) {     \
-        const void *ys[2] = {vy0, vy1};                                                                     \
-        T##_cols(n, s, vx, ys, 2);                                                                          \
-    }
+#define COLS_ENTRIES(T) PGC_VD1_ENTRY(XSFX(vd_##T), T##_cols) COLS2_ENTRY(T)
+#define COLS2_ENTRY(T) PGC_VD2_ENTRY(XSFX(vd2_##T), T##_cols)
 COLS2_ENTRY(q4_0)
 COLS2_ENTRY(q4_1)
 COLS2_ENTRY(q8_0)

@@ -218,9 +218,20 @@ typedef void (*pgc_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y
 typedef void (*pgc_quant_fn)(const float *x, void *y, int64_t n);
 /* one weight row against two activation rows: s[0], s[1] */
 typedef void (*pgc_vec_dot2_fn)(int64_t n, float *s, const void *x, const void *y0, const void *y1);
+/* the one- and two-column table entries `name` of a kernel `cols(n, s, x, ys, NC)` written for NC columns */
+#define PGC_VD1_ENTRY(name, cols)                                                                         \
+    static void name(int64_t n, float *s, const void *vx, const void *vy) {                               \
+        const void *ys[1] = {vy};                                                                         \
+        cols(n, s, vx, ys, 1);                                                                            \
+    }
+#define PGC_VD2_ENTRY(name, cols)                                                                         \
+    static void name(int64_t n, float *s, const void *vx, const void *vy0, const void *vy1) {            \
+        const void *ys[2] = {vy0, vy1};                                                                   \
+        cols(n, s, vx, ys, 2);                                                                            \
+    }
 
 typedef struct pgc_simd {
-    int level;                 /* see dot_portable.c: 0 portable .. 4 avx-512 + vnni */
+    int level;                 /* see dot_portable.c: 0 portable .. 4 avx-512 + vnni, 5-6 arm64 neon */
     pgc_dot_f32_fn dot_f32;
     pgc_dot_f16_fn dot_f16;    /* f16 row x f32 row */
     pgc_dot_f16_fn dot_bf16;   /* bf16 row x f32 row */
@@ -238,5 +249,6 @@ void pgc_simd_portable(pgc_simd *s);
 void pgc_simd_avx2(pgc_simd *s);   /* overrides entries with AVX2/FMA/F16C kernels */
 void pgc_simd_vnni(pgc_simd *s);   /* ... and the byte dots with AVX-VNNI */
 void pgc_simd_avx512(pgc_simd *s, int vnni); /* AVX-512 F/VL/BW kernels (+ AVX512-VNNI byte dots) */
+void pgc_simd_neon(pgc_simd *s, int dotprod); /* arm64: NEON kernels (+ SDOT) for every dot product */
 
 #endif

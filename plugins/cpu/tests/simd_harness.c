@@ -1,0 +1,231 @@
+/* Every SIMD kernel level this CPU has (x86-64: AVX2 .. AVX-512 + VNNI; arm64: NEON, NEON + SDOT) against the
+   portable kernels, on random rows. Built from the extension's own C sources with the wheel's flags by
+   test_cpu_simd_harness.py (natively, and for arm64 with a cross compiler, run under qemu-user).
+
+   Two kinds of data:
+   - exact: weight blocks of random bytes (every bit pattern of quants, scales, masks) with power-of-two block
+     scales, and small activations, so every partial sum is an integer times one power of two that a float holds
+     exactly: any summation order gives the same bits, and a level must match the portable kernel bit for bit.
+     This checks all the integer work (unpacking, scales, mins, block sums) exactly.
+   - real: rows quantised from Gaussian floats; results within 2e-5 of the sum of |w| |a| (float accumulation
+     order differs), and bit for bit for the K-quants on the levels that promise it (NEON).
+   The two-column entries (vec_dot2) are checked the same way, column by column.
+   Output: one line per failure, then "checked: ..." and "skipped: ..."; exit status 1 on any failure. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "api.h"
+#include "pgc.h"
+#include "quants.h"
+
+#define MAX_N (QKK * 8)
+#define ROWS 12
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static int rnd_in(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
+static float gauss(void) {
+    float s = 0.0f; /* Irwin-Hall: close enough to a normal for test data */
+    for (int k = 0; k < 12; k++) s += (float)(rnd() & 0xFFFF) / 65536.0f;
+    return s - 6.0f;
+}
+
+static const int QTYPES[] = {T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1, T_Q8_0, T_Q2_K, T_Q3_K, T_Q4_K, T_Q5_K, T_Q6_K};
+#define NQ ((int)(sizeof(QTYPES) / sizeof(QTYPES[0])))
+
+static const char *tname(int t) {
+    switch (t) {
+    case T_F32: return "f32"; case T_F16: return "f16"; case T_BF16: return "bf16";
+    case T_Q4_0: return "q4_0"; case T_Q4_1: return "q4_1"; case T_Q5_0: return "q5_0"; case T_Q5_1: return "q5_1";
+    case T_Q8_0: return "q8_0"; case T_Q2_K: return "q2_K"; case T_Q3_K: return "q3_K"; case T_Q4_K: return "q4_K";
+    case T_Q5_K: return "q5_K"; case T_Q6_K: return "q6_K"; default: return "?";
+    }
+}
+
+static const char *level_name(int level) {
+    static const char *names[] = {"portable", "avx2", "avx2+vnni", "avx512", "avx512+vnni", "neon", "neon+dotprod"};
+    return level >= 0 && level <= 6 ? names[level] : "?";
+}
+
+static pgc_simd port; /* the portable table */
+static int failures = 0;
+
+static void put16(void *p, float v) {
+    uint16_t h = pgc_fp32_to_fp16(v);
+    memcpy(p, &h, 2);
+}
+
+/* ---- data ------------------------------------------------------------------------------------------------ */
+
+/* a weight row of random bytes whose fp16 scales (and mins) are the power of two `d` */
+static void exact_weights(int t, uint8_t *row, int64_t n, float d) {
+    const int bs = pgc_blck_size(t), ts = pgc_type_size(t);
+    for (int64_t b = 0; b < n / bs; b++) {
+        uint8_t *p = row + b * ts;
+        for (int k = 0; k < ts; k++) p[k] = (uint8_t)rnd();
+        switch (t) {
+        case T_Q4_0: put16(&((bq4_0 *)p)->d, d); break;
+        case T_Q4_1: put16(&((bq4_1 *)p)->d, d); put16(&((bq4_1 *)p)->m, d / 2); break;
+        case T_Q5_0: put16(&((bq5_0 *)p)->d, d); break;
+        case T_Q5_1: put16(&((bq5_1 *)p)->d, d); put16(&((bq5_1 *)p)->m, d * 2); break;
+        case T_Q8_0: put16(&((bq8_0 *)p)->d, d); break;
+        case T_Q2_K: put16(&((bq2_K *)p)->d, d); put16(&((bq2_K *)p)->dmin, d / 4); break;
+        case T_Q3_K: put16(&((bq3_K *)p)->d, d); break;
+        case T_Q4_K: put16(&((bq4_K *)p)->d, d); put16(&((bq4_K *)p)->dmin, d * 2); break;
+        case T_Q5_K: put16(&((bq5_K *)p)->d, d); put16(&((bq5_K *)p)->dmin, d / 2); break;
+        case T_Q6_K: put16(&((bq6_K *)p)->d, d); break;
+        default: break;
+        }
+    }
+}
+
+/* an activation row of the dot partner type with values in [-2, 2] and scale d (block sums consistent) */
+static void exact_acts(int pt, uint8_t *row, int64_t n, float d) {
+    if (pt == T_Q8_K) {
+        bq8_K *y = (bq8_K *)row;
+        for (int64_t b = 0; b < n / QKK; b++) {
+            y[b].d = d;
+            for (int g = 0; g < 16; g++) {
+                int s = 0;
+                for (int l = 0; l < 16; l++) s += y[b].qs[16 * g + l] = (int8_t)rnd_in(-2, 2);
+                y[b].bsums[g] = (int16_t)s;
+            }
+        }
+        return;
+    }
+    for (int64_t b = 0; b < n / QK; b++) {
+        int s = 0;
+        int8_t *qs = pt == T_Q8_0 ? ((bq8_0 *)row)[b].qs : ((bq8_1 *)row)[b].qs;
+        for (int l = 0; l < QK; l++) s += qs[l] = (int8_t)rnd_in(-2, 2);
+        if (pt == T_Q8_0) {
+            put16(&((bq8_0 *)row)[b].d, d);
+        } else {
+            put16(&((bq8_1 *)row)[b].d, d);
+            put16(&((bq8_1 *)row)[b].s, d * (float)s);
+        }
+    }
+}
+
+static void gauss_row(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = gauss();
+}
+
+/* ---- comparison ------------------------------------------------------------------------------------------- */
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, 4) == 0; }
+
+static void check(const char *level, const char *what, int exact, float got, float want, double scale) {
+    const int ok = exact ? same_bits(got, want) : fabs((double)got - (double)want) <= 2e-5 * scale + 1e-30;
+    if (ok && got == got) return;
+    failures++;
+    if (failures <= 40)
+        printf("FAIL %s %s: got %.9g want %.9g (%s)\n", level, what, got, want, exact ? "bit-exact" : "tolerance");
+}
+
+/* one quantised type on the level now in pgc_S: `bitexact_real` also demands identical bits on real data */
+static void check_quant(const char *level, int t, int bitexact_real) {
+    static uint8_t w[MAX_N * 2], a0[MAX_N * 2], a1[MAX_N * 2];
+    static float wf[MAX_N], af0[MAX_N], af1[MAX_N], deq[MAX_N];
+    const int pt = pgc_vec_dot_type(t), bs = pgc_blck_size(t);
+    const int64_t sizes[3] = {bs, 2 * bs, bs == QK ? 33 * QK : 5 * QKK};
+    char what[64];
+    for (int mode = 0; mode < 2; mode++)
+        for (int r = 0; r < ROWS; r++) {
+            const int64_t n = sizes[r % 3];
+            double scale = 0.0;
+            if (mode == 0) {
+                const float ds[3] = {0.5f, 1.0f, 2.0f};
+                exact_weights(t, w, n, ds[r % 3]);
+                exact_acts(pt, a0, n, 0.25f);
+                exact_acts(pt, a1, n, 0.5f);
+            } else {
+                gauss_row(wf, n);
+                gauss_row(af0, n);
+                gauss_row(af1, n);
+                port.quantize[t](wf, w, n);
+                port.quantize[pt](af0, a0, n);
+                port.quantize[pt](af1, a1, n);
+                pgc_dequant_row(t, w, deq, n);
+                for (int64_t i = 0; i < n; i++) scale += fabs((double)deq[i]) * (fabs((double)af0[i]) + fabs((double)af1[i]));
+            }
+            const int exact = mode == 0 || bitexact_real;
+            float want0, want1, got, two[2];
+            port.vec_dot[t](n, &want0, w, a0);
+            port.vec_dot[t](n, &want1, w, a1);
+            pgc_S.vec_dot[t](n, &got, w, a0);
+            snprintf(what, sizeof what, "%s n=%lld %s", tname(t), (long long)n, mode ? "real" : "exact");
+            check(level, what, exact, got, want0, scale);
+            if (pgc_S.vec_dot2[t]) {
+                pgc_S.vec_dot2[t](n, two, w, a0, a1);
+                snprintf(what, sizeof what, "%s two-column n=%lld %s", tname(t), (long long)n, mode ? "real" : "exact");
+                check(level, what, exact, two[0], want0, scale);
+                check(level, what, exact, two[1], want1, scale);
+            }
+        }
+}
+
+static void check_floats(const char *level) {
+    static float x[1000], y[1000];
+    static uint16_t h[1000], b[1000];
+    char what[64];
+    for (int mode = 0; mode < 2; mode++)
+        for (int r = 0; r < ROWS; r++) {
+            const int64_t n = r % 2 ? 1000 : 35;
+            double scale = 0.0;
+            for (int64_t i = 0; i < n; i++) {
+                x[i] = mode ? gauss() : (float)rnd_in(-8, 8); /* small integers: every order sums exactly */
+                y[i] = mode ? gauss() : (float)rnd_in(-8, 8);
+                h[i] = pgc_fp32_to_fp16(x[i]);
+                b[i] = pgc_fp32_to_bf16(x[i]);
+                scale += fabs((double)x[i] * y[i]) * 1.01;
+            }
+            snprintf(what, sizeof what, "n=%lld %s", (long long)n, mode ? "real" : "exact");
+            char full[96];
+            snprintf(full, sizeof full, "f32 %s", what);
+            check(level, full, mode == 0, pgc_S.dot_f32(n, x, y), port.dot_f32(n, x, y), scale);
+            snprintf(full, sizeof full, "f16 %s", what);
+            check(level, full, mode == 0, pgc_S.dot_f16(n, h, y), port.dot_f16(n, h, y), scale);
+            snprintf(full, sizeof full, "bf16 %s", what);
+            check(level, full, mode == 0, pgc_S.dot_bf16(n, b, y), port.dot_bf16(n, b, y), scale);
+        }
+}
+
+int main(void) {
+    const int features = pgc_cpu_features();
+    pgc_set_simd_level(0);
+    port = pgc_S;
+    printf("features: 0x%x\n", features);
+    char checked[256] = "", skipped[256] = "";
+    for (int level = 1; level <= 6; level++) {
+        const char *name = level_name(level);
+        if (pgc_set_simd_level(level) != level) {
+            strcat(skipped, " ");
+            strcat(skipped, name);
+            continue;
+        }
+        /* the level must bring its own kernel for every dot product, or it is not what it claims */
+        int own = pgc_S.dot_f32 != port.dot_f32 && pgc_S.dot_f16 != port.dot_f16 && pgc_S.dot_bf16 != port.dot_bf16;
+        for (int k = 0; k < NQ; k++) own = own && pgc_S.vec_dot[QTYPES[k]] != port.vec_dot[QTYPES[k]];
+        if (!own) {
+            failures++;
+            printf("FAIL %s: some dot products are still the portable ones\n", name);
+        }
+        const int neon = level >= 5;
+        for (int k = 0; k < NQ; k++) {
+            const int t = QTYPES[k];
+            check_quant(name, t, neon && pgc_blck_size(t) == QKK);
+        }
+        check_floats(name);
+        strcat(checked, " ");
+        strcat(checked, name);
+    }
+    pgc_set_simd_level(-1);
+    printf("best: %s\nchecked:%s\nskipped:%s\n", level_name(pgc_simd_level()), checked, skipped);
+    printf("%s\n", failures ? "FAILED" : "OK");
+    return failures ? 1 : 0;
+}

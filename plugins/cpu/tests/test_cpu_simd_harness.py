@@ -1,0 +1,82 @@
+"""Every SIMD kernel level against the portable kernels, through simd_harness.c (beside this file) built from the
+extension's C sources with the wheel's own flags: natively (the x86-64 levels this CPU has, or NEON on an arm64
+host) and, elsewhere, for arm64 with a cross compiler, run under qemu-user: NEON and NEON + SDOT on a CPU model
+that has the dot product instructions, plain NEON on one that lacks them (the run-time check must fall back)."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from pyggml_cpu import kernels
+from pyggml_cpu._build import COMPILE_ARGS, CSRC, LIBRARIES
+
+HARNESS = Path(__file__).with_name("simd_harness.c")
+X86_LEVELS = ["avx2", "avx2+vnni", "avx512", "avx512+vnni"]
+ARM_CROSS = "aarch64-linux-gnu-gcc"
+QEMU = "qemu-aarch64"
+ARM_SYSROOT = "/usr/aarch64-linux-gnu"
+
+
+def build(cc: str, out: Path) -> Path:
+    sources = sorted(str(p) for p in Path(CSRC).glob("*.c"))
+    cmd = [cc, *COMPILE_ARGS, f"-I{CSRC}", str(HARNESS), *sources, "-o", str(out), *(f"-l{lib}" for lib in LIBRARIES)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr[-4000:]}"
+    return out
+
+
+def run(cmd: list[str]) -> dict[str, list[str]]:
+    """Run the harness; its 'key: words' lines as a dict. A failed check fails the test with the harness output."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("OK"), r.stdout[-4000:] + r.stderr[-2000:]
+    return {k.strip(): v.split() for k, _, v in (line.partition(":") for line in r.stdout.splitlines()) if v}
+
+
+def native_cc() -> str | None:
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    return shutil.which(cc) or shutil.which("cc")
+
+
+@pytest.fixture(scope="module")
+def arm_harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if platform.machine() in ("aarch64", "arm64"):
+        pytest.skip("an arm64 host: the native harness checks the NEON kernels")
+    missing = [t for t in (ARM_CROSS, QEMU) if shutil.which(t) is None]
+    if missing or not Path(ARM_SYSROOT).is_dir():
+        pytest.skip(f"no {', '.join(missing) or ARM_SYSROOT} to build and run arm64 code "
+                    f"(apt-get install gcc-aarch64-linux-gnu qemu-user)")
+    return build(ARM_CROSS, tmp_path_factory.mktemp("arm64") / "simd_harness")
+
+
+def test_native_levels_match_portable(tmp_path: Path) -> None:
+    cc = native_cc()
+    if cc is None:
+        pytest.skip("no C compiler")
+    out = run([str(build(cc, tmp_path / "simd_harness"))])
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64"):
+        f = kernels.cpu_features()
+        if f["avx2"] and f["fma"] and f["f16c"]:
+            assert "avx2" in out["checked"]
+        assert set(out["checked"]) | set(out["skipped"]) >= set(X86_LEVELS)
+    elif machine in ("aarch64", "arm64"):
+        assert "neon" in out["checked"]
+
+
+def test_neon_and_sdot_match_portable_under_qemu(arm_harness: Path) -> None:
+    out = run([QEMU, "-L", ARM_SYSROOT, "-cpu", "max", str(arm_harness)])
+    assert out["checked"] == ["neon", "neon+dotprod"]
+    assert out["best"] == ["neon+dotprod"]
+
+
+def test_a_cpu_without_sdot_runs_plain_neon(arm_harness: Path) -> None:
+    out = run([QEMU, "-L", ARM_SYSROOT, "-cpu", "cortex-a57", str(arm_harness)])  # Armv8.0: no dot product
+    assert out["checked"] == ["neon"]
+    assert "neon+dotprod" in out["skipped"]
+    assert out["best"] == ["neon"]
