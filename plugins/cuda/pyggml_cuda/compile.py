@@ -42,7 +42,7 @@ KERNEL_DIR = Path(__file__).parent / "kernels"
 PRELUDE = "prelude.cuh"
 ARCHS = ("80", "90")
 """Machine code targets (sm_XX); PTX of the last one is embedded for newer GPUs."""
-FLAGS = ("-O3", "-std=c++17", "-fatbin", "-x", "cu")
+FLAGS = ("-O3", "-std=c++17", "--fmad=false", "-fatbin", "-x", "cu")  # no FMA contraction: see dialect.h
 NVCC_ENV = "PYGGML_NVCC"
 TIMEOUT_S = 600
 BUCKETS = 4
