@@ -2,6 +2,153 @@
    threads; each row is loaded to float (any float type), transformed, and stored in the dst type. */
 #include "pgc.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define PGC_X86_AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+/* ---- exp as ggml's CPU vector loops compute it ---------------------------------------------------------
+   ggml evaluates SILU, SWIGLU and SOFT_MAX's exponentials eight at a time (AVX2 build) with a polynomial
+   instead of libm's expf, and only the n % 8 tail with expf. Same math here, so that greedy decoding meets
+   llama.cpp's roundings: x = k ln2 + r with k = round(x log2 e) (the 1.5 * 2^23 shift trick), ln2 split in a
+   high and a low part, e^r - 1 ~ r (c1 + c2 r + c3 r^2 + c4 r^3 + c5 r^4) (Horner in r^2, coefficients of the
+   Arm optimized-routines single-precision exp), 2^k added to the exponent bits; |k| > 126 scales in two
+   steps so that subnormal and overflowing results come out right (|k| > 192: 0 or inf). About 1.5 ulp.
+   Each multiply-add below is one fused operation in ggml's vector code, hence fmaf: the scalar version and
+   the AVX2 version give the same bits. */
+#define EXPV_SHIFT 0x1.8p23f
+#define EXPV_LOG2E 0x1.715476p+0f
+#define EXPV_LN2_HI 0x1.62e4p-1f
+#define EXPV_LN2_LO 0x1.7f7d1cp-20f
+#define EXPV_C1 0x1.ffffecp-1f
+#define EXPV_C2 0x1.fffdb6p-2f
+#define EXPV_C3 0x1.555e66p-3f
+#define EXPV_C4 0x1.573e2ep-5f
+#define EXPV_C5 0x1.0e4020p-7f
+
+static inline uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static float expv1(float x) {
+    const float z = fmaf(x, EXPV_LOG2E, EXPV_SHIFT), k = z - EXPV_SHIFT;
+    const float r = fmaf(-k, EXPV_LN2_LO, fmaf(-k, EXPV_LN2_HI, x));
+    const uint32_t e = f_bits(z) << 23;
+    const float scale = bits_f(e + 0x3f800000u), r2 = r * r;
+    const float p = fmaf(fmaf(fmaf(EXPV_C5, r, EXPV_C4), r2, fmaf(EXPV_C3, r, EXPV_C2)), r2, EXPV_C1 * r);
+    if (!(fabsf(k) > 126.0f)) return fmaf(p, scale, scale);
+    const uint32_t neg = k <= 0.0f ? 0x82000000u : 0u;
+    const float s1 = bits_f(neg + 0x7f000000u), s2 = bits_f(e - neg);
+    if (fabsf(k) > 192.0f) return s1 * s1;
+    return fmaf(s2, p, s2) * s1;
+}
+
+/* sum of 8 lanes in the order of ggml's AVX2 reductions: ((0+4) + (2+6)) + ((1+5) + (3+7)) */
+static inline float sum8_tree(const float *v) {
+    float t0 = v[0] + v[4], t1 = v[1] + v[5], t2 = v[2] + v[6], t3 = v[3] + v[7];
+    return (t0 + t2) + (t1 + t3);
+}
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* the portable loops: whole groups of 8 with expv1, the tail with expf, as ggml */
+static double exp_sum_portable(int64_t n, float *y, const float *x, float mx) {
+    double sum = 0.0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int l = 0; l < 8; l++) y[i + l] = expv1(x[i + l] - mx);
+        sum += (double)sum8_tree(y + i);
+    }
+    for (; i < n; i++) sum += (double)(y[i] = expf(x[i] - mx));
+    return sum;
+}
+
+static void swiglu_portable(int64_t n, float *g, const float *v) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) {
+            const float a = g[i + l];
+            g[i + l] = a / (1.0f + expv1(0.0f - a)) * (v ? v[i + l] : 1.0f);
+        }
+    for (; i < n; i++) g[i] = silu(g[i]) * (v ? v[i] : 1.0f);
+}
+
+#ifdef PGC_X86_AVX2
+PGC_X86_AVX2 static inline __m256 expv8(__m256 x) {
+    const __m256 shift = _mm256_set1_ps(EXPV_SHIFT), sign = _mm256_set1_ps(-0.0f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(EXPV_LOG2E), shift), k = _mm256_sub_ps(z, shift);
+    const __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(EXPV_LN2_LO),
+                                      _mm256_fnmadd_ps(k, _mm256_set1_ps(EXPV_LN2_HI), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 scale = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(0x3f800000)));
+    const __m256 r2 = _mm256_mul_ps(r, r);
+    const __m256 hi = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(EXPV_C5), r, _mm256_set1_ps(EXPV_C4)), r2,
+                                      _mm256_fmadd_ps(_mm256_set1_ps(EXPV_C3), r, _mm256_set1_ps(EXPV_C2)));
+    const __m256 p = _mm256_fmadd_ps(hi, r2, _mm256_mul_ps(_mm256_set1_ps(EXPV_C1), r));
+    const __m256 ak = _mm256_andnot_ps(sign, k);
+    const __m256 big = _mm256_cmp_ps(ak, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+    const __m256 normal = _mm256_fmadd_ps(p, scale, scale);
+    if (!_mm256_movemask_ps(big)) return normal;
+    const __m256i neg = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(k, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                         _mm256_set1_epi32((int)0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(neg, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, neg));
+    const __m256 huge = _mm256_cmp_ps(ak, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 scaled = _mm256_blendv_ps(normal, _mm256_mul_ps(_mm256_fmadd_ps(s2, p, s2), s1), big);
+    return _mm256_blendv_ps(scaled, _mm256_mul_ps(s1, s1), huge);
+}
+
+PGC_X86_AVX2 static inline float hsum8_tree(__m256 v) {
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+PGC_X86_AVX2 static double exp_sum_avx2(int64_t n, float *y, const float *x, float mx) {
+    double sum = 0.0;
+    int64_t i = 0;
+    const __m256 m = _mm256_set1_ps(mx);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = expv8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+        _mm256_storeu_ps(y + i, v);
+        sum += (double)hsum8_tree(v);
+    }
+    for (; i < n; i++) sum += (double)(y[i] = expf(x[i] - mx));
+    return sum;
+}
+
+PGC_X86_AVX2 static void swiglu_avx2(int64_t n, float *g, const float *v) {
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 a = _mm256_loadu_ps(g + i);
+        __m256 s = _mm256_div_ps(a, _mm256_add_ps(one, expv8(_mm256_sub_ps(_mm256_setzero_ps(), a))));
+        if (v) s = _mm256_mul_ps(s, _mm256_loadu_ps(v + i));
+        _mm256_storeu_ps(g + i, s);
+    }
+    for (; i < n; i++) g[i] = silu(g[i]) * (v ? v[i] : 1.0f);
+}
+#endif
+
+/* y = exp(x - mx) over a row; returns the sum (groups of 8 summed in float, then in double), as ggml's
+   soft_max. Used by SOFT_MAX (norm.c). */
+double pgc_exp_sum_row(int64_t n, float *y, const float *x, float mx) {
+#ifdef PGC_X86_AVX2
+    if (pgc_S.level >= 1) return exp_sum_avx2(n, y, x, mx);
+#endif
+    return exp_sum_portable(n, y, x, mx);
+}
+
+/* g = silu(g) * v (v NULL: silu alone) */
+static void swiglu_row(int64_t n, float *g, const float *v) {
+#ifdef PGC_X86_AVX2
+    if (pgc_S.level >= 1) {
+        swiglu_avx2(n, g, v);
+        return;
+    }
+#endif
+    swiglu_portable(n, g, v);
+}
+
 static void load_row(const pgc_node *n, int s, const char *p, float *out, int64_t ne0) {
     int t = n->type[s];
     int64_t nb0 = n->nb[s][0];
@@ -52,8 +199,6 @@ static inline float gelu_tanh(float x) {
 }
 static inline float gelu_quick(float x) { return x / (1.0f + expf(-1.702f * x)); }
 static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
-
 static int apply_unary(int kind, float *a, int64_t ne0, const float *fp) {
     switch (kind) {
     case PGC_U_ABS: for (int64_t k = 0; k < ne0; k++) a[k] = fabsf(a[k]); break;
@@ -67,7 +212,7 @@ static int apply_unary(int kind, float *a, int64_t ne0, const float *fp) {
     case PGC_U_GELU: for (int64_t k = 0; k < ne0; k++) a[k] = gelu_tanh(a[k]); break;
     case PGC_U_GELU_QUICK: for (int64_t k = 0; k < ne0; k++) a[k] = gelu_quick(a[k]); break;
     case PGC_U_GELU_ERF: for (int64_t k = 0; k < ne0; k++) a[k] = gelu_erf(a[k]); break;
-    case PGC_U_SILU: for (int64_t k = 0; k < ne0; k++) a[k] = silu(a[k]); break;
+    case PGC_U_SILU: swiglu_row(ne0, a, NULL); break;
     case PGC_U_HARDSWISH:
         for (int64_t k = 0; k < ne0; k++) a[k] = a[k] * fminf(1.0f, fmaxf(0.0f, (a[k] + 3.0f) / 6.0f));
         break;
@@ -142,7 +287,7 @@ int pgc_k_glu(const pgc_node *n, const pgc_tctx *c) {
         switch (n->sub) {
         case PGC_G_REGLU: for (int64_t k = 0; k < nc; k++) g[k] = (g[k] > 0 ? g[k] : 0.0f) * v[k]; break;
         case PGC_G_GEGLU: for (int64_t k = 0; k < nc; k++) g[k] = gelu_tanh(g[k]) * v[k]; break;
-        case PGC_G_SWIGLU: for (int64_t k = 0; k < nc; k++) g[k] = silu(g[k]) * v[k]; break;
+        case PGC_G_SWIGLU: swiglu_row(nc, g, v); break;
         case PGC_G_GEGLU_ERF: for (int64_t k = 0; k < nc; k++) g[k] = gelu_erf(g[k]) * v[k]; break;
         case PGC_G_GEGLU_QUICK: for (int64_t k = 0; k < nc; k++) g[k] = gelu_quick(g[k]) * v[k]; break;
         default: return PGC_E_OP;

@@ -2,6 +2,8 @@
    NeoX, YaRN, frequency factors; sin/cos cached per position), DIAG_MASK_INF / _ZERO. */
 #include "pgc.h"
 
+double pgc_exp_sum_row(int64_t n, float *y, const float *x, float mx); /* ew.c */
+
 #define ROWS_LOOP(n, c)                                                                    \
     int64_t nr_ = pgc_nrows(n, 0), r0_, r1_;                                               \
     pgc_split(nr_, (c)->ith, (c)->nth, &r0_, &r1_);                                        \
@@ -26,7 +28,7 @@ int pgc_k_norm(const pgc_node *n, const pgc_tctx *c) {
             for (int64_t k = 0; k < ne0; k++) sq += (double)(x[k * sx] - mean) * (x[k * sx] - mean);
             scale = 1.0f / sqrtf((float)(sq / ne0) + eps);
         } else {
-            for (int64_t k = 0; k < ne0; k++) sq += (double)x[k * sx] * x[k * sx];
+            for (int64_t k = 0; k < ne0; k++) sq += (double)(x[k * sx] * x[k * sx]); /* float squares, as ggml */
             scale = n->sub == 1 ? 1.0f / sqrtf((float)(sq / ne0) + eps) : 1.0f / fmaxf(sqrtf((float)sq), eps);
         }
         for (int64_t k = 0; k < ne0; k++) y[k * sy] = (x[k * sx] - mean) * scale;
@@ -97,12 +99,7 @@ int pgc_k_soft_max(const pgc_node *n, const pgc_tctx *c) {
             mx = sink;
         }
         for (int64_t k = 0; k < ne0; k++) mx = w[k] > mx ? w[k] : mx;
-        double sum = 0.0;
-        for (int64_t k = 0; k < ne0; k++) {
-            float e = expf(w[k] - mx); /* an all -inf row without a sink gives NaN, as ggml */
-            w[k] = e;
-            sum += e;
-        }
+        double sum = pgc_exp_sum_row(ne0, w, w, mx); /* an all -inf row without a sink gives NaN, as ggml */
         if (has_sinks) sum += expf(sink - mx);
         float inv = (float)(1.0 / sum);
         char *yp = pgc_ptr(n, 0, 0, i1, i2, i3);
@@ -148,6 +145,28 @@ static void rope_cache(const pgc_node *n, float p, float *cache) {
     }
 }
 
+/* Rotation of the first n_dims values of a row: x0 cos - x1 sin and x0 sin + x1 cos with the x0 products
+   fused (one fmaf each), as ggml's CPU build computes them (GCC contracts them under -mfma; checked bit for bit
+   against llama.cpp's ROPE output), so that greedy decoding follows llama.cpp's roundings. */
+static inline void rope_rotate(const float *cache, const float *x, float *y, int n_dims, int neox) {
+    const int half = n_dims / 2;
+    for (int i0 = 0; i0 < n_dims; i0 += 2) {
+        const float cs = cache[i0], sn = cache[i0 + 1];
+        const int a = neox ? i0 / 2 : i0, b = neox ? i0 / 2 + half : i0 + 1;
+        const float x0 = x[a], x1 = x[b];
+        y[a] = fmaf(x0, cs, -(x1 * sn));
+        y[b] = fmaf(x0, sn, x1 * cs);
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* the same loop where fmaf is one instruction (any CPU the x86 SIMD kernels run on has FMA) */
+__attribute__((target("fma"))) static void rope_rotate_fma(const float *cache, const float *x, float *y, int n_dims,
+                                                           int neox) {
+    rope_rotate(cache, x, y, n_dims, neox);
+}
+#endif
+
 int pgc_k_rope(const pgc_node *n, const pgc_tctx *c) {
     const int64_t ne0 = n->ne[0][0];
     const int n_dims = n->ip[0], neox = n->ip[1] & 2;
@@ -164,14 +183,11 @@ int pgc_k_rope(const pgc_node *n, const pgc_tctx *c) {
         }
         const char *sp = pgc_ptr(n, 1, 0, i1, i2, i3);
         for (int64_t k = 0; k < ne0; k++) x[k] = pgc_ld(sp + k * n->nb[1][0], ts);
-        const int half = n_dims / 2;
-        for (int i0 = 0; i0 < n_dims; i0 += 2) {
-            float cs = cache[i0], sn = cache[i0 + 1];
-            int a = neox ? i0 / 2 : i0, b = neox ? i0 / 2 + half : i0 + 1;
-            float x0 = x[a], x1 = x[b];
-            y[a] = x0 * cs - x1 * sn;
-            y[b] = x0 * sn + x1 * cs;
-        }
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (pgc_S.level >= 1) rope_rotate_fma(cache, x, y, n_dims, neox);
+        else
+#endif
+            rope_rotate(cache, x, y, n_dims, neox);
         for (int64_t k = n_dims; k < ne0; k++) y[k] = x[k];
         char *dp = pgc_ptr(n, 0, 0, i1, i2, i3);
         for (int64_t k = 0; k < ne0; k++) pgc_st(dp + k * n->nb[0][0], n->type[0], y[k]);
