@@ -135,11 +135,14 @@ class LlamaModel:
             attn = ops.flash_attn_ext(qp, k_all, v_all, mask, scale)        # [d, nh, n]
             attn = ops.reshape(attn, d * nh, n)
         else:
-            kq = ops.soft_max(ops.mul_mat(k_all, qp), mask, scale)          # [n_kv, n, nh]
+            kq = ops.mul_mat(k_all, qp).set_name(f"kq-{il}")                # [n_kv, n, nh]
+            kq = ops.soft_max(kq, mask, scale).set_name(f"kq_soft_max-{il}")
             vt = ops.cont(ops.permute(v_all, 1, 0, 2, 3))                    # [n_kv, d, nkv]
             kqv = ops.mul_mat(vt, kq)                                        # [d, n, nh]
             attn = ops.cont(ops.permute(kqv, 0, 2, 1, 3), d * nh, n)
-        x = ops.add(x, ops.mul_mat(lw.wo, attn)).set_name(f"ffn_inp-{il}")
+        x = ops.add(x, ops.mul_mat(lw.wo, attn).set_name(f"attn_out-{il}")).set_name(f"ffn_inp-{il}")
         h = ops.mul(ops.rms_norm(x, hp.norm_eps), lw.ffn_norm).set_name(f"ffn_norm-{il}")
-        ff = ops.swiglu(ops.mul_mat(lw.w_gate, h), ops.mul_mat(lw.w_up, h))
-        return ops.add(x, ops.mul_mat(lw.w_down, ff)).set_name(f"l_out-{il}")
+        gate = ops.mul_mat(lw.w_gate, h).set_name(f"ffn_gate-{il}")
+        up = ops.mul_mat(lw.w_up, h).set_name(f"ffn_up-{il}")
+        ff = ops.swiglu(gate, up).set_name(f"ffn_swiglu-{il}")
+        return ops.add(x, ops.mul_mat(lw.w_down, ff).set_name(f"ffn_out-{il}")).set_name(f"l_out-{il}")

@@ -39,22 +39,57 @@ def test_tokenizer_matches_llama_cpp(cpu_session: Session, case: dict[str, Any])
     assert cpu_session.tokenizer.encode(case["prompt"]) == case["prompt_tokens"]
 
 
-# Tokens after which greedy decoding meets a near tie that llama.cpp's SIMD roundings (vectorised expf,
-# accumulation order) break differently from pyggml's cpu kernels. Known gap, tracked in the llama issue.
-AGREE = {"The capital of France is": 32, "def fibonacci(n):": 13, "Once upon a time, in a small village,": 16}
+# pyggml's cpu logits are not yet llama.cpp's bits: a matmul's activations are quantised to Q8_1/Q8_0 with ggml's
+# reference rounding where ggml's CPU backend uses its SIMD quantiser (127/amax, round to nearest even), and the
+# one-column quantised dots and the F16 dots sum in another order than llama.cpp's AVX2 build. The logits then
+# differ by up to about 1 (rms 0.1-0.4) and the top-2 margin by up to about 0.6, so where llama.cpp's two best
+# logits are closer than NEAR_TIE greedy decoding may pick the other one (README: "Agreement with llama.cpp").
+NEAR_TIE = 1.0
+MATMUL_GAP = "matmul activations quantised with ggml's reference rounding, dots summed in another order"
+
+
+def _top2(step: str) -> list[tuple[int, float]]:
+    """A fixture step "id=hex id=hex": llama.cpp's two largest logits, exactly."""
+    return [(int(i), float.fromhex(v)) for i, v in (pair.split("=") for pair in step.split())]
+
+
+def _margin(step: str) -> float:
+    (_, a), (_, b) = _top2(step)
+    return a - b
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["prompt"][:20] for c in CASES])
-def test_cpu_greedy_equals_llama_cpp(cpu_session: Session, case: dict[str, Any]) -> None:
-    n = AGREE[case["prompt"]]
+def test_cpu_greedy_equals_llama_cpp_up_to_its_first_near_tie(cpu_session: Session, case: dict[str, Any]) -> None:
+    n = next(i for i, step in enumerate(case["top2"] + ["0=0x0p+0 0=0x0p+0"]) if _margin(step) < NEAR_TIE)
     assert greedy(cpu_session, case["prompt_tokens"], n) == case["tokens"][:n]
 
 
-@pytest.mark.xfail(reason="greedy decoding diverges from llama.cpp at a near tie (see AGREE)", strict=True)
-@pytest.mark.parametrize("case", [c for c in CASES if AGREE[c["prompt"]] < len(c["tokens"])],
-                         ids=lambda c: c["prompt"][:20])
-def test_cpu_greedy_all_32_tokens(cpu_session: Session, case: dict[str, Any]) -> None:
-    assert greedy(cpu_session, case["prompt_tokens"], len(case["tokens"])) == case["tokens"]
+@pytest.mark.parametrize("case", CASES, ids=[c["prompt"][:20] for c in CASES])
+def test_cpu_picks_llama_cpps_token_wherever_its_choice_is_clear(cpu_session: Session,
+                                                                 case: dict[str, Any]) -> None:
+    """Along llama.cpp's 32 greedy steps (its tokens fed back), pyggml's best token is llama.cpp's at every step
+    whose top-2 margin is at least NEAR_TIE (18 to 23 of the 32 steps of each prompt)."""
+    cpu_session.reset()
+    logits = cpu_session.eval(case["prompt_tokens"])[-1]
+    clear = []
+    for tok, step in zip(case["tokens"], case["top2"], strict=True):
+        if _margin(step) >= NEAR_TIE:
+            clear.append((tok, int(logits.argmax())))
+        logits = cpu_session.eval([tok])[-1]
+    assert len(clear) >= 16
+    assert [ours for _, ours in clear] == [theirs for theirs, _ in clear]
+
+
+@pytest.mark.xfail(reason=MATMUL_GAP, strict=True)
+@pytest.mark.parametrize("case", CASES, ids=[c["prompt"][:20] for c in CASES])
+def test_cpu_logits_are_llama_cpps_bits(cpu_session: Session, case: dict[str, Any]) -> None:
+    """Along llama.cpp's greedy path, the two largest logits of every step are llama.cpp's float32 values (then
+    greedy decoding gives all of llama.cpp's tokens)."""
+    cpu_session.reset()
+    logits = cpu_session.eval(case["prompt_tokens"])[-1]
+    for step, (tok, top) in enumerate(zip(case["tokens"], case["top2"], strict=True)):
+        assert [(i, float(logits[i])) for i, _ in _top2(top)] == _top2(top), f"step {step}"
+        logits = cpu_session.eval([tok])[-1]
 
 
 def test_graph_is_reused_for_every_decode_step(cpu_session: Session) -> None:
