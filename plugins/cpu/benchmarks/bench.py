@@ -1,11 +1,13 @@
 """Benchmark of the cpu / blas backends against numpy and, when `ggml-python` is installed, ggml's own CPU
 backend, in one process with one thread count. Prints JSON.
 
-    python plugins/cpu/benchmarks/bench.py [--threads N] [--quick]
+    python plugins/cpu/benchmarks/bench.py [--threads N] [--quick] [--only gemm|matvec|prompt|replay ...]
+                                           [--rounds R]
 
 Cases: F32 GEMM 1024^3 (numpy, blas, cpu); mat-vec (n=1) and prompt-style (n=128) MUL_MAT of Q4_0, Q4_1, Q8_0,
 Q4_K, Q6_K weights [k, m] for k in 576..4096; Python overhead of replaying a 1,000-node graph.
-Ratios are speedups (other time / pyggml time): >= 1 means pyggml is at least as fast.
+Ratios are speedups (other time / pyggml time): >= 1 means pyggml is at least as fast; with --rounds R the
+quantised cases report the median of R alternating rounds (a shared machine's load drifts).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ def _args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=int(os.environ.get("PYGGML_CPU_THREADS", os.cpu_count() or 1)))
     p.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
     p.add_argument("--rows", type=int, default=2048, help="weight rows m of the quantised matmuls")
+    p.add_argument("--only", choices=["gemm", "matvec", "prompt", "replay"], action="append",
+                   help="run only these cases (repeatable; default all)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="quantised cases: time pyggml and ggml alternately this many rounds, report medians")
     return p.parse_args()
 
 
@@ -99,12 +105,19 @@ def quant_case(cpu: Any, ggml: ggml_ref.GGML | None, t: GGMLType, k: int, n: int
     wf = rng.standard_normal((ARGS.rows, k)).astype(np.float32)
     raw = quants.quantize(wf, t)
     x = rng.standard_normal((n, k)).astype(np.float32)
-    t_cpu = timeit(pyggml_matmul(cpu, t, raw, wf, x), reps)
+    ours = pyggml_matmul(cpu, t, raw, wf, x)
+    theirs = ggml.mul_mat(int(t), raw, ARGS.rows, k, x) if ggml is not None else None
+    t_cpus, t_ggmls = [], []
+    for _ in range(max(1, ARGS.rounds)):  # alternate, so that the machine's load changes hit both alike
+        t_cpus.append(timeit(ours, reps))
+        if theirs is not None:
+            t_ggmls.append(timeit(theirs, reps))
+    t_cpu = float(np.median(t_cpus))
     out: dict[str, Any] = {"case": f"mul_mat_{t}_k{k}_m{ARGS.rows}_n{n}", "cpu_ms": t_cpu * 1e3,
                            "cpu_gflops": 2 * ARGS.rows * k * n / t_cpu / 1e9}
-    if ggml is not None:
-        t_ggml = timeit(ggml.mul_mat(int(t), raw, ARGS.rows, k, x), reps)
-        out |= {"ggml_ms": t_ggml * 1e3, "cpu_vs_ggml": t_ggml / t_cpu}
+    if t_ggmls:
+        ratio = float(np.median([g / c for g, c in zip(t_ggmls, t_cpus, strict=True)]))
+        out |= {"ggml_ms": float(np.median(t_ggmls)) * 1e3, "cpu_vs_ggml": ratio}
     return out
 
 
@@ -136,12 +149,15 @@ def main() -> None:
     ggml = ggml_ref.load(ARGS.threads)
     reps = 3 if ARGS.quick else 10
     ks = [576, 4096] if ARGS.quick else [576, 1024, 2048, 4096]
-    results = [gemm_case(cpu, blas, reps)]
-    for n in (1, 128):
-        for t in QTYPES:
-            for k in ks:
-                results.append(quant_case(cpu, ggml, t, k, n, reps if n == 1 else max(3, reps // 3)))
-    results.append(replay_case(cpu))
+    only = set(ARGS.only or ["gemm", "matvec", "prompt", "replay"])
+    results = [gemm_case(cpu, blas, reps)] if "gemm" in only else []
+    for n, name in ((1, "matvec"), (128, "prompt")):
+        if name in only:
+            for t in QTYPES:
+                for k in ks:
+                    results.append(quant_case(cpu, ggml, t, k, n, reps if n == 1 else max(3, reps // 3)))
+    if "replay" in only:
+        results.append(replay_case(cpu))
     info = {"threads": ARGS.threads, "kernels": kernels.simd_level(),
             "features": [f for f, on in kernels.cpu_features().items() if on],
             "ggml": ggml.version if ggml is not None else None, "numpy": np.__version__}

@@ -9,7 +9,8 @@
      This checks all the integer work (unpacking, scales, mins, block sums) exactly.
    - real: rows quantised from Gaussian floats; results within 2e-5 of the sum of |w| |a| (float accumulation
      order differs), and bit for bit for the K-quants on the levels that promise it (NEON).
-   The two-column entries (vec_dot2) are checked the same way, column by column.
+   The two-column (vec_dot2) and row-blocked (vec_dotr) entries are checked the same way, column by column and
+   row by row, and must also give the one-column entry's bits (a matmul's numbers do not depend on its tiling).
    Output: one line per failure, then "checked: ..." and "skipped: ..."; exit status 1 on any failure. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,42 +130,63 @@ static void check(const char *level, const char *what, int exact, float got, flo
 
 /* one quantised type on the level now in pgc_S: `bitexact_real` also demands identical bits on real data */
 static void check_quant(const char *level, int t, int bitexact_real) {
-    static uint8_t w[MAX_N * 2], a0[MAX_N * 2], a1[MAX_N * 2];
+    static uint8_t w[PGC_DOTR_ROWS][MAX_N * 2], a0[MAX_N * 2], a1[MAX_N * 2];
     static float wf[MAX_N], af0[MAX_N], af1[MAX_N], deq[MAX_N];
     const int pt = pgc_vec_dot_type(t), bs = pgc_blck_size(t);
     const int64_t sizes[3] = {bs, 2 * bs, bs == QK ? 33 * QK : 5 * QKK};
-    char what[64];
+    const size_t bx = sizeof(w[0]);
+    char what[80];
     for (int mode = 0; mode < 2; mode++)
-        for (int r = 0; r < ROWS; r++) {
-            const int64_t n = sizes[r % 3];
-            double scale = 0.0;
+        for (int it = 0; it < ROWS; it++) {
+            const int64_t n = sizes[it % 3];
+            double scale[PGC_DOTR_ROWS] = {0};
             if (mode == 0) {
                 const float ds[3] = {0.5f, 1.0f, 2.0f};
-                exact_weights(t, w, n, ds[r % 3]);
+                for (int r = 0; r < PGC_DOTR_ROWS; r++) exact_weights(t, w[r], n, ds[(it + r) % 3]);
                 exact_acts(pt, a0, n, 0.25f);
                 exact_acts(pt, a1, n, 0.5f);
             } else {
-                gauss_row(wf, n);
                 gauss_row(af0, n);
                 gauss_row(af1, n);
-                port.quantize[t](wf, w, n);
                 port.quantize[pt](af0, a0, n);
                 port.quantize[pt](af1, a1, n);
-                pgc_dequant_row(t, w, deq, n);
-                for (int64_t i = 0; i < n; i++) scale += fabs((double)deq[i]) * (fabs((double)af0[i]) + fabs((double)af1[i]));
+                for (int r = 0; r < PGC_DOTR_ROWS; r++) {
+                    gauss_row(wf, n);
+                    port.quantize[t](wf, w[r], n);
+                    pgc_dequant_row(t, w[r], deq, n);
+                    for (int64_t i = 0; i < n; i++)
+                        scale[r] += fabs((double)deq[i]) * (fabs((double)af0[i]) + fabs((double)af1[i]));
+                }
             }
             const int exact = mode == 0 || bitexact_real;
-            float want0, want1, got, two[2];
-            port.vec_dot[t](n, &want0, w, a0);
-            port.vec_dot[t](n, &want1, w, a1);
-            pgc_S.vec_dot[t](n, &got, w, a0);
-            snprintf(what, sizeof what, "%s n=%lld %s", tname(t), (long long)n, mode ? "real" : "exact");
-            check(level, what, exact, got, want0, scale);
+            const char *m = mode ? "real" : "exact";
+            float want[PGC_DOTR_ROWS], want1, got, out[PGC_DOTR_ROWS];
+            for (int r = 0; r < PGC_DOTR_ROWS; r++) port.vec_dot[t](n, &want[r], w[r], a0);
+            port.vec_dot[t](n, &want1, w[0], a1);
+            pgc_S.vec_dot[t](n, &got, w[0], a0);
+            snprintf(what, sizeof what, "%s n=%lld %s", tname(t), (long long)n, m);
+            check(level, what, exact, got, want[0], scale[0]);
+            /* a dot's value must not depend on the kernel the matmul picks: the two-column and row-blocked
+               entries give the one-column entry's bits */
             if (pgc_S.vec_dot2[t]) {
-                pgc_S.vec_dot2[t](n, two, w, a0, a1);
-                snprintf(what, sizeof what, "%s two-column n=%lld %s", tname(t), (long long)n, mode ? "real" : "exact");
-                check(level, what, exact, two[0], want0, scale);
-                check(level, what, exact, two[1], want1, scale);
+                float one;
+                pgc_S.vec_dot2[t](n, out, w[0], a0, a1);
+                snprintf(what, sizeof what, "%s two-column n=%lld %s", tname(t), (long long)n, m);
+                check(level, what, exact, out[0], want[0], scale[0]);
+                check(level, what, exact, out[1], want1, scale[0]);
+                check(level, what, 1, out[0], got, 0.0);
+                pgc_S.vec_dot[t](n, &one, w[0], a1);
+                check(level, what, 1, out[1], one, 0.0);
+            }
+            if (pgc_S.vec_dotr[t]) {
+                pgc_S.vec_dotr[t](n, out, w[0], bx, a0);
+                for (int r = 0; r < PGC_DOTR_ROWS; r++) {
+                    float one;
+                    pgc_S.vec_dot[t](n, &one, w[r], a0);
+                    snprintf(what, sizeof what, "%s row-blocked row %d n=%lld %s", tname(t), r, (long long)n, m);
+                    check(level, what, exact, out[r], want[r], scale[r]);
+                    check(level, what, 1, out[r], one, 0.0);
+                }
             }
         }
 }

@@ -60,6 +60,7 @@ void pgc_simd_avx512(pgc_simd *s, int vnni) {
     for (int j = 0; j < 2; j++) {
         s->vec_dot[kt[j]] = k.vec_dot[kt[j]];
         s->vec_dot2[kt[j]] = k.vec_dot2[kt[j]];
+        s->vec_dotr[kt[j]] = k.vec_dotr[kt[j]];
     }
     s->dot_f32 = dot_f32_zmm;
     s->dot_f16 = dot_f16_zmm;

@@ -34,6 +34,17 @@ static inline __m256i dot_ss8(__m256i x, __m256i y) {
     return dot_us8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
+/* acc + dot_us8(u, s) (one VPDPBUSD with VNNI) */
+static inline __m256i dot_us8_acc(__m256i acc, __m256i u, __m256i s) {
+#if defined(PGC_VNNI512)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#elif defined(PGC_VNNI)
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, dot_us8(u, s));
+#endif
+}
+
 static float XSFX(dot_f32)(int64_t n, const float *x, const float *y) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
@@ -64,60 +75,6 @@ static float XSFX(dot_f16)(int64_t n, const uint16_t *x, const float *y) {
     float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     for (; i < n; i++) s += _cvtsh_ss(x[i]) * y[i];
     return s;
-}
-
-/* The 32-element block dots run two blocks per step into two accumulators, so consecutive blocks do not
-   wait on each other's FMA. BLOCK(i, acc) adds block i's contribution. */
-#define TWO_BLOCKS(nb, BLOCK)                                                                      \
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                 \
-    int64_t i = 0;                                                                                 \
-    for (; i + 1 < (nb); i += 2) {                                                                 \
-        BLOCK(i, acc0);                                                                            \
-        BLOCK(i + 1, acc1);                                                                        \
-    }                                                                                              \
-    if (i < (nb)) BLOCK(i, acc0);                                                                  \
-    __m256 acc = _mm256_add_ps(acc0, acc1)
-
-static void XSFX(vd_q4_0)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq4_0 *x = (const bq4_0 *)vx;
-    const bq8_0 *y = (const bq8_0 *)vy;
-    const __m256i off = _mm256_set1_epi8(8);
-#define Q4_0_BLOCK(j, a)                                                                                   \
-    do {                                                                                                   \
-        __m256i p_ = dot_ss8(_mm256_sub_epi8(nibbles32(x[j].qs), off), _mm256_loadu_si256((const __m256i *)y[j].qs)); \
-        a = _mm256_fmadd_ps(_mm256_set1_ps(F16T(x[j].d) * F16T(y[j].d)), _mm256_cvtepi32_ps(p_), a); \
-    } while (0)
-    TWO_BLOCKS(n / QK, Q4_0_BLOCK);
-#undef Q4_0_BLOCK
-    *s = hsum8(acc);
-}
-
-static void XSFX(vd_q4_1)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq4_1 *x = (const bq4_1 *)vx;
-    const bq8_1 *y = (const bq8_1 *)vy;
-    float summs = 0.0f;
-#define Q4_1_BLOCK(j, a)                                                                                   \
-    do {                                                                                                   \
-        __m256i p_ = dot_us8(nibbles32(x[j].qs), _mm256_loadu_si256((const __m256i *)y[j].qs));            \
-        a = _mm256_fmadd_ps(_mm256_set1_ps(F16T(x[j].d) * F16T(y[j].d)), _mm256_cvtepi32_ps(p_), a); \
-        summs += F16T(x[j].m) * F16T(y[j].s);                                                    \
-    } while (0)
-    TWO_BLOCKS(n / QK, Q4_1_BLOCK);
-#undef Q4_1_BLOCK
-    *s = hsum8(acc) + summs;
-}
-
-static void XSFX(vd_q8_0)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq8_0 *x = (const bq8_0 *)vx;
-    const bq8_0 *y = (const bq8_0 *)vy;
-#define Q8_0_BLOCK(j, a)                                                                                   \
-    do {                                                                                                   \
-        __m256i p_ = dot_ss8(_mm256_loadu_si256((const __m256i *)x[j].qs), _mm256_loadu_si256((const __m256i *)y[j].qs)); \
-        a = _mm256_fmadd_ps(_mm256_set1_ps(F16T(x[j].d) * F16T(y[j].d)), _mm256_cvtepi32_ps(p_), a); \
-    } while (0)
-    TWO_BLOCKS(n / QK, Q8_0_BLOCK);
-#undef Q8_0_BLOCK
-    *s = hsum8(acc);
 }
 
 /* Each dot kernel is written once for NC activation columns (1 or 2; always inlined with a constant NC): with
@@ -172,6 +129,74 @@ INLINE void q8_0_cols(int64_t n, float *s, const void *vx, const void *const *vy
     for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]);
 }
 
+/* ---- weight rows against one activation row: one row (vec_dot) or PGC_DOTR_ROWS rows (vec_dotr, mat-vec).
+   Written once for NRR rows (always inlined with a constant NRR), so a row's dot has the same bits either way
+   and the same as its column in the two-column kernels above. The activation block is loaded, and what
+   depends on it alone computed, once for all rows; independent rows also keep more loads in flight. The
+   signed weights become unsigned by an offset (Q4_0: the nibbles are x + 8; Q8_0 with VNNI: x + 128) whose
+   product with the activations, off (per int32 lane), seeds the dot: dot(x, y) = dot(x + o, y) - o . y. ---- */
+#define NR PGC_DOTR_ROWS
+#define ROW(T, r, i) ((const T *)((const char *)vx + (r) * bx) + (i))
+
+/* per type T (Q4_0, Q4_1, Q8_0; a constant after inlining): what the block's dot needs of the activations
+   alone, and the block's int32 lanes. Without VNNI, Q8_0 keeps the sign trick: (x + 128) y pairs would
+   saturate VPMADDUBSW. */
+INLINE __m256i legacy_off(const int T, __m256i yq) {
+    if (T == T_Q4_0) return _mm256_sub_epi32(_mm256_setzero_si256(), dot_us8(_mm256_set1_epi8(8), yq));
+#if defined(PGC_VNNI) || defined(PGC_VNNI512)
+    if (T == T_Q8_0) return _mm256_sub_epi32(_mm256_setzero_si256(), dot_us8(_mm256_set1_epi8((char)0x80), yq));
+#endif
+    return _mm256_setzero_si256();
+}
+
+INLINE __m256i legacy_lanes(const int T, const void *xb, __m256i yq, __m256i off) {
+    if (T == T_Q4_0) return dot_us8_acc(off, nibbles32(((const bq4_0 *)xb)->qs), yq);
+    if (T == T_Q4_1) return dot_us8(nibbles32(((const bq4_1 *)xb)->qs), yq);
+    const __m256i xq = _mm256_loadu_si256((const __m256i *)((const bq8_0 *)xb)->qs);
+#if defined(PGC_VNNI) || defined(PGC_VNNI512)
+    return dot_us8_acc(off, _mm256_xor_si256(xq, _mm256_set1_epi8((char)0x80)), yq);
+#else
+    return dot_ss8(xq, yq);
+#endif
+}
+
+/* Q4_1 against Q8_1 adds x.m * y.s per block (summed apart, as the two-column kernel does) */
+INLINE void legacy_rows(int64_t n, float *s, const void *vx, size_t bx, const void *vy, const int NRR, const int T) {
+    const size_t xs = T == T_Q4_0 ? sizeof(bq4_0) : T == T_Q4_1 ? sizeof(bq4_1) : sizeof(bq8_0);
+    __m256 acc[NR];
+    float summs[NR];
+    for (int r = 0; r < NRR; r++) {
+        acc[r] = _mm256_setzero_ps();
+        summs[r] = 0.0f;
+    }
+    for (int64_t i = 0; i < n / QK; i++) {
+        const bq8_0 *y0 = (const bq8_0 *)vy + i; /* Q8_0 and Q8_1 blocks start with d */
+        const bq8_1 *y1 = (const bq8_1 *)vy + i;
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)(T == T_Q4_1 ? y1->qs : y0->qs));
+        const __m256i off = legacy_off(T, yq);
+        const float dy = F16T(T == T_Q4_1 ? y1->d : y0->d);
+        for (int r = 0; r < NRR; r++) {
+            const char *xb = (const char *)vx + r * bx + i * xs;
+            if (T == T_Q8_0 && NRR > 1) _mm_prefetch(xb + NRR * bx, _MM_HINT_T0); /* measured: Q8_0 gains */
+            const __m256i p = legacy_lanes(T, xb, yq, off);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(F16T(((const bq4_0 *)xb)->d) * dy), _mm256_cvtepi32_ps(p), acc[r]);
+            if (T == T_Q4_1) summs[r] += F16T(((const bq4_1 *)xb)->m) * F16T(y1->s);
+        }
+    }
+    for (int r = 0; r < NRR; r++) s[r] = T == T_Q4_1 ? hsum8(acc[r]) + summs[r] : hsum8(acc[r]);
+}
+
+#define ROWS_ENTRIES(T, TID)                                                                                \
+    static void XSFX(vd_##T)(int64_t n, float *s, const void *vx, const void *vy) {                         \
+        legacy_rows(n, s, vx, 0, vy, 1, TID);                                                               \
+    }                                                                                                       \
+    static void XSFX(vdr_##T)(int64_t n, float *s, const void *vx, size_t bx, const void *vy) {            \
+        legacy_rows(n, s, vx, bx, vy, NR, TID);                                                             \
+    }
+ROWS_ENTRIES(q4_0, T_Q4_0)
+ROWS_ENTRIES(q4_1, T_Q4_1)
+ROWS_ENTRIES(q8_0, T_Q8_0)
+
 /* byte-shuffle masks that spread int16 lane pairs: K4_SPREAD[j] puts int16 j of each 128-bit lane into all eight
    int16 lanes; K6_SPREAD[k] puts int16 2k into the low 128-bit lane and int16 2k+1 into the high one */
 static inline __m256i k4_spread(int j) {
@@ -184,104 +209,132 @@ static inline __m256i k6_spread(int k) {
     return _mm256_set_m128i(hi, lo);
 }
 
-INLINE void q4_K_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
-    const bq4_K *x = (const bq4_K *)vx;
+/* One Q4_K weight block against the activation blocks y[0..NC-1]: acc[c] += d-scaled sums, accm[c] += the
+   dmin-scaled mins terms (subtracted at the end). */
+INLINE void q4_K_block(const bq4_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
-    const __m256i spread[8] = {k4_spread(0), k4_spread(1), k4_spread(2), k4_spread(3),
-                               k4_spread(4), k4_spread(5), k4_spread(6), k4_spread(7)};
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t i = 0; i < n / QKK; i++) {
-        /* 12 bytes of 6-bit scales and mins -> bytes 0..7 scales, 8..15 mins (same bits as pgc_scale_min_k4) */
-        uint32_t u[4];
-        memcpy(u, x[i].scales, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-        const uint32_t mins_lo = u[1] & 0x3f3f3f3f;
-        u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-        u[2] = mins_lo;
-        u[0] &= 0x3f3f3f3f;
-        const __m256i ms = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)); /* 8 scales, 8 mins */
-        const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
-        const __m128i mn = _mm256_extracti128_si256(ms, 1);
-        const float dx = F16T(x[i].d), dmx = F16T(x[i].dmin);
-        __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int c = 0; c < NC; c++) { /* mins . (bsums summed in pairs) */
-            const bq8_K *y = (const bq8_K *)vy[c] + i;
-            __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums),
-                                        _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
-            accm[c] = _mm_fmadd_ps(_mm_set1_ps(y->d * dmx), _mm_cvtepi32_ps(_mm_madd_epi16(mn, bs)), accm[c]);
-        }
-        for (int k = 0; k < 4; k++) {
-            __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * k));
-            __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-            __m256i s0 = _mm256_shuffle_epi8(sc, spread[2 * k]), s1 = _mm256_shuffle_epi8(sc, spread[2 * k + 1]);
-            for (int c = 0; c < NC; c++) {
-                const int8_t *q8 = ((const bq8_K *)vy[c] + i)->qs + 64 * k;
-                __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8));
-                __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)));
-            }
-        }
+    /* 12 bytes of 6-bit scales and mins as 32-bit words u0 u1 u2 -> bytes 0..7 scales, 8..15 mins (the bits
+       pgc_scale_min_k4 reads), in vector registers: [u0 & 3f, (u2 & 0f) | (u0 >> 6 & 03) << 4, u1 & 3f,
+       (u2 >> 4 & 0f) | (u1 >> 6 & 03) << 4]. The load reads 4 bytes past the scales, inside the block (qs). */
+    const __m128i v = _mm_loadu_si128((const __m128i *)x->scales);
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0x98), _mm_set_epi32(4, 0, 0, 0)),
+                                     _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, 0x50), 6),
+                                     _mm_set_epi32(0x03030303, 0, 0x03030303, 0));
+    const __m256i ms = _mm256_cvtepu8_epi16(_mm_or_si128(lo, _mm_slli_epi32(hi, 4))); /* 8 scales, 8 mins */
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
+    const __m128i mn = _mm256_extracti128_si256(ms, 1);
+    const float dx = F16T(x->d), dmx = F16T(x->dmin);
+    __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int c = 0; c < NC; c++) { /* mins . (bsums summed in pairs) */
+        __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums),
+                                    _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
+        accm[c] = _mm_fmadd_ps(_mm_set1_ps(y[c]->d * dmx), _mm_cvtepi32_ps(_mm_madd_epi16(mn, bs)), accm[c]);
+    }
+    for (int k = 0; k < 4; k++) {
+        __m256i q4 = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * k));
+        __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+        __m256i s0 = _mm256_shuffle_epi8(sc, k4_spread(2 * k)), s1 = _mm256_shuffle_epi8(sc, k4_spread(2 * k + 1));
         for (int c = 0; c < NC; c++) {
-            const float d = ((const bq8_K *)vy[c] + i)->d * dx;
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+            const int8_t *q8 = y[c]->qs + 64 * k;
+            __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8));
+            __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+            sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)));
         }
     }
-    for (int c = 0; c < NC; c++) {
-        __m128 m = _mm_add_ps(accm[c], _mm_movehl_ps(accm[c], accm[c]));
-        m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        s[c] = hsum8(acc[c]) - _mm_cvtss_f32(m);
-    }
+    for (int c = 0; c < NC; c++)
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
 }
 
-INLINE void q6_K_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
-    const bq6_K *x = (const bq6_K *)vx;
+static inline float q4_K_finish(__m256 acc, __m128 accm) {
+    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum8(acc) - _mm_cvtss_f32(m);
+}
+
+/* One Q6_K weight block against the activation blocks y[0..NC-1]: acc[c] += its d-scaled sums. */
+INLINE void q6_K_block(const bq6_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
+    (void)accm; /* no mins */
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
     const __m256i h2 = _mm256_set1_epi8(0x0C), h4 = _mm256_set1_epi8(0x30), h6 = _mm256_set1_epi8((char)0xC0);
-    const __m256i spread[4] = {k6_spread(0), k6_spread(1), k6_spread(2), k6_spread(3)};
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < n / QKK; i++) {
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        __m256i sumi[2];
-        for (int c = 0; c < NC; c++) { /* 32 * sum_g scale_g * bsum_g: the -32 offset of every value, taken out once */
-            const bq8_K *y = (const bq8_K *)vy[c] + i;
-            __m256i bias = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
-            sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
-        }
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = x[i].ql + 64 * h, *qhp = x[i].qh + 32 * h;
-            const __m256i sc = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
-                                                              : _mm256_castsi256_si128(sc16));
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)qhp);
-            __m256i q[4];
-            /* high bit pairs masked in place and moved to bits 4..5 (masking first keeps 16-bit shifts
-               from carrying bits across bytes) */
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, h2), 2));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, h4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_srli_epi16(_mm256_and_si256(qh, h6), 2));
-            for (int k = 0; k < 4; k++) {
-                const __m256i sk = _mm256_shuffle_epi8(sc, spread[k]);
-                for (int c = 0; c < NC; c++) {
-                    const int8_t *q8 = ((const bq8_K *)vy[c] + i)->qs + 128 * h + 32 * k;
-                    __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)q8));
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, sk));
-                }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    __m256i sumi[2];
+    for (int c = 0; c < NC; c++) { /* 32 * sum_g scale_g * bsum_g: the -32 offset of every value, taken out once */
+        __m256i bias = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[c]->bsums));
+        sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
+    }
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = x->ql + 64 * h, *qhp = x->qh + 32 * h;
+        const __m256i sc = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
+                                                          : _mm256_castsi256_si128(sc16));
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)qhp);
+        __m256i q[4];
+        /* high bit pairs masked in place and moved to bits 4..5 (masking first keeps 16-bit shifts
+           from carrying bits across bytes) */
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, h2), 2));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, h4));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_srli_epi16(_mm256_and_si256(qh, h6), 2));
+        for (int k = 0; k < 4; k++) {
+            const __m256i sk = _mm256_shuffle_epi8(sc, k6_spread(k));
+            for (int c = 0; c < NC; c++) {
+                const int8_t *q8 = y[c]->qs + 128 * h + 32 * k;
+                __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)q8));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, sk));
             }
         }
-        const float dx = F16T(x[i].d);
-        for (int c = 0; c < NC; c++) {
-            const float d = ((const bq8_K *)vy[c] + i)->d * dx;
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
     }
-    for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]);
+    const float dx = F16T(x->d);
+    for (int c = 0; c < NC; c++)
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
 }
 
+static inline float q6_K_finish(__m256 acc, __m128 accm) {
+    (void)accm;
+    return hsum8(acc);
+}
+
+/* Each K-quant's kernels from its block function: NC activation columns (cols), and the row-blocked one: block
+   i of every row in turn, while activation block i stays in L1. Its row loop is unrolled so that each row's loads
+   have their own instructions (a load that strides across rows defeats the hardware's per-instruction
+   prefetch), and block i of the next pass's rows is prefetched: both measured, without them 8 interleaved rows
+   ran slower than one row at a time once the weights left L2. */
+#define K_KERNELS(T)                                                                                        \
+    INLINE void T##_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {       \
+        const b##T *x = (const b##T *)vx;                                                                   \
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                         \
+        __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};                                              \
+        for (int64_t i = 0; i < n / QKK; i++) {                                                             \
+            const bq8_K *y[2] = {(const bq8_K *)vy[0] + i, (const bq8_K *)vy[NC - 1] + i};                  \
+            T##_block(x + i, y, NC, acc, accm);                                                             \
+        }                                                                                                   \
+        for (int c = 0; c < NC; c++) s[c] = T##_finish(acc[c], accm[c]);                                   \
+    }                                                                                                       \
+    static void XSFX(vdr_##T)(int64_t n, float *s, const void *vx, size_t bx, const void *vy) {            \
+        __m256 acc[NR];                                                                                     \
+        __m128 accm[NR];                                                                                    \
+        for (int r = 0; r < NR; r++) {                                                                      \
+            acc[r] = _mm256_setzero_ps();                                                                   \
+            accm[r] = _mm_setzero_ps();                                                                     \
+        }                                                                                                   \
+        for (int64_t i = 0; i < n / QKK; i++) {                                                             \
+            const bq8_K *y = (const bq8_K *)vy + i;                                                         \
+            _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                          \
+                _mm_prefetch((const char *)ROW(b##T, r + NR, i), _MM_HINT_T0);                              \
+                _mm_prefetch((const char *)ROW(b##T, r + NR, i) + 128, _MM_HINT_T0);                        \
+                T##_block(ROW(b##T, r, i), &y, 1, &acc[r], &accm[r]);                                       \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int r = 0; r < NR; r++) s[r] = T##_finish(acc[r], accm[r]);                                    \
+    }
+K_KERNELS(q4_K)
+K_KERNELS(q6_K)
+#undef K_KERNELS
+
 /* the table entries: one column (pgc_vec_dot_fn) and two columns (pgc_vec_dot2_fn) of a kernel; the 32-block
-   types keep their own one-column kernels above (two accumulators) */
+   types take their one-column entries from the row kernels above */
 #define COLS_ENTRIES(T) PGC_VD1_ENTRY(XSFX(vd_##T), T##_cols) COLS2_ENTRY(T)
 #define COLS2_ENTRY(T) PGC_VD2_ENTRY(XSFX(vd2_##T), T##_cols)
 COLS2_ENTRY(q4_0)
@@ -303,4 +356,9 @@ static void XSFX(register_x86)(pgc_simd *s) {
     s->vec_dot2[T_Q8_0] = XSFX(vd2_q8_0);
     s->vec_dot2[T_Q4_K] = XSFX(vd2_q4_K);
     s->vec_dot2[T_Q6_K] = XSFX(vd2_q6_K);
+    s->vec_dotr[T_Q4_0] = XSFX(vdr_q4_0);
+    s->vec_dotr[T_Q4_1] = XSFX(vdr_q4_1);
+    s->vec_dotr[T_Q8_0] = XSFX(vdr_q8_0);
+    s->vec_dotr[T_Q4_K] = XSFX(vdr_q4_K);
+    s->vec_dotr[T_Q6_K] = XSFX(vdr_q6_K);
 }

@@ -59,6 +59,20 @@ static inline float row_dot(int t0, int64_t k, const char *x, const char *y) {
     }
 }
 
+/* nr weight rows (from x, bx bytes apart) against one activation column y, into d (dst elements db bytes
+   apart): PGC_DOTR_ROWS rows per pass where the kernel level has a row-blocked kernel for the type */
+static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y, char *d, int64_t db, int64_t nr) {
+    const pgc_vec_dotr_fn vdr = pgc_blck_size(t0) > 1 ? pgc_S.vec_dotr[t0] : NULL;
+    int64_t r = 0;
+    if (vdr)
+        for (; r + PGC_DOTR_ROWS <= nr; r += PGC_DOTR_ROWS) {
+            float out[PGC_DOTR_ROWS];
+            vdr(K, out, x + r * bx, (size_t)bx, y);
+            for (int k = 0; k < PGC_DOTR_ROWS; k++) *(float *)(d + (r + k) * db) = out[k];
+        }
+    for (; r < nr; r++) *(float *)(d + r * db) = row_dot(t0, K, x + r * bx, y);
+}
+
 int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     const int t0 = n->type[1];
     const int64_t K = n->ne[1][0], M = n->ne[1][1], ne02 = n->ne[1][2], ne03 = n->ne[1][3];
@@ -71,7 +85,6 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     if (rc) return rc;
     const int64_t rs1 = pgc_row_size(conv_type(t0), K);
     const int64_t r2 = ne12 / ne02, r3 = ne13 / ne03;
-    const pgc_vec_dot_fn vd = pgc_blck_size(t0) > 1 ? pgc_S.vec_dot[t0] : NULL;
     const pgc_vec_dot2_fn vd2 = pgc_blck_size(t0) > 1 ? pgc_S.vec_dot2[t0] : NULL;
     const int64_t nbr = (M + TILE_R - 1) / TILE_R, nbc = (N + TILE_C - 1) / TILE_C;
     const int64_t units = ne12 * ne13 * nbr * nbc;
@@ -100,10 +113,8 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
                     *(float *)d1 = two[1];
                 }
                 ic++;
-            } else if (vd) {
-                for (int64_t ir = br * TILE_R; ir < ir1; ir++, x += nb01, d += nb0) vd(K, (float *)d, x, y);
             } else {
-                for (int64_t ir = br * TILE_R; ir < ir1; ir++, x += nb01, d += nb0) *(float *)d = row_dot(t0, K, x, y);
+                rows_dot(t0, K, x, nb01, y, d, nb0, ir1 - br * TILE_R);
             }
         }
     }
@@ -152,8 +163,8 @@ int pgc_k_mul_mat_id(const pgc_node *n, const pgc_tctx *c) {
             int64_t t = pe / n_used, e = pe % n_used;
             const char *y = c->wdata + (t * n_b + e % n_b) * rs1;
             char *d = pgc_ptr(n, 0, 0, e, t, 0);
-            for (int64_t ir = br * TILE_R; ir < ir1; ir++)
-                *(float *)(d + ir * n->nb[0][0]) = row_dot(t0, K, pgc_ptr(n, 1, 0, ir, ex, 0), y);
+            rows_dot(t0, K, pgc_ptr(n, 1, 0, br * TILE_R, ex, 0), n->nb[1][1], y, d + br * TILE_R * n->nb[0][0],
+                     n->nb[0][0], ir1 - br * TILE_R);
         }
     }
     return PGC_OK;

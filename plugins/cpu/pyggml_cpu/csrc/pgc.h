@@ -218,6 +218,9 @@ typedef void (*pgc_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y
 typedef void (*pgc_quant_fn)(const float *x, void *y, int64_t n);
 /* one weight row against two activation rows: s[0], s[1] */
 typedef void (*pgc_vec_dot2_fn)(int64_t n, float *s, const void *x, const void *y0, const void *y1);
+/* PGC_DOTR_ROWS weight rows, bx bytes apart, against one activation row (mat-vec): s[0..PGC_DOTR_ROWS-1] */
+#define PGC_DOTR_ROWS 8
+typedef void (*pgc_vec_dotr_fn)(int64_t n, float *s, const void *x, size_t bx, const void *y);
 /* the one- and two-column table entries `name` of a kernel `cols(n, s, x, ys, NC)` written for NC columns */
 #define PGC_VD1_ENTRY(name, cols)                                                                         \
     static void name(int64_t n, float *s, const void *vx, const void *vy) {                               \
@@ -237,6 +240,7 @@ typedef struct pgc_simd {
     pgc_dot_f16_fn dot_bf16;   /* bf16 row x f32 row */
     pgc_vec_dot_fn vec_dot[T_COUNT];   /* quantised row x its dot partner row */
     pgc_vec_dot2_fn vec_dot2[T_COUNT]; /* ... x two partner rows (NULL: use vec_dot twice) */
+    pgc_vec_dotr_fn vec_dotr[T_COUNT]; /* PGC_DOTR_ROWS rows x one partner row (NULL: vec_dot per row) */
     pgc_quant_fn quantize[T_COUNT];    /* float row -> blocks (dot partners Q8_0/Q8_1/Q8_K and CPY targets) */
 } pgc_simd;
 
