@@ -3,6 +3,7 @@
 #               device, then generate text with a real GGUF model
 #   make test   set up, then lint, type-check and run every test suite
 # Both run on a fresh Debian 12 machine as root: system packages come from apt, Python ones into .venv.
+# gcc-aarch64-linux-gnu + qemu-user let the cpu plugin's tests build and run its arm64 NEON kernels here.
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -11,7 +12,7 @@ PIP := $(PY) -m pip
 APT_PACKAGES := python3 python3-venv python3-dev gcc make git graphviz \
 	pocl-opencl-icd ocl-icd-opencl-dev clinfo \
 	mesa-vulkan-drivers libvulkan1 vulkan-tools glslang-tools \
-	libopenblas-dev
+	libopenblas-dev gcc-aarch64-linux-gnu qemu-user
 PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plugins/metal)
 EXTRAS := $(wildcard conformance examples/llama)
 PYTEST_DIRS := core/tests $(wildcard conformance/tests plugins/*/tests examples/llama/tests)
