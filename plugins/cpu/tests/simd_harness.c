@@ -214,6 +214,23 @@ static void check_floats(const char *level) {
             check(level, full, mode == 0, pgc_S.dot_f16(n, h, y), port.dot_f16(n, h, y), scale);
             snprintf(full, sizeof full, "bf16 %s", what);
             check(level, full, mode == 0, pgc_S.dot_bf16(n, b, y), port.dot_bf16(n, b, y), scale);
+            /* ggml's F16 matmul orders: one fixed sequence of fmaf and adds, so bit for bit on real data too; the
+               tinyBLAS rows (n % 8 == 0, rows 8 values apart) against the portable kernel one row at a time */
+            snprintf(full, sizeof full, "f16 ggml order %s", what);
+            check(level, full, 1, pgc_S.dot_f16_ggml(n, h, y), port.dot_f16_ggml(n, h, y), scale);
+            const int64_t n8 = (n - 8 * (PGC_F16_ROWS - 1)) & ~(int64_t)7;
+            for (int nr = 1; nr <= 2 * PGC_F16_ROWS; nr++) { /* nr > PGC_F16_ROWS: two columns (y, y + 8) */
+                const int rows = nr > PGC_F16_ROWS ? nr - PGC_F16_ROWS : nr, nc = nr > PGC_F16_ROWS ? 2 : 1;
+                float got[2 * PGC_F16_ROWS], want[2 * PGC_F16_ROWS];
+                pgc_S.dot_f16_tiles(n8, got, h, 16, y, nc > 1 ? y + 8 : NULL, rows);
+                for (int c = 0; c < nc; c++)
+                    for (int k = 0; k < rows; k++) {
+                        port.dot_f16_tiles(n8, want, h + 8 * k, 16, y + 8 * c, NULL, 1);
+                        snprintf(full, sizeof full, "f16 tiles row %d col %d of %dx%d n=%lld %s", k, c, rows, nc,
+                                 (long long)n8, mode ? "real" : "exact");
+                        check(level, full, 1, got[c * PGC_F16_ROWS + k], want[0], scale);
+                    }
+            }
         }
 }
 

@@ -25,6 +25,39 @@ static float SFX(dot_f16)(int64_t n, const uint16_t *x, const float *y) {
     return s;
 }
 
+/* ggml_vec_dot_f16's order: four 8-lane accumulators over steps of 32, (a0 + a2) + (a1 + a3), lanes l and
+   l + 4 added, then (0 + 1) + (2 + 3) (two horizontal adds); the n % 32 tail added in double */
+static float SFX(dot_f16_ggml)(int64_t n, const uint16_t *x, const float *y) {
+    float a[4][8] = {{0}};
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 8; l++) a[j][l] = fmaf(LD16(x[i + 8 * j + l]), y[i + 8 * j + l], a[j][l]);
+    float v[8];
+    for (int l = 0; l < 8; l++) v[l] = (a[0][l] + a[2][l]) + (a[1][l] + a[3][l]);
+    const float t0 = v[0] + v[4], t1 = v[1] + v[5], t2 = v[2] + v[6], t3 = v[3] + v[7];
+    double s = (t0 + t1) + (t2 + t3);
+    for (int64_t i = np; i < n; i++) s += (double)(LD16(x[i]) * y[i]);
+    return (float)s;
+}
+
+/* llamafile tinyBLAS's order (n % 8 == 0): one 8-lane accumulator over the row, lanes l and l + 4 added, then
+   (0 + 2) + (1 + 3) */
+static void SFX(dot_f16_tiles)(int64_t n, float *s, const uint16_t *x, size_t bx, const float *y0, const float *y1,
+                               int nr) {
+    for (int c = 0; c < (y1 ? 2 : 1); c++) {
+        const float *y = c ? y1 : y0;
+        for (int r = 0; r < nr; r++) {
+            const uint16_t *xr = (const uint16_t *)((const char *)x + r * bx);
+            float a[8] = {0};
+            for (int64_t i = 0; i + 8 <= n; i += 8)
+                for (int l = 0; l < 8; l++) a[l] = fmaf(LD16(xr[i + l]), y[i + l], a[l]);
+            const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
+            s[c * PGC_F16_ROWS + r] = (t0 + t2) + (t1 + t3);
+        }
+    }
+}
+
 static float SFX(dot_bf16)(int64_t n, const uint16_t *x, const float *y) {
     float acc[16] = {0};
     int64_t i = 0;
@@ -260,6 +293,8 @@ static void SFX(register)(pgc_simd *s) {
     s->dot_f32 = SFX(dot_f32);
     s->dot_f16 = SFX(dot_f16);
     s->dot_bf16 = SFX(dot_bf16);
+    s->dot_f16_ggml = SFX(dot_f16_ggml);
+    s->dot_f16_tiles = SFX(dot_f16_tiles);
     s->vec_dot[T_Q4_0] = SFX(vd_q4_0);
     s->vec_dot[T_Q4_1] = SFX(vd_q4_1);
     s->vec_dot[T_Q5_0] = SFX(vd_q5_0);

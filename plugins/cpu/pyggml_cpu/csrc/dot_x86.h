@@ -77,6 +77,60 @@ static float XSFX(dot_f16)(int64_t n, const uint16_t *x, const float *y) {
     return s;
 }
 
+/* F16 matmul in ggml's orders (the plain-C dot_f16_ggml / dot_f16_tiles of dot_impl.h, same bits) */
+static float XSFX(dot_f16_ggml)(int64_t n, const uint16_t *x, const float *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32) {
+        a0 = _mm256_fmadd_ps(ld_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(ld_f16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(ld_f16x8(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(ld_f16x8(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)), t1 = _mm_hadd_ps(t0, t0);
+    double s = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+    for (int64_t i = np; i < n; i++) s += (double)(_cvtsh_ss(x[i]) * y[i]);
+    return (float)s;
+}
+
+/* NRR rows x NC columns at once, one accumulator each (independent FMA chains; each output's bits as when
+   alone), each weight vector converted once for the columns and each activation vector loaded once for the rows */
+static inline __attribute__((always_inline)) void f16_tiles_rc(int64_t n, float *s, const uint16_t *x, size_t bx,
+                                                               const float *y0, const float *y1, const int NRR,
+                                                               const int NC) {
+    __m256 acc[2][PGC_F16_ROWS];
+    for (int c = 0; c < NC; c++)
+        for (int r = 0; r < NRR; r++) acc[c][r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        const __m256 yv[2] = {_mm256_loadu_ps(y0 + i), _mm256_loadu_ps((NC > 1 ? y1 : y0) + i)};
+        for (int r = 0; r < NRR; r++) {
+            const __m256 xv = ld_f16x8((const uint16_t *)((const char *)x + r * bx) + i);
+            for (int c = 0; c < NC; c++) acc[c][r] = _mm256_fmadd_ps(xv, yv[c], acc[c][r]);
+        }
+    }
+    for (int c = 0; c < NC; c++)
+        for (int r = 0; r < NRR; r++) s[c * PGC_F16_ROWS + r] = hsum8(acc[c][r]);
+}
+
+static void XSFX(dot_f16_tiles)(int64_t n, float *s, const uint16_t *x, size_t bx, const float *y0, const float *y1,
+                                int nr) {
+    if (y1) {
+        switch (nr) {
+        case 4: f16_tiles_rc(n, s, x, bx, y0, y1, 4, 2); return;
+        case 3: f16_tiles_rc(n, s, x, bx, y0, y1, 3, 2); return;
+        case 2: f16_tiles_rc(n, s, x, bx, y0, y1, 2, 2); return;
+        default: f16_tiles_rc(n, s, x, bx, y0, y1, 1, 2); return;
+        }
+    }
+    switch (nr) {
+    case 4: f16_tiles_rc(n, s, x, bx, y0, y0, 4, 1); return;
+    case 3: f16_tiles_rc(n, s, x, bx, y0, y0, 3, 1); return;
+    case 2: f16_tiles_rc(n, s, x, bx, y0, y0, 2, 1); return;
+    default: f16_tiles_rc(n, s, x, bx, y0, y0, 1, 1); return;
+    }
+}
+
 /* Each dot kernel is written once for NC activation columns (1 or 2; always inlined with a constant NC): with
    two columns the weight block is unpacked once for both. */
 #define INLINE static inline __attribute__((always_inline))
@@ -108,7 +162,7 @@ INLINE void q4_1_cols(int64_t n, float *s, const void *vx, const void *const *vy
             const bq8_1 *y = (const bq8_1 *)vy[c] + i;
             __m256i p = dot_us8(q, _mm256_loadu_si256((const __m256i *)y->qs));
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * F16T(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-            summs[c] += mx * F16T(y->s);
+            summs[c] = fmaf(mx, F16T(y->s), summs[c]); /* ggml's build contracts this to an FMA */
         }
     }
     for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]) + summs[c];
@@ -180,7 +234,7 @@ INLINE void legacy_rows(int64_t n, float *s, const void *vx, size_t bx, const vo
             if (T == T_Q8_0 && NRR > 1) _mm_prefetch(xb + NRR * bx, _MM_HINT_T0); /* measured: Q8_0 gains */
             const __m256i p = legacy_lanes(T, xb, yq, off);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(F16T(((const bq4_0 *)xb)->d) * dy), _mm256_cvtepi32_ps(p), acc[r]);
-            if (T == T_Q4_1) summs[r] += F16T(((const bq4_1 *)xb)->m) * F16T(y1->s);
+            if (T == T_Q4_1) summs[r] = fmaf(F16T(((const bq4_1 *)xb)->m), F16T(y1->s), summs[r]); /* as ggml's FMA build */
         }
     }
     for (int r = 0; r < NRR; r++) s[r] = T == T_Q4_1 ? hsum8(acc[r]) + summs[r] : hsum8(acc[r]);
@@ -356,6 +410,8 @@ static void XSFX(register_x86)(pgc_simd *s) {
     s->vec_dot2[T_Q8_0] = XSFX(vd2_q8_0);
     s->vec_dot2[T_Q4_K] = XSFX(vd2_q4_K);
     s->vec_dot2[T_Q6_K] = XSFX(vd2_q6_K);
+    s->dot_f16_ggml = XSFX(dot_f16_ggml);
+    s->dot_f16_tiles = XSFX(dot_f16_tiles);
     s->vec_dotr[T_Q4_0] = XSFX(vdr_q4_0);
     s->vec_dotr[T_Q4_1] = XSFX(vdr_q4_1);
     s->vec_dotr[T_Q8_0] = XSFX(vdr_q8_0);

@@ -6,6 +6,8 @@
 #define TILE_R 16
 #define TILE_C 16
 
+int pgc_quantize_act(const float *x, void *vy, int64_t n, int type); /* quants.c */
+
 static int conv_type(int t0) { return pgc_blck_size(t0) > 1 ? pgc_vec_dot_type(t0) : T_F32; }
 
 /* whether src1 (slot s) must be converted before the dots; F16 weights round the activations to F16 first,
@@ -25,10 +27,10 @@ static int convert_rows(const pgc_node *n, int s, int vt, char *dst, const pgc_t
     for (int64_t r = r0; r < r1 && !rc; r++) {
         const char *p = pgc_row(n, s, r);
         if (n->type[s] == T_F32 && n->nb[s][0] == 4) {
-            rc = pgc_from_float((const float *)p, dst + r * rs, ne0, vt);
+            rc = pgc_quantize_act((const float *)p, dst + r * rs, ne0, vt);
         } else {
             for (int64_t k = 0; k < ne0; k++) tmp[k] = pgc_ld(p + k * n->nb[s][0], n->type[s]);
-            rc = pgc_from_float(tmp, dst + r * rs, ne0, vt);
+            rc = pgc_quantize_act(tmp, dst + r * rs, ne0, vt);
         }
         if (round_f16 && vt == T_F32) {
             float *row = (float *)(dst + r * rs);
@@ -49,7 +51,7 @@ typedef float (*rowdot_fn)(int64_t k, const char *x, const char *y);
 static inline float row_dot(int t0, int64_t k, const char *x, const char *y) {
     switch (t0) {
     case T_F32: return pgc_S.dot_f32(k, (const float *)x, (const float *)y);
-    case T_F16: return pgc_S.dot_f16(k, (const uint16_t *)x, (const float *)y);
+    case T_F16: return pgc_S.dot_f16_ggml(k, (const uint16_t *)x, (const float *)y);
     case T_BF16: return pgc_S.dot_bf16(k, (const uint16_t *)x, (const float *)y);
     default: {
         float s;
@@ -59,11 +61,33 @@ static inline float row_dot(int t0, int64_t k, const char *x, const char *y) {
     }
 }
 
+/* F16 weights in tinyBLAS's order: nr rows (from x, bx bytes apart) against the columns y0 and, unless NULL, y1,
+   into d0 (and d1), dst elements db bytes apart */
+static void f16_tiles_dot(int64_t K, const char *x, int64_t bx, const char *y0, const char *y1, char *d0, char *d1,
+                          int64_t db, int64_t nr) {
+    for (int64_t r = 0; r < nr; r += PGC_F16_ROWS) {
+        const int m = nr - r < PGC_F16_ROWS ? (int)(nr - r) : PGC_F16_ROWS;
+        float out[2 * PGC_F16_ROWS];
+        pgc_S.dot_f16_tiles(K, out, (const uint16_t *)(x + r * bx), (size_t)bx, (const float *)y0,
+                            (const float *)y1, m);
+        for (int k = 0; k < m; k++) {
+            *(float *)(d0 + (r + k) * db) = out[k];
+            if (y1) *(float *)(d1 + (r + k) * db) = out[PGC_F16_ROWS + k];
+        }
+    }
+}
+
 /* nr weight rows (from x, bx bytes apart) against one activation column y, into d (dst elements db bytes
-   apart): PGC_DOTR_ROWS rows per pass where the kernel level has a row-blocked kernel for the type */
-static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y, char *d, int64_t db, int64_t nr) {
+   apart): PGC_DOTR_ROWS rows per pass where the kernel level has a row-blocked kernel for the type. F16 weights
+   sum in ggml_vec_dot_f16's order, or with f16_tiles in tinyBLAS's (PGC_F16_ROWS rows per pass). */
+static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y, char *d, int64_t db, int64_t nr,
+                     int f16_tiles) {
     const pgc_vec_dotr_fn vdr = pgc_blck_size(t0) > 1 ? pgc_S.vec_dotr[t0] : NULL;
     int64_t r = 0;
+    if (t0 == T_F16 && f16_tiles) {
+        f16_tiles_dot(K, x, bx, y, NULL, d, NULL, db, nr);
+        return;
+    }
     if (vdr)
         for (; r + PGC_DOTR_ROWS <= nr; r += PGC_DOTR_ROWS) {
             float out[PGC_DOTR_ROWS];
@@ -79,6 +103,8 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     const int64_t N = n->ne[2][1], ne12 = n->ne[2][2], ne13 = n->ne[2][3];
     if (t0 != T_F32 && t0 != T_F16 && t0 != T_BF16 && !(t0 < T_COUNT && pgc_S.vec_dot[t0])) return PGC_E_TYPE;
     const int conv = needs_conv(n, 2, t0);
+    /* the F16 matmuls that ggml (llamafile) hands to tinyBLAS; the others take ggml_vec_dot_f16 */
+    const int f16_tiles = N >= 2 && K % 8 == 0 && M % 4 == 0;
     int rc = 0;
     if (conv) rc = convert_rows(n, 2, conv_type(t0), c->wdata, c, t0 == T_F16);
     pgc_barrier(c);
@@ -103,7 +129,11 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
             const char *y = conv ? c->wdata + ((i13 * ne12 + i12) * N + ic) * rs1 : pgc_ptr(n, 2, 0, ic, i12, i13);
             char *d = pgc_ptr(n, 0, 0, ic, i12, i13) + br * TILE_R * nb0;
             const char *x = x0;
-            if (vd2 && ic + 1 < ic1) { /* two activation columns per pass over the weight rows */
+            if (t0 == T_F16 && f16_tiles && ic + 1 < ic1) { /* two columns per pass (converted: rs1 apart) */
+                f16_tiles_dot(K, x, nb01, y, y + rs1, d, pgc_ptr(n, 0, 0, ic + 1, i12, i13) + br * TILE_R * nb0, nb0,
+                              ir1 - br * TILE_R);
+                ic++;
+            } else if (vd2 && ic + 1 < ic1) { /* two activation columns per pass over the weight rows */
                 const char *y1 = conv ? y + rs1 : pgc_ptr(n, 2, 0, ic + 1, i12, i13);
                 char *d1 = pgc_ptr(n, 0, 0, ic + 1, i12, i13) + br * TILE_R * nb0;
                 float two[2];
@@ -114,7 +144,7 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
                 }
                 ic++;
             } else {
-                rows_dot(t0, K, x, nb01, y, d, nb0, ir1 - br * TILE_R);
+                rows_dot(t0, K, x, nb01, y, d, nb0, ir1 - br * TILE_R, f16_tiles);
             }
         }
     }
@@ -164,7 +194,7 @@ int pgc_k_mul_mat_id(const pgc_node *n, const pgc_tctx *c) {
             const char *y = c->wdata + (t * n_b + e % n_b) * rs1;
             char *d = pgc_ptr(n, 0, 0, e, t, 0);
             rows_dot(t0, K, pgc_ptr(n, 1, 0, br * TILE_R, ex, 0), n->nb[1][1], y, d + br * TILE_R * n->nb[0][0],
-                     n->nb[0][0], ir1 - br * TILE_R);
+                     n->nb[0][0], ir1 - br * TILE_R, 0);
         }
     }
     return PGC_OK;

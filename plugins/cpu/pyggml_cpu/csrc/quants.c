@@ -367,6 +367,53 @@ void pgc_quant_portable(pgc_simd *s) {
     s->quantize[T_Q8_K] = q_q8_K;
 }
 
+/* ---- activations of a matmul (dot partners) --------------------------------------------------------------
+   ggml's CPU backend quantises a matmul's activations with its SIMD from_float, not with the reference: scale
+   127 / amax and round to nearest even (the reference: 1 / (amax / 127) and round half away from zero). About
+   one value in a thousand differs by one step, which moves Q/K/FFN outputs by 1e-4..1e-3 and, through 30
+   layers, logits by up to 1. CPY keeps the reference quantisers (pgc_from_float). */
+static void q8_act(const float *x, int8_t *qs, float *d_out, int *sum_out) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK; j++) {
+        const float a = fabsf(x[j]);
+        amax = a > amax ? a : amax; /* MAXPS: the loop vectorises (fmaxf's NaN rule would keep it scalar) */
+    }
+    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < QK; j++) {
+        /* |x * id| <= 127: adding and removing 1.5 * 2^23 rounds it to nearest even, as nearbyintf does
+           (without a libm call per value; -ffp-contract=off keeps the two adds) */
+        const float v = x[j] * id;
+        qs[j] = (int8_t)(int)((v + 12582912.0f) - 12582912.0f);
+        sum += qs[j];
+    }
+    *d_out = d;
+    *sum_out = sum;
+}
+
+int pgc_quantize_act(const float *x, void *vy, int64_t n, int type) {
+    float d;
+    int sum;
+    if (type == T_Q8_0) {
+        bq8_0 *y = (bq8_0 *)vy;
+        for (int64_t i = 0; i < n / QK; i++, x += QK) {
+            q8_act(x, y[i].qs, &d, &sum);
+            y[i].d = F32_TO_FP16(d);
+        }
+        return 0;
+    }
+    if (type == T_Q8_1) {
+        bq8_1 *y = (bq8_1 *)vy;
+        for (int64_t i = 0; i < n / QK; i++, x += QK) {
+            q8_act(x, y[i].qs, &d, &sum);
+            y[i].d = F32_TO_FP16(d);
+            y[i].s = F32_TO_FP16(d * (float)sum);
+        }
+        return 0;
+    }
+    return pgc_from_float(x, vy, n, type);
+}
+
 /* ---- rows of any type <-> float ------------------------------------------------------------------------- */
 
 int pgc_to_float(const void *src, float *dst, int64_t n, int type) {
