@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,11 @@ import pytest
 from pyggml.backend import devices
 from pyggml.errors import PyGGMLError
 from pyggml_llama.session import Session, default_model_path
+
+try:
+    from pyggml_cpu.kernels import SIMD_LEVELS, set_simd_level, simd_level
+except ImportError:  # no CPU plugin: the CPU tests skip (no CPU device), the bit test has no levels
+    SIMD_LEVELS = {}
 
 FIXTURE = json.loads(Path(__file__).with_name("llama_cpp_greedy.json").read_text())
 CASES: list[dict[str, Any]] = FIXTURE["cases"]
@@ -39,13 +45,17 @@ def test_tokenizer_matches_llama_cpp(cpu_session: Session, case: dict[str, Any])
     assert cpu_session.tokenizer.encode(case["prompt"]) == case["prompt_tokens"]
 
 
-# pyggml's cpu logits are not yet llama.cpp's bits: a matmul's activations are quantised to Q8_1/Q8_0 with ggml's
-# reference rounding where ggml's CPU backend uses its SIMD quantiser (127/amax, round to nearest even), and the
-# one-column quantised dots and the F16 dots sum in another order than llama.cpp's AVX2 build. The logits then
-# differ by up to about 1 (rms 0.1-0.4) and the top-2 margin by up to about 0.6, so where llama.cpp's two best
-# logits are closer than NEAR_TIE greedy decoding may pick the other one (README: "Agreement with llama.cpp").
+# The CPU plugin's x86 kernel levels give llama.cpp's (AVX2 build's) logits bit for bit: a matmul's activations are
+# quantised as ggml's CPU backend does (127/amax, round to nearest even) and the dots sum in its orders. The
+# portable C kernels and arm64 NEON sum quantised blocks in other orders: their logits differ by up to about 1, so
+# where llama.cpp's two best logits are closer than NEAR_TIE greedy decoding may pick the other one (README:
+# "Agreement with llama.cpp"). The tests below hold on every level; the bit test runs on the exact ones.
 NEAR_TIE = 1.0
-MATMUL_GAP = "matmul activations quantised with ggml's reference rounding, dots summed in another order"
+# kernel levels (pyggml_cpu.kernels.SIMD_LEVELS) whose logits are llama.cpp's bits, and why the others are not
+EXACT_LEVELS = {1, 2, 3, 4}
+NOT_EXACT = {0: "portable C kernels: quantised dots sum per block in plain C, not in ggml's AVX2 order",
+             5: "arm64 NEON: quantised dots sum in other orders than llama.cpp's x86 AVX2 build",
+             6: "arm64 NEON+SDOT: quantised dots sum in other orders than llama.cpp's x86 AVX2 build"}
 
 
 def _top2(step: str) -> list[tuple[int, float]]:
@@ -80,9 +90,23 @@ def test_cpu_picks_llama_cpps_token_wherever_its_choice_is_clear(cpu_session: Se
     assert [ours for _, ours in clear] == [theirs for theirs, _ in clear]
 
 
-@pytest.mark.xfail(reason=MATMUL_GAP, strict=True)
+@pytest.fixture(params=sorted(SIMD_LEVELS), ids=[SIMD_LEVELS[k] for k in sorted(SIMD_LEVELS)])
+def exact_level(request: pytest.FixtureRequest) -> Iterator[int]:
+    """Each kernel level in turn, where this CPU has it and its logits are llama.cpp's bits; restored after."""
+    level: int = request.param
+    if level not in EXACT_LEVELS:
+        pytest.skip(f"{SIMD_LEVELS[level]}: {NOT_EXACT[level]}")
+    before = simd_level()
+    try:
+        if set_simd_level(level) != SIMD_LEVELS[level]:
+            pytest.skip(f"this CPU lacks kernel level {SIMD_LEVELS[level]}")
+        yield level
+    finally:
+        set_simd_level(before)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["prompt"][:20] for c in CASES])
-def test_cpu_logits_are_llama_cpps_bits(cpu_session: Session, case: dict[str, Any]) -> None:
+def test_cpu_logits_are_llama_cpps_bits(cpu_session: Session, exact_level: int, case: dict[str, Any]) -> None:
     """Along llama.cpp's greedy path, the two largest logits of every step are llama.cpp's float32 values (then
     greedy decoding gives all of llama.cpp's tokens)."""
     cpu_session.reset()
