@@ -113,6 +113,7 @@ def test_cpu_logits_are_llama_cpps_bits(cpu_session: Session, exact_level: int, 
     logits = cpu_session.eval(case["prompt_tokens"])[-1]
     for step, (tok, top) in enumerate(zip(case["tokens"], case["top2"], strict=True)):
         assert [(i, float(logits[i])) for i, _ in _top2(top)] == _top2(top), f"step {step}"
+        assert int(logits.argmax()) == tok, f"step {step}: greedy picks another token"
         logits = cpu_session.eval([tok])[-1]
 
 
