@@ -14,7 +14,8 @@
  *   INLINE          a device helper function
  *   i64 u64 i32 u32 u8 i8 u16   fixed-width integers
  *   LOAD_HALF(p, i) / STORE_HALF(p, i, v)   IEEE half storage without needing half arithmetic
- *   FMAX FMIN FABS EXP LOG SQRT RSQRT SIN COS TANH ERF POW FLOOR CEIL ROUND TRUNC   float math
+ *   FMAX FMIN FABS EXP LOG SQRT RSQRT SIN COS TANH ERF POW FLOOR CEIL ROUND RINT TRUNC   float math
+ *   (ROUND: half away from zero; RINT: half to even)
  *   acc_t           accumulator type of long sums and angles: double where the device has it (the host
  *                   defines PYGGML_FP64 for OpenCL devices with cl_khr_fp64), else float; cos/sin/pow of
  *                   an acc_t use the overloaded OpenCL names, so kernels write cos(), sin(), pow() for it
@@ -65,6 +66,7 @@ typedef short i16;
 #define FLOOR floor
 #define CEIL ceil
 #define ROUND round
+#define RINT rint
 #define TRUNC trunc
 #define INFINITY_F INFINITY
 #if PYGGML_FP64
@@ -116,6 +118,7 @@ typedef short i16;
 #define FLOOR floorf
 #define CEIL ceilf
 #define ROUND roundf
+#define RINT rintf
 #define TRUNC truncf
 #define INFINITY_F __int_as_float(0x7f800000)
 typedef double acc_t;

@@ -18,13 +18,15 @@ KERNEL void k_quantize_act(TENSOR(b), GLOBAL char *q, i64 qoff) {
         x[j] = LOADT(T1, AT(b, ib * 32 + j, i1, i2, i3));
         amax = FMAX(amax, FABS(x[j]));
     }
+    /* as ggml's CPU backend quantises matmul activations (not its reference quantiser): id = 127 / amax and
+       round to nearest even, so the integer products are llama.cpp's */
     float d = amax / 127.f;
-    float id = d != 0.f ? 1.f / d : 0.f;
+    float id = amax != 0.f ? 127.f / amax : 0.f;
     GLOBAL char *blk = q + qoff + i * QA_SIZE;
     GLOBAL i8 *qs = (GLOBAL i8 *)(blk + QA_SIZE - 32);
     i32 sum = 0;
     for (i32 j = 0; j < 32; j++) {
-        i32 v = (i32)ROUND(x[j] * id);
+        i32 v = (i32)RINT(x[j] * id);
         qs[j] = (i8)v;
         sum += v;
     }
