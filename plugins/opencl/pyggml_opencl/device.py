@@ -107,7 +107,9 @@ class OpenCLDevice(Device):
         self._buft = OpenCLBufferType(self)
         self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
         self._allocated = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Re-entrant: a buffer's finalizer (track_alloc) may run from garbage collection inside a locked section
+        on the same thread (seen: a GC pass inside error_site deadlocked a conformance worker)."""
         self.status_mem: Any = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                                          hostbuf=np.zeros(1, np.int32))
         """Status word kernels set to a nonzero code when an index is out of range (see check_status)."""

@@ -65,3 +65,18 @@ def test_no_icd_gives_zero_devices_and_a_reason(tmp_path) -> None:  # type: igno
     r = probe(OCL_ICD_VENDORS=str(tmp_path), OCL_ICD_FILENAMES="")
     assert r["devices"] == []
     assert "ICD" in str(r["reason"])
+
+
+def test_buffer_finalizer_inside_a_locked_section_does_not_deadlock(dev) -> None:  # type: ignore[no-untyped-def]
+    """Garbage collection can free a buffer (its finalizer calls track_alloc) while the same thread holds the
+    device lock, e.g. inside error_site: that must not wait for itself."""
+    import threading
+
+    def locked_then_freed() -> None:
+        with dev._lock:
+            dev.track_alloc(0)
+
+    t = threading.Thread(target=locked_then_freed, daemon=True)
+    t.start()
+    t.join(timeout=10)
+    assert not t.is_alive(), "track_alloc waited for the device lock its own thread holds"
