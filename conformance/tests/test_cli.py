@@ -137,3 +137,17 @@ def test_a_dying_worker_fails_only_its_case() -> None:
     assert p.returncode == 1 and status[victim] == "fail"
     assert [n for n, s in status.items() if s != "pass"] == [victim] and len(status) == 11
     assert "worker process died" in next(r["error"] for r in doc["results"] if r["name"] == victim)
+
+
+def test_a_hanging_worker_fails_only_its_case() -> None:
+    from pyggml_conformance.parallel import HANG_ENV
+
+    victim = "ARGMAX(type=f32,ne=[100,10],v=0)"
+    env = {**os.environ, HANG_ENV: victim, "PYGGML_CONFORMANCE_CHUNK_TIMEOUT": "5",
+           "PYGGML_CONFORMANCE_CASE_TIMEOUT": "5"}
+    p = subprocess.run([sys.executable, "-m", "pyggml_conformance.cli", "--backend", "numpy", "--op", "ARGMAX",
+                        "--jobs", "2", "--format", "json"], capture_output=True, text=True, timeout=300, env=env)
+    doc = json.loads(p.stdout)
+    status = {r["name"]: r["status"] for r in doc["results"]}
+    assert p.returncode == 1 and [n for n, s in status.items() if s != "pass"] == [victim] and len(status) == 11
+    assert "did not finish in 5 s" in next(r["error"] for r in doc["results"] if r["name"] == victim)
