@@ -30,12 +30,22 @@ from pyggml.quants.common import (
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def inverse(d: F32) -> F32:
+    """ggml's `id = d ? 1.0f/d : 0.0f`, per block."""
+    with np.errstate(divide="ignore"):
+        return np.where(d != 0, f32(1) / d, f32(0)).astype(np.float32, copy=False)
+
+
+def levels(v: F32, top: int) -> U8:
+    """ggml's `MIN(top, (int8_t)(v))` of the 4/5-bit quantisers: truncate to int8, clamp at `top`."""
+    return np.minimum(trunc_to_u8(v).astype(np.int8), top).astype(np.uint8)
+
+
 def q4_0_quant(x: F32) -> U8:
     mx, _ = absmax_signed(x)
     d = mx / f32(-8)
-    with np.errstate(divide="ignore"):
-        idv = np.where(d != 0, f32(1) / d, f32(0)).astype(np.float32, copy=False)
-    q = np.minimum(trunc_to_u8(x * idv[:, None] + f32(8.5)).astype(np.int8), 15).astype(np.uint8)
+    idv = inverse(d)
+    q = levels(x * idv[:, None] + f32(8.5), 15)
     return np.concatenate([f16_bytes(d), pack_nibbles(q[:, :16], q[:, 16:])], axis=1)
 
 
@@ -48,9 +58,8 @@ def q4_0_dequant(b: U8) -> F32:
 def q4_1_quant(x: F32) -> U8:
     mn, mx = first_min(x), first_max(x)
     d = (mx - mn) / f32(15)
-    with np.errstate(divide="ignore"):
-        idv = np.where(d != 0, f32(1) / d, f32(0)).astype(np.float32, copy=False)
-    q = np.minimum(trunc_to_u8((x - mn[:, None]) * idv[:, None] + f32(0.5)).astype(np.int8), 15).astype(np.uint8)
+    idv = inverse(d)
+    q = levels((x - mn[:, None]) * idv[:, None] + f32(0.5), 15)
     return np.concatenate([f16_bytes(d), f16_bytes(mn), pack_nibbles(q[:, :16], q[:, 16:])], axis=1)
 
 
@@ -72,9 +81,8 @@ def qh_unbits(qh: U8) -> U8:
 def q5_0_quant(x: F32) -> U8:
     mx, _ = absmax_signed(x)
     d = mx / f32(-16)
-    with np.errstate(divide="ignore"):
-        idv = np.where(d != 0, f32(1) / d, f32(0)).astype(np.float32, copy=False)
-    q = np.minimum(trunc_to_u8(x * idv[:, None] + f32(16.5)).astype(np.int8), 31).astype(np.uint8)
+    idv = inverse(d)
+    q = levels(x * idv[:, None] + f32(16.5), 31)
     return np.concatenate([f16_bytes(d), qh_bits(q), pack_nibbles(q[:, :16], q[:, 16:])], axis=1)
 
 
@@ -89,8 +97,7 @@ def q5_0_dequant(b: U8) -> F32:
 def q5_1_quant(x: F32) -> U8:
     mn, mx = first_min(x), first_max(x)
     d = (mx - mn) / f32(31)
-    with np.errstate(divide="ignore"):
-        idv = np.where(d != 0, f32(1) / d, f32(0)).astype(np.float32, copy=False)
+    idv = inverse(d)
     q = trunc_to_u8((x - mn[:, None]) * idv[:, None] + f32(0.5))  # no clamp in ggml
     return np.concatenate([f16_bytes(d), f16_bytes(mn), qh_bits(q), pack_nibbles(q[:, :16], q[:, 16:])], axis=1)
 
@@ -104,8 +111,7 @@ def q5_1_dequant(b: U8) -> F32:
 def q8_scale(x: F32) -> tuple[F32, F32]:
     amax = np.abs(x).max(axis=1)
     d = amax / f32(127)
-    with np.errstate(divide="ignore"):
-        idv = np.where(d != 0, f32(1) / d, f32(0)).astype(np.float32, copy=False)
+    idv = inverse(d)
     return d.astype(np.float32, copy=False), roundf(x * idv[:, None])
 
 
