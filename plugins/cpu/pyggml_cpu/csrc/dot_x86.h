@@ -397,24 +397,23 @@ COLS2_ENTRY(q8_0)
 COLS_ENTRIES(q4_K)
 COLS_ENTRIES(q6_K)
 
+/* a type's one-column, two-column and eight-row dots */
+#define XREGISTER_DOTS(T, t)                        \
+    do {                                            \
+        s->vec_dot[T_##T] = XSFX(vd_##t);           \
+        s->vec_dot2[T_##T] = XSFX(vd2_##t);         \
+        s->vec_dotr[T_##T] = XSFX(vdr_##t);         \
+    } while (0)
+
 static void XSFX(register_x86)(pgc_simd *s) {
     s->dot_f32 = XSFX(dot_f32);
     s->dot_f16 = XSFX(dot_f16);
-    s->vec_dot[T_Q4_0] = XSFX(vd_q4_0);
-    s->vec_dot[T_Q4_1] = XSFX(vd_q4_1);
-    s->vec_dot[T_Q8_0] = XSFX(vd_q8_0);
-    s->vec_dot[T_Q4_K] = XSFX(vd_q4_K);
-    s->vec_dot[T_Q6_K] = XSFX(vd_q6_K);
-    s->vec_dot2[T_Q4_0] = XSFX(vd2_q4_0);
-    s->vec_dot2[T_Q4_1] = XSFX(vd2_q4_1);
-    s->vec_dot2[T_Q8_0] = XSFX(vd2_q8_0);
-    s->vec_dot2[T_Q4_K] = XSFX(vd2_q4_K);
-    s->vec_dot2[T_Q6_K] = XSFX(vd2_q6_K);
     s->dot_f16_ggml = XSFX(dot_f16_ggml);
     s->dot_f16_tiles = XSFX(dot_f16_tiles);
-    s->vec_dotr[T_Q4_0] = XSFX(vdr_q4_0);
-    s->vec_dotr[T_Q4_1] = XSFX(vdr_q4_1);
-    s->vec_dotr[T_Q8_0] = XSFX(vdr_q8_0);
-    s->vec_dotr[T_Q4_K] = XSFX(vdr_q4_K);
-    s->vec_dotr[T_Q6_K] = XSFX(vdr_q6_K);
+    XREGISTER_DOTS(Q4_0, q4_0);
+    XREGISTER_DOTS(Q4_1, q4_1);
+    XREGISTER_DOTS(Q8_0, q8_0);
+    XREGISTER_DOTS(Q4_K, q4_K);
+    XREGISTER_DOTS(Q6_K, q6_K);
 }
+#undef XREGISTER_DOTS
