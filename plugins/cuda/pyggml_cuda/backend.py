@@ -1,10 +1,11 @@
 """The CUDA backend (one stream on one device), its per-graph plans and CUDA graph capture.
 
 `graph_compute` builds a plan for a graph once: every compute node's rule (op table) gives its launches, which are
-bound to compiled kernels with their arguments packed. Plans stay with their graph (pyggml_opencl's `PlanCache`,
-checked against the graph's fingerprint: node identities, ops, params, shapes, strides, buffers, offsets): thanks to
-the static allocator a reused graph has the same fingerprint, so its kernels read and write the same addresses every
-time, and any number of graphs run in turn (the meta device's subgraphs) replay without rebuilding. Such a plan is
+bound to compiled kernels with their arguments packed. Plans stay with their graph
+(`pyggml.backend.plan_cache.PlanCache`, checked against the graph's fingerprint: node identities, ops, params,
+shapes, strides, buffers, offsets): thanks to the static allocator a reused graph has the same fingerprint, so its
+kernels read and write the same addresses every time, and any number of graphs run in turn (the meta device's
+subgraphs) replay without rebuilding. Such a plan is
 run directly the first time (a failing launch names its node), captured into a CUDA graph the second time, and from
 then on replayed with one cuGraphLaunch. `PYGGML_CUDA_GRAPHS=0` turns capture off. Work is queued on the backend's
 stream; `graph_compute` waits for it, `graph_compute_async` does not.
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyggml.backend.plan_cache import PlanCache
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
@@ -28,7 +30,6 @@ from pyggml_cuda.device import CudaDevice, CudaEvent
 from pyggml_cuda.modules import Bound
 from pyggml_cuda.op_table import build_launches
 from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, describe_node
-from pyggml_opencl.plan_cache import PlanCache
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph

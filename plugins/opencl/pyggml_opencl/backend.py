@@ -2,10 +2,10 @@
 
 `graph_compute` builds a plan for a graph once: every compute node's rule (from the op table) creates its kernel
 objects with their arguments bound to the tensors' buffers and offsets. The plan stays with the graph
-(`plan_cache.PlanCache`, checked against a fingerprint of node identities, ops, params, shapes, strides, buffers
-and offsets), so a graph that is recomputed with the same allocation is replayed, however many graphs run in turn:
-one `enqueue_nd_range_kernel` per launch, no per-node decisions. Work is queued on the device's in-order queue and
-`graph_compute` returns without waiting (`synchronize` waits).
+(`pyggml.backend.plan_cache.PlanCache`, checked against a fingerprint of node identities, ops, params, shapes,
+strides, buffers and offsets), so a graph that is recomputed with the same allocation is replayed, however many
+graphs run in turn: one `enqueue_nd_range_kernel` per launch, no per-node decisions. Work is queued on the
+device's in-order queue and `graph_compute` returns without waiting (`synchronize` waits).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyggml.backend.plan_cache import PlanCache
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError, UnsupportedOpError
 from pyggml.ops.base import VIEW_OPS, Op
@@ -21,7 +22,6 @@ from pyggml.tensor import Tensor, TensorFlag
 from pyggml_opencl.buffer import cl_mem_of, device_copy, src_device
 from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
 from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder
-from pyggml_opencl.plan_cache import PlanCache
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph

@@ -13,13 +13,13 @@ from helpers import place
 from pyggml import ops
 from pyggml.alloc import alloc_ctx_tensors
 from pyggml.backend.meta import MetaBackend, llama_meta_device
+from pyggml.backend.plan_cache import RECENT, PlanCache
 from pyggml.backend.registry import get_device
 from pyggml.backend.sched import Scheduler
 from pyggml.context import Context
 from pyggml.errors import PyGGMLError
 from pyggml.graph import build_graph
 from pyggml.types import GGMLType as T
-from pyggml_opencl.plan_cache import RECENT, PlanCache
 
 pytest.importorskip("pyggml_llama")
 from pyggml_llama.hparams import HParams

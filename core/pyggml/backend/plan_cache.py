@@ -1,4 +1,5 @@
-"""Launch plans per graph, shared by the OpenCL and CUDA backends: a graph that is replayed never builds again.
+"""Launch plans per graph, for backends that build one per graph (the OpenCL and CUDA plugins): a graph that is
+replayed never builds again.
 
 A plan is bound to the graph object it was built for and checked against the graph's fingerprint on each compute,
 so however many graphs a backend runs in turn, each live one replays: the meta device (tensor split) hands every
