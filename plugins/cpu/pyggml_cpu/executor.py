@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from pyggml.backend.plan_cache import PlanCache
 from pyggml.errors import ComputeError
 from pyggml.graph import Graph
 from pyggml.ops.base import Op
 from pyggml_cpu._pgc import ffi
 from pyggml_cpu.kernels import ERRORS, Pool
 from pyggml_cpu.op_table import Entry
-from pyggml_cpu.plan import PlanCache
+from pyggml_cpu.plan import Plan, build_plan
 
 
 class Executor:
     def __init__(self, table: dict[Op, Entry], name: str, n_threads: int) -> None:
         self.name = name
-        self.plans = PlanCache(table, name)
+        self.plans: PlanCache[Plan] = PlanCache(lambda g: build_plan(g, table, name))
         self.pool = Pool(n_threads)
         self.profile: dict[str, int] | None = None
         """Set to {} to accumulate nanoseconds per (op, src0 type) over the following computes."""

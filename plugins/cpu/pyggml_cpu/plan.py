@@ -1,14 +1,13 @@
 """Plans: a graph's computed nodes packed once into an array of C node descriptors (op, types, ne/nb, data
-addresses, params), validated here so C never sees a pointer outside its buffer. A plan is cached per graph
-and reused while the graph's tensors keep their places; a replay costs one signature check and one call.
+addresses, params), validated here so C never sees a pointer outside its buffer. Plans are cached per graph by
+core's `PlanCache` and reused while the graph's tensors keep their places; a replay costs one placement check and
+one call into C.
 """
 
 from __future__ import annotations
 
 import logging
-import weakref
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -33,10 +32,6 @@ for _name in NODE_DTYPE.names or ():
 if NODE_DTYPE.itemsize != ffi.sizeof("pgc_node"):
     raise ImportError("pyggml_cpu: descriptor size does not match the C struct; rebuild the extension")
 
-_offset = attrgetter("offset")
-_buffer = attrgetter("buffer")
-
-
 def address_of(t: Tensor, node: Tensor) -> int:
     """The host address of t's first byte, after checking t lies inside its host buffer."""
     buf = t.buffer
@@ -58,21 +53,10 @@ def address_of(t: Tensor, node: Tensor) -> int:
 
 @dataclass
 class Plan:
-    nodes: tuple[Tensor, ...]
-    """The graph's node list when planned (identity-compared on replay)."""
-    tensors: list[Tensor]
-    """Every tensor whose address is in the descriptors (placement is re-checked on replay)."""
-    offsets: tuple[int, ...]
-    buffers: tuple[Any, ...]
     array: np.ndarray
     names: list[Tensor]
     """The node of each descriptor (for error messages)."""
     ptr: Any
-
-    def matches(self, graph: Graph) -> bool:
-        ts = self.tensors
-        return (tuple(graph.nodes) == self.nodes and tuple(map(_offset, ts)) == self.offsets
-                and tuple(map(_buffer, ts)) == self.buffers)
 
 
 def build_plan(graph: Graph, table: dict[Op, Entry], backend_name: str) -> Plan:
@@ -88,7 +72,6 @@ def build_plan(graph: Graph, table: dict[Op, Entry], backend_name: str) -> Plan:
                                f" nb={list(node.nb)}; srcs: {srcs}) is not supported by this backend")
         work.append(node)
     arr = np.zeros(len(work), dtype=NODE_DTYPE)
-    seen: dict[int, Tensor] = {}
     for i, node in enumerate(work):
         e = table[node.op]
         row = arr[i]
@@ -106,39 +89,6 @@ def build_plan(graph: Graph, table: dict[Op, Entry], backend_name: str) -> Plan:
             row["ne"][s] = t.ne
             row["nb"][s] = t.nb
             row["data"][s] = address_of(t, node) if t.nelements() else 0
-            seen[id(t)] = t
-    tensors = list(seen.values())
     ptr = ffi.cast("pgc_node *", ffi.from_buffer(arr)) if len(arr) else ffi.NULL
-    return Plan(tuple(graph.nodes), tensors, tuple(map(_offset, tensors)), tuple(map(_buffer, tensors)), arr,
-                work, ptr)
+    return Plan(arr, work, ptr)
 
-
-class PlanCache:
-    """One plan per live graph, re-planned when the graph's node list or any tensor's placement changed.
-
-    Plans are held by weak reference to their graph, not in a bounded table: a meta-split (tensor parallel)
-    graph hands each device a hundred or more subgraphs and allreduce graphs per compute, and a table of a few
-    dozen entries evicted every one of them before its replay. A plan now lives exactly as long as its graph.
-    """
-
-    def __init__(self, table: dict[Op, Entry], backend_name: str) -> None:
-        self.table = table
-        self.backend_name = backend_name
-        self._plans: weakref.WeakKeyDictionary[Graph, Plan] = weakref.WeakKeyDictionary()
-        self.builds = 0
-        """Plans built so far (replays of an unchanged graph build none)."""
-
-    def __len__(self) -> int:
-        return len(self._plans)
-
-    def get(self, graph: Graph) -> Plan:
-        plan = self._plans.get(graph)
-        if plan is not None and plan.matches(graph):
-            return plan
-        plan = build_plan(graph, self.table, self.backend_name)
-        self.builds += 1
-        self._plans[graph] = plan
-        return plan
-
-    def clear(self) -> None:
-        self._plans.clear()

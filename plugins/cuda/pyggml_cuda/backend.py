@@ -2,9 +2,9 @@
 
 `graph_compute` builds a plan for a graph once: every compute node's rule (op table) gives its launches, which are
 bound to compiled kernels with their arguments packed. Plans stay with their graph
-(`pyggml.backend.plan_cache.PlanCache`, checked against the graph's fingerprint: node identities, ops, params,
-shapes, strides, buffers, offsets): thanks to the static allocator a reused graph has the same fingerprint, so its
-kernels read and write the same addresses every time, and any number of graphs run in turn (the meta device's
+(`pyggml.backend.plan_cache.PlanCache`, checked against the graph's placement: node and source identities,
+buffers, offsets): thanks to the static allocator a reused graph keeps its placement, so its kernels read and
+write the same addresses every time, and any number of graphs run in turn (the meta device's
 subgraphs) replay without rebuilding. Such a plan is
 run directly the first time (a failing launch names its node), captured into a CUDA graph the second time, and from
 then on replayed with one cuGraphLaunch. `PYGGML_CUDA_GRAPHS=0` turns capture off. Work is queued on the backend's
@@ -42,7 +42,7 @@ GRAPHS_ENV = "PYGGML_CUDA_GRAPHS"
 class Plan:
     launches: list[Bound]
     keep: list[Any]
-    """Buffers and scratch memory the launches point at, kept alive so addresses and fingerprint ids stay valid."""
+    """Buffers and scratch memory the launches point at, kept alive so the addresses stay valid."""
     runs: int = 0
     graph: int = 0
     graph_exec: int = 0

@@ -2,8 +2,8 @@
 
 `graph_compute` builds a plan for a graph once: every compute node's rule (from the op table) creates its kernel
 objects with their arguments bound to the tensors' buffers and offsets. The plan stays with the graph
-(`pyggml.backend.plan_cache.PlanCache`, checked against a fingerprint of node identities, ops, params, shapes,
-strides, buffers and offsets), so a graph that is recomputed with the same allocation is replayed, however many
+(`pyggml.backend.plan_cache.PlanCache`, checked against the graph's placement: node and source identities,
+buffers and offsets), so a graph that is recomputed with the same allocation is replayed, however many
 graphs run in turn: one `enqueue_nd_range_kernel` per launch, no per-node decisions. Work is queued on the
 device's in-order queue and `graph_compute` returns without waiting (`synchronize` waits).
 """

@@ -7,20 +7,19 @@ replayed graph costs only the per-device computes and the allreduces.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from pyggml.backend.meta import transfer
 from pyggml.backend.meta.allreduce import ButterflyAllreduce, Communicator, make_communicator
 from pyggml.backend.meta.device import MetaDevice
-from pyggml.backend.meta.plan import MetaPlan, Subgraph, build_plan, fingerprint
+from pyggml.backend.meta.plan import MetaPlan, Subgraph, build_plan
+from pyggml.backend.plan_cache import PlanCache
 from pyggml.backend.protocol import Backend
 from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 
 log = logging.getLogger(__name__)
-MAX_PLANS = 16
 
 
 @dataclass
@@ -46,7 +45,7 @@ class MetaBackend(Backend):
         self.comm = make_communicator(comm, self.backends)
         self.fallback = self.comm if isinstance(self.comm, ButterflyAllreduce) else ButterflyAllreduce(self.backends)
         self.stats = MetaStats()
-        self._plans: OrderedDict[int, MetaPlan] = OrderedDict()
+        self._plans: PlanCache[MetaPlan] = PlanCache(lambda g: build_plan(device.table, g, self.backends))
 
     @property
     def name(self) -> str:
@@ -59,18 +58,12 @@ class MetaBackend(Backend):
     def plan(self, graph: Graph) -> MetaPlan:
         """The plan of `graph` (made now unless the graph is unchanged since it was last planned). Every state
         and every device's support of its slices is checked here, before anything runs."""
-        key = fingerprint(graph)
-        p = self._plans.get(graph.uid)
-        if p is not None and p.key == key:
-            self._plans.move_to_end(graph.uid)
-            return p
-        p = build_plan(self.device.table, graph, self.backends)
-        self.stats.plans += 1
-        self._plans[graph.uid] = p
-        if len(self._plans) > MAX_PLANS:
-            self._plans.popitem(last=False)
-        log.debug("meta plan of graph %d: %d subgraphs, %d allreduces", graph.uid, len(p.subgraphs),
-                  p.n_allreduce)
+        builds = self._plans.builds
+        p = self._plans.get(graph)
+        if self._plans.builds != builds:
+            self.stats.plans += 1
+            log.debug("meta plan of graph %d: %d subgraphs, %d allreduces", graph.uid, len(p.subgraphs),
+                      p.n_allreduce)
         return p
 
     def graph_compute(self, graph: Graph) -> None:

@@ -43,17 +43,11 @@ class Subgraph:
 
 @dataclass
 class MetaPlan:
-    key: list[tuple[object, ...]]
     subgraphs: list[Subgraph]
 
     @property
     def n_allreduce(self) -> int:
         return sum(s.reduce is not None for s in self.subgraphs)
-
-
-def fingerprint(graph: Graph) -> list[tuple[object, ...]]:
-    """What a plan depends on: the nodes, their placement and their srcs (the scheduler may rewire srcs)."""
-    return [(n, n.buffer, n.offset, n.src) for n in graph.nodes]
 
 
 def build_plan(table: TensorTable, graph: Graph, backends: Sequence[Backend]) -> MetaPlan:
@@ -81,7 +75,7 @@ def build_plan(table: TensorTable, graph: Graph, backends: Sequence[Backend]) ->
         subs.append(Subgraph([_graph(graph, nodes, simple, j, start, end + 1) for j in range(table.n)], reduce,
                              zero))
         start = i = end + 1
-    return MetaPlan(fingerprint(graph), subs)
+    return MetaPlan(subs)
 
 
 def _set_compute_flags(table: TensorTable, nodes: list[Tensor], simple: list[list[Tensor]]) -> None:
