@@ -1,17 +1,19 @@
 """VulkanBackend: a stream on one Vulkan device. graph_compute plans the graph's dispatches, records them into ONE
 command buffer and submits it; while the same graph is computed again with the same placement (the static
 allocator keeps addresses stable), the recorded command buffer is resubmitted as is (Vulkan's counterpart of
-CUDA graphs). Submissions signal a timeline semaphore; events are (semaphore, value) pairs."""
+CUDA graphs). Recordings stay with their graphs (core's `pyggml.backend.plan_cache.PlanCache`, checked against the
+graph's placement: node and source identities, buffers, offsets; the sources count because a scheduler's pipeline
+slots rewire the same nodes to per-slot input copies), so the meta device's many subgraphs per compute all replay.
+Submissions signal a timeline semaphore; events are (semaphore, value) pairs."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pyggml.backend.plan_cache import PlanCache
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
@@ -25,8 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_CACHED_GRAPHS = 16
-
 
 @dataclass
 class Stats:
@@ -37,27 +37,13 @@ class Stats:
     last_barriers: int = 0
     computes: int = 0
     host_seconds: float = 0.0
-    """Host time inside graph_compute_async (signature check + record or replay + submit); the GPU runs after."""
+    """Host time inside graph_compute_async (placement check + record or replay + submit); the GPU runs after."""
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def graph_signature(graph: Graph) -> tuple[Any, ...]:
-    """What a recorded command buffer depends on, and the key it is cached under: each node's identity, params,
-    flags, shape, strides and placement, and the same for every src. Srcs count because a scheduler's split graph
-    holds no leafs and its pipeline slots rewire the same nodes' srcs to per-slot input copies: a recording made
-    for slot 0 must not be replayed for slot 1. The recording keeps every object named here alive, so an id
-    cannot stand for another object while it is cached."""
-    return tuple((id(t), id(t.params), t.flags, t.ne, t.nb, id(t.buffer), t.offset,
-                  tuple((id(s), s.ne, s.nb, id(s.buffer), s.offset) for s in t.src if s is not None))
-                 for t in graph.nodes)
-
-
 def _referenced(graph: Graph) -> list[object]:
-    objs: list[object] = []
-    for t in graph.nodes:
-        objs += (t, t.params, t.buffer)
-        objs += [x for s in t.src if s is not None for x in (s, s.buffer)]
-    return objs
+    """The buffers a recording binds, kept alive with it."""
+    return [t.buffer for t in graph.nodes] + [s.buffer for t in graph.nodes for s in t.src if s is not None]
 
 
 class VulkanBackend(Backend):
@@ -67,7 +53,7 @@ class VulkanBackend(Backend):
         self.timeline = ctx.timeline()
         self.submitted = 0
         self._pending_waits: list[tuple[Any, int]] = []
-        self._recordings: OrderedDict[tuple[Any, ...], Recording] = OrderedDict()
+        self._recordings: PlanCache[Recording] = PlanCache(self.record, self._retire)
         self.stats = Stats()
         self._scratch: VulkanBuffer | None = None
         self.replay_enabled = True
@@ -82,7 +68,7 @@ class VulkanBackend(Backend):
         planner = Planner(self.ctx, self._scratch_buffer)
         plan_graph(graph, planner)
         rec = Recording(self.ctx, planner.dispatches)
-        rec.keep = _referenced(graph)  # ids in the signature stay unique while cached
+        rec.keep = _referenced(graph)
         self.stats.records += 1
         self.stats.record_seconds += time.perf_counter() - t0
         self.stats.last_dispatches = rec.n_dispatches
@@ -102,20 +88,14 @@ class VulkanBackend(Backend):
             self._scratch = VulkanBuffer(buft, self.ctx, min(size, buft.max_size))  # type: ignore[arg-type]
         return self._scratch
 
-    def _recording_for(self, graph: Graph) -> Recording:
-        key = graph_signature(graph)
-        rec = self._recordings.get(key) if self.replay_enabled else None
-        if rec is not None:
-            self._recordings.move_to_end(key)
+    def recording(self, graph: Graph) -> Recording:
+        """The graph's command buffer: recorded now if the graph is new or moved, else the one recorded before."""
+        if not self.replay_enabled:
+            self._recordings.clear()
+        builds = self._recordings.builds
+        rec = self._recordings.get(graph)
+        if self._recordings.builds == builds:
             self.stats.replays += 1
-            return rec
-        old = self._recordings.pop(key, None)
-        if old is not None:
-            self._retire(old)
-        rec = self.record(graph)
-        self._recordings[key] = rec
-        while len(self._recordings) > MAX_CACHED_GRAPHS:
-            self._retire(self._recordings.popitem(last=False)[1])
         return rec
 
     def _retire(self, rec: Recording) -> None:
@@ -126,7 +106,7 @@ class VulkanBackend(Backend):
         t0 = time.perf_counter()
         self.ctx.ensure_alive()
         try:
-            rec = self._recording_for(graph)
+            rec = self.recording(graph)
         except PyGGMLError:
             raise
         except Exception as e:  # a Vulkan or planning failure: name it, keep the backend usable
@@ -181,10 +161,10 @@ class VulkanBackend(Backend):
             event.synchronize()
 
     def free(self) -> None:
-        with contextlib.suppress(PyGGMLError):
+        try:
             self.synchronize()
-        for rec in self._recordings.values():
-            rec.free()
+        except PyGGMLError:  # a lost device: nothing runs any more, the recordings are freed without waiting
+            self.submitted = 0
         self._recordings.clear()
         self.ctx.destroy_semaphore(self.timeline)
 
