@@ -3,9 +3,10 @@ backend, in one process with one thread count. Prints JSON.
 
     python plugins/cpu/benchmarks/bench.py [--threads N] [--quick] [--only gemm|matvec|prompt|replay ...]
                                            [--rounds R]
+                                           [--types f16,q4_0,...]
 
-Cases: F32 GEMM 1024^3 (numpy, blas, cpu); mat-vec (n=1) and prompt-style (n=128) MUL_MAT of Q4_0, Q4_1, Q8_0,
-Q4_K, Q6_K weights [k, m] for k in 576..4096; Python overhead of replaying a 1,000-node graph.
+Cases: F32 GEMM 1024^3 (numpy, blas, cpu); mat-vec (n=1) and prompt-style (n=128) MUL_MAT of F16, Q4_0, Q4_1,
+Q8_0, Q4_K, Q6_K weights [k, m] for k in 576..4096 (--types to choose); Python overhead of replaying a 1,000-node graph.
 Ratios are speedups (other time / pyggml time): >= 1 means pyggml is at least as fast; with --rounds R the
 quantised cases report the median of R alternating rounds (a shared machine's load drifts).
 """
@@ -28,6 +29,8 @@ def _args() -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=2048, help="weight rows m of the quantised matmuls")
     p.add_argument("--only", choices=["gemm", "matvec", "prompt", "replay"], action="append",
                    help="run only these cases (repeatable; default all)")
+    p.add_argument("--types", default="f16,q4_0,q4_1,q8_0,q4_K,q6_K",
+                   help="comma-separated weight types of the mat-vec and prompt cases")
     p.add_argument("--rounds", type=int, default=1,
                    help="quantised cases: time pyggml and ggml alternately this many rounds, report medians")
     return p.parse_args()
@@ -44,12 +47,12 @@ from pyggml import quants  # noqa: E402
 from pyggml.backend.registry import get_device, get_registry  # noqa: E402
 from pyggml.context import Context  # noqa: E402
 from pyggml.graph import build_graph  # noqa: E402
-from pyggml.types import GGMLType  # noqa: E402
+from pyggml.types import GGMLType, from_f32, parse_type  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ggml_ref  # noqa: E402
 
-QTYPES = [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q6_K]
+QTYPES = [parse_type(name) for name in ARGS.types.split(",")]
 
 
 def timeit(fn: Callable[[], object], repeat: int, min_time: float = 0.2) -> float:
@@ -103,7 +106,7 @@ def quant_case(cpu: Any, ggml: ggml_ref.GGML | None, t: GGMLType, k: int, n: int
     k = -(-k // bs) * bs  # K-quants need whole 256-blocks: 576 becomes 768
     rng = np.random.default_rng(k + n)
     wf = rng.standard_normal((ARGS.rows, k)).astype(np.float32)
-    raw = quants.quantize(wf, t)
+    raw = np.ascontiguousarray(from_f32(wf, t)).view(np.uint8) if t.traits.blck_size == 1 else quants.quantize(wf, t)
     x = rng.standard_normal((n, k)).astype(np.float32)
     ours = pyggml_matmul(cpu, t, raw, wf, x)
     theirs = ggml.mul_mat(int(t), raw, ARGS.rows, k, x) if ggml is not None else None
