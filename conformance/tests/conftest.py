@@ -25,12 +25,8 @@ Bug = Callable[[Tensor], None]
 class BuggyRegistry(Registry):
     def __init__(self, name: str, bug: Bug | None, ops: frozenset[Op], unsupported: frozenset[Op] = frozenset(),
                  replace: bool = False) -> None:
-        self._name = name
+        super().__init__(name)
         self._devices = [BuggyDevice(self, bug, ops, unsupported, replace)]
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def devices(self) -> Sequence[Device]:
         return self._devices
@@ -39,7 +35,7 @@ class BuggyRegistry(Registry):
 class BuggyDevice(Device):
     def __init__(self, reg: BuggyRegistry, bug: Bug | None, ops: frozenset[Op], unsupported: frozenset[Op],
                  replace: bool) -> None:
-        self._reg = reg
+        super().__init__(reg, reg.name, DeviceType.CPU)
         self.bug = bug
         self.ops = ops
         self.unsupported = unsupported
@@ -48,20 +44,8 @@ class BuggyDevice(Device):
         self._numpy = hub().device("numpy")
 
     @property
-    def reg(self) -> Registry:
-        return self._reg
-
-    @property
-    def name(self) -> str:
-        return self._reg.name
-
-    @property
     def description(self) -> str:
-        return f"numpy kernels with a deliberate bug ({self._reg.name})"
-
-    @property
-    def type(self) -> DeviceType:
-        return DeviceType.CPU
+        return f"numpy kernels with a deliberate bug ({self.name})"
 
     def memory(self) -> tuple[int, int]:
         return 1 << 30, 1 << 30

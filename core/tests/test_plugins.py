@@ -63,7 +63,9 @@ def test_enumeration_failure_is_recorded(tmp_path: Path) -> None:
     from pyggml.backend.protocol import Registry
 
     class Flaky(Registry):
-        name = "flaky"
+        def __init__(self):
+            super().__init__("flaky")
+
         def devices(self):
             raise OSError("no such device node /dev/flaky0")
 

@@ -8,6 +8,7 @@ beyond the protocol are reached through `Registry.get_extension(NAME)` with the 
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -67,13 +68,17 @@ class DeviceProps:
 
 
 class Registry(ABC):
-    """A plugin's entry: cheap to create; touches no driver until `devices()` is called."""
+    """A plugin's entry: cheap to create; touches no driver until `devices()` is called. A subclass passes its name
+    to `Registry.__init__`."""
 
     api_version: int = API_VERSION
 
+    def __init__(self, name: str) -> None:
+        self._name = name
+
     @property
-    @abstractmethod
-    def name(self) -> str: ...
+    def name(self) -> str:
+        return self._name
 
     @abstractmethod
     def devices(self) -> Sequence[Device]:
@@ -91,26 +96,67 @@ class Registry(ABC):
         return f"<Registry {self.name}>"
 
 
-class Device(ABC):
-    @property
+class LazyRegistry(Registry):
+    """A registry whose devices are looked for once, on the first `devices()` or `unavailable_reason()` call (under
+    a lock, so two threads do not both ask the driver). A subclass implements `_enumerate()`; where it finds no
+    device it returns `self._unavailable(reason)`, which `unavailable_reason()` then reports. An exception in
+    `_enumerate()` leaves nothing cached: the next call asks again."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._devices: list[Device] | None = None
+        self._reason: str | None = None
+        self._lock = threading.Lock()
+
     @abstractmethod
-    def reg(self) -> Registry: ...
+    def _enumerate(self) -> Sequence[Device]:
+        """Talk to the driver and return the devices (called once)."""
+
+    def _unavailable(self, reason: str) -> list[Device]:
+        """No device, and why: the value `_enumerate()` returns when it finds none."""
+        self._reason = reason
+        return []
+
+    def devices(self) -> Sequence[Device]:
+        with self._lock:
+            if self._devices is None:
+                self._devices = list(self._enumerate())
+            return self._devices
+
+    def unavailable_reason(self) -> str | None:
+        self.devices()
+        return self._reason
+
+
+class Device(ABC):
+    """One device of a registry. What it is does not change while it exists: a subclass passes its registry, name,
+    type and caps (default: all off) to `Device.__init__`, which serves them as the properties below."""
+
+    def __init__(self, reg: Registry, name: str, type: DeviceType, caps: DeviceCaps = DeviceCaps()) -> None:
+        self._reg = reg
+        self._name = name
+        self._type = type
+        self._caps = caps
 
     @property
-    @abstractmethod
-    def name(self) -> str: ...
+    def reg(self) -> Registry:
+        return self._reg
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     @property
     def description(self) -> str:
         return self.name
 
     @property
-    @abstractmethod
-    def type(self) -> DeviceType: ...
+    def type(self) -> DeviceType:
+        return self._type
 
     @property
     def caps(self) -> DeviceCaps:
-        return DeviceCaps()
+        return self._caps
 
     @abstractmethod
     def memory(self) -> tuple[int, int]:

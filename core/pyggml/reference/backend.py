@@ -14,11 +14,8 @@ from pyggml.tensor import Tensor, TensorFlag
 
 
 class NumpyRegistry(Registry):
-    @property
-    def name(self) -> str:
-        return "numpy"
-
     def __init__(self) -> None:
+        super().__init__("numpy")
         self._devices = [NumpyDevice(self)]
 
     def devices(self) -> Sequence[Device]:
@@ -27,28 +24,12 @@ class NumpyRegistry(Registry):
 
 class NumpyDevice(Device):
     def __init__(self, reg: NumpyRegistry) -> None:
-        self._reg = reg
+        super().__init__(reg, "numpy", DeviceType.CPU, DeviceCaps(buffer_from_host_ptr=True))
         self._buft = HostBufferType("numpy", self)
-
-    @property
-    def reg(self) -> Registry:
-        return self._reg
-
-    @property
-    def name(self) -> str:
-        return "numpy"
 
     @property
     def description(self) -> str:
         return "numpy reference (float64 math, for correctness, not speed)"
-
-    @property
-    def type(self) -> DeviceType:
-        return DeviceType.CPU
-
-    @property
-    def caps(self) -> DeviceCaps:
-        return DeviceCaps(buffer_from_host_ptr=True)
 
     def memory(self) -> tuple[int, int]:
         from pyggml.backend.sysinfo import host_memory

@@ -44,11 +44,8 @@ class MetaRegistry(Registry):
     """The registry of one meta device (meta devices are made by the user, not discovered)."""
 
     def __init__(self, device: MetaDevice) -> None:
+        super().__init__("meta")
         self._device = device
-
-    @property
-    def name(self) -> str:
-        return "meta"
 
     def devices(self) -> Sequence[Device]:
         return [self._device]
@@ -64,8 +61,8 @@ class MetaDevice(Device):
         if nested:
             raise PyGGMLError(f"a meta device cannot wrap another meta device ({', '.join(nested)})")
         self.devices = devs
-        self._reg = MetaRegistry(self)
-        self._name = name or f"Meta({','.join(d.name for d in devs)})"
+        super().__init__(MetaRegistry(self), name or f"Meta({','.join(d.name for d in devs)})", DeviceType.META,
+                         DeviceCaps(async_ops=all(d.caps.async_ops for d in devs)))
         self._buft = MetaBufferType(self)
         self.table = TensorTable(len(devs), split_state, self._is_own, _simple_buffer)
 
@@ -77,24 +74,8 @@ class MetaDevice(Device):
         return isinstance(buf, MetaBuffer) and buf.buft is self._buft
 
     @property
-    def reg(self) -> Registry:
-        return self._reg
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
     def description(self) -> str:
         return f"Meta({','.join(d.description for d in self.devices)})"
-
-    @property
-    def type(self) -> DeviceType:
-        return DeviceType.META
-
-    @property
-    def caps(self) -> DeviceCaps:
-        return DeviceCaps(async_ops=all(d.caps.async_ops for d in self.devices))
 
     def memory(self) -> tuple[int, int]:
         mem = [d.memory() for d in self.devices]
@@ -113,9 +94,6 @@ class MetaDevice(Device):
         if op.op is not Op.NONE and op.op not in VIEW_OPS and op.op not in RULES:
             return False
         return all(d.supports_op(op) for d in self.devices)
-
-    def supports_buft(self, buft: BufferType) -> bool:
-        return buft is self._buft
 
     # ---- inspection --------------------------------------------------------------------------------------
 

@@ -57,12 +57,8 @@ def _computing(device: Device) -> Iterator[None]:
 
 class FakeRegistry(Registry):
     def __init__(self, name: str) -> None:
-        self._name = name
+        super().__init__(name)
         self._devices: list[Device] = []
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def devices(self) -> Sequence[Device]:
         return self._devices
@@ -117,12 +113,10 @@ class FakeDevice(Device):
                  async_ops: bool = False, offload: Collection[Op] = (), reads_host: bool = False) -> None:
         if memory not in ("device", "host"):
             raise ValueError(f"memory must be 'device' or 'host', got {memory!r}")
-        self._reg = reg
-        self._name = name
+        super().__init__(reg, name, dev_type, DeviceCaps(async_ops=async_ops, events=async_ops))
         self.ops = None if ops is None else frozenset(ops)
         self.exclude = frozenset(exclude)
         self.offload = frozenset(offload)
-        self._type = dev_type
         self.async_ops = async_ops
         self.reads_host = reads_host
         self._buft: BufferType = DeviceBufferType(self) if memory == "device" else HostBufferType(f"{name}_host", self)
@@ -133,22 +127,6 @@ class FakeDevice(Device):
         """Seconds slept after each computed graph (widens race windows of async devices)."""
         self.dry = False
         """Skip checks and kernels (benchmarks time the scheduler alone)."""
-
-    @property
-    def reg(self) -> Registry:
-        return self._reg
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def type(self) -> DeviceType:
-        return self._type
-
-    @property
-    def caps(self) -> DeviceCaps:
-        return DeviceCaps(async_ops=self.async_ops, events=self.async_ops)
 
     def memory(self) -> tuple[int, int]:
         return (1 << 34, 1 << 34)
@@ -168,7 +146,7 @@ class FakeDevice(Device):
         return o in KERNELS
 
     def supports_buft(self, buft: BufferType) -> bool:
-        return buft is self._buft or (buft.is_host and (self._type is DeviceType.CPU or self.reads_host))
+        return buft is self._buft or (buft.is_host and (self.type is DeviceType.CPU or self.reads_host))
 
     def offload_op(self, op: Tensor) -> bool:
         return op.op in self.offload
