@@ -8,7 +8,6 @@ import glob
 import logging
 import os
 
-from pyggml.backend.host import HostBufferType
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceType, Registry
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -68,29 +67,17 @@ def set_blas_threads(n: int) -> None:
 
 class BlasDevice(CpuDevice):
     def __init__(self, reg: Registry) -> None:
-        super().__init__(reg)
-        self._buft = HostBufferType("blas", self)
-
-    @property
-    def name(self) -> str:
-        return "blas"
+        super().__init__(reg, "blas", DeviceType.ACCEL)
 
     @property
     def description(self) -> str:
         return "OpenBLAS sgemm (MUL_MAT of F32/F16/BF16 with many columns)"
-
-    @property
-    def type(self) -> DeviceType:
-        return DeviceType.ACCEL
 
     def details(self) -> dict[str, str]:
         return {"threads": str(kernels.default_threads())}
 
     def init_backend(self, params: str | None = None) -> Backend:
         return BlasBackend(self)
-
-    def buffer_type(self) -> BufferType:
-        return self._buft
 
     def supports_op(self, op: Tensor) -> bool:
         return supports(BLAS_TABLE, op)

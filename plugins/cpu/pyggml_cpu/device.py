@@ -56,29 +56,13 @@ def set_n_threads(backend: Backend, n_threads: int) -> None:
 
 
 class CpuDevice(Device):
-    def __init__(self, reg: Registry) -> None:
-        self._reg = reg
-        self._buft = HostBufferType("cpu", self)
-
-    @property
-    def reg(self) -> Registry:
-        return self._reg
-
-    @property
-    def name(self) -> str:
-        return "cpu"
+    def __init__(self, reg: Registry, name: str = "cpu", type: DeviceType = DeviceType.CPU) -> None:
+        super().__init__(reg, name, type, DeviceCaps(host_buffer=True, buffer_from_host_ptr=True))
+        self._buft = HostBufferType(name, self)
 
     @property
     def description(self) -> str:
         return cpu_name()
-
-    @property
-    def type(self) -> DeviceType:
-        return DeviceType.CPU
-
-    @property
-    def caps(self) -> DeviceCaps:
-        return DeviceCaps(host_buffer=True, buffer_from_host_ptr=True)
 
     def memory(self) -> tuple[int, int]:
         from pyggml.backend.sysinfo import host_memory

@@ -5,23 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyggml.backend.extensions import CPU_FEATURES, SET_N_THREADS
-from pyggml.backend.protocol import Device, Registry
+from pyggml.backend.protocol import Device, LazyRegistry
 
 
-class CpuRegistry(Registry):
-    def __init__(self) -> None:
-        self._devices: list[Device] | None = None
+class CpuRegistry(LazyRegistry):
+    def __init__(self, name: str = "cpu") -> None:
+        super().__init__(name)
 
-    @property
-    def name(self) -> str:
-        return "cpu"
+    def _enumerate(self) -> Sequence[Device]:
+        from pyggml_cpu.device import CpuDevice
 
-    def devices(self) -> Sequence[Device]:
-        if self._devices is None:
-            from pyggml_cpu.device import CpuDevice
-
-            self._devices = [CpuDevice(self)]
-        return self._devices
+        return [CpuDevice(self)]
 
     def get_extension(self, name: str) -> object | None:
         if name == SET_N_THREADS:
@@ -39,23 +33,13 @@ class BlasRegistry(CpuRegistry):
     """OpenBLAS sgemm for big F32/F16/BF16 matmuls, in the host memory the cpu device uses."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._reason: str | None = None
+        super().__init__("blas")
 
-    @property
-    def name(self) -> str:
-        return "blas"
+    def _enumerate(self) -> Sequence[Device]:
+        from pyggml_cpu.blas import BlasDevice, load_blas
 
-    def devices(self) -> Sequence[Device]:
-        if self._devices is None:
-            from pyggml_cpu.blas import BlasDevice, load_blas
-
-            self._reason = load_blas()
-            self._devices = [] if self._reason else [BlasDevice(self)]
-        return self._devices
-
-    def unavailable_reason(self) -> str | None:
-        return self._reason
+        reason = load_blas()
+        return self._unavailable(reason) if reason else [BlasDevice(self)]
 
     def get_extension(self, name: str) -> object | None:
         return super().get_extension(name) if name == SET_N_THREADS else None

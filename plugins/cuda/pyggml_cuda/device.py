@@ -97,8 +97,8 @@ class CudaEvent(Event):
 
 class CudaDevice(Device):
     def __init__(self, reg: Registry, cu_device: Any, ordinal: int, name: str) -> None:
-        self._reg = reg
-        self._name = name
+        super().__init__(reg, name, DeviceType.GPU,
+                         DeviceCaps(async_ops=True, host_buffer=True, buffer_from_host_ptr=False, events=True))
         self.cu_device = cu_device
         self.info = DeviceInfo.query(cu_device, ordinal)
         self._ctx: Any = None
@@ -181,24 +181,8 @@ class CudaDevice(Device):
     # ---- identity and facts ----------------------------------------------------------------------------------
 
     @property
-    def reg(self) -> Registry:
-        return self._reg
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
     def description(self) -> str:
         return f"{self.info.name} (sm_{self.info.arch})"
-
-    @property
-    def type(self) -> DeviceType:
-        return DeviceType.GPU
-
-    @property
-    def caps(self) -> DeviceCaps:
-        return DeviceCaps(async_ops=True, host_buffer=True, buffer_from_host_ptr=False, events=True)
 
     def memory(self) -> tuple[int, int]:
         cuda = drv()

@@ -13,29 +13,15 @@ import os
 from collections.abc import Sequence
 
 from pyggml.backend.extensions import COMM_INIT
-from pyggml.backend.protocol import Device, Registry
+from pyggml.backend.protocol import Device, LazyRegistry
 
 log = logging.getLogger(__name__)
 VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
 
 
-class CudaRegistry(Registry):
+class CudaRegistry(LazyRegistry):
     def __init__(self) -> None:
-        self._devices: list[Device] | None = None
-        self._reason: str | None = None
-
-    @property
-    def name(self) -> str:
-        return "CUDA"
-
-    def devices(self) -> Sequence[Device]:
-        if self._devices is None:
-            self._devices = self._enumerate()
-        return self._devices
-
-    def unavailable_reason(self) -> str | None:
-        self.devices()
-        return self._reason
+        super().__init__("CUDA")
 
     def get_extension(self, name: str) -> object | None:
         if name == COMM_INIT:
@@ -44,26 +30,23 @@ class CudaRegistry(Registry):
             return comm_init
         return None
 
-    def _enumerate(self) -> list[Device]:
+    def _enumerate(self) -> Sequence[Device]:
         visible = os.environ.get(VISIBLE_ENV)
         if visible is not None and visible.strip() in ("", "-1"):
-            self._reason = f"{VISIBLE_ENV}={visible!r} hides every CUDA device"
-            return []
+            return self._unavailable(f"{VISIBLE_ENV}={visible!r} hides every CUDA device")
         try:
             import pycuda.driver as cuda
         except (ImportError, OSError) as e:
-            self._reason = (f"pycuda is not importable ({e}); install pyggml-cuda[runtime] on a machine with the "
-                            "CUDA driver")
-            return []
+            return self._unavailable(f"pycuda is not importable ({e}); install pyggml-cuda[runtime] on a machine "
+                                     "with the CUDA driver")
         try:
             cuda.init()
             n = int(cuda.Device.count())
         except cuda.Error as e:
-            self._reason = f"the CUDA driver did not initialise: {e}"
-            return []
+            return self._unavailable(f"the CUDA driver did not initialise: {e}")
         if n == 0:
-            self._reason = "the CUDA driver sees no device" + (f" ({VISIBLE_ENV}={visible!r})" if visible else "")
-            return []
+            return self._unavailable("the CUDA driver sees no device"
+                                     + (f" ({VISIBLE_ENV}={visible!r})" if visible else ""))
         from pyggml_cuda.device import MIN_CC, CudaDevice
 
         out: list[Device] = []
@@ -79,6 +62,6 @@ class CudaRegistry(Registry):
             log.warning("CUDA devices older than compute capability %d.%d are not used: %s", *MIN_CC,
                         ", ".join(skipped))
         if not out:
-            self._reason = (f"no CUDA device of compute capability {MIN_CC[0]}.{MIN_CC[1]} or newer: "
-                            + ", ".join(skipped))
+            return self._unavailable(f"no CUDA device of compute capability {MIN_CC[0]}.{MIN_CC[1]} or newer: "
+                                     + ", ".join(skipped))
         return out

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pyggml.backend.protocol import Backend, BufferType, Device, DeviceType, Registry
+from pyggml.backend.protocol import Backend, BufferType, Device, DeviceType
 from pyggml.errors import ComputeError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -24,20 +24,9 @@ CONV = {"q": np.int64, "i": np.int32, "f": np.float32}
 
 class PoclCudaDevice(Device):
     def __init__(self, cl_dev: Any) -> None:
+        super().__init__(cl_dev.reg, "CUDA-plans-on-PoCL", DeviceType.GPU)
         self.cl = cl_dev
         self._programs: dict[str, Any] = {}
-
-    @property
-    def reg(self) -> Registry:
-        return self.cl.reg
-
-    @property
-    def name(self) -> str:
-        return "CUDA-plans-on-PoCL"
-
-    @property
-    def type(self) -> DeviceType:
-        return DeviceType.GPU
 
     def memory(self) -> tuple[int, int]:
         return self.cl.memory()

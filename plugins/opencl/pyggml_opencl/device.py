@@ -8,16 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pyggml.backend.protocol import (
-    Backend,
-    BufferType,
-    Bytes,
-    Device,
-    DeviceCaps,
-    DeviceType,
-    Event,
-    Registry,
-)
+from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Event, Registry
 from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
 from pyggml_opencl.programs import BUILD_OPTIONS, EXACT_DIV_SQRT, ProgramCache
@@ -48,6 +39,12 @@ class DeviceInfo:
     unified_memory: bool
     exact_div_sqrt: bool
     """Float division and sqrt can be compiled correctly rounded (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)."""
+
+    @property
+    def device_type(self) -> DeviceType:
+        if self.cl_type == "GPU":
+            return DeviceType.IGPU if self.unified_memory else DeviceType.GPU
+        return DeviceType.ACCEL
 
     @staticmethod
     def query(d: Any) -> DeviceInfo:
@@ -95,11 +92,13 @@ class OpenCLDevice(Device):
     def __init__(self, reg: Registry, ctx: Any, cl_device: Any, name: str) -> None:
         import pyopencl as cl
 
-        self._reg = reg
-        self._name = name
+        info = DeviceInfo.query(cl_device)
+        unified = info.unified_memory
+        super().__init__(reg, name, info.device_type,
+                         DeviceCaps(async_ops=True, host_buffer=unified, buffer_from_host_ptr=unified, events=True))
         self.ctx = ctx
         self.cl_device = cl_device
-        self.info = DeviceInfo.query(cl_device)
+        self.info = info
         self.queue: Any = cl.CommandQueue(ctx, cl_device)
         """The device's one in-order queue: buffer transfers and every backend of the device use it."""
         options = f"{BUILD_OPTIONS} {EXACT_DIV_SQRT}" if self.info.exact_div_sqrt else BUILD_OPTIONS
@@ -138,27 +137,8 @@ class OpenCLDevice(Device):
     # ---- identity and facts -----------------------------------------------------------------------------------
 
     @property
-    def reg(self) -> Registry:
-        return self._reg
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
     def description(self) -> str:
         return f"{self.info.name} ({self.info.platform})"
-
-    @property
-    def type(self) -> DeviceType:
-        if self.info.cl_type == "GPU":
-            return DeviceType.IGPU if self.info.unified_memory else DeviceType.GPU
-        return DeviceType.ACCEL
-
-    @property
-    def caps(self) -> DeviceCaps:
-        unified = self.info.unified_memory
-        return DeviceCaps(async_ops=True, host_buffer=unified, buffer_from_host_ptr=unified, events=True)
 
     def memory(self) -> tuple[int, int]:
         total = self.info.global_mem

@@ -14,45 +14,28 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyggml.backend.env import device_selection, is_selected
-from pyggml.backend.protocol import Device, Registry
+from pyggml.backend.protocol import Device, LazyRegistry
 
 log = logging.getLogger(__name__)
 
 DEVICES_ENV = "PYGGML_OPENCL_DEVICES"
 
 
-class OpenCLRegistry(Registry):
+class OpenCLRegistry(LazyRegistry):
     def __init__(self) -> None:
-        self._devices: list[Device] | None = None
-        self._reason: str | None = None
+        super().__init__("OpenCL")
 
-    @property
-    def name(self) -> str:
-        return "OpenCL"
-
-    def devices(self) -> Sequence[Device]:
-        if self._devices is None:
-            self._devices = self._enumerate()
-        return self._devices
-
-    def unavailable_reason(self) -> str | None:
-        self.devices()
-        return self._reason
-
-    def _enumerate(self) -> list[Device]:
+    def _enumerate(self) -> Sequence[Device]:
         try:
             import pyopencl as cl
         except ImportError as e:
-            self._reason = f"pyopencl is not importable: {e}"
-            return []
+            return self._unavailable(f"pyopencl is not importable: {e}")
         try:
             platforms = cl.get_platforms()
         except cl.Error as e:
-            self._reason = f"no OpenCL platform (is an ICD such as pocl-opencl-icd installed?): {e}"
-            return []
+            return self._unavailable(f"no OpenCL platform (is an ICD such as pocl-opencl-icd installed?): {e}")
         if not platforms:
-            self._reason = "no OpenCL platform (is an ICD such as pocl-opencl-icd installed?)"
-            return []
+            return self._unavailable("no OpenCL platform (is an ICD such as pocl-opencl-icd installed?)")
         wanted = device_selection(DEVICES_ENV)
         from pyggml_opencl.device import OpenCLDevice
 
@@ -75,6 +58,6 @@ class OpenCLRegistry(Registry):
             for d in chosen:
                 out.append(OpenCLDevice(self, ctx, d, f"OpenCL{len(out)}"))
         if not out:
-            self._reason = (f"{DEVICES_ENV}={os.environ.get(DEVICES_ENV)!r} selects none of the {seen} OpenCL "
-                            f"devices" if wanted and seen else "the OpenCL platforms expose no devices")
+            return self._unavailable(f"{DEVICES_ENV}={os.environ.get(DEVICES_ENV)!r} selects none of the {seen} "
+                                     "OpenCL devices" if wanted and seen else "the OpenCL platforms expose no devices")
         return out

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pyggml.backend.env import device_selection, is_selected
-from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, Registry
+from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, LazyRegistry
 
 if TYPE_CHECKING:
     from pyggml.tensor import Tensor
@@ -29,29 +29,16 @@ def _selected(infos: list[PhysicalInfo]) -> list[PhysicalInfo]:
     return [info for info in infos if is_selected(selection, info.index, info.name)]
 
 
-class VulkanRegistry(Registry):
+class VulkanRegistry(LazyRegistry):
     def __init__(self) -> None:
-        self._devices: list[VulkanDevice] | None = None
-        self._reason: str | None = None
-        self._lock = threading.Lock()
+        super().__init__("Vulkan")
 
-    @property
-    def name(self) -> str:
-        return "Vulkan"
-
-    def devices(self) -> Sequence[Device]:
-        with self._lock:
-            if self._devices is None:
-                self._devices = self._enumerate()
-            return self._devices
-
-    def _enumerate(self) -> list[VulkanDevice]:
+    def _enumerate(self) -> Sequence[Device]:
         try:
             from pyggml_vulkan.instance import instance
             from pyggml_vulkan.physical import PREFERENCE, query
         except OSError as e:  # libvulkan missing
-            self._reason = f"cannot load the Vulkan loader: {e}"
-            return []
+            return self._unavailable(f"cannot load the Vulkan loader: {e}")
         inst = instance()
         infos = [query(h, i) for i, h in enumerate(inst.physical_devices())]
         usable = []
@@ -68,45 +55,26 @@ class VulkanRegistry(Registry):
         chosen = _selected(usable)
         chosen.sort(key=lambda i: (PREFERENCE.index(i.device_type) if i.device_type in PREFERENCE else 9, i.index))
         if not chosen:
-            self._reason = ("no Vulkan device with compute, 8/16-bit storage and arithmetic, timeline semaphores"
-                            if not infos or not usable else f"{DEVICES_ENV} selects none of the devices")
+            return self._unavailable("no Vulkan device with compute, 8/16-bit storage and arithmetic, timeline "
+                                     "semaphores" if not infos or not usable
+                                     else f"{DEVICES_ENV} selects none of the devices")
         return [VulkanDevice(self, info, n) for n, info in enumerate(chosen)]
-
-    def unavailable_reason(self) -> str | None:
-        return self._reason
 
 
 class VulkanDevice(Device):
     def __init__(self, reg: VulkanRegistry, info: PhysicalInfo, number: int) -> None:
         from pyggml_vulkan.buffer import VulkanBufferType
 
-        self._reg = reg
+        super().__init__(reg, f"Vulkan{number}", DeviceType.GPU, DeviceCaps(async_ops=True, events=True))
         self.info = info
-        self._name = f"Vulkan{number}"
         self._ctx: DeviceContext | None = None
         self._lock = threading.Lock()
         self._buft = VulkanBufferType(self)
 
     @property
-    def reg(self) -> Registry:
-        return self._reg
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
     def description(self) -> str:
         suffix = " (CPU-emulated)" if self.info.is_cpu else ""
         return f"{self.info.name}{suffix}"
-
-    @property
-    def type(self) -> DeviceType:
-        return DeviceType.GPU
-
-    @property
-    def caps(self) -> DeviceCaps:
-        return DeviceCaps(async_ops=True, events=True)
 
     @property
     def emulated(self) -> bool:
@@ -152,9 +120,6 @@ class VulkanDevice(Device):
 
     def buffer_type(self) -> BufferType:
         return self._buft
-
-    def supports_buft(self, buft: BufferType) -> bool:
-        return buft is self._buft
 
     def supports_op(self, op: Tensor) -> bool:
         from pyggml_vulkan.ops import supports
