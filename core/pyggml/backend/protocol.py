@@ -257,6 +257,15 @@ class Buffer(ABC):
         """(optional) device-side copy from another buffer; False means 'go through the host'."""
         return False
 
+    def write_from_host(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
+        """A `copy_from` for a source in host memory: writes straight from its `host_array()` (no staging read);
+        False when src has none."""
+        host = src.host_array()
+        if host is None:
+            return False
+        self.write(dst_offset, host[src_offset : src_offset + size])
+        return True
+
     def host_array(self) -> Bytes | None:
         """For host buffers: the whole buffer as a writable uint8 array (zero copy); else None."""
         return None

@@ -9,14 +9,14 @@ access enabled first where the devices have it (the driver stages through the ho
 from __future__ import annotations
 
 import logging
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyggml.backend.accounting import alloc_error
 from pyggml.backend.host import HostBuffer
 from pyggml.backend.protocol import Buffer, BufferType, Bytes, Device
-from pyggml.errors import AllocationError, ComputeError
+from pyggml.errors import ComputeError
 from pyggml_cuda.cudalib import cudalib
 
 if TYPE_CHECKING:
@@ -32,10 +32,6 @@ def drv() -> Any:
     import pycuda.driver as cuda
 
     return cuda
-
-
-def alloc_error(dev: CudaDevice, size: int, why: str) -> AllocationError:
-    return AllocationError(f"{dev.name} ({dev.description}): cannot allocate a buffer of {size} bytes: {why}")
 
 
 def device_alloc(dev: CudaDevice, size: int) -> Any:
@@ -62,8 +58,7 @@ class CudaBuffer(Buffer):
             raise alloc_error(dev, size, f"the device has {buft.max_size} bytes of memory")
         self.mem: Any = device_alloc(dev, size)
         self.ptr = int(self.mem)
-        dev.track_alloc(size)
-        weakref.finalize(self, dev.track_alloc, -size)
+        dev.allocations.track(self, size)
 
     def write(self, offset: int, data: Bytes) -> None:
         if data.size:
@@ -88,11 +83,7 @@ class CudaBuffer(Buffer):
         if isinstance(src, CudaBuffer):
             device_copy(self.dev, self.ptr + dst_offset, src.dev, src.ptr + src_offset, size)
             return True
-        host = src.host_array()
-        if host is not None:
-            self.write(dst_offset, host[src_offset : src_offset + size])
-            return True
-        return False
+        return self.write_from_host(src, src_offset, dst_offset, size)
 
     def free(self) -> None:
         if self.mem is not None:

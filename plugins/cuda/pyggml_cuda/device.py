@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyggml.backend.accounting import AllocationTally
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, Registry
 from pyggml.errors import ComputeError
 from pyggml_cuda.buffer import CudaBufferType, CudaHostBufferType, device_alloc, drv
@@ -103,7 +104,8 @@ class CudaDevice(Device):
         self.info = DeviceInfo.query(cu_device, ordinal)
         self._ctx: Any = None
         self._lock = threading.RLock()
-        self._allocated = 0
+        self.allocations = AllocationTally()
+        """Bytes this plugin's live buffers hold (for `memory()` when the driver cannot say)."""
         self._peers: set[int] = set()
         self._buft = CudaBufferType(self)
         self._host_buft = CudaHostBufferType(self)
@@ -192,11 +194,7 @@ class CudaDevice(Device):
             return int(free), int(total)
         except cuda.Error:
             total = self.info.total_memory
-            return max(total - self._allocated, 0), total
-
-    def track_alloc(self, size: int) -> None:
-        with self._lock:
-            self._allocated += size
+            return self.allocations.free_of(total), total
 
     def details(self) -> dict[str, str]:
         i = self.info

@@ -8,23 +8,18 @@ OpenCL devices of one context run device-side: the copy waits on a marker of the
 from __future__ import annotations
 
 import logging
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyggml.backend.accounting import alloc_error
 from pyggml.backend.host import HostBuffer, aligned_empty
 from pyggml.backend.protocol import Buffer, BufferType, Bytes, Device
-from pyggml.errors import AllocationError
 
 if TYPE_CHECKING:
     from pyggml_opencl.device import OpenCLDevice
 
 log = logging.getLogger(__name__)
-
-
-def _alloc_error(dev: OpenCLDevice, size: int, why: str) -> AllocationError:
-    return AllocationError(f"{dev.name} ({dev.description}): cannot allocate a buffer of {size} bytes: {why}")
 
 
 class OpenCLBuffer(Buffer):
@@ -37,13 +32,12 @@ class OpenCLBuffer(Buffer):
         dev = buft.dev
         self.dev = dev
         if size > buft.max_size:
-            raise _alloc_error(dev, size, f"the device limit CL_DEVICE_MAX_MEM_ALLOC_SIZE is {buft.max_size} bytes")
+            raise alloc_error(dev, size, f"the device limit CL_DEVICE_MAX_MEM_ALLOC_SIZE is {buft.max_size} bytes")
         try:
             self.clmem: Any = cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, max(size, 1))
         except cl.Error as e:
-            raise _alloc_error(dev, size, f"{e} (device memory {dev.memory()[1]} bytes)") from e
-        dev.track_alloc(size)
-        weakref.finalize(self, dev.track_alloc, -size)
+            raise alloc_error(dev, size, f"{e} (device memory {dev.memory()[1]} bytes)") from e
+        dev.allocations.track(self, size)
 
     # ---- raw primitives ------------------------------------------------------------------------------------
 
@@ -73,11 +67,7 @@ class OpenCLBuffer(Buffer):
         if mem is not None and src_device(src).ctx is self.dev.ctx:
             device_copy(self.dev, self.clmem, dst_offset, src_device(src), mem, src_offset, size)
             return True
-        host = src.host_array()
-        if host is not None:
-            self.write(dst_offset, host[src_offset : src_offset + size])
-            return True
-        return False
+        return self.write_from_host(src, src_offset, dst_offset, size)
 
     # ---- 2D forms: `rows` rows of `row_bytes`, `stride` bytes apart on the device, packed on the host --------
 
@@ -148,7 +138,7 @@ class OpenCLHostBuffer(HostBuffer):
         try:
             self.clmem: Any = cl.Buffer(dev.ctx, flags, hostbuf=array if array.size else np.zeros(1, np.uint8))
         except cl.Error as e:
-            raise _alloc_error(dev, array.size, str(e)) from e
+            raise alloc_error(dev, array.size, str(e)) from e
 
     def write(self, offset: int, data: Bytes) -> None:
         self.dev.queue.finish()
@@ -185,7 +175,7 @@ class OpenCLHostBufferType(_DeviceBufferType):
 
     def alloc_buffer(self, size: int) -> OpenCLHostBuffer:
         if size > self.max_size:
-            raise _alloc_error(self.dev, size, f"the device limit CL_DEVICE_MAX_MEM_ALLOC_SIZE is {self.max_size} "
+            raise alloc_error(self.dev, size, f"the device limit CL_DEVICE_MAX_MEM_ALLOC_SIZE is {self.max_size} "
                                "bytes")
         return OpenCLHostBuffer(self, self.dev, aligned_empty(size, 4096))
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyggml.backend.accounting import AllocationTally
 from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Event, Registry
 from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
@@ -105,10 +106,11 @@ class OpenCLDevice(Device):
         self.programs = ProgramCache(ctx, cl_device, name, (("PYGGML_FP64", str(int(self.info.fp64))),), options)
         self._buft = OpenCLBufferType(self)
         self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
-        self._allocated = 0
+        self.allocations = AllocationTally()
+        """Bytes this plugin's live buffers hold: `memory()` reports the rest as free."""
         self._lock = threading.RLock()
-        """Re-entrant: a buffer's finalizer (track_alloc) may run from garbage collection inside a locked section
-        on the same thread (seen: a GC pass inside error_site deadlocked a conformance worker)."""
+        """Guards the error sites. Re-entrant, as garbage collection may run finalizers inside a locked section on
+        the same thread (a buffer's finalizer once took this lock there and deadlocked a conformance worker)."""
         self.status_mem: Any = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                                          hostbuf=np.zeros(1, np.int32))
         """Status word kernels set to a nonzero code when an index is out of range (see check_status)."""
@@ -142,11 +144,7 @@ class OpenCLDevice(Device):
 
     def memory(self) -> tuple[int, int]:
         total = self.info.global_mem
-        return max(total - self._allocated, 0), total
-
-    def track_alloc(self, size: int) -> None:
-        with self._lock:
-            self._allocated += size
+        return self.allocations.free_of(total), total
 
     def details(self) -> dict[str, str]:
         i = self.info

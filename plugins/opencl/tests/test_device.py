@@ -68,15 +68,21 @@ def test_no_icd_gives_zero_devices_and_a_reason(tmp_path) -> None:  # type: igno
 
 
 def test_buffer_finalizer_inside_a_locked_section_does_not_deadlock(dev) -> None:  # type: ignore[no-untyped-def]
-    """Garbage collection can free a buffer (its finalizer calls track_alloc) while the same thread holds the
-    device lock, e.g. inside error_site: that must not wait for itself."""
+    """Garbage collection can free a buffer (its finalizer updates the device's allocation tally) while the same
+    thread holds the device lock, e.g. inside error_site: that must not wait for itself."""
+    import gc
     import threading
 
     def locked_then_freed() -> None:
+        buf = dev.buffer_type().alloc_buffer(64)
         with dev._lock:
-            dev.track_alloc(0)
+            del buf
+            gc.collect()
 
+    gc.collect()
+    before = dev.allocations.bytes
     t = threading.Thread(target=locked_then_freed, daemon=True)
     t.start()
     t.join(timeout=10)
-    assert not t.is_alive(), "track_alloc waited for the device lock its own thread holds"
+    assert not t.is_alive(), "a buffer's finalizer waited for a lock its own thread holds"
+    assert dev.allocations.bytes == before

@@ -148,11 +148,7 @@ class VulkanBuffer(Buffer):
             if size:
                 self._copy(src.vk_buffer, src_offset, self.vk_buffer, dst_offset, size)
             return True
-        host = src.host_array()
-        if host is not None:
-            self.write(dst_offset, host[src_offset: src_offset + size])
-            return True
-        return False
+        return self.write_from_host(src, src_offset, dst_offset, size)
 
     def _copy(self, src: Any, src_off: int, dst: Any, dst_off: int, size: int) -> None:
         region = new("VkBufferCopy", srcOffset=src_off, dstOffset=dst_off, size=size)
