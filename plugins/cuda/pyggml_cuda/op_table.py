@@ -7,13 +7,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
 from pyggml.ops.base import VIEW_OPS, Op
 from pyggml.tensor import Tensor
 from pyggml_cuda.ops import matmul_q
-from pyggml_cuda.plan import CudaPlanBuilder, Launch, compute_nodes, describe_node
+from pyggml_cuda.plan import CudaPlanBuilder, Launch
 from pyggml_opencl.op_table import TABLE as SHARED_TABLE
-from pyggml_opencl.op_table import OpRule
+from pyggml_opencl.op_table import OpRule, build_nodes
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +31,5 @@ def supports(node: Tensor, dev: Any = None) -> bool:
 
 def build_launches(nodes: Sequence[Tensor], b: CudaPlanBuilder, backend_name: str = "CUDA") -> list[Launch]:
     """Every launch of the compute nodes, in order; UnsupportedOpError / ComputeError name the node."""
-    for node in compute_nodes(nodes):
-        r = TABLE.get(node.op)
-        if r is None or not r.supports(node, b.dev):
-            raise UnsupportedOpError(f"{backend_name}: {describe_node(node)} is not supported by the CUDA backend")
-        b.node = node
-        try:
-            r.build(node, b)
-        except PyGGMLError:
-            raise
-        except Exception as e:
-            raise ComputeError(f"{backend_name}: preparing node '{node.name}' ({node.op.name}) failed: "
-                               f"{type(e).__name__}: {e}") from e
+    build_nodes(TABLE, nodes, b, b.dev, backend_name, "CUDA")
     return list(b.launches)

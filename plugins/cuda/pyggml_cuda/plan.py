@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from pyggml.errors import ComputeError, UnsupportedOpError
-from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.tensor import Tensor, TensorFlag
+from pyggml.tensor import Tensor
 from pyggml_opencl.op_table import PlanBuilder
+from pyggml_opencl.op_table import compute_nodes as compute_nodes  # re-exported: the CUDA modules import them here
+from pyggml_opencl.op_table import describe_node as describe_node
 from pyggml_opencl.programs import ProgramSpec
 
 MAX_BLOCK = 1024
@@ -179,13 +180,3 @@ class CudaPlanBuilder(PlanBuilder):
             else:
                 self.scratch_mems.append(None)
         return self._scratch_ptr
-
-
-def compute_nodes(nodes: Sequence[Tensor]) -> list[Tensor]:
-    """The nodes a backend runs: COMPUTE-flagged, not NONE, not views."""
-    return [n for n in nodes if n.flags & TensorFlag.COMPUTE and n.op is not Op.NONE and n.op not in VIEW_OPS]
-
-
-def describe_node(node: Tensor) -> str:
-    types = ", ".join(f"{s.type} {list(s.ne)}" for s in node.src if s is not None)
-    return f"node '{node.name}' {node.op.name} -> {node.type} {list(node.ne)} from ({types})"

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from pyggml.backend.plan_cache import PlanCache
 from pyggml.backend.protocol import Backend, Bytes, Event
-from pyggml.errors import AllocationError, ComputeError, PyGGMLError, UnsupportedOpError
-from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.tensor import Tensor, TensorFlag
+from pyggml.errors import AllocationError, ComputeError
+from pyggml.tensor import Tensor
 from pyggml_opencl.buffer import cl_mem_of, device_copy, src_device
 from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
-from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder
+from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder, build_nodes
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
@@ -38,24 +37,8 @@ class Plan:
 
 def build_plan(dev: OpenCLDevice, graph: Graph) -> Plan:
     b = PlanBuilder(dev)
-    keep: list[Any] = []
-    for node in graph.nodes:
-        if node.op is Op.NONE or node.op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE:
-            continue
-        r = TABLE.get(node.op)
-        if r is None or not r.supports(node, dev):
-            types = ", ".join(f"{s.type} {list(s.ne)}" for s in node.src if s is not None)
-            raise UnsupportedOpError(f"{dev.name}: node '{node.name}' {node.op.name} -> {node.type} "
-                                     f"{list(node.ne)} from ({types}) is not supported by the OpenCL backend")
-        b.node = node
-        try:
-            r.build(node, b)
-        except PyGGMLError:
-            raise
-        except Exception as e:
-            raise ComputeError(f"{dev.name}: preparing node '{node.name}' ({node.op.name}) failed: "
-                               f"{type(e).__name__}: {e}") from e
-        keep.extend(s.buffer for s in (node, *node.src) if s is not None)
+    nodes = build_nodes(TABLE, graph.nodes, b, dev, dev.name, "OpenCL")
+    keep: list[Any] = [s.buffer for node in nodes for s in (node, *node.src) if s is not None]
     return Plan(b.launches, keep + b.scratch_mems)
 
 

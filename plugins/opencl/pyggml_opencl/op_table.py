@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pyggml.errors import ComputeError
+from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
 from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.tensor import Tensor
+from pyggml.tensor import Tensor, TensorFlag
 from pyggml.types import GGMLType
 from pyggml_opencl.buffer import cl_mem_of
 from pyggml_opencl.programs import ProgramSpec
@@ -133,6 +133,37 @@ def supports(node: Tensor, dev: OpenCLDevice) -> bool:
         return True
     r = TABLE.get(node.op)
     return r is not None and r.supports(node, dev)
+
+
+def compute_nodes(nodes: Sequence[Tensor]) -> list[Tensor]:
+    """The nodes a backend runs: COMPUTE-flagged, not NONE, not views."""
+    return [n for n in nodes if n.flags & TensorFlag.COMPUTE and n.op is not Op.NONE and n.op not in VIEW_OPS]
+
+
+def describe_node(node: Tensor) -> str:
+    types = ", ".join(f"{s.type} {list(s.ne)}" for s in node.src if s is not None)
+    return f"node '{node.name}' {node.op.name} -> {node.type} {list(node.ne)} from ({types})"
+
+
+def build_nodes(table: dict[Op, OpRule], nodes: Sequence[Tensor], b: Any, dev: Any, who: str,
+                backend: str) -> list[Tensor]:
+    """Hand every compute node of `nodes` to its rule in `table`, which appends its launches to plan builder `b`
+    (the OpenCL or the CUDA one); returns those nodes. UnsupportedOpError / ComputeError name `who` (the device or
+    backend), the node and `backend` (the plugin)."""
+    out = compute_nodes(nodes)
+    for node in out:
+        r = table.get(node.op)
+        if r is None or not r.supports(node, dev):
+            raise UnsupportedOpError(f"{who}: {describe_node(node)} is not supported by the {backend} backend")
+        b.node = node
+        try:
+            r.build(node, b)
+        except PyGGMLError:
+            raise
+        except Exception as e:
+            raise ComputeError(f"{who}: preparing node '{node.name}' ({node.op.name}) failed: "
+                               f"{type(e).__name__}: {e}") from e
+    return out
 
 
 def srcs(node: Tensor) -> list[Tensor]:
