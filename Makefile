@@ -17,7 +17,7 @@ PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plu
 EXTRAS := $(wildcard conformance examples/llama)
 PYTEST_DIRS := core/tests $(wildcard conformance/tests plugins/*/tests examples/llama/tests)
 
-.PHONY: demo test setup system-deps venv lint typecheck pytest conformance-all docs-ops clean
+.PHONY: demo test setup system-deps venv llama-vocabs lint typecheck pytest conformance-all docs-ops clean
 
 demo: setup
 	$(VENV)/bin/pyggml devices
@@ -29,7 +29,7 @@ demo: setup
 		$(PY) examples/hello_graph.py; \
 	fi
 
-test: setup lint typecheck pytest conformance-all
+test: setup llama-vocabs lint typecheck pytest conformance-all
 
 setup: system-deps venv
 
@@ -64,6 +64,10 @@ pytest:
 # the conformance suite on every device this machine has (PoCL, lavapipe, cpu, blas)
 conformance-all:
 	$(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console $(addprefix --backend ,$(filter-out numpy,$(shell $(PY) -m pyggml.tools.list_backends)))
+
+# llama.cpp's tokenizer test vocabularies (from the llama-cpp-python sdist on PyPI) for the llama example's tests
+llama-vocabs: venv
+	@if [ -d examples/llama ]; then $(PY) examples/llama/tests/fetch_llama_cpp_vocabs.py; fi
 
 docs-ops: venv
 	$(VENV)/bin/pyggml conformance --mode support --format markdown > docs/ops.md

@@ -48,13 +48,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         prompt = tk.encode(text, parse_special=args.chat)
         sampling = SamplingParams(args.temp, args.top_k, args.top_p, args.seed)
         out: list[int] = []
+        stream = tk.detokenizer()
         if not args.json:
             sys.stdout.write(args.prompt if not args.chat else "")
         for tok in s.generate(prompt, args.n_predict, sampling):
             out.append(tok)
             if not args.json:
-                sys.stdout.write(tk.decode([tok]))
+                sys.stdout.write(stream.add(tok))
                 sys.stdout.flush()
+        if not args.json:
+            sys.stdout.write(stream.flush())
     except (PyGGMLError, ValueError) as e:
         print(f"pyggml-llama: {e}", file=sys.stderr)
         return 1
