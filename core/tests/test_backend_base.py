@@ -40,6 +40,9 @@ def test_device_serves_the_identity_given_to_its_constructor() -> None:
     props = dev.props()
     assert (props.name, props.type, props.caps) == ("d0", DeviceType.IGPU, dev.caps)
     assert fake_device("d1").caps == DeviceCaps()
+    buft = dev.buffer_type()
+    assert (buft.name, buft.device) == ("d0_mem", dev)
+    assert (HostBufferType("h").name, HostBufferType("h").device) == ("h", None)
 
 
 def test_lazy_registry_enumerates_once_on_first_use() -> None:

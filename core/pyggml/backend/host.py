@@ -54,17 +54,8 @@ class HostBufferType(BufferType):
     """Plain host memory. One instance per device; any CPU-type device can use any host buffer type."""
 
     def __init__(self, name: str, device: Device | None = None, alignment: int = HOST_ALIGNMENT) -> None:
-        self._name = name
-        self._device = device
+        super().__init__(name, device)
         self._alignment = alignment
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def device(self) -> Device | None:
-        return self._device
 
     @property
     def alignment(self) -> int:

@@ -204,13 +204,20 @@ class Device(ABC):
 
 
 class BufferType(ABC):
+    """An allocator of buffers. Its name and device (None: no device's own) are fixed when it is made: a subclass
+    passes them to `BufferType.__init__`."""
+
+    def __init__(self, name: str, device: Device | None = None) -> None:
+        self._name = name
+        self._device = device
+
     @property
-    @abstractmethod
-    def name(self) -> str: ...
+    def name(self) -> str:
+        return self._name
 
     @property
     def device(self) -> Device | None:
-        return None
+        return self._device
 
     @property
     def alignment(self) -> int:

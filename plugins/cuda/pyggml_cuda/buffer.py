@@ -15,7 +15,7 @@ import numpy as np
 
 from pyggml.backend.accounting import alloc_error
 from pyggml.backend.host import HostBuffer
-from pyggml.backend.protocol import Buffer, BufferType, Bytes, Device
+from pyggml.backend.protocol import Buffer, BufferType, Bytes
 from pyggml.errors import ComputeError
 from pyggml_cuda.cudalib import cudalib
 
@@ -93,16 +93,11 @@ class CudaBuffer(Buffer):
 
 
 class CudaBufferType(BufferType):
+    suffix = ""
+
     def __init__(self, dev: CudaDevice) -> None:
+        super().__init__(dev.name + self.suffix, dev)
         self.dev = dev
-
-    @property
-    def name(self) -> str:
-        return self.dev.name
-
-    @property
-    def device(self) -> Device:
-        return self.dev
 
     @property
     def alignment(self) -> int:
@@ -124,9 +119,7 @@ class CudaHostBuffer(HostBuffer):
 class CudaHostBufferType(CudaBufferType):
     """`Device.host_buffer_type()`: pinned host memory for staging weights and inputs."""
 
-    @property
-    def name(self) -> str:
-        return f"{self.dev.name}_Host"
+    suffix = "_Host"
 
     @property
     def max_size(self) -> int:

@@ -14,7 +14,7 @@ import numpy as np
 
 from pyggml.backend.accounting import alloc_error
 from pyggml.backend.host import HostBuffer, aligned_empty
-from pyggml.backend.protocol import Buffer, BufferType, Bytes, Device
+from pyggml.backend.protocol import Buffer, BufferType, Bytes
 
 if TYPE_CHECKING:
     from pyggml_opencl.device import OpenCLDevice
@@ -101,15 +101,8 @@ class _DeviceBufferType(BufferType):
     suffix = ""
 
     def __init__(self, dev: OpenCLDevice) -> None:
+        super().__init__(dev.name + self.suffix, dev)
         self.dev = dev
-
-    @property
-    def name(self) -> str:
-        return self.dev.name + self.suffix
-
-    @property
-    def device(self) -> Device:
-        return self.dev
 
     @property
     def alignment(self) -> int:

@@ -36,23 +36,16 @@ def staging_forced() -> bool:
 
 class VulkanBufferType(BufferType):
     def __init__(self, device: VulkanDevice) -> None:
-        self._device = device
-
-    @property
-    def name(self) -> str:
-        return self._device.name
-
-    @property
-    def device(self) -> VulkanDevice:
-        return self._device
+        super().__init__(device.name, device)
+        self.dev = device
 
     @property
     def alignment(self) -> int:
-        return max(MIN_ALIGNMENT, self._device.info.min_storage_offset_alignment)
+        return max(MIN_ALIGNMENT, self.dev.info.min_storage_offset_alignment)
 
     @property
     def max_size(self) -> int:
-        i = self._device.info
+        i = self.dev.info
         return min(i.max_storage_buffer_range, i.max_allocation, i.device_local_bytes)
 
     def alloc_buffer(self, size: int) -> VulkanBuffer:
@@ -60,12 +53,12 @@ class VulkanBufferType(BufferType):
             raise AllocationError(f"{self.name}: negative buffer size {size}")
         limit = self.max_size
         if size > limit:
-            i = self._device.info
+            i = self.dev.info
             raise AllocationError(
                 f"{self.name}: a buffer of {size} bytes exceeds the device limit of {limit} bytes "
                 f"(maxStorageBufferRange {i.max_storage_buffer_range}, maxMemoryAllocationSize {i.max_allocation}, "
                 f"device-local heap {i.device_local_bytes}); split it into several buffers")
-        ctx = self._device.context()
+        ctx = self.dev.context()
         return VulkanBuffer(self, ctx, size)
 
 

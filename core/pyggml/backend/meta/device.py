@@ -108,19 +108,17 @@ class MetaDevice(Device):
 
 class MetaBufferType(BufferType):
     def __init__(self, device: MetaDevice) -> None:
-        self._device = device
+        self._meta = device
+        super().__init__(f"Meta({','.join(b.name for b in self.simple_bufts)})", device)
 
     @property
     def simple_bufts(self) -> list[BufferType]:
-        return [d.buffer_type() for d in self._device.devices]
-
-    @property
-    def name(self) -> str:
-        return f"Meta({','.join(b.name for b in self.simple_bufts)})"
+        return [d.buffer_type() for d in self._meta.devices]
 
     @property
     def device(self) -> MetaDevice:
-        return self._device
+        """The meta device (typed: its buffers reach the tensor table through it)."""
+        return self._meta
 
     @property
     def alignment(self) -> int:
@@ -147,7 +145,7 @@ class MetaBufferType(BufferType):
             for b in bufs:
                 b.free()
             raise AllocationError(f"meta buffer of {size} bytes: device {len(bufs)} "
-                                  f"({self._device.devices[len(bufs)].name}) failed: {e}") from e
+                                  f"({self._meta.devices[len(bufs)].name}) failed: {e}") from e
         return MetaBuffer(self, size, bufs)
 
 

@@ -93,15 +93,7 @@ class DeviceBuffer(Buffer):
 
 class DeviceBufferType(BufferType):
     def __init__(self, device: FakeDevice) -> None:
-        self._device = device
-
-    @property
-    def name(self) -> str:
-        return f"{self._device.name}_mem"
-
-    @property
-    def device(self) -> Device:
-        return self._device
+        super().__init__(f"{device.name}_mem", device)
 
     def alloc_buffer(self, size: int) -> Buffer:
         return DeviceBuffer(self, size)
