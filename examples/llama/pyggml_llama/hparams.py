@@ -44,7 +44,15 @@ class HParams:
             raise GGUFError(f"{gf.path}: {n_head} heads, {n_head_kv} kv heads and n_embd {n_embd} do not fit")
         head_dim = int(gf.get(f"{arch}.attention.key_length", n_embd // n_head))
         vocab = gf.get(f"{arch}.vocab_size") or len(gf.get("tokenizer.ggml.tokens", []))
+        experts = int(gf.get(f"{arch}.expert_count", 0) or 0)
+        if experts:
+            raise GGUFError(f"{gf.path}: a mixture-of-experts model ({arch}.expert_count = {experts}) is not "
+                            "supported by this builder")
+        scaling = gf.get(f"{arch}.rope.scaling.type", "linear")  # llama.cpp's default
         scale = gf.get(f"{arch}.rope.scaling.factor")
+        if scaling not in ("none", "linear") and scale not in (None, 1.0):
+            raise GGUFError(f"{gf.path}: RoPE scaling {scaling!r} ({arch}.rope.scaling.type) is not supported "
+                            "(none and linear are)")
         return cls(
             arch=arch,
             n_layer=int(key("block_count")),  # type: ignore[call-overload]
@@ -58,7 +66,7 @@ class HParams:
             rope_dims=int(gf.get(f"{arch}.rope.dimension_count", head_dim)),
             rope_type=SUPPORTED_ARCHS[arch],
             rope_freq_base=float(gf.get(f"{arch}.rope.freq_base", 10000.0)),
-            rope_freq_scale=1.0 / float(scale) if scale else 1.0,
+            rope_freq_scale=1.0 / float(scale) if scale and scaling != "none" else 1.0,
             norm_eps=float(gf.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
         )
 

@@ -1,5 +1,9 @@
 """The llama graph: embeddings, per layer RMS norm -> attention (RoPE, GQA over a KV cache) -> SwiGLU FFN, output.
 
+Optional weights are used where a file has them (attention biases as Qwen2 has, Llama 3.1's RoPE frequency
+factors `rope_freqs.weight`, a separate output matrix); a file holding any tensor the builder does not use is
+refused, since the graph would compute something other than the model.
+
 One call of `build_graph` records the graph of one micro-batch; the session (session.py) keeps it and replays it
 while the shape parameters (n_tokens, n_kv, n_outputs) do not change, only rewriting the input tensors."""
 
@@ -55,25 +59,49 @@ class LayerWeights:
     w_gate: Tensor
     w_up: Tensor
     w_down: Tensor
+    bq: Tensor | None = None
+    bk: Tensor | None = None
+    bv: Tensor | None = None
+    bo: Tensor | None = None
 
 
 class LlamaModel:
     def __init__(self, hp: HParams, weights: Weights) -> None:
         self.hp = hp
         self.weights = weights
-        self.tok_embd = weights["token_embd.weight"]
-        self.output_norm = weights["output_norm.weight"]
-        out = weights.get("output.weight")
+        self._used: set[str] = set()
+        self.tok_embd = self._take("token_embd.weight")
+        self.output_norm = self._take("output_norm.weight")
+        out = self._maybe("output.weight")
         self.output = out if out is not None else self.tok_embd  # tied embeddings
+        self.rope_freqs = self._maybe("rope_freqs.weight")
         self.layers = [self._layer(i) for i in range(hp.n_layer)]
         self._check_shapes()
+        unused = sorted(set(weights.tensors) - self._used)
+        if unused:
+            more = f" and {len(unused) - 8} more" if len(unused) > 8 else ""
+            raise GGUFError(f"{weights.file.path}: the {hp.arch} builder does not use the tensors "
+                            f"{', '.join(unused[:8])}{more}; it would compute something other than this model")
+
+    def _take(self, name: str) -> Tensor:
+        self._used.add(name)
+        return self.weights[name]
+
+    def _maybe(self, name: str) -> Tensor | None:
+        t = self.weights.get(name)
+        if t is not None:
+            self._used.add(name)
+        return t
 
     def _layer(self, i: int) -> LayerWeights:
-        w = self.weights
         p = f"blk.{i}."
-        return LayerWeights(w[p + "attn_norm.weight"], w[p + "attn_q.weight"], w[p + "attn_k.weight"],
-                            w[p + "attn_v.weight"], w[p + "attn_output.weight"], w[p + "ffn_norm.weight"],
-                            w[p + "ffn_gate.weight"], w[p + "ffn_up.weight"], w[p + "ffn_down.weight"])
+        w = self._take
+        b = self._maybe
+        return LayerWeights(w(p + "attn_norm.weight"), w(p + "attn_q.weight"), w(p + "attn_k.weight"),
+                            w(p + "attn_v.weight"), w(p + "attn_output.weight"), w(p + "ffn_norm.weight"),
+                            w(p + "ffn_gate.weight"), w(p + "ffn_up.weight"), w(p + "ffn_down.weight"),
+                            b(p + "attn_q.bias"), b(p + "attn_k.bias"), b(p + "attn_v.bias"),
+                            b(p + "attn_output.bias"))
 
     def _check_shapes(self) -> None:
         hp = self.hp
@@ -117,10 +145,11 @@ class LlamaModel:
         hp = self.hp
         d, nh, nkv = hp.head_dim, hp.n_head, hp.n_head_kv
         h = ops.mul(ops.rms_norm(x, hp.norm_eps), lw.attn_norm).set_name(f"attn_norm-{il}")
-        q = ops.reshape(ops.mul_mat(lw.wq, h), d, nh, n)
-        k = ops.reshape(ops.mul_mat(lw.wk, h), d, nkv, n)
-        v = ops.mul_mat(lw.wv, h)
-        rope = dict(n_ctx_orig=hp.n_ctx_train, freq_base=hp.rope_freq_base, freq_scale=hp.rope_freq_scale)
+        q = ops.reshape(_linear(lw.wq, h, lw.bq), d, nh, n)
+        k = ops.reshape(_linear(lw.wk, h, lw.bk), d, nkv, n)
+        v = _linear(lw.wv, h, lw.bv)
+        rope = dict(freq_factors=self.rope_freqs, n_ctx_orig=hp.n_ctx_train, freq_base=hp.rope_freq_base,
+                    freq_scale=hp.rope_freq_scale)
         q = ops.rope(q, pos, hp.rope_dims, hp.rope_type, **rope).set_name(f"Qcur-{il}")  # type: ignore[arg-type]
         k = ops.rope(k, pos, hp.rope_dims, hp.rope_type, **rope).set_name(f"Kcur-{il}")  # type: ignore[arg-type]
         # write this batch's K and V rows into the cache, then attend over the first n_kv cache rows
@@ -140,9 +169,14 @@ class LlamaModel:
             vt = ops.cont(ops.permute(v_all, 1, 0, 2, 3))                    # [n_kv, d, nkv]
             kqv = ops.mul_mat(vt, kq)                                        # [d, n, nh]
             attn = ops.cont(ops.permute(kqv, 0, 2, 1, 3), d * nh, n)
-        x = ops.add(x, ops.mul_mat(lw.wo, attn).set_name(f"attn_out-{il}")).set_name(f"ffn_inp-{il}")
+        x = ops.add(x, _linear(lw.wo, attn, lw.bo).set_name(f"attn_out-{il}")).set_name(f"ffn_inp-{il}")
         h = ops.mul(ops.rms_norm(x, hp.norm_eps), lw.ffn_norm).set_name(f"ffn_norm-{il}")
         gate = ops.mul_mat(lw.w_gate, h).set_name(f"ffn_gate-{il}")
         up = ops.mul_mat(lw.w_up, h).set_name(f"ffn_up-{il}")
         ff = ops.swiglu(gate, up).set_name(f"ffn_swiglu-{il}")
         return ops.add(x, ops.mul_mat(lw.w_down, ff).set_name(f"ffn_out-{il}")).set_name(f"l_out-{il}")
+
+
+def _linear(w: Tensor, x: Tensor, bias: Tensor | None) -> Tensor:
+    y = ops.mul_mat(w, x)
+    return ops.add(y, bias) if bias is not None else y

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 SDIST = "llama-cpp-python==0.3.36"
-VOCABS = ("llama-spm", "phi-3", "llama-bpe", "gpt-2")
+VOCABS = ("llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2")
 FILES = [f"ggml-vocab-{v}.gguf{ext}" for v in VOCABS for ext in ("", ".inp", ".out")]
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / ".cache" / "llama-vocabs"
 

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile
-from pyggml_llama.tokenizer.bpe import BPEModel
+from pyggml_llama.tokenizer.bpe import ADDS_BOS, BPEModel
 from pyggml_llama.tokenizer.spm import SPMModel
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4
@@ -37,8 +37,9 @@ class Tokenizer:
         self.model: _Model
         if kind == "gpt2":
             merges: list[str] = gf.require("tokenizer.ggml.merges", list)
-            self.model = BPEModel(str(gf.path), tokens, merges, str(gf.get("tokenizer.ggml.pre", "default")))
-            self.add_bos: bool = bool(gf.get("tokenizer.ggml.add_bos_token", False))
+            pre = str(gf.get("tokenizer.ggml.pre", "default"))
+            self.model = BPEModel(str(gf.path), tokens, merges, pre)
+            self.add_bos: bool = bool(gf.get("tokenizer.ggml.add_bos_token", pre in ADDS_BOS))
             self.add_space_prefix = False
         elif kind == "llama":
             scores: list[float] = gf.require("tokenizer.ggml.scores", list)

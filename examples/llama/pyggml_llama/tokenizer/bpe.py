@@ -15,6 +15,8 @@ from pyggml.errors import GGUFError
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+          r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 PRE_TOKENIZERS: dict[str, tuple[list[str], bool]] = {
     "default": ([_GPT2], False),
     "gpt2": ([_GPT2], False),
@@ -23,7 +25,10 @@ PRE_TOKENIZERS: dict[str, tuple[list[str], bool]] = {
     "llama3": ([_LLAMA3], True),
     "llama-v3": ([_LLAMA3], True),
     "llama-bpe": ([_LLAMA3], True),
+    "qwen2": ([_QWEN2], False),
 }
+ADDS_BOS = {"llama3", "llama-v3", "llama-bpe"}
+"""Pre-tokenizers whose models start with BOS when the file does not say (llama.cpp's default for them)."""
 
 
 def _byte_to_char() -> dict[int, str]:

@@ -1,0 +1,153 @@
+"""The llama builder on small GGUF files written here: optional weights (attention biases as Qwen2 has, Llama 3.1's
+RoPE frequency factors, a separate output matrix) change the logits exactly as a numpy forward pass says, and a
+file with tensors the builder does not use, experts, or an unsupported RoPE scaling is refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pyggml.errors import GGUFError
+from pyggml.types import GGMLType
+from pyggml_llama.session import Session
+
+gguf = pytest.importorskip("gguf")
+
+N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_VOCAB, N_LAYER = 32, 4, 2, 48, 64, 2
+HEAD = N_EMBD // N_HEAD
+EPS, BASE = 1e-5, 10000.0
+TOKENS = [chr(ord("A") + i) if i < 26 else chr(ord("a") + i - 26) if i < 52 else chr(ord("0") + i - 52)
+          for i in range(N_VOCAB - 1)] + ["AB"]
+
+
+def _weights(rng: np.random.Generator, *, biases: bool, rope_freqs: bool, output: bool) -> dict[str, np.ndarray]:
+    def m(rows: int, cols: int) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
+
+    def v(n: int, scale: float = 0.5) -> np.ndarray:
+        return (1.0 + scale * rng.standard_normal(n)).astype(np.float32)
+
+    kv = N_HEAD_KV * HEAD
+    w = {"token_embd.weight": m(N_VOCAB, N_EMBD), "output_norm.weight": v(N_EMBD)}
+    if output:
+        w["output.weight"] = m(N_VOCAB, N_EMBD)
+    if rope_freqs:
+        w["rope_freqs.weight"] = np.linspace(1.0, 8.0, HEAD // 2).astype(np.float32)
+    for il in range(N_LAYER):
+        p = f"blk.{il}."
+        w |= {p + "attn_norm.weight": v(N_EMBD), p + "attn_q.weight": m(N_EMBD, N_EMBD),
+              p + "attn_k.weight": m(kv, N_EMBD), p + "attn_v.weight": m(kv, N_EMBD),
+              p + "attn_output.weight": m(N_EMBD, N_EMBD), p + "ffn_norm.weight": v(N_EMBD),
+              p + "ffn_gate.weight": m(N_FF, N_EMBD), p + "ffn_up.weight": m(N_FF, N_EMBD),
+              p + "ffn_down.weight": m(N_EMBD, N_FF)}
+        if biases:
+            w |= {p + "attn_q.bias": v(N_EMBD, 1.0) - 1, p + "attn_k.bias": v(kv, 1.0) - 1,
+                  p + "attn_v.bias": v(kv, 1.0) - 1, p + "attn_output.bias": v(N_EMBD, 1.0) - 1}
+    return w
+
+
+def _write(path: Path, weights: dict[str, np.ndarray], **extra: object) -> Path:
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(N_LAYER)
+    w.add_context_length(64)
+    w.add_embedding_length(N_EMBD)
+    w.add_feed_forward_length(N_FF)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(N_HEAD_KV)
+    w.add_layer_norm_rms_eps(EPS)
+    w.add_rope_freq_base(BASE)
+    for key, value in extra.items():
+        if isinstance(value, str):
+            w.add_string(key, value)
+        elif isinstance(value, int):
+            w.add_uint32(key, value)
+        else:
+            w.add_float32(key, float(value))  # type: ignore[arg-type]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt2")
+    w.add_token_list(TOKENS)
+    w.add_token_types([1] * N_VOCAB)
+    w.add_token_merges(["A B"])
+    for name, arr in weights.items():
+        w.add_tensor(name, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _rms(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS) * g
+
+
+def _rope(x: np.ndarray, freqs: np.ndarray | None) -> np.ndarray:
+    """ggml's normal RoPE: adjacent pairs rotate by pos * base^(-2i/d), divided by the frequency factor i."""
+    n, _, d = x.shape
+    theta = BASE ** (-np.arange(0, d, 2) / d)
+    if freqs is not None:
+        theta = theta / freqs
+    ang = np.arange(n)[:, None, None] * theta[None, None, :]
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = a * np.cos(ang) - b * np.sin(ang)
+    out[..., 1::2] = a * np.sin(ang) + b * np.cos(ang)
+    return out
+
+
+def _forward(w: dict[str, np.ndarray], tokens: list[int]) -> np.ndarray:
+    """The llama forward pass in float64, from the GGUF's arrays (rows are output features)."""
+    w = {k: a.astype(np.float64) for k, a in w.items()}
+    n = len(tokens)
+    x = w["token_embd.weight"][tokens]
+    zero = np.zeros(1)
+    mask = np.triu(np.full((n, n), -np.inf), 1)
+    for il in range(N_LAYER):
+        p = f"blk.{il}."
+        h = _rms(x, w[p + "attn_norm.weight"])
+        q = (h @ w[p + "attn_q.weight"].T + w.get(p + "attn_q.bias", zero)).reshape(n, N_HEAD, HEAD)
+        k = (h @ w[p + "attn_k.weight"].T + w.get(p + "attn_k.bias", zero)).reshape(n, N_HEAD_KV, HEAD)
+        v = (h @ w[p + "attn_v.weight"].T + w.get(p + "attn_v.bias", zero)).reshape(n, N_HEAD_KV, HEAD)
+        q, k = _rope(q, w.get("rope_freqs.weight")), _rope(k, w.get("rope_freqs.weight"))
+        k, v = np.repeat(k, N_HEAD // N_HEAD_KV, axis=1), np.repeat(v, N_HEAD // N_HEAD_KV, axis=1)
+        s = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(HEAD) + mask
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s /= s.sum(-1, keepdims=True)
+        attn = np.einsum("hqk,khd->qhd", s, v).reshape(n, N_EMBD)
+        x = x + attn @ w[p + "attn_output.weight"].T + w.get(p + "attn_output.bias", zero)
+        h = _rms(x, w[p + "ffn_norm.weight"])
+        g, u = h @ w[p + "ffn_gate.weight"].T, h @ w[p + "ffn_up.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "ffn_down.weight"].T
+    out = w.get("output.weight", w["token_embd.weight"])
+    return _rms(x, w["output_norm.weight"]) @ out.T
+
+
+@pytest.mark.parametrize("biases,rope_freqs,output", [(False, False, False), (True, False, True),
+                                                      (False, True, False), (True, True, True)])
+def test_logits_follow_the_optional_weights(tmp_path: Path, biases: bool, rope_freqs: bool, output: bool) -> None:
+    weights = _weights(np.random.default_rng(7), biases=biases, rope_freqs=rope_freqs, output=output)
+    path = _write(tmp_path / "tiny.gguf", weights)
+    tokens = [3, 17, 40, 5, 63, 22, 9]
+    s = Session(path, ["numpy"], n_ctx=32, kv_type=GGMLType.F32)
+    got = s.eval(tokens, all_logits=True)
+    want = _forward(weights, tokens)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_tensor_the_builder_does_not_use_is_refused(tmp_path: Path) -> None:
+    weights = _weights(np.random.default_rng(0), biases=False, rope_freqs=False, output=False)
+    weights["blk.1.attn_q_norm.weight"] = np.ones(HEAD, np.float32)
+    path = _write(tmp_path / "extra.gguf", weights)
+    with pytest.raises(GGUFError, match=r"does not use the tensors blk\.1\.attn_q_norm\.weight"):
+        Session(path, ["numpy"], n_ctx=32)
+
+
+@pytest.mark.parametrize("extra,match", [({"llama.expert_count": 8}, "mixture-of-experts"),
+                                         ({"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0},
+                                          "RoPE scaling 'yarn'")])
+def test_unsupported_model_kinds_are_refused(tmp_path: Path, extra: dict[str, object], match: str) -> None:
+    weights = _weights(np.random.default_rng(0), biases=False, rope_freqs=False, output=False)
+    with pytest.raises(GGUFError, match=match):
+        Session(_write(tmp_path / "kind.gguf", weights, **extra), ["numpy"], n_ctx=32)
