@@ -17,12 +17,14 @@ places (e.g. a graph view made per compute).
 from __future__ import annotations
 
 import weakref
+from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from pyggml.backend.protocol import Backend, Device
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -149,3 +151,32 @@ class PlanCache(Generic[P]):
             if id(p) not in held and id(p) not in done:
                 done.add(id(p))
                 self._release(p)
+
+
+class PlannedBackend(Backend, Generic[P]):
+    """A backend that computes a graph by replaying its plan (the OpenCL and CUDA plugins): `replay(plan)` queues
+    the plan's work; plans come from `build(graph)` through a `PlanCache`, released with `release(plan)`."""
+
+    def __init__(self, device: Device, build: Callable[[Graph], P], release: Callable[[P], None] | None = None
+                 ) -> None:
+        super().__init__(device)
+        self.plans: PlanCache[P] = PlanCache(build, release)
+
+    @property
+    def plans_built(self) -> int:
+        """Plans built so far (a replayed graph builds none)."""
+        return self.plans.builds
+
+    def graph_compute(self, graph: Graph) -> None:
+        self.graph_compute_async(graph)
+        self.synchronize()
+
+    def graph_compute_async(self, graph: Graph) -> None:
+        self.replay(self.plans.get(graph))
+
+    @abstractmethod
+    def replay(self, plan: P) -> None:
+        """Queue the plan's work on this backend's stream (no waiting)."""
+
+    def free(self) -> None:
+        self.plans.clear()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pyggml.backend.plan_cache import PlanCache
+from pyggml.backend.plan_cache import PlannedBackend
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
@@ -66,32 +66,17 @@ def build_plan(dev: CudaDevice, graph: Graph) -> Plan:
     return Plan(bound, keep + b.scratch_mems)
 
 
-class CudaBackend(Backend):
+class CudaBackend(PlannedBackend[Plan]):
     def __init__(self, device: CudaDevice) -> None:
-        super().__init__(device)
+        super().__init__(device, lambda g: build_plan(device, g), self._destroy_graph)
         self.dev = device
         with device.active():
             self.stream: Any = drv().Stream()
-        self._plans: PlanCache[Plan] = PlanCache(lambda g: build_plan(device, g), self._destroy_graph)
         self._pending: list[Any] = []
         self.use_graphs = os.environ.get(GRAPHS_ENV, "1") not in ("0", "")
         self.graph_launches = 0
         """Computes that ran as one cuGraphLaunch."""
         self.captures = 0
-
-    @property
-    def plans_built(self) -> int:
-        """Plans built so far (a replayed graph builds none)."""
-        return self._plans.builds
-
-    # ---- compute ----------------------------------------------------------------------------------------------
-
-    def graph_compute(self, graph: Graph) -> None:
-        self.graph_compute_async(graph)
-        self.synchronize()
-
-    def graph_compute_async(self, graph: Graph) -> None:
-        self.replay(self._plans.get(graph))
 
     def replay(self, plan: Plan) -> None:
         with self.dev.active():
@@ -213,7 +198,7 @@ class CudaBackend(Backend):
 
     def free(self) -> None:
         self.synchronize()
-        self._plans.clear()  # destroys the plans' CUDA graphs
+        super().free()  # destroys the plans' CUDA graphs
 
 
 def _end_quietly(lib: Any, stream: int) -> None:

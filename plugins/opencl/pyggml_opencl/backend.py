@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyggml.backend.plan_cache import PlanCache
+from pyggml.backend.plan_cache import PlannedBackend
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
@@ -42,26 +42,11 @@ def build_plan(dev: OpenCLDevice, graph: Graph) -> Plan:
     return Plan(b.launches, keep + b.scratch_mems)
 
 
-class OpenCLBackend(Backend):
+class OpenCLBackend(PlannedBackend[Plan]):
     def __init__(self, device: OpenCLDevice) -> None:
-        super().__init__(device)
+        super().__init__(device, lambda g: build_plan(device, g))
         self.dev = device
-        self._plans: PlanCache[Plan] = PlanCache(lambda g: build_plan(device, g))
         self._pending: list[Any] = []
-
-    @property
-    def plans_built(self) -> int:
-        """Plans built so far (a replayed graph builds none)."""
-        return self._plans.builds
-
-    # ---- compute ----------------------------------------------------------------------------------------------
-
-    def graph_compute(self, graph: Graph) -> None:
-        self.graph_compute_async(graph)
-        self.synchronize()
-
-    def graph_compute_async(self, graph: Graph) -> None:
-        self.replay(self._plans.get(graph))
 
     def replay(self, plan: Plan) -> None:
         import pyopencl as cl
@@ -125,4 +110,4 @@ class OpenCLBackend(Backend):
 
     def free(self) -> None:
         self.synchronize()
-        self._plans.clear()
+        super().free()
