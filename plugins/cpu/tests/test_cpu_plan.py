@@ -103,7 +103,7 @@ def test_tensor_outside_its_buffer_is_refused(cpu_backend: Backend) -> None:
 
 
 def test_replay_overhead_of_a_big_graph_is_small(cpu_backend: Backend) -> None:
-    """Not a timing assertion: the replay path must not re-plan (plugins/cpu/benchmarks/bench.py --only replay times it)."""
+    """Not a timing assertion: the replay path must not re-plan (`bench.py --only replay` times it)."""
     ctx = Context(64 << 20)
     x = ctx.new_tensor("f32", 32, 4)
     x.set(np.ones((4, 32), np.float32))
