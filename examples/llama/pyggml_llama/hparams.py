@@ -27,6 +27,10 @@ class HParams:
     rope_freq_base: float
     rope_freq_scale: float
     norm_eps: float
+    n_expert: int = 0
+    """Experts per MoE feed-forward (0: dense)."""
+    n_expert_used: int = 0
+    """Experts each token goes through."""
 
     @classmethod
     def from_gguf(cls, gf: GGUFFile) -> HParams:
@@ -45,9 +49,9 @@ class HParams:
         head_dim = int(gf.get(f"{arch}.attention.key_length", n_embd // n_head))
         vocab = gf.get(f"{arch}.vocab_size") or len(gf.get("tokenizer.ggml.tokens", []))
         experts = int(gf.get(f"{arch}.expert_count", 0) or 0)
-        if experts:
-            raise GGUFError(f"{gf.path}: a mixture-of-experts model ({arch}.expert_count = {experts}) is not "
-                            "supported by this builder")
+        used = int(gf.get(f"{arch}.expert_used_count", 0) or 0)
+        if experts and not 0 < used <= experts:
+            raise GGUFError(f"{gf.path}: {arch}.expert_used_count = {used} does not fit {experts} experts")
         scaling = gf.get(f"{arch}.rope.scaling.type", "linear")  # llama.cpp's default
         scale = gf.get(f"{arch}.rope.scaling.factor")
         if scaling not in ("none", "linear") and scale not in (None, 1.0):
@@ -68,6 +72,8 @@ class HParams:
             rope_freq_base=float(gf.get(f"{arch}.rope.freq_base", 10000.0)),
             rope_freq_scale=1.0 / float(scale) if scale and scaling != "none" else 1.0,
             norm_eps=float(gf.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
+            n_expert=experts,
+            n_expert_used=used if experts else 0,
         )
 
     @property

@@ -1,4 +1,6 @@
 """The llama graph: embeddings, per layer RMS norm -> attention (RoPE, GQA over a KV cache) -> SwiGLU FFN, output.
+The FFN is a mixture of experts where the file has them (Mixtral): softmax gating, the top `n_expert_used` experts
+per token through MUL_MAT_ID, their outputs summed with the renormalised gate weights, as llama.cpp does.
 
 Optional weights are used where a file has them (attention biases as Qwen2 has, Llama 3.1's RoPE frequency
 factors `rope_freqs.weight`, a separate output matrix); a file holding any tensor the builder does not use is
@@ -59,6 +61,9 @@ class LayerWeights:
     w_gate: Tensor
     w_up: Tensor
     w_down: Tensor
+    """Dense: [n_embd, n_ff] / [n_ff, n_embd]; mixture of experts: one more dimension, n_expert."""
+    gate_inp: Tensor | None = None
+    """MoE router [n_embd, n_expert] (None: a dense FFN)."""
     bq: Tensor | None = None
     bk: Tensor | None = None
     bv: Tensor | None = None
@@ -97,9 +102,11 @@ class LlamaModel:
         p = f"blk.{i}."
         w = self._take
         b = self._maybe
+        ffn = "_exps.weight" if self.hp.n_expert else ".weight"
         return LayerWeights(w(p + "attn_norm.weight"), w(p + "attn_q.weight"), w(p + "attn_k.weight"),
                             w(p + "attn_v.weight"), w(p + "attn_output.weight"), w(p + "ffn_norm.weight"),
-                            w(p + "ffn_gate.weight"), w(p + "ffn_up.weight"), w(p + "ffn_down.weight"),
+                            w(p + "ffn_gate" + ffn), w(p + "ffn_up" + ffn), w(p + "ffn_down" + ffn),
+                            w(p + "ffn_gate_inp.weight") if self.hp.n_expert else None,
                             b(p + "attn_q.bias"), b(p + "attn_k.bias"), b(p + "attn_v.bias"),
                             b(p + "attn_output.bias"))
 
@@ -171,10 +178,30 @@ class LlamaModel:
             attn = ops.cont(ops.permute(kqv, 0, 2, 1, 3), d * nh, n)
         x = ops.add(x, _linear(lw.wo, attn, lw.bo).set_name(f"attn_out-{il}")).set_name(f"ffn_inp-{il}")
         h = ops.mul(ops.rms_norm(x, hp.norm_eps), lw.ffn_norm).set_name(f"ffn_norm-{il}")
+        if lw.gate_inp is not None:
+            return ops.add(x, self._moe(il, lw, lw.gate_inp, h, n)).set_name(f"l_out-{il}")
         gate = ops.mul_mat(lw.w_gate, h).set_name(f"ffn_gate-{il}")
         up = ops.mul_mat(lw.w_up, h).set_name(f"ffn_up-{il}")
         ff = ops.swiglu(gate, up).set_name(f"ffn_swiglu-{il}")
         return ops.add(x, ops.mul_mat(lw.w_down, ff).set_name(f"ffn_out-{il}")).set_name(f"l_out-{il}")
+
+    def _moe(self, il: int, lw: LayerWeights, router: Tensor, h: Tensor, n: int) -> Tensor:
+        """Mixture of experts: each token through its n_expert_used best experts, weighted by the renormalised
+        softmax of the router's logits."""
+        n_exp, k = self.hp.n_expert, self.hp.n_expert_used
+        probs = ops.soft_max(ops.mul_mat(router, h)).set_name(f"ffn_moe_probs-{il}")     # [n_exp, n]
+        chosen = ops.top_k(probs, k).set_name(f"ffn_moe_topk-{il}")                      # [k, n] i32
+        weights = ops.reshape(ops.get_rows(ops.reshape(probs, 1, n_exp, n), chosen), k, n)
+        weights = ops.div(weights, ops.sum_rows(weights)).set_name(f"ffn_moe_weights-{il}")
+        x = ops.reshape(h, h.ne[0], 1, n)
+        gate = ops.mul_mat_id(lw.w_gate, x, chosen)                                       # [n_ff, k, n]
+        up = ops.mul_mat_id(lw.w_up, x, chosen)
+        down = ops.mul_mat_id(lw.w_down, ops.swiglu(gate, up), chosen)                   # [n_embd, k, n]
+        down = ops.mul(down, ops.reshape(weights, 1, k, n))
+        out = ops.view(down, (down.ne[0], n), (down.nb[2],), 0)
+        for e in range(1, k):
+            out = ops.add(out, ops.view(down, (down.ne[0], n), (down.nb[2],), e * down.nb[1]))
+        return out.set_name(f"ffn_moe_out-{il}")
 
 
 def _linear(w: Tensor, x: Tensor, bias: Tensor | None) -> Tensor:

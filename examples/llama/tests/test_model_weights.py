@@ -1,6 +1,7 @@
 """The llama builder on small GGUF files written here: optional weights (attention biases as Qwen2 has, Llama 3.1's
-RoPE frequency factors, a separate output matrix) change the logits exactly as a numpy forward pass says, and a
-file with tensors the builder does not use, experts, or an unsupported RoPE scaling is refused by name."""
+RoPE frequency factors, a separate output matrix) and a mixture-of-experts FFN (Mixtral) change the logits exactly
+as a numpy forward pass says, and a file with tensors the builder does not use or an unsupported RoPE scaling is
+refused by name."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyggml.errors import GGUFError
+from pyggml.errors import GGUFError, PyGGMLError
 from pyggml.types import GGMLType
 from pyggml_llama.session import Session
 
@@ -17,12 +18,14 @@ gguf = pytest.importorskip("gguf")
 
 N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_VOCAB, N_LAYER = 32, 4, 2, 48, 64, 2
 HEAD = N_EMBD // N_HEAD
+N_EXPERT, N_EXPERT_USED = 4, 2
 EPS, BASE = 1e-5, 10000.0
 TOKENS = [chr(ord("A") + i) if i < 26 else chr(ord("a") + i - 26) if i < 52 else chr(ord("0") + i - 52)
           for i in range(N_VOCAB - 1)] + ["AB"]
 
 
-def _weights(rng: np.random.Generator, *, biases: bool, rope_freqs: bool, output: bool) -> dict[str, np.ndarray]:
+def _weights(rng: np.random.Generator, *, biases: bool, rope_freqs: bool, output: bool, moe: bool = False
+             ) -> dict[str, np.ndarray]:
     def m(rows: int, cols: int) -> np.ndarray:
         return (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
 
@@ -39,9 +42,15 @@ def _weights(rng: np.random.Generator, *, biases: bool, rope_freqs: bool, output
         p = f"blk.{il}."
         w |= {p + "attn_norm.weight": v(N_EMBD), p + "attn_q.weight": m(N_EMBD, N_EMBD),
               p + "attn_k.weight": m(kv, N_EMBD), p + "attn_v.weight": m(kv, N_EMBD),
-              p + "attn_output.weight": m(N_EMBD, N_EMBD), p + "ffn_norm.weight": v(N_EMBD),
-              p + "ffn_gate.weight": m(N_FF, N_EMBD), p + "ffn_up.weight": m(N_FF, N_EMBD),
-              p + "ffn_down.weight": m(N_EMBD, N_FF)}
+              p + "attn_output.weight": m(N_EMBD, N_EMBD), p + "ffn_norm.weight": v(N_EMBD)}
+        if moe:  # experts stacked on the outer dimension, the router [n_embd, n_expert]
+            w |= {p + "ffn_gate_inp.weight": m(N_EXPERT, N_EMBD) * 4,
+                  p + "ffn_gate_exps.weight": np.stack([m(N_FF, N_EMBD) for _ in range(N_EXPERT)]),
+                  p + "ffn_up_exps.weight": np.stack([m(N_FF, N_EMBD) for _ in range(N_EXPERT)]),
+                  p + "ffn_down_exps.weight": np.stack([m(N_EMBD, N_FF) for _ in range(N_EXPERT)])}
+        else:
+            w |= {p + "ffn_gate.weight": m(N_FF, N_EMBD), p + "ffn_up.weight": m(N_FF, N_EMBD),
+                  p + "ffn_down.weight": m(N_EMBD, N_FF)}
         if biases:
             w |= {p + "attn_q.bias": v(N_EMBD, 1.0) - 1, p + "attn_k.bias": v(kv, 1.0) - 1,
                   p + "attn_v.bias": v(kv, 1.0) - 1, p + "attn_output.bias": v(N_EMBD, 1.0) - 1}
@@ -97,6 +106,27 @@ def _rope(x: np.ndarray, freqs: np.ndarray | None) -> np.ndarray:
     return out
 
 
+def _ffn(w: dict[str, np.ndarray], p: str, exps: str, h: np.ndarray) -> np.ndarray:
+    g, u = h @ w[p + "ffn_gate" + exps].T, h @ w[p + "ffn_up" + exps].T
+    return (g / (1 + np.exp(-g)) * u) @ w[p + "ffn_down" + exps].T
+
+
+def _moe(w: dict[str, np.ndarray], p: str, h: np.ndarray) -> np.ndarray:
+    """Each token through its N_EXPERT_USED most probable experts, weighted by their renormalised probabilities."""
+    logits = h @ w[p + "ffn_gate_inp.weight"].T
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    out = np.zeros_like(h)
+    for t in range(len(h)):
+        best = np.argsort(-probs[t])[:N_EXPERT_USED]
+        share = probs[t, best] / probs[t, best].sum()
+        for e, s in zip(best, share, strict=True):
+            names = [f"{p}ffn_{k}_exps.weight" for k in ("gate", "up", "down")]
+            expert = {name: w[name][e] for name in names}
+            out[t] += s * _ffn(expert, p, "_exps.weight", h[t : t + 1])[0]
+    return out
+
+
 def _forward(w: dict[str, np.ndarray], tokens: list[int]) -> np.ndarray:
     """The llama forward pass in float64, from the GGUF's arrays (rows are output features)."""
     w = {k: a.astype(np.float64) for k, a in w.items()}
@@ -118,8 +148,7 @@ def _forward(w: dict[str, np.ndarray], tokens: list[int]) -> np.ndarray:
         attn = np.einsum("hqk,khd->qhd", s, v).reshape(n, N_EMBD)
         x = x + attn @ w[p + "attn_output.weight"].T + w.get(p + "attn_output.bias", zero)
         h = _rms(x, w[p + "ffn_norm.weight"])
-        g, u = h @ w[p + "ffn_gate.weight"].T, h @ w[p + "ffn_up.weight"].T
-        x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "ffn_down.weight"].T
+        x = x + (_moe(w, p, h) if p + "ffn_gate_inp.weight" in w else _ffn(w, p, ".weight", h))
     out = w.get("output.weight", w["token_embd.weight"])
     return _rms(x, w["output_norm.weight"]) @ out.T
 
@@ -144,7 +173,22 @@ def test_a_tensor_the_builder_does_not_use_is_refused(tmp_path: Path) -> None:
         Session(path, ["numpy"], n_ctx=32)
 
 
-@pytest.mark.parametrize("extra,match", [({"llama.expert_count": 8}, "mixture-of-experts"),
+def test_mixture_of_experts_logits(tmp_path: Path) -> None:
+    weights = _weights(np.random.default_rng(3), biases=False, rope_freqs=False, output=True, moe=True)
+    path = _write(tmp_path / "moe.gguf", weights, **{"llama.expert_count": N_EXPERT,
+                                                     "llama.expert_used_count": N_EXPERT_USED})
+    tokens = [3, 17, 40, 5, 63, 22, 9, 11, 30]
+    s = Session(path, ["numpy"], n_ctx=32, kv_type=GGMLType.F32)
+    np.testing.assert_allclose(s.eval(tokens, all_logits=True), _forward(weights, tokens), rtol=1e-4, atol=1e-4)
+    for name in ("cpu", "OpenCL0", "Vulkan0"):  # the same graph on the devices this machine has
+        try:
+            dev = Session(path, [name], n_ctx=32, kv_type=GGMLType.F32)
+        except PyGGMLError:
+            continue
+        np.testing.assert_allclose(dev.eval(tokens, all_logits=True), _forward(weights, tokens), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("extra,match", [({"llama.expert_count": 8, "llama.expert_used_count": 9}, "does not fit"),
                                          ({"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0},
                                           "RoPE scaling 'yarn'")])
 def test_unsupported_model_kinds_are_refused(tmp_path: Path, extra: dict[str, object], match: str) -> None:
