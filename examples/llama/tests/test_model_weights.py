@@ -180,9 +180,10 @@ def test_mixture_of_experts_logits(tmp_path: Path) -> None:
     tokens = [3, 17, 40, 5, 63, 22, 9, 11, 30]
     s = Session(path, ["numpy"], n_ctx=32, kv_type=GGMLType.F32)
     np.testing.assert_allclose(s.eval(tokens, all_logits=True), _forward(weights, tokens), rtol=1e-4, atol=1e-4)
-    for name in ("cpu", "OpenCL0", "Vulkan0"):  # the same graph on the devices this machine has
+    runs = [(["cpu"], "layer"), (["OpenCL0"], "layer"), (["Vulkan0"], "layer"), (["cpu", "cpu"], "tensor")]
+    for names, mode in runs:  # the same graph on the devices this machine has, and split over two by tensors
         try:
-            dev = Session(path, [name], n_ctx=32, kv_type=GGMLType.F32)
+            dev = Session(path, names, n_ctx=32, kv_type=GGMLType.F32, split_mode=mode)
         except PyGGMLError:
             continue
         np.testing.assert_allclose(dev.eval(tokens, all_logits=True), _forward(weights, tokens), rtol=1e-4, atol=1e-4)
