@@ -9,6 +9,8 @@ from pyggml.gguf import GGUFFile
 from pyggml.ops import ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL
 
 SUPPORTED_ARCHS = {"llama": ROPE_TYPE_NORMAL, "smollm3": ROPE_TYPE_NORMAL, "qwen2": ROPE_TYPE_NEOX}
+NO_ROPE_LAYER_STEP = {"smollm3": 4}
+"""Architectures whose every n-th layer attends without RoPE (llama.cpp's n_no_rope_layer_step)."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,11 @@ class HParams:
     """Experts per MoE feed-forward (0: dense)."""
     n_expert_used: int = 0
     """Experts each token goes through."""
+    no_rope_layer_step: int = 0
+    """Layers il with (il + 1) % step == 0 skip RoPE (0: every layer uses it)."""
+
+    def uses_rope(self, il: int) -> bool:
+        return not self.no_rope_layer_step or (il + 1) % self.no_rope_layer_step != 0
 
     @classmethod
     def from_gguf(cls, gf: GGUFFile) -> HParams:
@@ -74,6 +81,7 @@ class HParams:
             norm_eps=float(gf.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
             n_expert=experts,
             n_expert_used=used if experts else 0,
+            no_rope_layer_step=NO_ROPE_LAYER_STEP.get(arch, 0),
         )
 
     @property

@@ -157,8 +157,10 @@ class LlamaModel:
         v = _linear(lw.wv, h, lw.bv)
         rope = dict(freq_factors=self.rope_freqs, n_ctx_orig=hp.n_ctx_train, freq_base=hp.rope_freq_base,
                     freq_scale=hp.rope_freq_scale)
-        q = ops.rope(q, pos, hp.rope_dims, hp.rope_type, **rope).set_name(f"Qcur-{il}")  # type: ignore[arg-type]
-        k = ops.rope(k, pos, hp.rope_dims, hp.rope_type, **rope).set_name(f"Kcur-{il}")  # type: ignore[arg-type]
+        if hp.uses_rope(il):
+            q = ops.rope(q, pos, hp.rope_dims, hp.rope_type, **rope)  # type: ignore[arg-type]
+            k = ops.rope(k, pos, hp.rope_dims, hp.rope_type, **rope)  # type: ignore[arg-type]
+        q, k = q.set_name(f"Qcur-{il}"), k.set_name(f"Kcur-{il}")
         # write this batch's K and V rows into the cache, then attend over the first n_kv cache rows
         k_store = ops.set_rows(kv.k[il], ops.reshape(k, d * nkv, n), kv_index)
         v_store = ops.set_rows(kv.v[il], v, kv_index)

@@ -24,8 +24,8 @@ TOKENS = [chr(ord("A") + i) if i < 26 else chr(ord("a") + i - 26) if i < 52 else
           for i in range(N_VOCAB - 1)] + ["AB"]
 
 
-def _weights(rng: np.random.Generator, *, biases: bool, rope_freqs: bool, output: bool, moe: bool = False
-             ) -> dict[str, np.ndarray]:
+def _weights(rng: np.random.Generator, *, biases: bool, rope_freqs: bool, output: bool, moe: bool = False,
+             n_layer: int = N_LAYER) -> dict[str, np.ndarray]:
     def m(rows: int, cols: int) -> np.ndarray:
         return (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
 
@@ -38,7 +38,7 @@ def _weights(rng: np.random.Generator, *, biases: bool, rope_freqs: bool, output
         w["output.weight"] = m(N_VOCAB, N_EMBD)
     if rope_freqs:
         w["rope_freqs.weight"] = np.linspace(1.0, 8.0, HEAD // 2).astype(np.float32)
-    for il in range(N_LAYER):
+    for il in range(n_layer):
         p = f"blk.{il}."
         w |= {p + "attn_norm.weight": v(N_EMBD), p + "attn_q.weight": m(N_EMBD, N_EMBD),
               p + "attn_k.weight": m(kv, N_EMBD), p + "attn_v.weight": m(kv, N_EMBD),
@@ -57,9 +57,13 @@ def _weights(rng: np.random.Generator, *, biases: bool, rope_freqs: bool, output
     return w
 
 
-def _write(path: Path, weights: dict[str, np.ndarray], **extra: object) -> Path:
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(N_LAYER)
+def _n_layer(weights: dict[str, np.ndarray]) -> int:
+    return sum(name.endswith("attn_norm.weight") for name in weights)
+
+
+def _write(path: Path, weights: dict[str, np.ndarray], arch: str = "llama", **extra: object) -> Path:
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(_n_layer(weights))
     w.add_context_length(64)
     w.add_embedding_length(N_EMBD)
     w.add_feed_forward_length(N_FF)
@@ -127,20 +131,21 @@ def _moe(w: dict[str, np.ndarray], p: str, h: np.ndarray) -> np.ndarray:
     return out
 
 
-def _forward(w: dict[str, np.ndarray], tokens: list[int]) -> np.ndarray:
+def _forward(w: dict[str, np.ndarray], tokens: list[int], no_rope_every: int = 0) -> np.ndarray:
     """The llama forward pass in float64, from the GGUF's arrays (rows are output features)."""
     w = {k: a.astype(np.float64) for k, a in w.items()}
     n = len(tokens)
     x = w["token_embd.weight"][tokens]
     zero = np.zeros(1)
     mask = np.triu(np.full((n, n), -np.inf), 1)
-    for il in range(N_LAYER):
+    for il in range(_n_layer(w)):
         p = f"blk.{il}."
         h = _rms(x, w[p + "attn_norm.weight"])
         q = (h @ w[p + "attn_q.weight"].T + w.get(p + "attn_q.bias", zero)).reshape(n, N_HEAD, HEAD)
         k = (h @ w[p + "attn_k.weight"].T + w.get(p + "attn_k.bias", zero)).reshape(n, N_HEAD_KV, HEAD)
         v = (h @ w[p + "attn_v.weight"].T + w.get(p + "attn_v.bias", zero)).reshape(n, N_HEAD_KV, HEAD)
-        q, k = _rope(q, w.get("rope_freqs.weight")), _rope(k, w.get("rope_freqs.weight"))
+        if not no_rope_every or (il + 1) % no_rope_every:
+            q, k = _rope(q, w.get("rope_freqs.weight")), _rope(k, w.get("rope_freqs.weight"))
         k, v = np.repeat(k, N_HEAD // N_HEAD_KV, axis=1), np.repeat(v, N_HEAD // N_HEAD_KV, axis=1)
         s = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(HEAD) + mask
         s = np.exp(s - s.max(-1, keepdims=True))
@@ -187,6 +192,15 @@ def test_mixture_of_experts_logits(tmp_path: Path) -> None:
         except PyGGMLError:
             continue
         np.testing.assert_allclose(dev.eval(tokens, all_logits=True), _forward(weights, tokens), rtol=1e-4, atol=1e-4)
+
+
+def test_smollm3_leaves_every_fourth_layer_without_rope(tmp_path: Path) -> None:
+    weights = _weights(np.random.default_rng(5), biases=False, rope_freqs=False, output=False, n_layer=4)
+    path = _write(tmp_path / "smollm3.gguf", weights, arch="smollm3")
+    tokens = [3, 17, 40, 5, 63, 22, 9]
+    got = Session(path, ["numpy"], n_ctx=32, kv_type=GGMLType.F32).eval(tokens, all_logits=True)
+    np.testing.assert_allclose(got, _forward(weights, tokens, no_rope_every=4), rtol=1e-4, atol=1e-4)
+    assert not np.allclose(got, _forward(weights, tokens), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.parametrize("extra,match", [({"llama.expert_count": 8, "llama.expert_used_count": 9}, "does not fit"),
