@@ -95,6 +95,17 @@ def test_strided_view_of_a_head_split_cache_lands_on_the_heads_dimension() -> No
         map_by_strides(one_head, cache, split(0, (128, 64)), 128, "v")
 
 
+def test_strided_view_of_a_head_split_quantised_cache_counts_blocks() -> None:
+    cache = new(192, 32, ttype=GGMLType.Q8_0)  # a q8_0 KV cache: 6 blocks of 34 bytes per row, heads of 2 blocks
+    head = 2 * GGMLType.Q8_0.traits.type_size
+    k = ops.view(cache, (64, 16, 3), (cache.nb[1], head))
+    assert map_by_strides(k, cache, split(0, (128, 64)), 0, "v") == split(2, (2, 1))
+    half_head = ops.view(cache, (32, 16, 6), (cache.nb[1], head // 2))
+    assert map_by_strides(half_head, cache, split(0, (128, 64)), 0, "v") == split(2, (4, 2))
+    with pytest.raises(ShapeError, match="whole units"):  # a split inside a block cannot follow
+        map_by_strides(k, cache, split(0, (96, 96)), 0, "v")
+
+
 # ---- rules ----------------------------------------------------------------------------------------------------
 
 

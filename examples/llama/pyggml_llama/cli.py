@@ -28,7 +28,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--ctx-size", type=int, default=2048)
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--kv-type", choices=["f16", "f32"], default="f16")
+    p.add_argument("--kv-type", choices=["f16", "f32", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"], default="f16",
+                   help="KV cache type (quantised ones need --flash-attn, as llama.cpp's)")
     p.add_argument("--flash-attn", action="store_true",
                    help="fused FLASH_ATTN_EXT attention (default: mul_mat + soft_max, as llama.cpp's default)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")

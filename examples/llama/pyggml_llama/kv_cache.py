@@ -1,4 +1,5 @@
-"""KV cache: per layer K and V tensors [n_embd_kv, n_ctx] placed with their layer's weights."""
+"""KV cache: per layer K and V tensors [n_embd_kv, n_ctx] placed with their layer's weights, in F16, F32, BF16 or a
+legacy quantised type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: as llama.cpp's --cache-type-k/v, read by FLASH_ATTN_EXT)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from pyggml.errors import PyGGMLError
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 
+T = GGMLType
+TYPES = (T.F16, T.F32, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1)
+
 
 class KVCache:
     def __init__(self, n_layer: int, n_embd_kv: int, n_ctx: int, layer_buft: Callable[[int], BufferType],
                  dtype: GGMLType = GGMLType.F16) -> None:
-        if dtype not in (GGMLType.F16, GGMLType.F32):
-            raise PyGGMLError(f"KV cache type {dtype} is not supported (f16 or f32)")
+        if dtype not in TYPES:
+            raise PyGGMLError(f"KV cache type {dtype} is not supported ({', '.join(str(t) for t in TYPES)})")
         self.n_ctx = n_ctx
         self.dtype = dtype
         self.k: list[Tensor] = []

@@ -20,7 +20,7 @@ from pyggml import ops
 from pyggml.errors import GGUFError
 from pyggml.gguf import Weights
 from pyggml.tensor import Tensor
-from pyggml.types import GGMLType
+from pyggml.types import GGMLType, row_size
 from pyggml_llama.hparams import HParams
 
 if TYPE_CHECKING:
@@ -164,9 +164,8 @@ class LlamaModel:
         # write this batch's K and V rows into the cache, then attend over the first n_kv cache rows
         k_store = ops.set_rows(kv.k[il], ops.reshape(k, d * nkv, n), kv_index)
         v_store = ops.set_rows(kv.v[il], v, kv_index)
-        row = kv.k[il].nb[1]
-        k_all = ops.view(k_store, (d, n_kv, nkv), (row, d * kv.k[il].nb[0]))
-        v_all = ops.view(v_store, (d, n_kv, nkv), (row, d * kv.v[il].nb[0]))
+        k_all = ops.view(k_store, (d, n_kv, nkv), (kv.k[il].nb[1], row_size(kv.k[il].type, d)))
+        v_all = ops.view(v_store, (d, n_kv, nkv), (kv.v[il].nb[1], row_size(kv.v[il].type, d)))
         qp = ops.permute(q, 0, 2, 1, 3)                                     # [d, n, nh]
         scale = 1.0 / math.sqrt(d)
         if flash_attn:

@@ -75,6 +75,13 @@ class Session:
         if n_ctx <= 0 or n_batch <= 0:
             raise PyGGMLError(f"n_ctx ({n_ctx}) and n_batch ({n_batch}) must be positive")
         self.n_ctx = min(n_ctx, self.hp.n_ctx_train)
+        if kv_type.traits.blck_size > 1:
+            if not flash_attn and split_mode != "tensor":
+                raise PyGGMLError(f"a {kv_type} KV cache needs flash attention (--flash-attn): without it V is "
+                                  "read transposed, which a block-quantised row cannot be")
+            if self.hp.head_dim % kv_type.traits.blck_size:
+                raise PyGGMLError(f"a {kv_type} KV cache needs head_dim ({self.hp.head_dim}) to be a multiple of "
+                                  f"{kv_type.traits.blck_size}")
         self.n_batch = n_batch
         self.flash_attn = flash_attn
         if split_mode == "tensor":

@@ -11,6 +11,7 @@ import pytest
 
 from pyggml.backend import devices
 from pyggml.errors import PyGGMLError
+from pyggml.types import GGMLType
 from pyggml_llama.session import Session, default_model_path
 
 try:
@@ -134,6 +135,24 @@ def test_other_backends_give_llama_cpp_tokens(backends: list[str]) -> None:
     s = Session(None, backends, n_ctx=128, split_mode="layer")
     assert greedy(s, case["prompt_tokens"], n) == case["tokens"][:n]
     assert s.stats.n_splits >= (len(backends) - 1 if len(backends) > 1 else 1)
+
+
+def test_a_q8_0_kv_cache_keeps_the_f16_caches_tokens() -> None:
+    """llama.cpp's --cache-type-k/v q8_0 with flash attention: half the cache of F16, the same greedy tokens here
+    (the cache's rounding moves the logits less than the matmuls' Q8 activations do: NMSE ~5e-4 vs ~1.5e-3)."""
+    _need("CPU")
+    prompt = CASES[0]["prompt_tokens"]
+    f16 = Session(None, ["CPU"], n_ctx=64, flash_attn=True)
+    q8 = Session(None, ["CPU"], n_ctx=64, flash_attn=True, kv_type=GGMLType.Q8_0)
+    assert q8.kv.k[0].nbytes() * 32 == f16.kv.k[0].nbytes() * 17  # 34 bytes per 32 values instead of 64
+    a, b = f16.eval(prompt, all_logits=True), q8.eval(prompt, all_logits=True)
+    assert float(((a - b) ** 2).sum() / (a**2).sum()) < 1e-2
+    tokens = greedy(q8, prompt, 12)
+    assert tokens == greedy(f16, prompt, 12)
+    split = Session(None, ["CPU", "CPU"], n_ctx=64, split_mode="tensor", kv_type=GGMLType.Q8_0)  # heads per device
+    assert greedy(split, prompt, 12) == tokens
+    with pytest.raises(PyGGMLError, match="needs flash attention"):
+        Session(None, ["CPU"], n_ctx=64, kv_type=GGMLType.Q8_0)
 
 
 def test_prompt_longer_than_context_is_refused(cpu_session: Session) -> None:

@@ -42,22 +42,23 @@ def map_by_strides(node: Tensor, src: Tensor, s: SplitState, rel_offs: int, what
     if not s.is_split:
         return s
     a = int(s.axis)
-    unit, span = src.nb[a], src.nb[a] * src.ne[a]
+    blck = src.type.traits.blck_size if a == 0 else 1  # axis 0 of a block type (a quantised KV cache split
+    # by heads) holds nb[0] bytes per block of blck elements
+    unit, span = src.nb[a], src.nb[a] * (src.ne[a] // blck)
     if all(node.nb[d] == src.nb[d] or (node.ne[d] == 1 and src.ne[d] == 1) for d in range(MAX_DIMS)) \
             and node.ne[a] == src.ne[a] and rel_offs % span < unit:
         return s
-    if a == 0 and src.type.traits.blck_size > 1:
-        raise ShapeError(f"{what}: a strided view of a {src.type} tensor split on axis 0")
-    inside = [d for d in range(MAX_DIMS) if node.ne[d] > 1 and node.nb[d] < span]
-    outer = [d for d in range(MAX_DIMS) if node.ne[d] > 1 and node.nb[d] >= span]
+    ne = (node.ne[0] // node.type.traits.blck_size, *node.ne[1:])  # dimension 0 in blocks
+    inside = [d for d in range(MAX_DIMS) if ne[d] > 1 and node.nb[d] < span]
+    outer = [d for d in range(MAX_DIMS) if ne[d] > 1 and node.nb[d] >= span]
     if not inside:
         raise ShapeError(f"{what}: the view stays inside one element of split dimension {a}")
     dim = max(inside, key=lambda d: node.nb[d])
     step = node.nb[dim]
-    reach = sum((node.ne[d] - 1) * node.nb[d] for d in inside if d != dim) + node.type.traits.type_size
-    if step * node.ne[dim] != span or reach > step or any(node.nb[d] % span for d in outer):
+    reach = sum((ne[d] - 1) * node.nb[d] for d in inside if d != dim) + node.type.traits.type_size
+    if step * ne[dim] != span or reach > step or any(node.nb[d] % span for d in outer):
         raise ShapeError(f"{what}: view ne={list(node.ne)} nb={list(node.nb)} does not cover split dimension {a} "
                          f"of ne={list(src.ne)} nb={list(src.nb)} slice by slice")
     if rel_offs % span >= min(unit, step):
         raise ShapeError(f"{what}: the view starts {rel_offs % span} bytes into split dimension {a}")
-    return s.with_axis(dim).scaled(unit, step, what)
+    return s.with_axis(dim).scaled(unit, step * blck, what)
