@@ -16,7 +16,7 @@ from pyggml_llama.synthetic import SMOLLM2_135M, SyntheticKV, synthetic_model
 
 def main() -> None:
     model = synthetic_model()
-    kv = SyntheticKV(gg.Context(no_alloc=True), SMOLLM2_135M, 2048)
+    caches = {fa: SyntheticKV(gg.Context(no_alloc=True), SMOLLM2_135M, 2048, v_trans=not fa) for fa in (True, False)}
     results = {}
     for label, key, fa in [("decode_1tok_flash_attn", GraphKey(1, 256, 1), True),
                            ("prompt_32tok_flash_attn", GraphKey(32, 256, 1), True),
@@ -24,7 +24,7 @@ def main() -> None:
         times = []
         for _ in range(30):
             t0 = time.perf_counter()
-            built = model.build_graph(key, kv, flash_attn=fa)
+            built = model.build_graph(key, caches[fa], flash_attn=fa)
             times.append(time.perf_counter() - t0)
         results[label] = {
             "nodes": built.graph.n_nodes,

@@ -72,8 +72,7 @@ def pyggml_tensors(tokens: list[int], backends: list[str], n_threads: int) -> di
     s.sched.alloc_graph(g.graph)
     pos = np.arange(n, dtype=np.int32)
     g.tokens.set(np.asarray(tokens, dtype=np.int32))
-    g.positions.set(pos)
-    g.kv_index.set(pos.astype(np.int64))
+    g.set_positions(pos, s.n_ctx)
     g.mask.set(_causal_mask(pos, n_kv))
     s.sched.graph_compute(g.graph)
     return {name: t.numpy().astype(np.float32) for name, t in named.items()}

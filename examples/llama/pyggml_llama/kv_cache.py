@@ -18,11 +18,15 @@ TYPES = (T.F16, T.F32, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1)
 
 class KVCache:
     def __init__(self, n_layer: int, n_embd_kv: int, n_ctx: int, layer_buft: Callable[[int], BufferType],
-                 dtype: GGMLType = GGMLType.F16) -> None:
+                 dtype: GGMLType = GGMLType.F16, *, v_trans: bool = False) -> None:
         if dtype not in TYPES:
             raise PyGGMLError(f"KV cache type {dtype} is not supported ({', '.join(str(t) for t in TYPES)})")
+        if v_trans and dtype.traits.blck_size > 1:
+            raise PyGGMLError(f"a transposed V cache (attention without flash attention) cannot be {dtype}")
         self.n_ctx = n_ctx
         self.dtype = dtype
+        self.v_trans = v_trans
+        """V stored [n_ctx, n_embd_kv] (a row per channel) for the mul_mat attention."""
         self.k: list[Tensor] = []
         self.v: list[Tensor] = []
         self.buffers: list[Buffer] = []
@@ -31,7 +35,8 @@ class KVCache:
             buft = layer_buft(il)
             _, ctx = by_buft.setdefault(id(buft), (buft, gg.Context(no_alloc=True)))
             self.k.append(ctx.new_tensor(dtype, n_embd_kv, n_ctx, name=f"cache_k_l{il}"))
-            self.v.append(ctx.new_tensor(dtype, n_embd_kv, n_ctx, name=f"cache_v_l{il}"))
+            v_ne = (n_ctx, n_embd_kv) if v_trans else (n_embd_kv, n_ctx)
+            self.v.append(ctx.new_tensor(dtype, *v_ne, name=f"cache_v_l{il}"))
         for buft, ctx in by_buft.values():
             buf = alloc_ctx_tensors(ctx, buft)
             if buf is not None:

@@ -12,8 +12,12 @@ while the shape parameters (n_tokens, n_kv, n_outputs) do not change, only rewri
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 import pyggml as gg
 from pyggml import ops
@@ -23,10 +27,23 @@ from pyggml.tensor import Tensor
 from pyggml.types import GGMLType, row_size
 from pyggml_llama.hparams import HParams
 
-if TYPE_CHECKING:
-    from pyggml_llama.kv_cache import KVCache
-
 GRAPH_SIZE = 4096
+
+
+class KVStore(Protocol):
+    """What the graph builder needs of a KV cache: per layer K [n_embd_kv, n_ctx] and V, stored per position
+    [n_embd_kv, n_ctx] for FLASH_ATTN_EXT or transposed [n_ctx, n_embd_kv] (`v_trans`) for the mul_mat attention,
+    which then reads V's rows in place instead of copying the whole cache into that order every step (llama.cpp
+    keeps the same two layouts)."""
+
+    n_ctx: int
+    v_trans: bool
+
+    @property
+    def k(self) -> Sequence[Tensor]: ...
+
+    @property
+    def v(self) -> Sequence[Tensor]: ...
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,17 @@ class BuiltGraph:
     out_ids: Tensor | None
     """Rows whose logits are computed (None when every row is)."""
     logits: Tensor
+    v_index: Tensor | None = None
+    """Where each value of the batch goes in a transposed V cache (None: V is stored per position)."""
+
+    def set_positions(self, pos: npt.NDArray[np.int32], n_ctx: int) -> None:
+        """Positions of the batch's tokens, which are also their cache cells."""
+        self.positions.set(pos)
+        cells = pos.astype(np.int64)
+        self.kv_index.set(cells)
+        if self.v_index is not None:
+            n_embd_kv = self.v_index.ne[0] // len(pos)
+            self.v_index.set((np.arange(n_embd_kv, dtype=np.int64)[None, :] * n_ctx + cells[:, None]).reshape(-1))
 
 
 @dataclass
@@ -123,14 +151,20 @@ class LlamaModel:
                 raise GGUFError(f"{self.weights.file.path}: tensor {name!r} has ne={list(t.ne[:2])}, "
                                 f"expected {list(ne)}")
 
-    def build_graph(self, key: GraphKey, kv: KVCache, *, flash_attn: bool = True) -> BuiltGraph:
+    def build_graph(self, key: GraphKey, kv: KVStore, *, flash_attn: bool = True) -> BuiltGraph:
         hp = self.hp
         n, n_kv = key.n_tokens, key.n_kv
+        if flash_attn == kv.v_trans:
+            raise ValueError(f"{'flash' if flash_attn else 'mul_mat'} attention reads V "
+                             f"{'per position' if flash_attn else 'transposed'}: this KV cache holds it "
+                             f"{'transposed' if kv.v_trans else 'per position'}")
         ctx = gg.Context(no_alloc=True)
         with ctx:
             tokens = ctx.new_tensor(GGMLType.I32, n, name="inp_tokens").set_input()
             pos = ctx.new_tensor(GGMLType.I32, n, name="inp_pos").set_input()
             kv_index = ctx.new_tensor(GGMLType.I64, n, name="inp_kv_index").set_input()
+            v_index = ctx.new_tensor(GGMLType.I64, hp.n_embd_kv * n, name="inp_v_index").set_input() \
+                if kv.v_trans else None
             mask = ctx.new_tensor(GGMLType.F16 if flash_attn else GGMLType.F32, n_kv, n,
                                   name="inp_kq_mask").set_input()
             out_ids = None
@@ -138,17 +172,17 @@ class LlamaModel:
                 out_ids = ctx.new_tensor(GGMLType.I32, key.n_outputs, name="inp_out_ids").set_input()
             x = ops.get_rows(self.tok_embd, tokens).set_name("inp_embd")
             for il, lw in enumerate(self.layers):
-                x = self._layer_graph(il, lw, x, pos, kv_index, mask, kv, n, n_kv, flash_attn)
+                x = self._layer_graph(il, lw, x, _Inputs(pos, kv_index, v_index, mask), kv, n, n_kv)
                 if il == hp.n_layer - 1 and out_ids is not None:
                     x = ops.get_rows(x, out_ids)
             x = ops.mul(ops.rms_norm(x, hp.norm_eps), self.output_norm).set_name("result_norm")
             logits = ops.mul_mat(self.output, x).set_name("result_output")
             logits.set_output()
             graph = gg.Graph(GRAPH_SIZE).build_forward_expand(logits)
-        return BuiltGraph(key, ctx, graph, tokens, pos, kv_index, mask, out_ids, logits)
+        return BuiltGraph(key, ctx, graph, tokens, pos, kv_index, mask, out_ids, logits, v_index)
 
-    def _layer_graph(self, il: int, lw: LayerWeights, x: Tensor, pos: Tensor, kv_index: Tensor, mask: Tensor,
-                     kv: KVCache, n: int, n_kv: int, flash_attn: bool) -> Tensor:
+    def _layer_graph(self, il: int, lw: LayerWeights, x: Tensor, inp: _Inputs, kv: KVStore, n: int, n_kv: int
+                     ) -> Tensor:
         hp = self.hp
         d, nh, nkv = hp.head_dim, hp.n_head, hp.n_head_kv
         h = ops.mul(ops.rms_norm(x, hp.norm_eps), lw.attn_norm).set_name(f"attn_norm-{il}")
@@ -158,23 +192,27 @@ class LlamaModel:
         rope = dict(freq_factors=self.rope_freqs, n_ctx_orig=hp.n_ctx_train, freq_base=hp.rope_freq_base,
                     freq_scale=hp.rope_freq_scale)
         if hp.uses_rope(il):
-            q = ops.rope(q, pos, hp.rope_dims, hp.rope_type, **rope)  # type: ignore[arg-type]
-            k = ops.rope(k, pos, hp.rope_dims, hp.rope_type, **rope)  # type: ignore[arg-type]
+            q = ops.rope(q, inp.pos, hp.rope_dims, hp.rope_type, **rope)  # type: ignore[arg-type]
+            k = ops.rope(k, inp.pos, hp.rope_dims, hp.rope_type, **rope)  # type: ignore[arg-type]
         q, k = q.set_name(f"Qcur-{il}"), k.set_name(f"Kcur-{il}")
         # write this batch's K and V rows into the cache, then attend over the first n_kv cache rows
-        k_store = ops.set_rows(kv.k[il], ops.reshape(k, d * nkv, n), kv_index)
-        v_store = ops.set_rows(kv.v[il], v, kv_index)
-        k_all = ops.view(k_store, (d, n_kv, nkv), (kv.k[il].nb[1], row_size(kv.k[il].type, d)))
-        v_all = ops.view(v_store, (d, n_kv, nkv), (kv.v[il].nb[1], row_size(kv.v[il].type, d)))
+        kc, vc = kv.k[il], kv.v[il]
+        k_store = ops.set_rows(kc, ops.reshape(k, d * nkv, n), inp.kv_index)
+        k_all = ops.view(k_store, (d, n_kv, nkv), (kc.nb[1], row_size(kc.type, d)))
         qp = ops.permute(q, 0, 2, 1, 3)                                     # [d, n, nh]
         scale = 1.0 / math.sqrt(d)
-        if flash_attn:
-            attn = ops.flash_attn_ext(qp, k_all, v_all, mask, scale)        # [d, nh, n]
+        if inp.v_index is None:  # V per position, for FLASH_ATTN_EXT
+            v_store = ops.set_rows(vc, v, inp.kv_index)
+            v_all = ops.view(v_store, (d, n_kv, nkv), (vc.nb[1], row_size(vc.type, d)))
+            attn = ops.flash_attn_ext(qp, k_all, v_all, inp.mask, scale)    # [d, nh, n]
             attn = ops.reshape(attn, d * nh, n)
-        else:
+        else:  # V transposed: each value lands in its channel's row, one-element rows scattered by v_index
+            ts = vc.type.traits.type_size
+            cells = ops.reshape(vc, 1, vc.nelements())
+            v_store = ops.set_rows(cells, ops.reshape(v, 1, v.nelements()), inp.v_index)
+            vt = ops.view(v_store, (n_kv, d, nkv), (kv.n_ctx * ts, d * kv.n_ctx * ts))  # [n_kv, d, nkv]
             kq = ops.mul_mat(k_all, qp).set_name(f"kq-{il}")                # [n_kv, n, nh]
-            kq = ops.soft_max(kq, mask, scale).set_name(f"kq_soft_max-{il}")
-            vt = ops.cont(ops.permute(v_all, 1, 0, 2, 3))                    # [n_kv, d, nkv]
+            kq = ops.soft_max(kq, inp.mask, scale).set_name(f"kq_soft_max-{il}")
             kqv = ops.mul_mat(vt, kq)                                        # [d, n, nh]
             attn = ops.cont(ops.permute(kqv, 0, 2, 1, 3), d * nh, n)
         x = ops.add(x, _linear(lw.wo, attn, lw.bo).set_name(f"attn_out-{il}")).set_name(f"ffn_inp-{il}")
@@ -203,6 +241,14 @@ class LlamaModel:
         for e in range(1, k):
             out = ops.add(out, ops.view(down, (down.ne[0], n), (down.nb[2],), e * down.nb[1]))
         return out.set_name(f"ffn_moe_out-{il}")
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    pos: Tensor
+    kv_index: Tensor
+    v_index: Tensor | None
+    mask: Tensor
 
 
 def _linear(w: Tensor, x: Tensor, bias: Tensor | None) -> Tensor:

@@ -102,7 +102,8 @@ class Session:
         place: Placement = place_by_layers(self.hp.n_layer, bufts, tensor_split, host=bufts[0] if bufts else host)
         self.weights = load_weights(self.gguf, place)
         self.model = LlamaModel(self.hp, self.weights)
-        self.kv = KVCache(self.hp.n_layer, self.hp.n_embd_kv, self.n_ctx, lambda il: self.layer_bufts[il], kv_type)
+        self.kv = KVCache(self.hp.n_layer, self.hp.n_embd_kv, self.n_ctx, lambda il: self.layer_bufts[il], kv_type,
+                          v_trans=not self.flash_attn)
         self.sched = Scheduler(self.backends, graph_size=8192)
         self.n_past = 0
         self._graph: BuiltGraph | None = None
@@ -166,8 +167,7 @@ class Session:
             self.stats.graph_reuses += 1
         pos = np.arange(self.n_past, self.n_past + n, dtype=np.int32)
         g.tokens.set(np.asarray(tokens, dtype=np.int32))
-        g.positions.set(pos)
-        g.kv_index.set(pos.astype(np.int64))
+        g.set_positions(pos, self.n_ctx)
         g.mask.set(_causal_mask(pos, n_kv))
         if g.out_ids is not None:
             g.out_ids.set(np.array([n - 1], dtype=np.int32))

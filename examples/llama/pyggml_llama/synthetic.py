@@ -26,10 +26,13 @@ SMOLLM2_135M = HParams(arch="llama", n_layer=30, n_embd=576, n_head=9, n_head_kv
 class SyntheticKV:
     """Per-layer K/V cache tensors (metadata only unless placed)."""
 
-    def __init__(self, ctx: gg.Context, hp: HParams, n_ctx: int, dtype: GGMLType = GGMLType.F16) -> None:
+    def __init__(self, ctx: gg.Context, hp: HParams, n_ctx: int, dtype: GGMLType = GGMLType.F16,
+                 v_trans: bool = True) -> None:
         self.n_ctx = n_ctx
+        self.v_trans = v_trans
+        v_ne = (n_ctx, hp.n_embd_kv) if v_trans else (hp.n_embd_kv, n_ctx)
         self.k = [ctx.new_tensor(dtype, hp.n_embd_kv, n_ctx, name=f"cache_k_l{i}") for i in range(hp.n_layer)]
-        self.v = [ctx.new_tensor(dtype, hp.n_embd_kv, n_ctx, name=f"cache_v_l{i}") for i in range(hp.n_layer)]
+        self.v = [ctx.new_tensor(dtype, *v_ne, name=f"cache_v_l{i}") for i in range(hp.n_layer)]
 
 
 def synthetic_weights(hp: HParams = SMOLLM2_135M, wtype: GGMLType = GGMLType.Q4_1,
@@ -75,19 +78,19 @@ class SyntheticLlama:
     model: LlamaModel
     kv: SyntheticKV
 
-    def graph(self, n_tokens: int, n_past: int = 0, n_outputs: int | None = None, *,
-              flash_attn: bool = False) -> BuiltGraph:
+    def graph(self, n_tokens: int, n_past: int = 0, n_outputs: int | None = None) -> BuiltGraph:
         """The graph of `n_tokens` new tokens after `n_past` cached ones (attention over n_past + n_tokens cells),
-        with logits for the last `n_outputs` rows (default: every row)."""
+        with logits for the last `n_outputs` rows (default: every row); flash attention if the llama was made
+        with it (its V cache layout follows)."""
         key = GraphKey(n_tokens, n_past + n_tokens, n_tokens if n_outputs is None else n_outputs)
         if key.n_kv > self.kv.n_ctx:
             raise ValueError(f"n_past + n_tokens = {key.n_kv} exceeds the KV cache of {self.kv.n_ctx} cells")
-        return self.model.build_graph(key, self.kv, flash_attn=flash_attn)  # type: ignore[arg-type]
+        return self.model.build_graph(key, self.kv, flash_attn=not self.kv.v_trans)
 
 
 def synthetic_llama(hp: HParams = SMOLLM2_135M, wtype: GGMLType = GGMLType.Q4_1,
                     embd_type: GGMLType = GGMLType.Q8_0, n_ctx: int = 512,
-                    kv_type: GGMLType = GGMLType.F16) -> SyntheticLlama:
+                    kv_type: GGMLType = GGMLType.F16, flash_attn: bool = False) -> SyntheticLlama:
     ctx, tensors = synthetic_weights(hp, wtype, embd_type)
-    kv = SyntheticKV(ctx, hp, n_ctx, kv_type)
+    kv = SyntheticKV(ctx, hp, n_ctx, kv_type, v_trans=not flash_attn)
     return SyntheticLlama(hp, ctx, _model(hp, ctx, tensors), kv)

@@ -24,7 +24,7 @@ TINY = HParams(arch="llama", n_layer=8, n_embd=64, n_head=4, n_head_kv=2, n_ff=1
 
 
 def test_second_decode_step_builds_no_plan_on_a_tensor_split(dev, dev2) -> None:  # type: ignore[no-untyped-def]
-    llama = synthetic_llama(TINY, wtype=T.Q8_0, embd_type=T.F32, n_ctx=32, kv_type=T.F16)
+    llama = synthetic_llama(TINY, wtype=T.Q8_0, embd_type=T.F32, n_ctx=32, kv_type=T.F16, flash_attn=True)
     meta = llama_meta_device([dev, dev2], TINY, None, {t.name: t.type for t in llama.ctx})
     backend = MetaBackend(meta)
     buf = alloc_ctx_tensors(llama.ctx, meta.buffer_type())
@@ -39,14 +39,13 @@ def test_second_decode_step_builds_no_plan_on_a_tensor_split(dev, dev2) -> None:
     except PyGGMLError:
         host = get_device("numpy")
     sched = Scheduler([backend, host.init_backend()])
-    built = llama.graph(n_tokens=1, n_past=7, n_outputs=1, flash_attn=True)
+    built = llama.graph(n_tokens=1, n_past=7, n_outputs=1)
     sched.alloc_graph(built.graph)
     n_kv = built.key.n_kv
 
     def decode_step(pos: int) -> None:
         built.tokens.set(np.array([pos % TINY.n_vocab], dtype=np.int32))
-        built.positions.set(np.array([pos], dtype=np.int32))
-        built.kv_index.set(np.array([pos], dtype=np.int64))
+        built.set_positions(np.array([pos], dtype=np.int32), 32)
         built.mask.set(np.where(np.arange(n_kv) <= pos, 0.0, -np.inf).astype(np.float32).reshape(1, n_kv))
         if built.out_ids is not None:
             built.out_ids.set(np.zeros(1, dtype=np.int32))
