@@ -1,6 +1,6 @@
 """GGUF files: metadata, tensor infos, and weights placed into backend buffers (mapped without copying on host
-buffer types, uploaded elsewhere). Parsing goes through the `gguf` package; every problem becomes a GGUFError
-naming the file and what is wrong, before anything is allocated."""
+buffer types, uploaded elsewhere). The container is parsed by pyggml.gguf_reader from one read-only memory map;
+every problem becomes a GGUFError naming the file and what is wrong, before anything is allocated."""
 
 from __future__ import annotations
 
@@ -18,13 +18,12 @@ from pyggml.backend.host import HostBufferType
 from pyggml.backend.protocol import Buffer, BufferType, BufferUsage
 from pyggml.context import Context, init_view
 from pyggml.errors import GGUFError, UnsupportedTypeError
+from pyggml.gguf_reader import RawTensorInfo, read_container
 from pyggml.ops.base import Op
-from pyggml.tensor import Ne, Tensor
+from pyggml.tensor import MAX_DIMS, Ne, Tensor
 from pyggml.types import GGMLType, parse_type
 
 log = logging.getLogger(__name__)
-
-MAX_DIMS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,45 +40,23 @@ class GGUFFile:
     """An opened GGUF file: `metadata` (decoded key/values), `tensors` (name -> info), memory-mapped data."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        import gguf
-
         self.path = Path(path)
-        try:
-            size = self.path.stat().st_size
-        except OSError as e:
-            raise GGUFError(f"{self.path}: cannot open: {e}") from e
-        if size < 24:
-            raise GGUFError(f"{self.path}: {size} bytes is too short for a GGUF header")
-        with open(self.path, "rb") as f:
-            header = f.read(24)
-        _check_header(self.path, header, size)
-        try:
-            self._reader = gguf.GGUFReader(self.path, "r")
-        except Exception as e:  # the gguf package raises ValueError, IndexError, struct errors ...
-            raise GGUFError(f"{self.path}: corrupted or truncated GGUF: {type(e).__name__}: {e}") from e
-        self.file_size = size
-        self.metadata: dict[str, Any] = {}
-        for key, fld in self._reader.fields.items():
-            if key.startswith("GGUF."):
-                continue
-            try:
-                self.metadata[key] = fld.contents()
-            except Exception as e:
-                raise GGUFError(f"{self.path}: metadata key {key!r} cannot be decoded: {e}") from e
-        self.tensors: dict[str, GGUFTensorInfo] = {}
-        for rt in self._reader.tensors:
-            info = self._tensor_info(rt)
-            if info.name in self.tensors:
-                raise GGUFError(f"{self.path}: tensor {info.name!r} appears twice")
-            self.tensors[info.name] = info
+        self._container = read_container(self.path)
+        self.version = self._container.version
+        self.alignment = self._container.alignment
+        self.data_start = self._container.data_start
+        self.file_size = len(self._container.mapped)
+        self.metadata: dict[str, Any] = self._container.metadata
+        self.tensors: dict[str, GGUFTensorInfo] = {
+            name: self._tensor_info(raw) for name, raw in self._container.tensors.items()}
 
-    def _tensor_info(self, rt: Any) -> GGUFTensorInfo:
-        name = str(rt.name)
+    def _tensor_info(self, raw: RawTensorInfo) -> GGUFTensorInfo:
+        name = raw.name
         try:
-            ttype = parse_type(int(rt.tensor_type))
+            ttype = parse_type(raw.type_id)
         except UnsupportedTypeError as e:
             raise GGUFError(f"{self.path}: tensor {name!r}: {e}") from e
-        dims = [int(d) for d in rt.shape]
+        dims = list(raw.dims)
         if not 1 <= len(dims) <= MAX_DIMS or any(d <= 0 for d in dims):
             raise GGUFError(f"{self.path}: tensor {name!r} has invalid dims {dims}")
         ne4 = (*dims, 1, 1, 1)
@@ -89,8 +66,8 @@ class GGUFFile:
             raise GGUFError(f"{self.path}: tensor {name!r} {ttype}: ne[0]={ne[0]} is not a multiple of the "
                             f"block size {tr.blck_size}")
         nbytes = ne[0] // tr.blck_size * tr.type_size * ne[1] * ne[2] * ne[3]
-        offset = int(rt.data_offset)
-        if offset < 0 or offset + nbytes > self.file_size:
+        offset = self.data_start + raw.offset
+        if offset + nbytes > self.file_size:
             raise GGUFError(f"{self.path}: tensor {name!r} data [{offset}, {offset + nbytes}) lies beyond the "
                             f"end of the file ({self.file_size} bytes): truncated?")
         return GGUFTensorInfo(name, ttype, ne, offset, nbytes)
@@ -122,27 +99,10 @@ class GGUFFile:
 
     def mapped(self) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """The whole file, memory-mapped read-only."""
-        arr: np.ndarray[Any, np.dtype[np.uint8]] = self._reader.data
-        return arr
+        return self._container.mapped
 
     def __iter__(self) -> Iterator[GGUFTensorInfo]:
         return iter(self.tensors.values())
-
-
-def _check_header(path: Path, header: bytes, size: int) -> None:
-    """Refuse impossible headers before the parser sizes anything from them (forged counts)."""
-    if header[:4] != b"GGUF":
-        raise GGUFError(f"{path}: not a GGUF file (magic {header[:4]!r})")
-    version = int.from_bytes(header[4:8], "little")
-    if version not in (2, 3):
-        raise GGUFError(f"{path}: GGUF version {version} is not supported (2 or 3)")
-    n_tensors = int.from_bytes(header[8:16], "little")
-    n_kv = int.from_bytes(header[16:24], "little")
-    # each tensor info takes >= 8 (name length) + 4 (n_dims) + 8 (dim) + 4 (type) + 8 (offset) bytes,
-    # each key/value >= 8 (key length) + 4 (type) + 1 (value) bytes
-    if n_tensors * 32 + n_kv * 13 > size - 24:
-        raise GGUFError(f"{path}: header claims {n_tensors} tensors and {n_kv} key/values, more than "
-                        f"{size} bytes can hold")
 
 
 # ---- placement ---------------------------------------------------------------------------------------------
