@@ -21,6 +21,9 @@
 
 #define MAX_N (QKK * 8)
 #define ROWS 12
+/* F16 tiles are checked up to TILE_MAX rows x columns: past the 4 x 8 (AVX-512) and 4 x 3 (AVX2) register tiles,
+   with every remainder */
+#define TILE_MAX 10
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) {
@@ -218,19 +221,22 @@ static void check_floats(const char *level) {
                tinyBLAS rows (n % 8 == 0, rows 8 values apart) against the portable kernel one row at a time */
             snprintf(full, sizeof full, "f16 ggml order %s", what);
             check(level, full, 1, pgc_S.dot_f16_ggml(n, h, y), port.dot_f16_ggml(n, h, y), scale);
-            const int64_t n8 = (n - 8 * (PGC_F16_ROWS - 1)) & ~(int64_t)7;
-            for (int nr = 1; nr <= 2 * PGC_F16_ROWS; nr++) { /* nr > PGC_F16_ROWS: two columns (y, y + 8) */
-                const int rows = nr > PGC_F16_ROWS ? nr - PGC_F16_ROWS : nr, nc = nr > PGC_F16_ROWS ? 2 : 1;
-                float got[2 * PGC_F16_ROWS], want[2 * PGC_F16_ROWS];
-                pgc_S.dot_f16_tiles(n8, got, h, 16, y, nc > 1 ? y + 8 : NULL, rows);
-                for (int c = 0; c < nc; c++)
-                    for (int k = 0; k < rows; k++) {
-                        port.dot_f16_tiles(n8, want, h + 8 * k, 16, y + 8 * c, NULL, 1);
-                        snprintf(full, sizeof full, "f16 tiles row %d col %d of %dx%d n=%lld %s", k, c, rows, nc,
-                                 (long long)n8, mode ? "real" : "exact");
-                        check(level, full, 1, got[c * PGC_F16_ROWS + k], want[0], scale);
-                    }
-            }
+            /* rows 8 halves and columns 8 floats apart (overlapping: their values were drawn above); n8 leaves room
+               for the last ones within the arrays */
+            const int64_t n8 = (n > 8 * TILE_MAX ? n - 8 * TILE_MAX : n) & ~(int64_t)7;
+            for (int rows = 1; rows <= TILE_MAX; rows++)
+                for (int cols = 1; cols <= TILE_MAX; cols++) {
+                    float got[TILE_MAX][TILE_MAX], want;
+                    pgc_S.dot_f16_tiles(n8, h, 16, rows, y, 32, cols, (char *)got, sizeof(float),
+                                        sizeof(got[0]));
+                    for (int c = 0; c < cols; c++)
+                        for (int k = 0; k < rows; k++) {
+                            port.dot_f16_tiles(n8, h + 8 * k, 16, 1, y + 8 * c, 32, 1, (char *)&want, 4, 4);
+                            snprintf(full, sizeof full, "f16 tiles row %d col %d of %dx%d n=%lld %s", k, c, rows,
+                                     cols, (long long)n8, mode ? "real" : "exact");
+                            check(level, full, 1, got[c][k], want, scale);
+                        }
+                }
         }
 }
 

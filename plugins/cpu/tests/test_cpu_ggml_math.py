@@ -1,6 +1,7 @@
 """SOFT_MAX, SILU, SWIGLU and ROPE follow ggml's CPU arithmetic (the vectorised exp of ew.c, the fused ROPE
 products of norm.c): the portable and the SIMD kernels give the same bits, and the exp stays within a few ulp of
-the exact value, with ggml's flush to 0 and to inf at the ends."""
+the exact value, with ggml's flush to 0 and to inf at the ends. F16 prompt matmuls give, on every kernel level,
+the bits of a numpy model of llamafile tinyBLAS's summation order."""
 
 from __future__ import annotations
 
@@ -93,3 +94,69 @@ def test_soft_max_rows_sum_to_one_and_masked_entries_are_zero(cpu_backend: Backe
     want /= want.sum(axis=1, keepdims=True)
     assert np.all(got[np.isinf(MASK)] == 0.0)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-37)
+
+
+def _tinyblas_f16(w: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """llamafile tinyBLAS's F16 matmul sums in numpy: w [..., m, k] halves, a [..., n, k] activations (rounded to
+    F16 first, as ggml converts them) -> [..., n, m]. Per output one 8-lane float32 accumulator over k in order (a
+    product of two halves is exact in float32, so acc + x * y rounds once, as the FMA does), lanes l and l + 4
+    added, then (0 + 2) + (1 + 3)."""
+    x = w.astype(np.float32)[..., None, :, :]
+    y = a.astype(np.float16).astype(np.float32)[..., :, None, :]
+    acc = np.zeros((*np.broadcast_shapes(x.shape[:-1], y.shape[:-1]), 8), np.float32)
+    for i in range(0, w.shape[-1], 8):
+        acc += x[..., i:i + 8] * y[..., i:i + 8]
+    t = acc[..., :4] + acc[..., 4:]
+    return (t[..., 0] + t[..., 2]) + (t[..., 1] + t[..., 3])
+
+
+def _f16_matmul(w: np.ndarray, a: np.ndarray, strided: bool) -> Callable[[Context], Tensor]:
+    """MUL_MAT of the F16 weights w [b3, b2, m, k] by a; strided: w laid out [b3, m, b2, k] in memory and permuted
+    back, so its rows are b2 * k halves apart."""
+
+    def build(ctx: Context) -> Tensor:
+        host = np.ascontiguousarray(w.transpose(0, 2, 1, 3)) if strided else w
+        wt = ctx.new_tensor("f16", *reversed(host.shape))
+        wt.set(host)
+        return O.mul_mat(O.permute(wt, 0, 2, 1, 3) if strided else wt, _f32(ctx, a))
+
+    return build
+
+
+def _level_available(level: int) -> bool:
+    before = kernels.simd_level()
+    try:
+        return kernels.set_simd_level(level) == kernels.SIMD_LEVELS[level]
+    finally:
+        kernels.set_simd_level(0 if before == "portable" else -1)
+
+
+F16Shape = tuple[int, int, int, tuple[int, int], tuple[int, int]]
+# (k, m, n, weight batch, activation batch): k % 8 == 0, m % 4 == 0 and n >= 2 take tinyBLAS's order in ggml;
+# n from 2 to 10 and 17, 33 cross the register tiles of every level (4 x 3 AVX2, 4 x 8 AVX-512) and their
+# remainders; the last case broadcasts the weights (ne12 = 3 * ne02, ne13 = 2 * ne03)
+F16_SHAPES: list[F16Shape] = [(72, 20, n, (1, 2), (1, 2)) for n in range(2, 11)] + [
+    (136, 36, 17, (1, 2), (1, 2)), (64, 4, 33, (1, 1), (1, 1)), (40, 12, 5, (1, 2), (2, 6)),
+]
+
+
+@pytest.mark.parametrize("level", sorted(kernels.SIMD_LEVELS))
+@pytest.mark.parametrize("shape", F16_SHAPES, ids=lambda s: "k{}_m{}_n{}_b{}x{}".format(*s[:3], *s[4]))
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
+def test_f16_prompt_matmul_sums_in_tinyblas_order(cpu_backend: Backend, level: int, strided: bool,
+                                                  shape: F16Shape) -> None:
+    """Every output of an F16 x F32 prompt matmul has the bits of one 8-lane FMA chain over k, however many
+    outputs a level's kernel computes at once."""
+    if not _level_available(level):
+        pytest.skip(f"this CPU has no {kernels.SIMD_LEVELS[level]}")
+    k, m, n, wb, ab = shape
+    rng = np.random.default_rng(k * n)
+    w = rng.standard_normal((*wb, m, k)).astype(np.float16)
+    a = rng.standard_normal((*ab, n, k)).astype(np.float32)
+    wr = np.repeat(np.repeat(w, ab[0] // wb[0], 0), ab[1] // wb[1], 1)  # ggml's broadcast: i02 = i12 / r2
+    want = _tinyblas_f16(wr, a)
+    # the data is such that the order matters: a float64 product rounded once differs somewhere
+    wide = (a.astype(np.float16).astype(np.float64) @ np.swapaxes(wr, -1, -2).astype(np.float64)).astype(np.float32)
+    assert np.any(want != wide)
+    got = _compute(cpu_backend, _f16_matmul(w, a, strided), level).reshape(want.shape)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -42,18 +42,18 @@ static float SFX(dot_f16_ggml)(int64_t n, const uint16_t *x, const float *y) {
 }
 
 /* llamafile tinyBLAS's order (n % 8 == 0): one 8-lane accumulator over the row, lanes l and l + 4 added, then
-   (0 + 2) + (1 + 3) */
-static void SFX(dot_f16_tiles)(int64_t n, float *s, const uint16_t *x, size_t bx, const float *y0, const float *y1,
-                               int nr) {
-    for (int c = 0; c < (y1 ? 2 : 1); c++) {
-        const float *y = c ? y1 : y0;
-        for (int r = 0; r < nr; r++) {
+   (0 + 2) + (1 + 3). One output at a time here; the SIMD levels compute tiles of outputs, each with these bits. */
+static void SFX(dot_f16_tiles)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
+                               int64_t nc, char *d, size_t dr, size_t dc) {
+    for (int64_t c = 0; c < nc; c++) {
+        const float *yc = (const float *)((const char *)y + c * by);
+        for (int64_t r = 0; r < nr; r++) {
             const uint16_t *xr = (const uint16_t *)((const char *)x + r * bx);
             float a[8] = {0};
             for (int64_t i = 0; i + 8 <= n; i += 8)
-                for (int l = 0; l < 8; l++) a[l] = fmaf(LD16(xr[i + l]), y[i + l], a[l]);
+                for (int l = 0; l < 8; l++) a[l] = fmaf(LD16(xr[i + l]), yc[i + l], a[l]);
             const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
-            s[c * PGC_F16_ROWS + r] = (t0 + t2) + (t1 + t3);
+            *(float *)(d + r * dr + c * dc) = (t0 + t2) + (t1 + t3);
         }
     }
 }

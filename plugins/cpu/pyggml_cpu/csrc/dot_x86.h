@@ -94,41 +94,64 @@ static float XSFX(dot_f16_ggml)(int64_t n, const uint16_t *x, const float *y) {
     return (float)s;
 }
 
-/* NRR rows x NC columns at once, one accumulator each (independent FMA chains; each output's bits as when
-   alone), each weight vector converted once for the columns and each activation vector loaded once for the rows */
-static inline __attribute__((always_inline)) void f16_tiles_rc(int64_t n, float *s, const uint16_t *x, size_t bx,
-                                                               const float *y0, const float *y1, const int NRR,
-                                                               const int NC) {
-    __m256 acc[2][PGC_F16_ROWS];
-    for (int c = 0; c < NC; c++)
-        for (int r = 0; r < NRR; r++) acc[c][r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i + 8 <= n; i += 8) {
-        const __m256 yv[2] = {_mm256_loadu_ps(y0 + i), _mm256_loadu_ps((NC > 1 ? y1 : y0) + i)};
-        for (int r = 0; r < NRR; r++) {
-            const __m256 xv = ld_f16x8((const uint16_t *)((const char *)x + r * bx) + i);
-            for (int c = 0; c < NC; c++) acc[c][r] = _mm256_fmadd_ps(xv, yv[c], acc[c][r]);
-        }
+/* F16 matmul in tinyBLAS's order by register tiles: a tile kernel computes four weight rows (xr; where fewer than
+   four are left, the last one repeated and only m stored) x its width of columns from y (by bytes apart), one 8-lane
+   accumulator per output (independent FMA chains: each output's bits as when alone). tiles[w] has width w, for w
+   from 1 to max_w. */
+typedef void (*f16_tile_fn)(int64_t n, const uint16_t *const *xr, int64_t m, const float *y, size_t by, char *d,
+                            size_t dr, size_t dc);
+#define F16_TILE_ENTRY(name, kernel, w)                                                                         \
+    static void name(int64_t n, const uint16_t *const *xr, int64_t m, const float *y, size_t by, char *d,       \
+                     size_t dr, size_t dc) {                                                                    \
+        kernel(n, xr, m, y, by, d, dr, dc, w);                                                                  \
     }
-    for (int c = 0; c < NC; c++)
-        for (int r = 0; r < NRR; r++) s[c * PGC_F16_ROWS + r] = hsum8(acc[c][r]);
+
+/* nr rows x nc columns in tiles: columns in passes as wide as max_w (never a lone column after a pass unless nc is
+   1: a remainder of max_w + 1 goes as (max_w - 1) + 2), rows four at a time */
+static inline void f16_tiles_drive(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
+                                   int64_t nc, char *d, size_t dr, size_t dc, const f16_tile_fn *tiles, int max_w) {
+    for (int64_t c = 0; c < nc;) {
+        const int64_t left = nc - c;
+        const int w = left <= max_w ? (int)left : left == max_w + 1 ? max_w - 1 : max_w;
+        for (int64_t r = 0; r < nr; r += 4) {
+            const uint16_t *xr[4];
+            for (int k = 0; k < 4; k++)
+                xr[k] = (const uint16_t *)((const char *)x + (r + k < nr ? r + k : nr - 1) * bx);
+            tiles[w](n, xr, nr - r < 4 ? nr - r : 4, (const float *)((const char *)y + c * by), by,
+                     d + r * dr + c * dc, dr, dc);
+        }
+        c += w;
+    }
 }
 
-static void XSFX(dot_f16_tiles)(int64_t n, float *s, const uint16_t *x, size_t bx, const float *y0, const float *y1,
-                                int nr) {
-    if (y1) {
-        switch (nr) {
-        case 4: f16_tiles_rc(n, s, x, bx, y0, y1, 4, 2); return;
-        case 3: f16_tiles_rc(n, s, x, bx, y0, y1, 3, 2); return;
-        case 2: f16_tiles_rc(n, s, x, bx, y0, y1, 2, 2); return;
-        default: f16_tiles_rc(n, s, x, bx, y0, y1, 1, 2); return;
+/* AVX2: each weight vector converted once for the C columns, each activation vector loaded once for the four rows;
+   at C = 3, 12 accumulators, 3 activations and a weight vector fill the 16 ymm registers */
+static inline __attribute__((always_inline)) void f16_tile_ymm(int64_t n, const uint16_t *const *xr, int64_t m,
+                                                               const float *y, size_t by, char *d, size_t dr,
+                                                               size_t dc, const int C) {
+    __m256 acc[3][4];
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < 4; r++) acc[c][r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256 yv[3];
+        for (int c = 0; c < C; c++) yv[c] = _mm256_loadu_ps((const float *)((const char *)y + c * by) + i);
+        for (int r = 0; r < 4; r++) {
+            const __m256 xv = ld_f16x8(xr[r] + i);
+            for (int c = 0; c < C; c++) acc[c][r] = _mm256_fmadd_ps(xv, yv[c], acc[c][r]);
         }
     }
-    switch (nr) {
-    case 4: f16_tiles_rc(n, s, x, bx, y0, y0, 4, 1); return;
-    case 3: f16_tiles_rc(n, s, x, bx, y0, y0, 3, 1); return;
-    case 2: f16_tiles_rc(n, s, x, bx, y0, y0, 2, 1); return;
-    default: f16_tiles_rc(n, s, x, bx, y0, y0, 1, 1); return;
-    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < m; r++) *(float *)(d + r * dr + c * dc) = hsum8(acc[c][r]);
+}
+
+F16_TILE_ENTRY(XSFX(f16_tile1), f16_tile_ymm, 1)
+F16_TILE_ENTRY(XSFX(f16_tile2), f16_tile_ymm, 2)
+F16_TILE_ENTRY(XSFX(f16_tile3), f16_tile_ymm, 3)
+
+static void XSFX(dot_f16_tiles)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
+                                int64_t nc, char *d, size_t dr, size_t dc) {
+    static const f16_tile_fn tiles[] = {NULL, XSFX(f16_tile1), XSFX(f16_tile2), XSFX(f16_tile3)};
+    f16_tiles_drive(n, x, bx, nr, y, by, nc, d, dr, dc, tiles, 3);
 }
 
 /* Each dot kernel is written once for NC activation columns (1 or 2; always inlined with a constant NC): with

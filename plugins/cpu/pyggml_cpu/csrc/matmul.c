@@ -61,33 +61,12 @@ static inline float row_dot(int t0, int64_t k, const char *x, const char *y) {
     }
 }
 
-/* F16 weights in tinyBLAS's order: nr rows (from x, bx bytes apart) against the columns y0 and, unless NULL, y1,
-   into d0 (and d1), dst elements db bytes apart */
-static void f16_tiles_dot(int64_t K, const char *x, int64_t bx, const char *y0, const char *y1, char *d0, char *d1,
-                          int64_t db, int64_t nr) {
-    for (int64_t r = 0; r < nr; r += PGC_F16_ROWS) {
-        const int m = nr - r < PGC_F16_ROWS ? (int)(nr - r) : PGC_F16_ROWS;
-        float out[2 * PGC_F16_ROWS];
-        pgc_S.dot_f16_tiles(K, out, (const uint16_t *)(x + r * bx), (size_t)bx, (const float *)y0,
-                            (const float *)y1, m);
-        for (int k = 0; k < m; k++) {
-            *(float *)(d0 + (r + k) * db) = out[k];
-            if (y1) *(float *)(d1 + (r + k) * db) = out[PGC_F16_ROWS + k];
-        }
-    }
-}
-
 /* nr weight rows (from x, bx bytes apart) against one activation column y, into d (dst elements db bytes
    apart): PGC_DOTR_ROWS rows per pass where the kernel level has a row-blocked kernel for the type. F16 weights
-   sum in ggml_vec_dot_f16's order, or with f16_tiles in tinyBLAS's (PGC_F16_ROWS rows per pass). */
-static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y, char *d, int64_t db, int64_t nr,
-                     int f16_tiles) {
+   sum in ggml_vec_dot_f16's order. */
+static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y, char *d, int64_t db, int64_t nr) {
     const pgc_vec_dotr_fn vdr = pgc_blck_size(t0) > 1 ? pgc_S.vec_dotr[t0] : NULL;
     int64_t r = 0;
-    if (t0 == T_F16 && f16_tiles) {
-        f16_tiles_dot(K, x, bx, y, NULL, d, NULL, db, nr);
-        return;
-    }
     if (vdr)
         for (; r + PGC_DOTR_ROWS <= nr; r += PGC_DOTR_ROWS) {
             float out[PGC_DOTR_ROWS];
@@ -104,7 +83,7 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     if (t0 != T_F32 && t0 != T_F16 && t0 != T_BF16 && !(t0 < T_COUNT && pgc_S.vec_dot[t0])) return PGC_E_TYPE;
     const int conv = needs_conv(n, 2, t0);
     /* the F16 matmuls that ggml (llamafile) hands to tinyBLAS; the others take ggml_vec_dot_f16 */
-    const int f16_tiles = N >= 2 && K % 8 == 0 && M % 4 == 0;
+    const int f16_tiles = t0 == T_F16 && N >= 2 && K % 8 == 0 && M % 4 == 0;
     int rc = 0;
     if (conv) rc = convert_rows(n, 2, conv_type(t0), c->wdata, c, t0 == T_F16);
     pgc_barrier(c);
@@ -125,15 +104,18 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
         int64_t ic1 = bc * TILE_C + TILE_C < N ? bc * TILE_C + TILE_C : N;
         const int64_t nb01 = n->nb[1][1], nb0 = n->nb[0][0];
         const char *x0 = pgc_ptr(n, 1, 0, br * TILE_R, i02, i03);
+        if (f16_tiles) { /* the whole tile in one call (converted columns: rs1 apart) */
+            pgc_S.dot_f16_tiles(K, (const uint16_t *)x0, (size_t)nb01, ir1 - br * TILE_R,
+                                (const float *)(c->wdata + ((i13 * ne12 + i12) * N + bc * TILE_C) * rs1), (size_t)rs1,
+                                ic1 - bc * TILE_C, pgc_ptr(n, 0, 0, bc * TILE_C, i12, i13) + br * TILE_R * nb0,
+                                (size_t)nb0, (size_t)n->nb[0][1]);
+            continue;
+        }
         for (int64_t ic = bc * TILE_C; ic < ic1; ic++) {
             const char *y = conv ? c->wdata + ((i13 * ne12 + i12) * N + ic) * rs1 : pgc_ptr(n, 2, 0, ic, i12, i13);
             char *d = pgc_ptr(n, 0, 0, ic, i12, i13) + br * TILE_R * nb0;
             const char *x = x0;
-            if (t0 == T_F16 && f16_tiles && ic + 1 < ic1) { /* two columns per pass (converted: rs1 apart) */
-                f16_tiles_dot(K, x, nb01, y, y + rs1, d, pgc_ptr(n, 0, 0, ic + 1, i12, i13) + br * TILE_R * nb0, nb0,
-                              ir1 - br * TILE_R);
-                ic++;
-            } else if (vd2 && ic + 1 < ic1) { /* two activation columns per pass over the weight rows */
+            if (vd2 && ic + 1 < ic1) { /* two activation columns per pass over the weight rows */
                 const char *y1 = conv ? y + rs1 : pgc_ptr(n, 2, 0, ic + 1, i12, i13);
                 char *d1 = pgc_ptr(n, 0, 0, ic + 1, i12, i13) + br * TILE_R * nb0;
                 float two[2];
@@ -144,7 +126,7 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
                 }
                 ic++;
             } else {
-                rows_dot(t0, K, x, nb01, y, d, nb0, ir1 - br * TILE_R, f16_tiles);
+                rows_dot(t0, K, x, nb01, y, d, nb0, ir1 - br * TILE_R);
             }
         }
     }
@@ -194,7 +176,7 @@ int pgc_k_mul_mat_id(const pgc_node *n, const pgc_tctx *c) {
             const char *y = c->wdata + (t * n_b + e % n_b) * rs1;
             char *d = pgc_ptr(n, 0, 0, e, t, 0);
             rows_dot(t0, K, pgc_ptr(n, 1, 0, br * TILE_R, ex, 0), n->nb[1][1], y, d + br * TILE_R * n->nb[0][0],
-                     n->nb[0][0], ir1 - br * TILE_R, 0);
+                     n->nb[0][0], ir1 - br * TILE_R);
         }
     }
     return PGC_OK;

@@ -221,11 +221,10 @@ typedef void (*pgc_vec_dot2_fn)(int64_t n, float *s, const void *x, const void *
 /* PGC_DOTR_ROWS weight rows, bx bytes apart, against one activation row (mat-vec): s[0..PGC_DOTR_ROWS-1] */
 #define PGC_DOTR_ROWS 8
 typedef void (*pgc_vec_dotr_fn)(int64_t n, float *s, const void *x, size_t bx, const void *y);
-/* nr (1..PGC_F16_ROWS) F16 weight rows, bx bytes apart, against the F32 rows (F16-rounded values) y0 and, unless
-   NULL, y1: s[r] (y0) and s[PGC_F16_ROWS + r] (y1) */
-#define PGC_F16_ROWS 4
-typedef void (*pgc_f16_rows_fn)(int64_t n, float *s, const uint16_t *x, size_t bx, const float *y0,
-                                const float *y1, int nr);
+/* nr F16 weight rows (from x, bx bytes apart) against nc F32 activation rows holding F16-rounded values (from y,
+   by bytes apart), n % 8 == 0: output (r, c) to the float at d + r * dr + c * dc */
+typedef void (*pgc_f16_tiles_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
+                                 int64_t nc, char *d, size_t dr, size_t dc);
 /* the one- and two-column table entries `name` of a kernel `cols(n, s, x, ys, NC)` written for NC columns */
 #define PGC_VD1_ENTRY(name, cols)                                                                         \
     static void name(int64_t n, float *s, const void *vx, const void *vy) {                               \
@@ -245,9 +244,9 @@ typedef struct pgc_simd {
     pgc_dot_f16_fn dot_bf16;   /* bf16 row x f32 row */
     /* F16 matmul in ggml's two summation orders (same bits on every level: each is one fixed sequence of fmaf
        and adds): dot_f16_ggml as ggml_vec_dot_f16 (mat-vec, MUL_MAT_ID), dot_f16_tiles as llamafile's tinyBLAS
-       (ggml's prompt matmul) */
+       (ggml's prompt matmul: one 8-lane accumulator per output, however many outputs a level computes at once) */
     pgc_dot_f16_fn dot_f16_ggml;
-    pgc_f16_rows_fn dot_f16_tiles;
+    pgc_f16_tiles_fn dot_f16_tiles;
     pgc_vec_dot_fn vec_dot[T_COUNT];   /* quantised row x its dot partner row */
     pgc_vec_dot2_fn vec_dot2[T_COUNT]; /* ... x two partner rows (NULL: use vec_dot twice) */
     pgc_vec_dotr_fn vec_dotr[T_COUNT]; /* PGC_DOTR_ROWS rows x one partner row (NULL: vec_dot per row) */
