@@ -139,25 +139,34 @@ class LlamaModel:
                             b(p + "attn_output.bias"))
 
     def _check_shapes(self) -> None:
+        """Every weight has the shape the hyper-parameters say (a bias of another length could broadcast)."""
         hp = self.hp
-        expect = {
-            "token_embd.weight": (self.tok_embd, (hp.n_embd, hp.n_vocab)),
-            "blk.0.attn_q.weight": (self.layers[0].wq, (hp.n_embd, hp.n_head * hp.head_dim)),
-            "blk.0.attn_k.weight": (self.layers[0].wk, (hp.n_embd, hp.n_embd_kv)),
-            "blk.0.ffn_up.weight": (self.layers[0].w_up, (hp.n_embd, hp.n_ff)),
-        }
-        for name, (t, ne) in expect.items():
-            if t.ne[:2] != ne:
-                raise GGUFError(f"{self.weights.file.path}: tensor {name!r} has ne={list(t.ne[:2])}, "
-                                f"expected {list(ne)}")
+        q, kv, e = hp.n_head * hp.head_dim, hp.n_embd_kv, (hp.n_expert,) if hp.n_expert else ()
+        ffn = "_exps" if e else ""
+        expect: list[tuple[str, Tensor | None, tuple[int, ...]]] = [
+            ("token_embd.weight", self.tok_embd, (hp.n_embd, hp.n_vocab)),
+            ("output.weight", self.output, (hp.n_embd, hp.n_vocab)),
+            ("rope_freqs.weight", self.rope_freqs, (hp.rope_dims // 2,))]
+        for il, lw in enumerate(self.layers):
+            p = f"blk.{il}."
+            expect += [(p + "attn_q.weight", lw.wq, (hp.n_embd, q)), (p + "attn_k.weight", lw.wk, (hp.n_embd, kv)),
+                       (p + "attn_v.weight", lw.wv, (hp.n_embd, kv)), (p + "attn_output.weight", lw.wo, (q, hp.n_embd)),
+                       (p + "attn_q.bias", lw.bq, (q,)), (p + "attn_k.bias", lw.bk, (kv,)),
+                       (p + "attn_v.bias", lw.bv, (kv,)), (p + "attn_output.bias", lw.bo, (hp.n_embd,)),
+                       (p + f"ffn_gate{ffn}.weight", lw.w_gate, (hp.n_embd, hp.n_ff, *e)),
+                       (p + f"ffn_up{ffn}.weight", lw.w_up, (hp.n_embd, hp.n_ff, *e)),
+                       (p + f"ffn_down{ffn}.weight", lw.w_down, (hp.n_ff, hp.n_embd, *e)),
+                       (p + "ffn_gate_inp.weight", lw.gate_inp, (hp.n_embd, hp.n_expert))]
+        for name, t, ne in expect:
+            if t is not None and t.ne != (*ne, *(1,) * (4 - len(ne))):
+                raise GGUFError(f"{self.weights.file.path}: tensor {name!r} has ne={list(t.ne)}, expected {list(ne)}")
 
     def build_graph(self, key: GraphKey, kv: KVStore, *, flash_attn: bool = True) -> BuiltGraph:
         hp = self.hp
         n, n_kv = key.n_tokens, key.n_kv
         if flash_attn == kv.v_trans:
-            raise ValueError(f"{'flash' if flash_attn else 'mul_mat'} attention reads V "
-                             f"{'per position' if flash_attn else 'transposed'}: this KV cache holds it "
-                             f"{'transposed' if kv.v_trans else 'per position'}")
+            raise ValueError(f"flash_attn={flash_attn} needs a KV cache with v_trans={not flash_attn} (flash attention "
+                             "reads V per position, the mul_mat attention reads it transposed)")
         ctx = gg.Context(no_alloc=True)
         with ctx:
             tokens = ctx.new_tensor(GGMLType.I32, n, name="inp_tokens").set_input()

@@ -203,6 +203,13 @@ def test_smollm3_leaves_every_fourth_layer_without_rope(tmp_path: Path) -> None:
     assert not np.allclose(got, _forward(weights, tokens), rtol=1e-2, atol=1e-2)
 
 
+def test_a_weight_of_another_shape_is_refused_even_where_it_would_broadcast(tmp_path: Path) -> None:
+    weights = _weights(np.random.default_rng(0), biases=True, rope_freqs=False, output=False)
+    weights["blk.1.attn_v.bias"] = np.ones(1, np.float32)
+    with pytest.raises(GGUFError, match=r"tensor 'blk\.1\.attn_v\.bias' has ne=\[1, 1, 1, 1\], expected \[16\]"):
+        Session(_write(tmp_path / "bias.gguf", weights), ["numpy"], n_ctx=32)
+
+
 @pytest.mark.parametrize("extra,match", [({"llama.expert_count": 8, "llama.expert_used_count": 9}, "does not fit"),
                                          ({"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0},
                                           "RoPE scaling 'yarn'")])
