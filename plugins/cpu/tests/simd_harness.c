@@ -240,6 +240,65 @@ static void check_floats(const char *level) {
         }
 }
 
+/* The F16 mat-vec path: the rows kernel (several weight rows per pass) gives dot_f16_ggml's portable bits row by
+   row, for every row count past the levels' blocks (3 rows AVX2, 8 AVX-512), every n % 32 and row strides that
+   are not a multiple of the vector width, and stores only its rows' outputs; the activations' rounding to F16
+   gives the portable bits on every halfway point between halves, their neighbours, specials and random floats. */
+#define F16_ROWS_MAX 19
+static void check_f16_mat_vec(const char *level) {
+    static const int64_t ns[] = {1, 7, 8, 31, 32, 33, 63, 64, 65, 100, 257, 300};
+    static uint16_t h[F16_ROWS_MAX * 310]; /* n + 10 halves apart at most */
+    static float y[300], got[2 * F16_ROWS_MAX + 2];
+    char what[96];
+    for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+        const int64_t n = ns[k], stride = n + (int64_t)(k % 3) * 5; /* halves between rows */
+        for (int64_t i = 0; i < F16_ROWS_MAX * stride; i++) h[i] = pgc_fp32_to_fp16(gauss());
+        for (int64_t i = 0; i < n; i++) y[i] = pgc_fp16_to_fp32(pgc_fp32_to_fp16(gauss()));
+        for (int nr = 1; nr <= F16_ROWS_MAX; nr++) {
+            for (int i = 0; i < 2 * F16_ROWS_MAX + 2; i++) got[i] = -7.0f;
+            pgc_S.dot_f16_ggml_rows(n, h, (size_t)stride * 2, nr, y, (char *)got, 2 * sizeof(float));
+            for (int r = 0; r < nr; r++) {
+                const float want = port.dot_f16_ggml(n, h + r * stride, y);
+                snprintf(what, sizeof what, "f16 ggml order rows: row %d of %d n=%lld", r, nr, (long long)n);
+                check(level, what, 1, got[2 * r], want, 0.0);
+                check(level, what, 1, pgc_S.dot_f16_ggml(n, h + r * stride, y), want, 0.0);
+                check(level, "f16 ggml order rows: store between outputs", 1, got[2 * r + 1], -7.0f, 0.0);
+            }
+            check(level, "f16 ggml order rows: store past the last row", 1, got[2 * nr], -7.0f, 0.0);
+        }
+    }
+    static float a[4 * 0x7c00 + 64], b[4 * 0x7c00 + 64], c[4 * 0x7c00 + 64];
+    int64_t m = 0;
+    for (uint32_t u = 0; u < 0x7c00; u++) { /* each positive finite half: the float halfway to the next, +- 1 ulp */
+        const float lo = pgc_fp16_to_fp32((uint16_t)u), hi = pgc_fp16_to_fp32((uint16_t)(u + 1));
+        float mid = lo + (hi - lo) * 0.5f;
+        uint32_t bits;
+        memcpy(&bits, &mid, 4);
+        for (int d = -1; d <= 1; d++) {
+            const uint32_t v = bits + (uint32_t)d;
+            memcpy(&a[m++], &v, 4);
+        }
+        a[m++] = u & 1 ? -mid : lo;
+    }
+    const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfe000u,
+                                0x477ff000u, 0x477fefffu, 0x477fffffu, 0x7f7fffffu, 0x00000001u, 0x80000000u,
+                                0x33000000u, 0x33000001u, 0xb3800000u};
+    for (size_t k = 0; k < sizeof(special) / sizeof(special[0]); k++) memcpy(&a[m++], &special[k], 4);
+    for (int k = 0; k < 45; k++) a[m++] = gauss() * 3000.0f;
+    memcpy(b, a, (size_t)m * sizeof(float));
+    memcpy(c, a, (size_t)m * sizeof(float));
+    pgc_S.round_f16(a, m);
+    port.round_f16(b, m);
+    for (int64_t i = 0; i < m; i++)
+        if (memcmp(&a[i], &b[i], 4)) {
+            uint32_t in, ua, ub;
+            memcpy(&in, &c[i], 4);
+            memcpy(&ua, &a[i], 4);
+            memcpy(&ub, &b[i], 4);
+            if (++failures <= 40) printf("FAIL %s round_f16 of 0x%08x: got 0x%08x want 0x%08x\n", level, in, ua, ub);
+        }
+}
+
 int main(void) {
     const int features = pgc_cpu_features();
     pgc_set_simd_level(0);
@@ -266,6 +325,7 @@ int main(void) {
             check_quant(name, t, neon && pgc_blck_size(t) == QKK);
         }
         check_floats(name);
+        check_f16_mat_vec(name);
         strcat(checked, " ");
         strcat(checked, name);
     }

@@ -1,7 +1,8 @@
 """SOFT_MAX, SILU, SWIGLU and ROPE follow ggml's CPU arithmetic (the vectorised exp of ew.c, the fused ROPE
 products of norm.c): the portable and the SIMD kernels give the same bits, and the exp stays within a few ulp of
 the exact value, with ggml's flush to 0 and to inf at the ends. F16 prompt matmuls give, on every kernel level,
-the bits of a numpy model of llamafile tinyBLAS's summation order."""
+the bits of a numpy model of llamafile tinyBLAS's summation order, and F16 mat-vecs (and the matmuls ggml leaves
+to ggml_vec_dot_f16) those of a model of that function's order."""
 
 from __future__ import annotations
 
@@ -158,5 +159,55 @@ def test_f16_prompt_matmul_sums_in_tinyblas_order(cpu_backend: Backend, level: i
     # the data is such that the order matters: a float64 product rounded once differs somewhere
     wide = (a.astype(np.float16).astype(np.float64) @ np.swapaxes(wr, -1, -2).astype(np.float64)).astype(np.float32)
     assert np.any(want != wide)
+    got = _compute(cpu_backend, _f16_matmul(w, a, strided), level).reshape(want.shape)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _vec_dot_f16(w: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """ggml_vec_dot_f16's sums in numpy, shapes as _tinyblas_f16: four 8-lane float32 accumulators over the first
+    k - k % 32 values in steps of 32 (acc + x * y rounds once, as the FMA does), (a0 + a2) + (a1 + a3), lanes l and
+    l + 4 added, then (0 + 1) + (2 + 3); the k % 32 tail's float32 products added in double."""
+    x = w.astype(np.float32)[..., None, :, :]
+    y = a.astype(np.float16).astype(np.float32)[..., :, None, :]
+    k = w.shape[-1]
+    kp = k - k % 32
+    acc = np.zeros((*np.broadcast_shapes(x.shape[:-1], y.shape[:-1]), 4, 8), np.float32)
+    for i in range(0, kp, 32):
+        acc += (x[..., i:i + 32] * y[..., i:i + 32]).reshape(acc.shape)
+    v = (acc[..., 0, :] + acc[..., 2, :]) + (acc[..., 1, :] + acc[..., 3, :])
+    t = v[..., :4] + v[..., 4:]
+    s = ((t[..., 0] + t[..., 1]) + (t[..., 2] + t[..., 3])).astype(np.float64)
+    for i in range(kp, k):
+        s += (x[..., i] * y[..., i]).astype(np.float64)
+    return s.astype(np.float32)
+
+
+# (k, m, n, weight batch, activation batch): k around the 32-value steps and their tails; m past the rows that
+# the levels' kernels take per pass (3 on AVX2, 8 on AVX-512) and the 16-row work units, with every remainder; n = 1
+# (mat-vec), or a matmul ggml gives to ggml_vec_dot_f16 (k % 8 != 0 or m % 4 != 0); broadcast weights last
+F16_VEC_SHAPES: list[F16Shape] = [(k, 41, 1, (1, 2), (1, 2)) for k in (1, 31, 33, 64, 100, 1031)] + [
+    (96, 23, 1, (1, 1), (1, 1)), (36, 19, 3, (1, 2), (1, 2)), (64, 18, 2, (1, 1), (1, 1)),
+    (130, 17, 1, (1, 2), (2, 6)),
+]
+
+
+@pytest.mark.parametrize("level", sorted(kernels.SIMD_LEVELS))
+@pytest.mark.parametrize("shape", F16_VEC_SHAPES, ids=lambda s: "k{}_m{}_n{}_b{}x{}".format(*s[:3], *s[4]))
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
+def test_f16_mat_vec_sums_in_ggml_vec_dot_f16_order(cpu_backend: Backend, level: int, strided: bool,
+                                                    shape: F16Shape) -> None:
+    """Every output of an F16 x F32 mat-vec has the bits of ggml_vec_dot_f16 for its row, however many weight rows
+    a level's kernel takes per pass."""
+    if not _level_available(level):
+        pytest.skip(f"this CPU has no {kernels.SIMD_LEVELS[level]}")
+    k, m, n, wb, ab = shape
+    rng = np.random.default_rng(k * m + n)
+    w = rng.standard_normal((*wb, m, k)).astype(np.float16)
+    a = rng.standard_normal((*ab, n, k)).astype(np.float32)
+    wr = np.repeat(np.repeat(w, ab[0] // wb[0], 0), ab[1] // wb[1], 1)
+    want = _vec_dot_f16(wr, a)
+    if k >= 32:  # the data is such that the order matters (below 32 values, all is summed in double)
+        wide = (a.astype(np.float16).astype(np.float64) @ np.swapaxes(wr, -1, -2).astype(np.float64))
+        assert np.any(want != wide.astype(np.float32))
     got = _compute(cpu_backend, _f16_matmul(w, a, strided), level).reshape(want.shape)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

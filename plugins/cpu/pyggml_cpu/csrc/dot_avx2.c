@@ -13,10 +13,12 @@
 
 #define XSFX(name) name##_x2
 #include "dot_x86.h"
+#include "dot_x86_f16.h"
 
 void pgc_simd_avx2(pgc_simd *s) {
     register_avx2(s);
     register_x86_x2(s);
+    register_x86_f16_x2(s);
     s->level = 1;
 }
 #endif

@@ -41,6 +41,17 @@ static float SFX(dot_f16_ggml)(int64_t n, const uint16_t *x, const float *y) {
     return (float)s;
 }
 
+static void SFX(round_f16)(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = pgc_fp16_to_fp32(pgc_fp32_to_fp16(x[i]));
+}
+
+/* dot_f16_ggml row by row (the SIMD levels take several rows per pass, same bits) */
+static void SFX(dot_f16_ggml_rows)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, char *d,
+                                   size_t dd) {
+    for (int64_t r = 0; r < nr; r++)
+        *(float *)(d + r * dd) = SFX(dot_f16_ggml)(n, (const uint16_t *)((const char *)x + r * bx), y);
+}
+
 /* llamafile tinyBLAS's order (n % 8 == 0): one 8-lane accumulator over the row, lanes l and l + 4 added, then
    (0 + 2) + (1 + 3). One output at a time here; the SIMD levels compute tiles of outputs, each with these bits. */
 static void SFX(dot_f16_tiles)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
@@ -294,6 +305,8 @@ static void SFX(register)(pgc_simd *s) {
     s->dot_f16 = SFX(dot_f16);
     s->dot_bf16 = SFX(dot_bf16);
     s->dot_f16_ggml = SFX(dot_f16_ggml);
+    s->dot_f16_ggml_rows = SFX(dot_f16_ggml_rows);
+    s->round_f16 = SFX(round_f16);
     s->dot_f16_tiles = SFX(dot_f16_tiles);
     s->vec_dot[T_Q4_0] = SFX(vd_q4_0);
     s->vec_dot[T_Q4_1] = SFX(vd_q4_1);

@@ -32,10 +32,7 @@ static int convert_rows(const pgc_node *n, int s, int vt, char *dst, const pgc_t
             for (int64_t k = 0; k < ne0; k++) tmp[k] = pgc_ld(p + k * n->nb[s][0], n->type[s]);
             rc = pgc_quantize_act(tmp, dst + r * rs, ne0, vt);
         }
-        if (round_f16 && vt == T_F32) {
-            float *row = (float *)(dst + r * rs);
-            for (int64_t k = 0; k < ne0; k++) row[k] = pgc_fp16_to_fp32(pgc_fp32_to_fp16(row[k]));
-        }
+        if (round_f16 && vt == T_F32) pgc_S.round_f16((float *)(dst + r * rs), ne0);
     }
     return rc;
 }
@@ -51,7 +48,6 @@ typedef float (*rowdot_fn)(int64_t k, const char *x, const char *y);
 static inline float row_dot(int t0, int64_t k, const char *x, const char *y) {
     switch (t0) {
     case T_F32: return pgc_S.dot_f32(k, (const float *)x, (const float *)y);
-    case T_F16: return pgc_S.dot_f16_ggml(k, (const uint16_t *)x, (const float *)y);
     case T_BF16: return pgc_S.dot_bf16(k, (const uint16_t *)x, (const float *)y);
     default: {
         float s;
@@ -63,8 +59,12 @@ static inline float row_dot(int t0, int64_t k, const char *x, const char *y) {
 
 /* nr weight rows (from x, bx bytes apart) against one activation column y, into d (dst elements db bytes
    apart): PGC_DOTR_ROWS rows per pass where the kernel level has a row-blocked kernel for the type. F16 weights
-   sum in ggml_vec_dot_f16's order. */
+   sum in ggml_vec_dot_f16's order, as many rows per pass as the level's kernel takes. */
 static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y, char *d, int64_t db, int64_t nr) {
+    if (t0 == T_F16) {
+        pgc_S.dot_f16_ggml_rows(K, (const uint16_t *)x, (size_t)bx, nr, (const float *)y, d, (size_t)db);
+        return;
+    }
     const pgc_vec_dotr_fn vdr = pgc_blck_size(t0) > 1 ? pgc_S.vec_dotr[t0] : NULL;
     int64_t r = 0;
     if (vdr)

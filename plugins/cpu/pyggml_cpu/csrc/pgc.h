@@ -216,6 +216,8 @@ typedef float (*pgc_dot_f32_fn)(int64_t n, const float *x, const float *y);
 typedef float (*pgc_dot_f16_fn)(int64_t n, const uint16_t *x, const float *y);
 typedef void (*pgc_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 typedef void (*pgc_quant_fn)(const float *x, void *y, int64_t n);
+/* x[i] = fp16_to_fp32(fp32_to_fp16(x[i])) (round to nearest even; NaN stays NaN) */
+typedef void (*pgc_round_f16_fn)(float *x, int64_t n);
 /* one weight row against two activation rows: s[0], s[1] */
 typedef void (*pgc_vec_dot2_fn)(int64_t n, float *s, const void *x, const void *y0, const void *y1);
 /* PGC_DOTR_ROWS weight rows, bx bytes apart, against one activation row (mat-vec): s[0..PGC_DOTR_ROWS-1] */
@@ -225,6 +227,11 @@ typedef void (*pgc_vec_dotr_fn)(int64_t n, float *s, const void *x, size_t bx, c
    by bytes apart), n % 8 == 0: output (r, c) to the float at d + r * dr + c * dc */
 typedef void (*pgc_f16_tiles_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
                                  int64_t nc, char *d, size_t dr, size_t dc);
+/* nr F16 weight rows (from x, bx bytes apart) against one F32 activation row y (mat-vec), each row's dot in
+   ggml_vec_dot_f16's order (dot_f16_ggml's bits, however many rows a level's kernel takes per pass): row r's
+   dot to the float at d + r * dd */
+typedef void (*pgc_f16_rows_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, char *d,
+                                size_t dd);
 /* the one- and two-column table entries `name` of a kernel `cols(n, s, x, ys, NC)` written for NC columns */
 #define PGC_VD1_ENTRY(name, cols)                                                                         \
     static void name(int64_t n, float *s, const void *vx, const void *vy) {                               \
@@ -246,7 +253,9 @@ typedef struct pgc_simd {
        and adds): dot_f16_ggml as ggml_vec_dot_f16 (mat-vec, MUL_MAT_ID), dot_f16_tiles as llamafile's tinyBLAS
        (ggml's prompt matmul: one 8-lane accumulator per output, however many outputs a level computes at once) */
     pgc_dot_f16_fn dot_f16_ggml;
+    pgc_f16_rows_fn dot_f16_ggml_rows; /* dot_f16_ggml of several weight rows against one column */
     pgc_f16_tiles_fn dot_f16_tiles;
+    pgc_round_f16_fn round_f16; /* F16 weights' activations rounded to F16 first, as ggml converts them */
     pgc_vec_dot_fn vec_dot[T_COUNT];   /* quantised row x its dot partner row */
     pgc_vec_dot2_fn vec_dot2[T_COUNT]; /* ... x two partner rows (NULL: use vec_dot twice) */
     pgc_vec_dotr_fn vec_dotr[T_COUNT]; /* PGC_DOTR_ROWS rows x one partner row (NULL: vec_dot per row) */
