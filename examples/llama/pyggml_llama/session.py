@@ -106,6 +106,8 @@ class Session:
                           v_trans=not self.flash_attn)
         self.sched = Scheduler(self.backends, graph_size=8192)
         self.n_past = 0
+        self.cached: list[int] = []
+        """The tokens in the KV cache's first n_past cells."""
         self._graph: BuiltGraph | None = None
         self.stats = Stats(backends=[b.name for b in self.backends])
 
@@ -130,7 +132,21 @@ class Session:
 
     def reset(self) -> None:
         self.n_past = 0
+        self.cached = []
         self.kv.clear()
+
+    def reuse_prefix(self, tokens: Sequence[int]) -> list[int]:
+        """Keep the cached tokens `tokens` starts with (all but its last, whose logits are wanted) and forget the
+        rest; returns the tokens still to evaluate. A chat turn re-sends the whole conversation and evaluates only
+        what is new: cells past the kept prefix are rewritten before anything attends to them."""
+        keep = 0
+        for a, b in zip(self.cached, tokens[:-1], strict=False):
+            if a != b:
+                break
+            keep += 1
+        self.n_past = keep
+        del self.cached[keep:]
+        return list(tokens[keep:])
 
     def eval(self, tokens: Sequence[int], all_logits: bool = False) -> npt.NDArray[np.float32]:
         """Run tokens through the model at positions n_past..; returns the logits of the last token (or of every
@@ -173,6 +189,7 @@ class Session:
             g.out_ids.set(np.array([n - 1], dtype=np.int32))
         self.sched.graph_compute(g.graph)
         self.n_past += n
+        self.cached.extend(tokens)
         logits = g.logits.numpy().reshape(-1, self.hp.n_vocab)
         return logits if want else logits[-1:]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 from pyggml.backend import devices
 from pyggml.errors import PyGGMLError
 from pyggml.types import GGMLType
+from pyggml_llama.cli import chat
+from pyggml_llama.sampling import SamplingParams
 from pyggml_llama.session import Session, default_model_path
 
 try:
@@ -153,6 +156,24 @@ def test_a_q8_0_kv_cache_keeps_the_f16_caches_tokens() -> None:
     assert greedy(split, prompt, 12) == tokens
     with pytest.raises(PyGGMLError, match="needs flash attention"):
         Session(None, ["CPU"], n_ctx=64, kv_type=GGMLType.Q8_0)
+
+
+def test_chat_turns_evaluate_only_what_follows_the_cached_prefix(capsys: pytest.CaptureFixture[str]) -> None:
+    _need("CPU")
+    s = Session(None, ["CPU"], n_ctx=256)
+    replies = chat(s, SamplingParams(), 8, "Hi", io.StringIO("Name a colour.\n"))
+    assert len(replies) == 2 and capsys.readouterr().out.count("\n") == 2
+    first = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": replies[0]}]
+    second = s.tokenizer.encode_chat([*first, {"role": "user", "content": "Name a colour."}])
+    turn1 = s.tokenizer.encode_chat(first[:1])
+    # the second turn evaluated only what follows the first turn's prompt (and reply), which stayed cached
+    assert s.stats.prompt_tokens - len(turn1) <= len(second) - len(turn1)
+    fresh = Session(None, ["CPU"], n_ctx=256)
+    tokens = list(fresh.generate(second, 8))
+    eos = fresh.tokenizer.eos_id
+    if eos in tokens:
+        tokens = tokens[: tokens.index(eos)]
+    assert replies[1] == fresh.tokenizer.decode(tokens, skip_special=True)  # as from an empty cache
 
 
 def test_prompt_longer_than_context_is_refused(cpu_session: Session) -> None:

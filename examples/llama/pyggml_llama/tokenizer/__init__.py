@@ -115,6 +115,14 @@ class Tokenizer:
     def detokenizer(self, *, skip_special: bool = False) -> Detokenizer:
         return Detokenizer(self, skip_special)
 
+    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+        """The conversation through the model's chat template, special tokens parsed, ready for the assistant's
+        turn; BOS is added only where the template does not write it itself."""
+        text = self.apply_chat_template(messages)
+        bos_text = self.vocab[self.bos_id] if self.bos_id is not None else None
+        return self.encode(text, parse_special=True, add_bos=None if not bos_text or
+                           not text.startswith(bos_text) else False)
+
     def apply_chat_template(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         if not self.chat_template:
             raise GGUFError("the model has no tokenizer.chat_template")
