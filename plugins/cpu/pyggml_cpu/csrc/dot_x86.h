@@ -215,11 +215,27 @@ INLINE void q8_0_cols(int64_t n, float *s, const void *vx, const void *const *vy
 #define NR PGC_DOTR_ROWS
 #define ROW(T, r, i) ((const T *)((const char *)vx + (r) * bx) + (i))
 
-/* per type T (Q4_0, Q4_1, Q8_0; a constant after inlining): what the block's dot needs of the activations
-   alone, and the block's int32 lanes. Without VNNI, Q8_0 keeps the sign trick: (x + 128) y pairs would
-   saturate VPMADDUBSW. */
+/* 32 bits (4 bytes at p) -> 32 bytes, byte j 0x10 where bit j is set: a Q5 block's fifth bits, in place */
+static inline __m256i bits32_x10(const uint8_t *p) {
+    uint32_t b;
+    memcpy(&b, p, 4);
+    const __m256i sel = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)b), sel), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
+}
+
+/* a Q5_0 / Q5_1 block's 32 five-bit values, unsigned (Q5_0's x + 16) */
+static inline __m256i q5_bytes(const uint8_t *qh, const uint8_t *qs) {
+    return _mm256_or_si256(nibbles32(qs), bits32_x10(qh));
+}
+
+/* per type T (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; a constant after inlining): what the block's dot needs of the
+   activations alone, and the block's int32 lanes (each the sum of four neighbouring products, as ggml's).
+   Without VNNI, Q8_0 keeps the sign trick: (x + 128) y pairs would saturate VPMADDUBSW. */
 INLINE __m256i legacy_off(const int T, __m256i yq) {
     if (T == T_Q4_0) return _mm256_sub_epi32(_mm256_setzero_si256(), dot_us8(_mm256_set1_epi8(8), yq));
+    if (T == T_Q5_0) return _mm256_sub_epi32(_mm256_setzero_si256(), dot_us8(_mm256_set1_epi8(16), yq));
 #if defined(PGC_VNNI) || defined(PGC_VNNI512)
     if (T == T_Q8_0) return _mm256_sub_epi32(_mm256_setzero_si256(), dot_us8(_mm256_set1_epi8((char)0x80), yq));
 #endif
@@ -229,6 +245,8 @@ INLINE __m256i legacy_off(const int T, __m256i yq) {
 INLINE __m256i legacy_lanes(const int T, const void *xb, __m256i yq, __m256i off) {
     if (T == T_Q4_0) return dot_us8_acc(off, nibbles32(((const bq4_0 *)xb)->qs), yq);
     if (T == T_Q4_1) return dot_us8(nibbles32(((const bq4_1 *)xb)->qs), yq);
+    if (T == T_Q5_0) return dot_us8_acc(off, q5_bytes(((const bq5_0 *)xb)->qh, ((const bq5_0 *)xb)->qs), yq);
+    if (T == T_Q5_1) return dot_us8(q5_bytes(((const bq5_1 *)xb)->qh, ((const bq5_1 *)xb)->qs), yq);
     const __m256i xq = _mm256_loadu_si256((const __m256i *)((const bq8_0 *)xb)->qs);
 #if defined(PGC_VNNI) || defined(PGC_VNNI512)
     return dot_us8_acc(off, _mm256_xor_si256(xq, _mm256_set1_epi8((char)0x80)), yq);
@@ -237,9 +255,11 @@ INLINE __m256i legacy_lanes(const int T, const void *xb, __m256i yq, __m256i off
 #endif
 }
 
-/* Q4_1 against Q8_1 adds x.m * y.s per block (summed apart, as the two-column kernel does) */
+/* Q4_1 / Q5_1 against Q8_1 add x.m * y.s per block (summed apart, as the two-column kernel does) */
 INLINE void legacy_rows(int64_t n, float *s, const void *vx, size_t bx, const void *vy, const int NRR, const int T) {
-    const size_t xs = T == T_Q4_0 ? sizeof(bq4_0) : T == T_Q4_1 ? sizeof(bq4_1) : sizeof(bq8_0);
+    const size_t xs = T == T_Q4_0 ? sizeof(bq4_0) : T == T_Q4_1 ? sizeof(bq4_1) : T == T_Q5_0 ? sizeof(bq5_0)
+                    : T == T_Q5_1 ? sizeof(bq5_1) : sizeof(bq8_0);
+    const int q8_1 = T == T_Q4_1 || T == T_Q5_1; /* the types with a min, whose partner is Q8_1 */
     __m256 acc[NR];
     float summs[NR];
     for (int r = 0; r < NRR; r++) {
@@ -249,18 +269,19 @@ INLINE void legacy_rows(int64_t n, float *s, const void *vx, size_t bx, const vo
     for (int64_t i = 0; i < n / QK; i++) {
         const bq8_0 *y0 = (const bq8_0 *)vy + i; /* Q8_0 and Q8_1 blocks start with d */
         const bq8_1 *y1 = (const bq8_1 *)vy + i;
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)(T == T_Q4_1 ? y1->qs : y0->qs));
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)(q8_1 ? y1->qs : y0->qs));
         const __m256i off = legacy_off(T, yq);
-        const float dy = F16T(T == T_Q4_1 ? y1->d : y0->d);
+        const float dy = F16T(q8_1 ? y1->d : y0->d);
         for (int r = 0; r < NRR; r++) {
             const char *xb = (const char *)vx + r * bx + i * xs;
             if (T == T_Q8_0 && NRR > 1) _mm_prefetch(xb + NRR * bx, _MM_HINT_T0); /* measured: Q8_0 gains */
             const __m256i p = legacy_lanes(T, xb, yq, off);
+            /* every legacy block starts with d, and those with a min continue with m */
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(F16T(((const bq4_0 *)xb)->d) * dy), _mm256_cvtepi32_ps(p), acc[r]);
-            if (T == T_Q4_1) summs[r] = fmaf(F16T(((const bq4_1 *)xb)->m), F16T(y1->s), summs[r]); /* as ggml's FMA build */
+            if (q8_1) summs[r] = fmaf(F16T(((const bq4_1 *)xb)->m), F16T(y1->s), summs[r]); /* as ggml's FMA build */
         }
     }
-    for (int r = 0; r < NRR; r++) s[r] = T == T_Q4_1 ? hsum8(acc[r]) + summs[r] : hsum8(acc[r]);
+    for (int r = 0; r < NRR; r++) s[r] = q8_1 ? hsum8(acc[r]) + summs[r] : hsum8(acc[r]);
 }
 
 #define ROWS_ENTRIES(T, TID)                                                                                \
@@ -273,6 +294,8 @@ INLINE void legacy_rows(int64_t n, float *s, const void *vx, size_t bx, const vo
 ROWS_ENTRIES(q4_0, T_Q4_0)
 ROWS_ENTRIES(q4_1, T_Q4_1)
 ROWS_ENTRIES(q8_0, T_Q8_0)
+ROWS_ENTRIES(q5_0, T_Q5_0)
+ROWS_ENTRIES(q5_1, T_Q5_1)
 
 /* byte-shuffle masks that spread int16 lane pairs: K4_SPREAD[j] puts int16 j of each 128-bit lane into all eight
    int16 lanes; K6_SPREAD[k] puts int16 2k into the low 128-bit lane and int16 2k+1 into the high one */
@@ -286,21 +309,28 @@ static inline __m256i k6_spread(int k) {
     return _mm256_set_m128i(hi, lo);
 }
 
-/* One Q4_K weight block against the activation blocks y[0..NC-1]: acc[c] += d-scaled sums, accm[c] += the
-   dmin-scaled mins terms (subtracted at the end). */
-INLINE void q4_K_block(const bq4_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    /* 12 bytes of 6-bit scales and mins as 32-bit words u0 u1 u2 -> bytes 0..7 scales, 8..15 mins (the bits
-       pgc_scale_min_k4 reads), in vector registers: [u0 & 3f, (u2 & 0f) | (u0 >> 6 & 03) << 4, u1 & 3f,
-       (u2 >> 4 & 0f) | (u1 >> 6 & 03) << 4]. The load reads 4 bytes past the scales, inside the block (qs). */
-    const __m128i v = _mm_loadu_si128((const __m128i *)x->scales);
+/* A Q4_K / Q5_K block's 12 bytes of 6-bit scales and mins (as 32-bit words u0 u1 u2; the load reads 4 bytes past
+   them, inside the block) -> the 8 scales as int16 in both 128-bit lanes (sc), the 8 mins as int16 (mn): the bits
+   pgc_scale_min_k4 reads, in vector registers: [u0 & 3f, (u2 & 0f) | (u0 >> 6 & 03) << 4, u1 & 3f,
+   (u2 >> 4 & 0f) | (u1 >> 6 & 03) << 4] */
+INLINE void k4_scales_mins(const uint8_t *scales, __m256i *sc, __m128i *mn) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)scales);
     const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0x98), _mm_set_epi32(4, 0, 0, 0)),
                                      _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
     const __m128i hi = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, 0x50), 6),
                                      _mm_set_epi32(0x03030303, 0, 0x03030303, 0));
     const __m256i ms = _mm256_cvtepu8_epi16(_mm_or_si128(lo, _mm_slli_epi32(hi, 4))); /* 8 scales, 8 mins */
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
-    const __m128i mn = _mm256_extracti128_si256(ms, 1);
+    *sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
+    *mn = _mm256_extracti128_si256(ms, 1);
+}
+
+/* One Q4_K weight block against the activation blocks y[0..NC-1]: acc[c] += d-scaled sums, accm[c] += the
+   dmin-scaled mins terms (subtracted at the end). */
+INLINE void q4_K_block(const bq4_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256i sc;
+    __m128i mn;
+    k4_scales_mins(x->scales, &sc, &mn);
     const float dx = F16T(x->d), dmx = F16T(x->dmin);
     __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int c = 0; c < NC; c++) { /* mins . (bsums summed in pairs) */
@@ -373,6 +403,8 @@ static inline float q6_K_finish(__m256 acc, __m128 accm) {
     return hsum8(acc);
 }
 
+#include "dot_x86_k.h" /* Q2_K, Q3_K, Q5_K */
+
 /* Each K-quant's kernels from its block function: NC activation columns (cols), and the row-blocked one: block
    i of every row in turn, while activation block i stays in L1. Its row loop is unrolled so that each row's loads
    have their own instructions (a load that strides across rows defeats the hardware's per-instruction
@@ -408,6 +440,9 @@ static inline float q6_K_finish(__m256 acc, __m128 accm) {
     }
 K_KERNELS(q4_K)
 K_KERNELS(q6_K)
+K_KERNELS(q2_K)
+K_KERNELS(q3_K)
+K_KERNELS(q5_K)
 #undef K_KERNELS
 
 /* the table entries: one column (pgc_vec_dot_fn) and two columns (pgc_vec_dot2_fn) of a kernel; the 32-block
@@ -419,6 +454,9 @@ COLS2_ENTRY(q4_1)
 COLS2_ENTRY(q8_0)
 COLS_ENTRIES(q4_K)
 COLS_ENTRIES(q6_K)
+COLS_ENTRIES(q2_K)
+COLS_ENTRIES(q3_K)
+COLS_ENTRIES(q5_K)
 
 /* a type's one-column, two-column and eight-row dots */
 #define XREGISTER_DOTS(T, t)                        \
@@ -438,5 +476,12 @@ static void XSFX(register_x86)(pgc_simd *s) {
     XREGISTER_DOTS(Q8_0, q8_0);
     XREGISTER_DOTS(Q4_K, q4_K);
     XREGISTER_DOTS(Q6_K, q6_K);
+    XREGISTER_DOTS(Q2_K, q2_K);
+    XREGISTER_DOTS(Q3_K, q3_K);
+    XREGISTER_DOTS(Q5_K, q5_K);
+    s->vec_dot[T_Q5_0] = XSFX(vd_q5_0); /* no two-column kernels: the eight-row one serves prompts too */
+    s->vec_dotr[T_Q5_0] = XSFX(vdr_q5_0);
+    s->vec_dot[T_Q5_1] = XSFX(vd_q5_1);
+    s->vec_dotr[T_Q5_1] = XSFX(vdr_q5_1);
 }
 #undef XREGISTER_DOTS
