@@ -77,24 +77,8 @@ static float XSFX(dot_f16)(int64_t n, const uint16_t *x, const float *y) {
     return s;
 }
 
-/* F16 matmul in ggml's orders (the plain-C dot_f16_ggml / dot_f16_tiles of dot_impl.h, same bits) */
-static float XSFX(dot_f16_ggml)(int64_t n, const uint16_t *x, const float *y) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const int64_t np = n & ~(int64_t)31;
-    for (int64_t i = 0; i < np; i += 32) {
-        a0 = _mm256_fmadd_ps(ld_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(ld_f16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(ld_f16x8(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(ld_f16x8(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
-    }
-    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)), t1 = _mm_hadd_ps(t0, t0);
-    double s = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-    for (int64_t i = np; i < n; i++) s += (double)(_cvtsh_ss(x[i]) * y[i]);
-    return (float)s;
-}
-
-/* F16 matmul in tinyBLAS's order by register tiles: a tile kernel computes four weight rows (xr; where fewer than
+/* F16 matmul in tinyBLAS's order (dot_impl.h's dot_f16_tiles, same bits; ggml_vec_dot_f16's order is in
+   dot_x86_f16.h) by register tiles: a tile kernel computes four weight rows (xr; where fewer than
    four are left, the last one repeated and only m stored) x its width of columns from y (by bytes apart), one 8-lane
    accumulator per output (independent FMA chains: each output's bits as when alone). tiles[w] has width w, for w
    from 1 to max_w. */
@@ -469,7 +453,6 @@ COLS_ENTRIES(q5_K)
 static void XSFX(register_x86)(pgc_simd *s) {
     s->dot_f32 = XSFX(dot_f32);
     s->dot_f16 = XSFX(dot_f16);
-    s->dot_f16_ggml = XSFX(dot_f16_ggml);
     s->dot_f16_tiles = XSFX(dot_f16_tiles);
     XREGISTER_DOTS(Q4_0, q4_0);
     XREGISTER_DOTS(Q4_1, q4_1);
