@@ -308,6 +308,19 @@ INLINE void k4_scales_mins(const uint8_t *scales, __m256i *sc, __m128i *mn) {
     *mn = _mm256_extracti128_si256(ms, 1);
 }
 
+/* A K-quant block's integer sums into the row's float accumulators: acc[c] += (y[c].d * x.d) * sumi[c], one FMA per
+   block as ggml's AVX2 vec_dot does */
+INLINE void k_block_acc(float dx, const bq8_K *const *y, int NC, const __m256i *sumi, __m256 *acc) {
+    for (int c = 0; c < NC; c++)
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+}
+
+/* the end of a row for the K-quants whose mins went into the block sums: the accumulator's lanes */
+static inline float k_sum_finish(__m256 acc, __m128 accm) {
+    (void)accm;
+    return hsum8(acc);
+}
+
 /* One Q4_K weight block against the activation blocks y[0..NC-1]: acc[c] += d-scaled sums, accm[c] += the
    dmin-scaled mins terms (subtracted at the end). */
 INLINE void q4_K_block(const bq4_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
@@ -333,8 +346,7 @@ INLINE void q4_K_block(const bq4_K *x, const bq8_K *const *y, const int NC, __m2
             sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)));
         }
     }
-    for (int c = 0; c < NC; c++)
-        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+    k_block_acc(dx, y, NC, sumi, acc);
 }
 
 static inline float q4_K_finish(__m256 acc, __m128 accm) {
@@ -378,14 +390,10 @@ INLINE void q6_K_block(const bq6_K *x, const bq8_K *const *y, const int NC, __m2
         }
     }
     const float dx = F16T(x->d);
-    for (int c = 0; c < NC; c++)
-        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+    k_block_acc(dx, y, NC, sumi, acc);
 }
 
-static inline float q6_K_finish(__m256 acc, __m128 accm) {
-    (void)accm;
-    return hsum8(acc);
-}
+#define q6_K_finish k_sum_finish
 
 #include "dot_x86_k.h" /* Q2_K, Q3_K, Q5_K */
 

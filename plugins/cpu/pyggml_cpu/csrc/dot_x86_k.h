@@ -44,14 +44,10 @@ INLINE void q2_K_block(const bq2_K *x, const bq8_K *const *y, const int NC, __m2
                 sumi[c] = _mm256_add_epi32(sumi[c], k_scaled(u, y[c]->qs + 128 * h + 32 * k, sc, k6_spread(k)));
         }
     }
-    for (int c = 0; c < NC; c++)
-        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+    k_block_acc(dx, y, NC, sumi, acc);
 }
 
-static inline float q2_K_finish(__m256 acc, __m128 accm) {
-    (void)accm;
-    return hsum8(acc);
-}
+#define q2_K_finish k_sum_finish
 
 /* Q3_K: 2 low bits as Q2_K, the third from hmask[b] bit 4h + k (clear: the value is 4 less), signed 6-bit scales
    per 16 (12 bytes: low nibbles in bytes 0..7, the two high bits of scales 4q..4q+3 at bits 2q of bytes 8..11).
@@ -85,14 +81,10 @@ INLINE void q3_K_block(const bq3_K *x, const bq8_K *const *y, const int NC, __m2
         }
     }
     const float dx = F16T(x->d);
-    for (int c = 0; c < NC; c++)
-        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+    k_block_acc(dx, y, NC, sumi, acc);
 }
 
-static inline float q3_K_finish(__m256 acc, __m128 accm) {
-    (void)accm;
-    return hsum8(acc);
-}
+#define q3_K_finish k_sum_finish
 
 /* Q5_K: Q4_K's nibbles, scales and mins, with a fifth bit per value from qh[b] (bit 2k for the low nibbles of
    chunk k, 2k + 1 for the high ones) */
@@ -124,8 +116,7 @@ INLINE void q5_K_block(const bq5_K *x, const bq8_K *const *y, const int NC, __m2
                                                                  k_scaled(hi, q8 + 32, sc, k4_spread(2 * k + 1))));
         }
     }
-    for (int c = 0; c < NC; c++)
-        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+    k_block_acc(dx, y, NC, sumi, acc);
 }
 
 static inline float q5_K_finish(__m256 acc, __m128 accm) {
