@@ -14,7 +14,7 @@ APT_PACKAGES := python3 python3-venv python3-dev gcc make git graphviz \
 	pocl-opencl-icd ocl-icd-opencl-dev clinfo \
 	mesa-vulkan-drivers libvulkan1 vulkan-tools glslang-tools \
 	libopenblas-dev gcc-aarch64-linux-gnu qemu-user g++ cmake ninja-build
-PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plugins/metal)
+PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plugins/metal plugins/rpc)
 EXTRAS := $(wildcard conformance examples/llama)
 PYTEST_DIRS := core/tests $(wildcard conformance/tests plugins/*/tests examples/llama/tests)
 
@@ -57,6 +57,7 @@ lint:
 
 typecheck:
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict plugins/rpc/pyggml_rpc
 
 # one pytest run per folder: each package's tests are written to be collected on their own
 pytest:
@@ -66,11 +67,13 @@ pytest:
 conformance-all:
 	$(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console $(addprefix --backend ,$(filter-out numpy,$(shell $(PY) -m pyggml.tools.list_backends)))
 
-# references from the llama-cpp-python sdist on PyPI: llama.cpp's tokenizer test vocabularies, and ggml's CPU
-# library built for AVX2 (about 20 s), which the bit-exactness tests compare against
+# references from the llama-cpp-python sdist on PyPI: llama.cpp's tokenizer test vocabularies, ggml's CPU
+# library built for AVX2 (about 20 s), which the bit-exactness tests compare against, and llama.cpp's RPC server
+# and RPC clients built for this CPU (a few minutes, once), which the RPC plugin's tests talk to
 llama-cpp-ref: venv
 	$(PY) -m pyggml.tools.llama_cpp_ref vocabs
 	$(PY) -m pyggml.tools.llama_cpp_ref ggml
+	$(PY) -m pyggml.tools.llama_cpp_ref rpc
 
 docs-ops: venv
 	$(VENV)/bin/pyggml conformance --mode support --format markdown > docs/ops.md

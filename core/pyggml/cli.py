@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +129,19 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMANDS_GROUP = "pyggml.commands"
+"""Entry points of plugins' subcommands: `name = module:function`, the function taking the remaining argv."""
+
+
+def plugin_commands() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    extra = plugin_commands()
+    if argv and argv[0] in extra:
+        return int(extra[argv[0]].load()(argv[1:]))
     if argv and argv[0] == "conformance":
         try:
             conformance = importlib.import_module("pyggml_conformance.cli")
@@ -153,6 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("-o", "--output", help="file.dot or file.svg (default: DOT on stdout)")
     p.set_defaults(fn=cmd_graph)
     sub.add_parser("conformance", help="run the op conformance suite (pyggml conformance --help)")
+    for name, ep in sorted(extra.items()):
+        dist = ep.dist.name if ep.dist is not None else "a plugin"
+        sub.add_parser(name, help=f"from {dist} ({name} --help)")
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args))

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pyggml.backend.protocol import Backend
+from pyggml.backend.protocol import Backend, Device
 from pyggml.tensor import Tensor
 
 SET_N_THREADS = "set_n_threads"
 COMM_INIT = "comm_init"
 CPU_FEATURES = "cpu_features"
+ADD_SERVER = "add_server"
+"""A registry of remote devices (RPC) connects to one more server: its devices join the registry's list."""
 
 
 class SetNThreads(Protocol):
@@ -31,3 +33,7 @@ class CommInit(Protocol):
 
 class CpuFeatures(Protocol):
     def __call__(self) -> dict[str, bool]: ...
+
+
+class AddServer(Protocol):
+    def __call__(self, endpoint: str) -> list[Device]: ...

@@ -155,6 +155,15 @@ class BackendHub:
     def devices(self) -> list[Device]:
         return [d for info in self.registries() for d in self.devices_of(info)]
 
+    def refresh(self, name: str) -> None:
+        """Forget a registry's device list, so the next query asks it again (a registry whose devices can be added
+        at run time, such as RPC's `add_server`, calls this)."""
+        with self._lock:
+            info = self._regs.get(name.lower())
+            if info is not None:
+                info.devices = None
+                info.error = None
+
     def device(self, name: str) -> Device:
         for d in self.devices():
             if d.name.lower() == name.lower():

@@ -4,6 +4,8 @@ PyPI (one download, kept under .cache/):
     python -m pyggml.tools.llama_cpp_ref vocabs [DIR]   # its tokenizer test vocabularies (.gguf, .inp, .out)
     python -m pyggml.tools.llama_cpp_ref ggml [DIR]     # libggml-base/libggml-cpu built for AVX2 (no AVX-512),
                                                         # the build whose arithmetic the cpu plugin follows
+    python -m pyggml.tools.llama_cpp_ref rpc [DIR]      # ggml-rpc-server, llama-perplexity and llama-completion
+                                                        # with RPC, built for this CPU (GGML_NATIVE, a few minutes)
 
 `ggml_library(name)` finds such a library for the tests: in $PYGGML_GGML_LIB_DIR, in .cache/ggml-avx2 (made by
 `make llama-cpp-ref`), or in an installed llama-cpp-python. Nothing here is imported by pyggml itself.
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 SDIST = "llama-cpp-python==0.3.36"
@@ -60,26 +63,55 @@ def fetch_vocabs(dest: Path = VOCAB_DIR) -> None:
         raise SystemExit(f"{SDIST} did not hold {missing}")
 
 
+def _cmake_build(subdir: str, flags: list[str], targets: Sequence[str], outputs: Sequence[str], dest: Path) -> None:
+    """Configure and build `targets` of the sdist's vendor/llama.cpp/`subdir` with `flags`; copy `outputs` (paths
+    under the build folder) into `dest`."""
+    for tool in ("cmake", "ninja", "g++"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"building llama.cpp needs {tool} (apt install cmake ninja-build g++)")
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(sdist()) as tar:
+            members = [m for m in tar.getmembers() if f"/vendor/llama.cpp/{subdir}" in m.name]
+            tar.extractall(tmp, members=members, filter="data")
+        root = next(Path(tmp).glob("*/vendor/llama.cpp"))
+        (root / "ggml" / "ggml.pc.in").touch()  # the sdist leaves out the pkg-config template ggml configures
+        build = Path(tmp) / "build"
+        subprocess.run(["cmake", "-S", str(root / subdir), "-B", str(build), "-G", "Ninja", *flags], check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run(["ninja", "-C", str(build), *targets], check=True, stdout=subprocess.DEVNULL)
+        dest.mkdir(parents=True, exist_ok=True)
+        for out in outputs:
+            shutil.copy2(build / out, dest / Path(out).name)
+
+
 def build_ggml(dest: Path = GGML_DIR) -> None:
     """ggml's base and CPU libraries of the sdist's llama.cpp, for generic x86-64 with AVX2 (about 20 s)."""
     if all((dest / lib).is_file() for lib in GGML_LIBS):
         return
-    for tool in ("cmake", "ninja", "g++"):
-        if shutil.which(tool) is None:
-            raise SystemExit(f"building ggml needs {tool} (apt install cmake ninja-build g++)")
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(sdist()) as tar:
-            members = [m for m in tar.getmembers() if "/vendor/llama.cpp/ggml/" in m.name]
-            tar.extractall(tmp, members=members, filter="data")
-        src = next(Path(tmp).glob("*/vendor/llama.cpp/ggml"))
-        (src / "ggml.pc.in").touch()  # the sdist leaves out the pkg-config template its CMakeLists configures
-        build = Path(tmp) / "build"
-        subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja", *CMAKE_FLAGS], check=True,
-                       stdout=subprocess.DEVNULL)
-        subprocess.run(["ninja", "-C", str(build), "ggml-base", "ggml-cpu"], check=True, stdout=subprocess.DEVNULL)
-        dest.mkdir(parents=True, exist_ok=True)
-        for lib in GGML_LIBS:
-            shutil.copy2(build / "src" / lib, dest / lib)
+    _cmake_build("ggml", CMAKE_FLAGS, ["ggml-base", "ggml-cpu"], [f"src/{lib}" for lib in GGML_LIBS], dest)
+
+
+RPC_DIR = CACHE / "llama-rpc"
+RPC_TOOLS = ("ggml-rpc-server", "llama-perplexity", "llama-completion")
+RPC_CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DGGML_RPC=ON", "-DGGML_OPENMP=OFF",
+                   "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+                   "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF"]
+
+
+def build_rpc_tools(dest: Path = RPC_DIR) -> None:
+    """llama.cpp's RPC server and two of its RPC clients (perplexity with --kl-divergence, completion), static,
+    for the CPU they are built on, as a user builds them."""
+    if all((dest / t).is_file() for t in RPC_TOOLS):
+        return
+    _cmake_build("", RPC_CMAKE_FLAGS, RPC_TOOLS, [f"bin/{t}" for t in RPC_TOOLS], dest)
+
+
+def rpc_tool(name: str) -> Path | None:
+    """A tool of `build_rpc_tools` ($PYGGML_LLAMA_RPC_DIR first), if built."""
+    for d in (Path(os.environ.get("PYGGML_LLAMA_RPC_DIR", "") or RPC_DIR), RPC_DIR):
+        if (d / name).is_file():
+            return d / name
+    return None
 
 
 def ggml_library(name: str) -> Path | None:
@@ -95,12 +127,14 @@ def ggml_library(name: str) -> Path | None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("vocabs", "ggml"):
+    if not argv or argv[0] not in ("vocabs", "ggml", "rpc"):
         print(__doc__, file=sys.stderr)
         return 2
     dest = Path(argv[1]) if len(argv) > 1 else None
     if argv[0] == "vocabs":
         fetch_vocabs(dest or VOCAB_DIR)
+    elif argv[0] == "rpc":
+        build_rpc_tools(dest or RPC_DIR)
     else:
         build_ggml(dest or GGML_DIR)
     return 0

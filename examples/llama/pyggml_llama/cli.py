@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TextIO, cast
 
 from pyggml.errors import PyGGMLError
 from pyggml.types import GGMLType
@@ -26,6 +26,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--backend", action="append", help="device name(s): cpu, OpenCL0, Vulkan0, ... (repeatable)")
+    p.add_argument("--rpc", help="RPC servers host:port,... whose devices (RPC0, RPC1, ...) --backend may name "
+                   "(needs pyggml-rpc)")
     p.add_argument("--split-mode", choices=["none", "layer", "tensor"], default="layer")
     p.add_argument("--tensor-split", help="proportions per device, e.g. 3,1")
     p.add_argument("--threads", type=int, default=None)
@@ -46,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("pyggml-llama: give --prompt, or --interactive to chat", file=sys.stderr)
         return 2
     try:
+        if args.rpc:
+            add_rpc_servers(args.rpc)
         split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
         s = Session(args.model, args.backend or ["cpu"], n_ctx=args.ctx_size, n_batch=args.batch_size,
                     split_mode=args.split_mode, tensor_split=split, kv_type=GGMLType[args.kv_type.upper()],
@@ -83,6 +87,21 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{st.decode_tok_s:.1f} tok/s on {', '.join(st.backends)}; {st.n_splits} splits, "
               f"{st.graph_builds} graph builds, {st.graph_reuses} reuses]", file=sys.stderr)
     return 0
+
+
+def add_rpc_servers(endpoints: str) -> None:
+    """Connect to RPC servers (llama.cpp's --rpc): their devices join the device list as RPC0, RPC1, ..."""
+    from pyggml.backend.extensions import ADD_SERVER, AddServer
+    from pyggml.backend.registry import get_registry
+
+    try:
+        ext = get_registry("RPC").get_extension(ADD_SERVER)
+    except PyGGMLError:
+        ext = None
+    if ext is None:
+        raise PyGGMLError("--rpc needs the RPC backend plugin (pip install pyggml-rpc)")
+    for ep in filter(None, (e.strip() for e in endpoints.split(","))):
+        cast(AddServer, ext)(ep)
 
 
 def chat(s: Session, sampling: SamplingParams, n_predict: int, first: str | None, lines: TextIO) -> list[str]:

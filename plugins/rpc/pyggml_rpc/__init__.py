@@ -1,0 +1,1 @@
+"""pyggml-rpc: remote devices over ggml's RPC protocol, and a server for pyggml devices."""

@@ -1,0 +1,313 @@
+"""Remote devices: the RPC registry, one device per device of each server, their buffers and backends.
+
+`PYGGML_RPC_SERVERS=host:port,...` names servers at start-up; `get_registry("RPC").add_server("host:port")` adds
+one later. Devices are numbered across servers in the order they were added: RPC0, RPC1, ... Each server gets one
+connection (`Connection`), shared by its devices, buffers and backends.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pyggml.backend.extensions import ADD_SERVER
+from pyggml.backend.plan_cache import PlannedBackend
+from pyggml.backend.protocol import (
+    Buffer,
+    BufferType,
+    BufferUsage,
+    Bytes,
+    Device,
+    DeviceCaps,
+    DeviceType,
+    Registry,
+)
+from pyggml.errors import AllocationError, UnsupportedOpError
+from pyggml.types import GGMLType, type_traits
+from pyggml_rpc import opcodes
+from pyggml_rpc.connection import Connection, RPCError
+from pyggml_rpc.fnv import fnv1a64
+from pyggml_rpc.ggml_support import ggml_cpu_runs
+from pyggml_rpc.graph_codec import GraphPlan, build_plan, check_wire_shape
+from pyggml_rpc.wire import (
+    CLEAR_REQ,
+    DEVICE_U64,
+    HASH_THRESHOLD,
+    MEMSET_TAIL,
+    SET_TENSOR_HEAD,
+    TWO_U64,
+    U32,
+    U64,
+    Cmd,
+    empty_tensors,
+)
+
+if TYPE_CHECKING:
+    from pyggml.graph import Graph
+    from pyggml.tensor import Tensor
+
+SPAN_MAX = (1 << 32) - 1
+"""Bytes one wire tensor can span (ne is 32-bit): larger transfers go in pieces."""
+_I8 = opcodes.ggml_type(GGMLType.I8)
+
+
+class RPCServer:
+    """One endpoint: its connection, device count and the graph each of its devices holds for GRAPH_RECOMPUTE."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.conn = Connection(endpoint)
+        self.n_devices = U32.unpack(self.conn.call(Cmd.DEVICE_COUNT, b"", U32.size))[0]
+        self.stored: dict[int, tuple[int, GraphPlan]] = {}
+        """device -> (connection generation, the plan whose graph the server keeps for that device)."""
+
+    def query_u64(self, cmd: Cmd, device: int) -> int:
+        return int(U64.unpack(self.conn.call(cmd, U32.pack(device), U64.size))[0])
+
+
+class RPCRegistry(Registry):
+    def __init__(self) -> None:
+        super().__init__("RPC")
+        self._lock = threading.Lock()
+        self._devices: list[RPCDevice] = []
+        self._servers: dict[str, RPCServer] = {}
+        self._errors: list[str] = []
+        self._env_done = False
+
+    def devices(self) -> Sequence[Device]:
+        with self._lock:
+            if not self._env_done:
+                self._env_done = True
+                for ep in filter(None, (e.strip() for e in os.environ.get("PYGGML_RPC_SERVERS", "").split(","))):
+                    try:
+                        self._add(ep)
+                    except RPCError as e:
+                        self._errors.append(str(e))
+            return list(self._devices)
+
+    def unavailable_reason(self) -> str | None:
+        if self.devices():
+            return None
+        if self._errors:
+            return "; ".join(self._errors)
+        return "no RPC servers: set PYGGML_RPC_SERVERS=host:port,... or call get_registry('RPC').add_server()"
+
+    def get_extension(self, name: str) -> object | None:
+        return self.add_server if name == ADD_SERVER else None
+
+    def add_server(self, endpoint: str) -> list[RPCDevice]:
+        """Connect to a server and add its devices (again: the devices already added for it)."""
+        self.devices()
+        with self._lock:
+            devs = self._add(endpoint)
+        from pyggml.backend.registry import hub
+
+        hub().refresh(self.name)
+        return devs
+
+    def _add(self, endpoint: str) -> list[RPCDevice]:
+        if endpoint in self._servers:
+            return [d for d in self._devices if d.server.endpoint == endpoint]
+        server = RPCServer(endpoint)
+        self._servers[endpoint] = server
+        devs = [RPCDevice(self, server, k, f"RPC{len(self._devices) + k}") for k in range(server.n_devices)]
+        self._devices.extend(devs)
+        return devs
+
+
+class RPCDevice(Device):
+    def __init__(self, reg: Registry, server: RPCServer, index: int, name: str) -> None:
+        super().__init__(reg, name, DeviceType.GPU, DeviceCaps(async_ops=True))
+        self.server = server
+        self.index = index
+        self._buft = RPCBufferType(self)
+
+    @property
+    def description(self) -> str:
+        return f"device {self.index} of RPC server {self.server.endpoint}"
+
+    def details(self) -> dict[str, str]:
+        return {"endpoint": self.server.endpoint, "remote device": str(self.index),
+                "protocol": ".".join(map(str, self.server.conn.server_version))}
+
+    def memory(self) -> tuple[int, int]:
+        rsp = self.server.conn.call(Cmd.GET_DEVICE_MEMORY, U32.pack(self.index), TWO_U64.size)
+        free, total = TWO_U64.unpack(rsp)
+        return int(free), int(total)
+
+    def init_backend(self, params: str | None = None) -> RPCBackend:
+        return RPCBackend(self)
+
+    def buffer_type(self) -> RPCBufferType:
+        return self._buft
+
+    def supports_op(self, op: Tensor) -> bool:
+        if not opcodes.supported(op) or not ggml_cpu_runs(op):
+            return False
+        try:
+            for t in (op, *(s for s in op.src if s is not None)):
+                check_wire_shape(t, "tensor")
+        except UnsupportedOpError:
+            return False
+        return True
+
+    def supports_buft(self, buft: BufferType) -> bool:
+        return buft is self._buft
+
+
+class RPCBufferType(BufferType):
+    def __init__(self, dev: RPCDevice) -> None:
+        super().__init__(f"{dev.name}[{dev.server.endpoint}]", dev)
+        self.dev = dev
+        self._alignment: int | None = None
+        self._max_size: int | None = None
+
+    @property
+    def alignment(self) -> int:
+        if self._alignment is None:
+            self._alignment = self.dev.server.query_u64(Cmd.GET_ALIGNMENT, self.dev.index)
+        return self._alignment
+
+    @property
+    def max_size(self) -> int:
+        if self._max_size is None:
+            self._max_size = self.dev.server.query_u64(Cmd.GET_MAX_SIZE, self.dev.index)
+        return self._max_size
+
+    def alloc_buffer(self, size: int) -> RPCBuffer:
+        server = self.dev.server
+        rsp = server.conn.call(Cmd.ALLOC_BUFFER, DEVICE_U64.pack(self.dev.index, size), TWO_U64.size)
+        handle, remote_size = TWO_U64.unpack(rsp)
+        if handle == 0:
+            raise AllocationError(f"RPC server {server.endpoint} could not allocate {size} bytes on "
+                                  f"{self.dev.name}")
+        base = U64.unpack(server.conn.call(Cmd.BUFFER_GET_BASE, U64.pack(handle), U64.size))[0]
+        return RPCBuffer(self, server, int(handle), int(base), int(remote_size))
+
+
+class RPCBuffer(Buffer):
+    """Server memory: every transfer addresses a byte span as a one-dimensional I8 wire tensor."""
+
+    def __init__(self, buft: RPCBufferType, server: RPCServer, handle: int, base: int, size: int) -> None:
+        super().__init__(buft, size)
+        self.server = server
+        self.handle = handle
+        self.base = base
+        self._freed = False
+        self._finalizer = weakref.finalize(self, server.conn.defer_free, handle)
+
+    def span(self, offset: int, size: int) -> np.ndarray:
+        if self._freed:
+            raise AllocationError(f"{self!r} was freed")
+        rec = empty_tensors(1)
+        rec["id"] = self.handle + offset + 1
+        rec["type"] = _I8
+        rec["buffer"] = self.handle
+        rec["data"] = self.base + offset
+        rec["ne"] = (size, 1, 1, 1)
+        rec["nb"] = (1, size, size, size)
+        return rec
+
+    def _pieces(self, offset: int, size: int) -> list[tuple[int, int]]:
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise AllocationError(f"range [{offset}, {offset + size}) is outside {self!r}")
+        return [(o, min(SPAN_MAX, offset + size - o)) for o in range(offset, offset + size, SPAN_MAX)]
+
+    def write(self, offset: int, data: Bytes) -> None:
+        data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+        conn = self.server.conn
+        for o, n in self._pieces(offset, data.size):
+            piece = data[o - offset : o - offset + n]
+            cache = 0
+            if n > HASH_THRESHOLD and self.usage == BufferUsage.WEIGHTS:
+                req = self.span(o, n).tobytes() + TWO_U64.pack(0, fnv1a64(piece))
+                if conn.call(Cmd.SET_TENSOR_HASH, req, 1) == b"\x01":
+                    continue
+                cache = 1
+            conn.send(Cmd.SET_TENSOR, self.span(o, n), SET_TENSOR_HEAD.pack(cache, 0), piece)
+
+    def read(self, offset: int, size: int) -> Bytes:
+        out = np.empty(size, np.uint8)
+        for o, n in self._pieces(offset, size):
+            req = self.span(o, n).tobytes() + TWO_U64.pack(0, n)
+            self.server.conn.call_into(Cmd.GET_TENSOR, (req,), out[o - offset : o - offset + n])
+        return out
+
+    def fill(self, offset: int, size: int, value: int) -> None:
+        for o, n in self._pieces(offset, size):
+            self.server.conn.send(Cmd.MEMSET_TENSOR, self.span(o, n), MEMSET_TAIL.pack(0, n, value & 0xFF))
+
+    def clear(self, value: int = 0) -> None:
+        if self._freed:
+            raise AllocationError(f"{self!r} was freed")
+        self.server.conn.send(Cmd.BUFFER_CLEAR, CLEAR_REQ.pack(self.handle, value & 0xFF))
+
+    def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
+        if not isinstance(src, RPCBuffer) or src.server is not self.server or size > SPAN_MAX:
+            return False
+        req = src.span(src_offset, size).tobytes() + self.span(dst_offset, size).tobytes()
+        return self.server.conn.call(Cmd.COPY_TENSOR, req, 1) == b"\x01"
+
+    def init_tensor(self, tensor: Tensor) -> None:
+        """As ggml's client: quantised rows not a multiple of 512 are announced (a CUDA server pads them)."""
+        tr = type_traits(tensor.type)
+        if tr.is_quantized and tensor.ne[0] % 512 and tensor.view_src is None:
+            rec = self.span(tensor.offset, tensor.nbytes())
+            rec["type"] = opcodes.ggml_type(tensor.type)
+            rec["ne"], rec["nb"] = tensor.ne, tensor.nb
+            self.server.conn.send(Cmd.INIT_TENSOR, rec)
+
+    def free(self) -> None:
+        if not self._freed:
+            self._freed = True
+            self._finalizer.detach()
+            self.server.conn.free_buffer(self.handle)
+
+    def locate(self, offset: int) -> tuple[int, int]:
+        if self._freed:
+            raise AllocationError(f"{self!r} was freed")
+        return self.handle, self.base + offset
+
+    def __repr__(self) -> str:
+        return f"<RPCBuffer {self.buft.name} {self.size} bytes>"
+
+
+class RPCBackend(PlannedBackend[GraphPlan]):
+    """A stream on a remote device. Graphs go out as GRAPH_COMPUTE once and as GRAPH_RECOMPUTE (a few bytes)
+    while the server still holds the same graph for this device."""
+
+    def __init__(self, device: RPCDevice) -> None:
+        super().__init__(device, self._build)
+        self.rpc_device = device
+        self.recomputes = 0
+
+    def _build(self, graph: Graph) -> GraphPlan:
+        server = self.rpc_device.server
+
+        def locate(t: Tensor) -> tuple[int, int]:
+            buf = t.buffer
+            if not isinstance(buf, RPCBuffer) or buf.server is not server:
+                raise UnsupportedOpError(f"{self.name}: tensor '{t.name}' is in {buf!r}, not in a buffer of RPC "
+                                         f"server {server.endpoint}")
+            return buf.locate(t.offset)
+
+        return build_plan(graph, self.rpc_device.index, locate)
+
+    def replay(self, plan: GraphPlan) -> None:
+        server = self.rpc_device.server
+        conn = server.conn
+        stored = server.stored.get(plan.device)
+        if stored is not None and stored[1] is plan and stored[0] == conn.generation:
+            conn.send(Cmd.GRAPH_RECOMPUTE, U32.pack(plan.device))
+            self.recomputes += 1
+        else:
+            conn.send(Cmd.GRAPH_COMPUTE, plan.payload)
+            server.stored[plan.device] = (conn.generation, plan)
+
+    def synchronize(self) -> None:
+        self.rpc_device.server.conn.ping()

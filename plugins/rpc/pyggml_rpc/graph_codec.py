@@ -1,0 +1,95 @@
+"""A pyggml graph as GRAPH_COMPUTE's payload (the client side): every node, and every tensor a node reads, as a
+packed `rpc_tensor` with ggml's op number, op_params and source order (`pyggml_rpc.opcodes`).
+
+Sources that are not nodes of this graph are sent as data only (op NONE, no sources of their own): the server
+computes only the listed nodes, and their history may hold ops that have no business on this server. Every tensor
+must live in a buffer of the server's connection; anything else is refused before a byte is sent, so a server is
+never asked to read memory it does not have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyggml.errors import UnsupportedOpError
+from pyggml.graph import Graph
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor, TensorFlag
+from pyggml_rpc import opcodes
+from pyggml_rpc.wire import MAX_NAME, MAX_SRC, RPC_TENSOR, graph_payload
+
+U32_LIMIT = 1 << 32
+
+Locate = Callable[[Tensor], tuple[int, int]]
+"""tensor -> (server buffer handle, server data address); raises UnsupportedOpError for a foreign buffer."""
+
+
+@dataclass(frozen=True, slots=True)
+class GraphPlan:
+    device: int
+    payload: bytes
+    n_nodes: int
+
+
+def check_wire_shape(t: Tensor, what: str) -> None:
+    """ggml's rpc_tensor carries ne and nb in 32 bits."""
+    if any(not 0 <= v < U32_LIMIT for v in (*t.ne, *t.nb)):
+        raise UnsupportedOpError(f"{what} '{t.name}' ne={list(t.ne)} nb={list(t.nb)}: ggml's RPC protocol carries "
+                                 "dimensions and strides in 32 bits")
+
+
+def build_plan(graph: Graph, device: int, locate: Locate) -> GraphPlan:
+    nodes = [n for n in graph.nodes if n.flags & TensorFlag.COMPUTE or n.op is not Op.NONE]
+    if not nodes:
+        raise UnsupportedOpError("RPC: a graph without nodes cannot be sent (ggml's client asserts n_nodes > 0)")
+    node_ids = {id(n) for n in nodes}
+    order: list[Tensor] = []
+    index: dict[int, int] = {}
+    encoded: dict[int, opcodes.WireOp] = {}
+
+    def add(t: Tensor) -> None:
+        if id(t) in index:
+            return
+        index[id(t)] = len(order)
+        order.append(t)
+        if t.view_src is not None:
+            add(t.view_src)
+
+    for n in nodes:
+        add(n)
+    for n in nodes:
+        encoded[id(n)] = wire = opcodes.encode(n)
+        for s in wire.srcs:
+            if s is not None:
+                add(s)
+    recs = np.zeros(len(order), dtype=RPC_TENSOR)
+    for i, t in enumerate(order):
+        rec = recs[i]
+        check_wire_shape(t, "tensor")
+        buffer, data = locate(t)
+        rec["id"] = id(t)
+        rec["type"] = opcodes.ggml_type(t.type)
+        rec["buffer"] = buffer
+        rec["data"] = data
+        rec["ne"] = t.ne
+        rec["nb"] = t.nb
+        rec["name"] = t.name.encode("utf-8", "replace")[: MAX_NAME - 1]
+        if t.view_src is not None:
+            rec["view_src"] = id(t.view_src)
+            rec["view_offs"] = t.view_offs
+        enc = encoded.get(id(t))
+        if enc is not None and id(t) in node_ids:
+            w = enc
+            rec["op"] = w.op
+            rec["op_params"] = w.params
+            srcs = [id(s) if s is not None else 0 for s in w.srcs]
+            rec["src"][: len(srcs)] = srcs[:MAX_SRC]
+            rec["flags"] = int(t.flags) | int(TensorFlag.COMPUTE) if t.op is not Op.NONE else int(t.flags)
+        else:
+            rec["flags"] = int(t.flags) & ~int(TensorFlag.COMPUTE)
+        rec["use_count"] = graph.use_count(t)
+    ids = np.fromiter((id(n) for n in nodes), dtype=np.uint64, count=len(nodes))
+    return GraphPlan(device, graph_payload(device, ids, recs), len(nodes))

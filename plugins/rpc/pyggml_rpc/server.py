@@ -1,0 +1,343 @@
+"""`pyggml rpc-server`: any pyggml device served over ggml's RPC protocol, to ggml's client or pyggml's.
+
+Each client gets a thread and a `Session`: its own buffers (freed when it disconnects) and the graph it last sent
+for each device (GRAPH_RECOMPUTE). Devices and their backends are shared; a device computes one graph at a time.
+A message is checked whole before anything is done with it (sizes first, then every field: `server_tensors`,
+`server_graph`); one that breaks the protocol, and a compute that fails, close that client's connection with a log
+line. The server itself goes on serving the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pyggml.backend.protocol import Backend, Device
+from pyggml.errors import PyGGMLError
+from pyggml_rpc.fnv import fnv1a64
+from pyggml_rpc.server_graph import decode_graph
+from pyggml_rpc.server_tensors import BufferTable, ProtocolError, make_tensor, region
+from pyggml_rpc.wire import (
+    CLEAR_REQ,
+    CONN_CAPS_SIZE,
+    DEVICE_U64,
+    HELLO_RSP,
+    MAX_GRAPH_NODES,
+    MEMSET_TAIL,
+    PROTO_VERSION,
+    PYGGML_SERVER_MARK,
+    REQUEST_SIZES,
+    RPC_TENSOR,
+    SET_TENSOR_HEAD,
+    TENSOR_SIZE,
+    TWO_U64,
+    U8,
+    U32,
+    U64,
+    Cmd,
+)
+
+if TYPE_CHECKING:
+    from pyggml.graph import Graph
+
+log = logging.getLogger(__name__)
+MESSAGE_TIMEOUT = 60.0
+"""Seconds a client may take to send the rest of a message it started (a stalled client is dropped)."""
+MAX_CLIENTS = 64
+GRAPH_PAYLOAD_MAX = 12 + MAX_GRAPH_NODES * 8 + 2 * MAX_GRAPH_NODES * TENSOR_SIZE
+
+
+@dataclass
+class Served:
+    """What all sessions share: the devices, one backend and one compute lock per device, a memory budget."""
+
+    devices: list[Device]
+    backends: list[Backend]
+    memory_limit: int
+    cache_dir: Path | None = None
+    locks: list[threading.Lock] = field(default_factory=list)
+    allocated: int = 0
+    alloc_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.locks = [threading.Lock() for _ in self.devices]
+
+
+class Session:
+    """One client's state and its command handlers: `handle(cmd, payload)` -> reply bytes or None (no reply)."""
+
+    def __init__(self, served: Served, peer: str = "client") -> None:
+        self.served = served
+        self.peer = peer
+        self.table = BufferTable()
+        self.graphs: dict[int, Graph] = {}
+
+    def max_payload(self, cmd: Cmd) -> int:
+        if cmd is Cmd.SET_TENSOR:
+            largest = max((sb.size for sb in self.table.by_handle.values()), default=0)
+            return TENSOR_SIZE + SET_TENSOR_HEAD.size + largest
+        if cmd is Cmd.GRAPH_COMPUTE:
+            return GRAPH_PAYLOAD_MAX
+        size = REQUEST_SIZES[cmd]
+        assert size is not None
+        return size
+
+    def check_size(self, cmd: Cmd, size: int) -> None:
+        fixed = REQUEST_SIZES[cmd]
+        if fixed is not None and size != fixed:
+            raise ProtocolError(f"{cmd.name}: payload of {size} bytes, expected {fixed}")
+        if size > self.max_payload(cmd):
+            raise ProtocolError(f"{cmd.name}: payload of {size} bytes exceeds {self.max_payload(cmd)}")
+
+    def _device(self, index: int, what: str) -> Device:
+        if index >= len(self.served.devices):
+            raise ProtocolError(f"{what}: device {index} of {len(self.served.devices)}")
+        return self.served.devices[index]
+
+    def handle(self, cmd: Cmd, p: bytes) -> bytes | None:
+        served = self.served
+        if cmd is Cmd.HELLO:
+            raise ProtocolError("HELLO sent twice")
+        if cmd is Cmd.DEVICE_COUNT:
+            return U32.pack(len(served.devices))
+        if cmd is Cmd.ALLOC_BUFFER:
+            index, size = DEVICE_U64.unpack(p)
+            return self._alloc(self._device(index, cmd.name), index, size)
+        if cmd in (Cmd.GET_ALIGNMENT, Cmd.GET_MAX_SIZE, Cmd.GET_DEVICE_MEMORY, Cmd.GRAPH_RECOMPUTE):
+            index = U32.unpack(p)[0]
+            dev = self._device(index, cmd.name)
+            if cmd is Cmd.GET_ALIGNMENT:
+                return U64.pack(dev.buffer_type().alignment)
+            if cmd is Cmd.GET_MAX_SIZE:
+                return U64.pack(min(dev.buffer_type().max_size, (1 << 64) - 1))
+            if cmd is Cmd.GET_DEVICE_MEMORY:
+                return TWO_U64.pack(*dev.memory())
+            graph = self.graphs.get(index)
+            if graph is None:
+                raise ProtocolError(f"GRAPH_RECOMPUTE: no graph kept for device {index}")
+            self._compute(index, graph)
+            return None
+        if cmd is Cmd.BUFFER_GET_BASE:
+            return U64.pack(self.table.get(U64.unpack(p)[0], cmd.name).base)
+        if cmd is Cmd.FREE_BUFFER:
+            sb = self.table.pop(U64.unpack(p)[0], cmd.name)
+            self.graphs.clear()  # they may point into it
+            self._release(sb.buffer.size)
+            sb.buffer.free()
+            return None
+        if cmd is Cmd.BUFFER_CLEAR:
+            handle, value = CLEAR_REQ.unpack(p)
+            self.table.get(handle, cmd.name).buffer.clear(value)
+            return None
+        rec = np.frombuffer(p, dtype=RPC_TENSOR, count=1)[0] if len(p) >= TENSOR_SIZE else None
+        assert rec is not None or cmd is Cmd.SET_TENSOR or cmd is Cmd.GRAPH_COMPUTE
+        if cmd is Cmd.SET_TENSOR:
+            if len(p) < TENSOR_SIZE + SET_TENSOR_HEAD.size:
+                raise ProtocolError(f"SET_TENSOR: {len(p)} bytes is shorter than its header")
+            cache, offset = SET_TENSOR_HEAD.unpack_from(p, TENSOR_SIZE)
+            data = np.frombuffer(p, np.uint8, offset=TENSOR_SIZE + SET_TENSOR_HEAD.size)
+            sb, start = region(rec, self.table, offset, data.size, cmd.name)
+            if cache and served.cache_dir is not None:
+                self._cache_store(data)
+            sb.buffer.write(start, data)
+            return None
+        if cmd is Cmd.SET_TENSOR_HASH:
+            offset, digest = TWO_U64.unpack_from(p, TENSOR_SIZE)
+            cached = self._cache_load(digest)
+            if cached is None:
+                return U8.pack(0)
+            sb, start = region(rec, self.table, offset, cached.size, cmd.name)
+            sb.buffer.write(start, cached)
+            return U8.pack(1)
+        if cmd is Cmd.GET_TENSOR:
+            offset, size = TWO_U64.unpack_from(p, TENSOR_SIZE)
+            sb, start = region(rec, self.table, offset, size, cmd.name)
+            return sb.buffer.read(start, size).tobytes()
+        if cmd is Cmd.MEMSET_TENSOR:
+            offset, size, value = MEMSET_TAIL.unpack_from(p, TENSOR_SIZE)
+            sb, start = region(rec, self.table, offset, size, cmd.name)
+            sb.buffer.fill(start, size, value)
+            return None
+        if cmd is Cmd.COPY_TENSOR:
+            dst_rec = np.frombuffer(p, dtype=RPC_TENSOR, count=1, offset=TENSOR_SIZE)[0]
+            src_sb, src_start = region(rec, self.table, 0, 0, cmd.name + " src")
+            src_t, _ = make_tensor(rec, self.table, cmd.name + " src")
+            n = src_t.nbytes()
+            dst_sb, dst_start = region(dst_rec, self.table, 0, n, cmd.name + " dst")
+            if not dst_sb.buffer.copy_from(src_sb.buffer, src_start, dst_start, n):
+                dst_sb.buffer.write(dst_start, src_sb.buffer.read(src_start, n))
+            return U8.pack(1)
+        if cmd is Cmd.INIT_TENSOR:
+            region(rec, self.table, 0, 0, cmd.name)
+            return None
+        if cmd is Cmd.GET_ALLOC_SIZE:
+            index = U32.unpack_from(p, 0)[0]
+            self._device(index, cmd.name)
+            t_rec = np.frombuffer(p, dtype=RPC_TENSOR, count=1, offset=U32.size)[0]
+            t, _ = make_tensor(t_rec, self.table, cmd.name)
+            return U64.pack(t.nbytes())
+        if cmd is Cmd.GRAPH_COMPUTE:
+            index, graph = decode_graph(p, served.devices, self.table)
+            self.graphs[index] = graph
+            self._compute(index, graph)
+            return None
+        raise ProtocolError(f"command {int(cmd)} is not handled")
+
+    def _compute(self, index: int, graph: Graph) -> None:
+        with self.served.locks[index]:
+            self.served.backends[index].graph_compute(graph)
+
+    def _alloc(self, dev: Device, index: int, size: int) -> bytes:
+        served = self.served
+        with served.alloc_lock:
+            if served.allocated + size > served.memory_limit:
+                log.warning("rpc-server %s: %d bytes on %s refused (limit %d, %d in use)", self.peer, size,
+                            dev.name, served.memory_limit, served.allocated)
+                return TWO_U64.pack(0, 0)
+            served.allocated += size
+        try:
+            buf = dev.buffer_type().alloc_buffer(size)
+        except (PyGGMLError, MemoryError, ValueError) as e:
+            self._release(size)
+            log.warning("rpc-server %s: %d bytes on %s failed: %s", self.peer, size, dev.name, e)
+            return TWO_U64.pack(0, 0)
+        sb = self.table.add(buf, index)
+        return TWO_U64.pack(sb.handle, buf.size)
+
+    def _release(self, size: int) -> None:
+        with self.served.alloc_lock:
+            self.served.allocated -= size
+
+    def _cache_store(self, data: np.ndarray) -> None:
+        assert self.served.cache_dir is not None
+        path = self.served.cache_dir / f"{fnv1a64(data):016x}"
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(data.tobytes())
+        tmp.replace(path)
+
+    def _cache_load(self, digest: int) -> np.ndarray | None:
+        if self.served.cache_dir is None:
+            return None
+        path = self.served.cache_dir / f"{digest:016x}"
+        if not path.is_file():
+            return None
+        data = np.fromfile(path, dtype=np.uint8)
+        return data if fnv1a64(data) == digest else None
+
+    def close(self) -> None:
+        for sb in list(self.table.by_handle.values()):
+            self._release(sb.buffer.size)
+            sb.buffer.free()
+        self.table.by_handle.clear()
+        self.graphs.clear()
+
+
+def hello_reply() -> bytes:
+    return HELLO_RSP.pack(*PROTO_VERSION, PYGGML_SERVER_MARK, bytes(CONN_CAPS_SIZE))
+
+
+def serve_connection(sock: socket.socket, served: Served, peer: str) -> None:
+    """Serve one client until it disconnects or breaks the protocol."""
+    session = Session(served, peer)
+    try:
+        _serve(sock, session)
+    except ProtocolError as e:
+        log.warning("rpc-server: closing %s: %s", peer, e)
+    except (ConnectionError, TimeoutError, EOFError) as e:
+        log.info("rpc-server: %s went away: %s", peer, e or type(e).__name__)
+    except PyGGMLError as e:
+        log.warning("rpc-server: closing %s: %s: %s", peer, type(e).__name__, e)
+    except Exception:
+        log.exception("rpc-server: closing %s after an unexpected error", peer)
+    finally:
+        session.close()
+        with contextlib.suppress(OSError):
+            sock.close()
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise EOFError("connection closed")
+        got += k
+    return bytes(buf)
+
+
+def _serve(sock: socket.socket, session: Session) -> None:
+    first = True
+    while True:
+        sock.settimeout(None)
+        first_byte = sock.recv(1)
+        if not first_byte:
+            return
+        sock.settimeout(MESSAGE_TIMEOUT)
+        code = first_byte[0]
+        size = U64.unpack(_recv(sock, U64.size))[0]
+        try:
+            cmd = Cmd(code)
+        except ValueError:
+            raise ProtocolError(f"unknown command {code}") from None
+        if first != (cmd is Cmd.HELLO):
+            raise ProtocolError("HELLO must come first, and only once" if not first else
+                                f"{cmd.name} before HELLO")
+        session.check_size(cmd, size)
+        payload = _recv(sock, size) if size else b""
+        if first:
+            first = False
+            sock.sendall(U64.pack(HELLO_RSP.size) + hello_reply())
+            continue
+        reply = session.handle(cmd, payload)
+        if reply is not None:
+            sock.sendall(U64.pack(len(reply)) + reply)
+
+
+class RPCServer:
+    """A listening socket and a thread per client; `serve_forever()` until `shutdown()`."""
+
+    def __init__(self, served: Served, host: str = "127.0.0.1", port: int = 50052) -> None:
+        self.served = served
+        self.listener = socket.create_server((host, port), reuse_port=False)
+        self.address = self.listener.getsockname()[:2]
+        self._clients: set[threading.Thread] = set()
+        self._stop = threading.Event()
+
+    def serve_forever(self) -> None:
+        self.listener.settimeout(0.5)
+        while not self._stop.is_set():
+            try:
+                sock, addr = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    break
+                raise
+            self._clients = {t for t in self._clients if t.is_alive()}
+            peer = f"{addr[0]}:{addr[1]}"
+            if len(self._clients) >= MAX_CLIENTS:
+                log.warning("rpc-server: refusing %s: %d clients already", peer, MAX_CLIENTS)
+                sock.close()
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            t = threading.Thread(target=serve_connection, args=(sock, self.served, peer), daemon=True,
+                                 name=f"rpc-client-{peer}")
+            self._clients.add(t)
+            log.info("rpc-server: client %s connected", peer)
+            t.start()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self.listener.close()
