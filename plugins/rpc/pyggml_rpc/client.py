@@ -289,14 +289,13 @@ class RPCBackend(PlannedBackend[GraphPlan]):
     def _build(self, graph: Graph) -> GraphPlan:
         server = self.rpc_device.server
 
-        def locate(t: Tensor) -> tuple[int, int]:
+        def locate(t: Tensor) -> tuple[int, int] | None:
             buf = t.buffer
             if not isinstance(buf, RPCBuffer) or buf.server is not server:
-                raise UnsupportedOpError(f"{self.name}: tensor '{t.name}' is in {buf!r}, not in a buffer of RPC "
-                                         f"server {server.endpoint}")
+                return None
             return buf.locate(t.offset)
 
-        return build_plan(graph, self.rpc_device.index, locate)
+        return build_plan(graph, self.rpc_device.index, locate, f"{server.endpoint} ({self.name})")
 
     def replay(self, plan: GraphPlan) -> None:
         server = self.rpc_device.server

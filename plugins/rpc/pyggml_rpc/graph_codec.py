@@ -16,15 +16,15 @@ import numpy as np
 
 from pyggml.errors import UnsupportedOpError
 from pyggml.graph import Graph
-from pyggml.ops.base import Op
+from pyggml.ops.base import VIEW_OPS, Op
 from pyggml.tensor import Tensor, TensorFlag
 from pyggml_rpc import opcodes
 from pyggml_rpc.wire import MAX_NAME, MAX_SRC, RPC_TENSOR, graph_payload
 
 U32_LIMIT = 1 << 32
 
-Locate = Callable[[Tensor], tuple[int, int]]
-"""tensor -> (server buffer handle, server data address); raises UnsupportedOpError for a foreign buffer."""
+Locate = Callable[[Tensor], tuple[int, int] | None]
+"""tensor -> (server buffer handle, server data address), or None when its data is not on this server."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +41,19 @@ def check_wire_shape(t: Tensor, what: str) -> None:
                                  "dimensions and strides in 32 bits")
 
 
-def build_plan(graph: Graph, device: int, locate: Locate) -> GraphPlan:
-    nodes = [n for n in graph.nodes if n.flags & TensorFlag.COMPUTE or n.op is not Op.NONE]
+def build_plan(graph: Graph, device: int, locate: Locate, server: str) -> GraphPlan:
+    """The payload of `graph` for `device`. View nodes of data elsewhere are left out (the scheduler keeps a view
+    in the split where it stands, as ggml's does, though nothing reads it there); any other tensor not on this
+    server is an error naming it."""
+    places: dict[int, tuple[int, int] | None] = {}
+
+    def place(t: Tensor) -> tuple[int, int] | None:
+        if id(t) not in places:
+            places[id(t)] = locate(t)
+        return places[id(t)]
+
+    nodes = [n for n in graph.nodes if (n.flags & TensorFlag.COMPUTE or n.op is not Op.NONE)
+             and not (n.op in VIEW_OPS and place(n) is None)]
     if not nodes:
         raise UnsupportedOpError("RPC: a graph without nodes cannot be sent (ggml's client asserts n_nodes > 0)")
     node_ids = {id(n) for n in nodes}
@@ -69,7 +80,10 @@ def build_plan(graph: Graph, device: int, locate: Locate) -> GraphPlan:
     for i, t in enumerate(order):
         rec = recs[i]
         check_wire_shape(t, "tensor")
-        buffer, data = locate(t)
+        where = place(t)
+        if where is None:
+            raise UnsupportedOpError(f"tensor '{t.name}' is in {t.buffer!r}, not in a buffer of RPC server {server}")
+        buffer, data = where
         rec["id"] = id(t)
         rec["type"] = opcodes.ggml_type(t.type)
         rec["buffer"] = buffer
