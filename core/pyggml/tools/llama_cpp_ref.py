@@ -5,7 +5,7 @@ PyPI (one download, kept under .cache/):
     python -m pyggml.tools.llama_cpp_ref ggml [DIR]     # libggml-base/libggml-cpu built for AVX2 (no AVX-512),
                                                         # the build whose arithmetic the cpu plugin follows
     python -m pyggml.tools.llama_cpp_ref rpc [DIR]      # ggml-rpc-server, llama-perplexity and llama-completion
-                                                        # with RPC, built for this CPU (GGML_NATIVE, a few minutes)
+                                                        # with RPC, for generic AVX2 (a few minutes)
 
 `ggml_library(name)` finds such a library for the tests: in $PYGGML_GGML_LIB_DIR, in .cache/ggml-avx2 (made by
 `make llama-cpp-ref`), or in an installed llama-cpp-python. Nothing here is imported by pyggml itself.
@@ -93,14 +93,16 @@ def build_ggml(dest: Path = GGML_DIR) -> None:
 
 RPC_DIR = CACHE / "llama-rpc"
 RPC_TOOLS = ("ggml-rpc-server", "llama-perplexity", "llama-completion")
-RPC_CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DGGML_RPC=ON", "-DGGML_OPENMP=OFF",
+RPC_CMAKE_FLAGS = [*(f for f in CMAKE_FLAGS if "SHARED" not in f and "BUILD_TESTS" not in f), "-DGGML_RPC=ON",
                    "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF"]
+"""The interop tests' llama.cpp: generic AVX2 like the bit tests' ggml, so it runs on every CI machine. (A native
+build is what speed comparisons want; on a Sapphire Rapids VM whose kernel does not grant AMX tiles, a native
+build's Q4_1 batch matmul dies with SIGILL in ggml's AMX kernel.)"""
 
 
 def build_rpc_tools(dest: Path = RPC_DIR) -> None:
-    """llama.cpp's RPC server and two of its RPC clients (perplexity with --kl-divergence, completion), static,
-    for the CPU they are built on, as a user builds them."""
+    """llama.cpp's RPC server and two of its RPC clients (perplexity with --kl-divergence, completion), static."""
     if all((dest / t).is_file() for t in RPC_TOOLS):
         return
     _cmake_build("", RPC_CMAKE_FLAGS, RPC_TOOLS, [f"bin/{t}" for t in RPC_TOOLS], dest)
