@@ -18,7 +18,7 @@ PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plu
 EXTRAS := $(wildcard conformance examples/llama)
 PYTEST_DIRS := core/tests $(wildcard conformance/tests plugins/*/tests examples/llama/tests)
 
-.PHONY: demo test setup system-deps venv llama-cpp-ref lint typecheck pytest conformance-all docs-ops clean
+.PHONY: demo test setup system-deps venv llama-cpp-ref lint typecheck pytest conformance-all conformance-rpc docs-ops clean
 
 demo: setup
 	$(VENV)/bin/pyggml devices
@@ -30,7 +30,7 @@ demo: setup
 		$(PY) examples/hello_graph.py; \
 	fi
 
-test: setup llama-cpp-ref lint typecheck pytest conformance-all
+test: setup llama-cpp-ref lint typecheck pytest conformance-all conformance-rpc
 
 setup: system-deps venv
 
@@ -66,6 +66,10 @@ pytest:
 # the conformance suite on every device this machine has (PoCL, lavapipe, cpu, blas)
 conformance-all:
 	$(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console $(addprefix --backend ,$(filter-out numpy,$(shell $(PY) -m pyggml.tools.list_backends)))
+
+# the same suite through RPC: llama.cpp's ggml-rpc-server and pyggml rpc-server (cpu, and OpenCL0 on PoCL)
+conformance-rpc:
+	$(PY) plugins/rpc/tests/conformance_rpc.py --pyggml-device cpu --pyggml-device OpenCL0
 
 # references from the llama-cpp-python sdist on PyPI: llama.cpp's tokenizer test vocabularies, ggml's CPU
 # library built for AVX2 (about 20 s), which the bit-exactness tests compare against, and llama.cpp's RPC server

@@ -63,6 +63,8 @@ class Connection:
         """Handles of buffers garbage-collected since the last request: a finalizer may run in the middle of a
         send on this very thread, so it only notes the handle and the next request frees it."""
         self._depth = 0
+        self.bytes_sent = 0
+        """Everything sent so far, headers included (what a transfer or a graph costs on the wire)."""
         try:
             self._sock = socket.create_connection((host, port), timeout=min(CONNECT_TIMEOUT, self.timeout))
         except OSError as e:
@@ -147,6 +149,7 @@ class Connection:
         try:
             while views:
                 sent = self._sock.sendmsg(views[:64])
+                self.bytes_sent += sent
                 while sent and views:
                     n = views[0].nbytes
                     if sent >= n:

@@ -1,77 +1,20 @@
-"""Servers for the RPC tests: llama.cpp's own `ggml-rpc-server` (built by `make llama-cpp-ref`, skipped with the
-reason where it is not) and `pyggml rpc-server`, each on 127.0.0.1 at a port picked for it, stopped at the end."""
+"""Servers for the RPC tests (see servers.py): llama.cpp's `ggml-rpc-server` (skipped with the reason where it is not
+built) and `pyggml rpc-server --device cpu`, one of each for the whole session, stopped at the end."""
 
 from __future__ import annotations
 
-import os
-import re
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-from pyggml.tools.llama_cpp_ref import rpc_tool
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def start_ggml_server(threads: int = 1) -> tuple[subprocess.Popen[bytes], str]:
-    exe = rpc_tool("ggml-rpc-server")
-    if exe is None:
-        pytest.skip("llama.cpp's ggml-rpc-server is not built (make llama-cpp-ref)")
-    port = free_port()
-    proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port), "-t", str(threads)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_listening(port, proc)
-    return proc, f"127.0.0.1:{port}"
-
-
-def start_pyggml_server(device: str, *extra: str, log: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([sys.executable, "-m", "pyggml.cli", "rpc-server", "--device", device, "--port", "0",
-                             *extra], stdout=subprocess.PIPE, stderr=out, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert proc.stdout is not None
-    line = proc.stdout.readline().decode()
-    m = re.search(r"listening on ([\d.]+):(\d+)", line)
-    if m is None:
-        stop(proc)
-        raise RuntimeError(f"pyggml rpc-server did not start: {line!r}")
-    return proc, f"{m.group(1)}:{m.group(2)}"
+from servers import NotBuilt, start_ggml_server, start_pyggml_server, stop
 
 
 @pytest.fixture(scope="session")
 def ggml_server() -> Iterator[str]:
-    proc, endpoint = start_ggml_server()
+    try:
+        proc, endpoint = start_ggml_server()
+    except NotBuilt as e:
+        pytest.skip(str(e))
     yield endpoint
     stop(proc)
 

@@ -7,12 +7,15 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import cast
 
 import numpy as np
 import pytest
 from pyggml_rpc.client import RPCBackend, RPCDevice, RPCRegistry, RPCServer
 from pyggml_rpc.connection import Connection, RPCError
+from pyggml_rpc.fnv import fnv1a64
+from servers import start_pyggml_server, stop
 
 import pyggml as gg
 from pyggml import ops
@@ -146,3 +149,32 @@ def test_nobody_listening() -> None:
         Connection(f"127.0.0.1:{port}")
 
 
+
+
+def test_weights_by_hash_from_the_server_cache(tmp_path: Path) -> None:
+    """Weights over 10 MiB go as SET_TENSOR_HASH first; a server with a cache stores them on the first upload and
+    takes them from there on the next (a new connection, as a model reload is)."""
+    cache = tmp_path / "cache"
+    proc, endpoint = start_pyggml_server("cpu", "--cache", str(cache))
+    try:
+        data = np.random.default_rng(3).integers(0, 256, 11 << 20, dtype=np.uint8)
+        for attempt in range(2):
+            server = RPCServer(endpoint)
+            dev = RPCDevice(get_registry("RPC"), server, 0, "RPCx")
+            buf = dev.buffer_type().alloc_buffer(data.size)
+            buf.usage = BufferUsage.WEIGHTS
+            sent = _bytes_sent(server.conn, lambda: buf.write(0, data))  # noqa: B023
+            assert np.array_equal(buf.read(0, data.size), data)
+            files = list(cache.iterdir())
+            assert [f.name for f in files] == [f"{fnv1a64(data):016x}"]
+            assert (sent > data.size) if attempt == 0 else (sent < 4096), (attempt, sent)
+            server.conn.close()
+    finally:
+        stop(proc)
+
+
+def _bytes_sent(conn: Connection, action: Callable[[], None]) -> int:
+    before = conn.bytes_sent
+    action()
+    conn.ping()
+    return conn.bytes_sent - before
