@@ -147,7 +147,11 @@ class RPCDevice(Device):
         return self._buft
 
     def supports_op(self, op: Tensor) -> bool:
-        if not opcodes.supported(op) or not ggml_cpu_runs(op):
+        """What the wire can express, and, unless the server is pyggml's (which computes pyggml's semantics for
+        every op it decodes), what ggml's CPU kernels compute: a ggml server aborts on anything else."""
+        if not opcodes.supported(op):
+            return False
+        if not self.server.conn.pyggml_server and not ggml_cpu_runs(op):
             return False
         try:
             for t in (op, *(s for s in op.src if s is not None)):
