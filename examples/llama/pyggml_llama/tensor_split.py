@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from pyggml.backend.extensions import SET_N_THREADS, SetNThreads
 from pyggml.backend.meta import MetaBackend, MetaBufferType, llama_meta_device
+from pyggml.backend.meta.mpi import MPICommunicator, MPIWorld, spmd_devices
 from pyggml.backend.protocol import Backend
 from pyggml.backend.registry import get_device
 from pyggml.errors import PyGGMLError
@@ -21,19 +22,29 @@ log = logging.getLogger(__name__)
 
 
 def meta_backends(names: Sequence[str], hp: HParams, gguf: GGUFFile, tensor_split: Sequence[float] | None,
-                  n_threads: int | None) -> tuple[list[Backend], MetaBufferType]:
+                  n_threads: int | None, world: MPIWorld | None = None) -> tuple[list[Backend], MetaBufferType]:
     """[meta backend over `names` (in order; a name may repeat), CPU backend] and the meta buffer type. The
     session builds attention as FLASH_ATTN_EXT (llama.cpp turns flash attention on for this mode); the meta
-    device refuses the mul_mat + soft_max attention over a head-split cache before anything runs."""
-    log.info("split mode 'tensor' over %s: attention runs as FLASH_ATTN_EXT", ", ".join(names))
-    devs = [get_device(n) for n in names]
+    device refuses the mul_mat + soft_max attention over a head-split cache before anything runs.
+
+    With `world` (MPI), the meta device has one device per rank: this rank's `names[0]`, and placeholders for the
+    other ranks' (each rank runs the same program on its own device and holds only its slices)."""
     types = {name: info.type for name, info in gguf.tensors.items()}
-    meta = llama_meta_device(devs, hp, tensor_split, types)
+    if world is None:
+        log.info("split mode 'tensor' over %s: attention runs as FLASH_ATTN_EXT", ", ".join(names))
+        meta = llama_meta_device([get_device(n) for n in names], hp, tensor_split, types)
+    else:
+        if len(names) != 1:
+            raise PyGGMLError(f"--comm mpi: give one --backend, the device every rank uses (got {list(names)})")
+        if tensor_split is not None and len(tensor_split) != world.size:
+            raise PyGGMLError(f"--tensor-split has {len(tensor_split)} shares for {world.size} ranks")
+        log.info("split mode 'tensor' over %d MPI ranks, this is rank %d on %s", world.size, world.rank, names[0])
+        meta = llama_meta_device(spmd_devices(world, get_device(names[0])), hp, tensor_split, types, world.spmd())
     try:
         host = get_device("cpu")
     except PyGGMLError:
         host = get_device("numpy")
-    backend = MetaBackend(meta)
+    backend = MetaBackend(meta, comm=MPICommunicator(world) if world is not None else None)
     backends: list[Backend] = [backend, host.init_backend()]
     if n_threads:
         for b in [*backend.backends, backends[1]]:

@@ -50,6 +50,9 @@ class Communicator(ABC):
         """Reduce in place; True when done (results usable after the devices' backends synchronise), False when
         this communicator cannot do it (the caller then uses the fallback for this call)."""
 
+    def bind(self, backends: Sequence[Backend]) -> None:
+        """(optional) learn the meta backend's per-device backends, for a communicator made before them."""
+
     def close(self) -> None:
         """Release what the communicator holds."""
 
@@ -233,6 +236,7 @@ class ButterflyAllreduce(Communicator):
 def make_communicator(kind: Communicator | str | None, backends: Sequence[Backend]) -> Communicator:
     """A communicator by name (auto, inprocess, butterfly; None: $PYGGML_META_ALLREDUCE or auto) or as given."""
     if isinstance(kind, Communicator):
+        kind.bind(backends)
         return kind
     name = (kind or os.environ.get(ENV) or "auto").lower()
     if name == "auto":

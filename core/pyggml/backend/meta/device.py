@@ -20,6 +20,7 @@ import numpy as np
 
 from pyggml.backend.meta import transfer
 from pyggml.backend.meta.rules import RULES
+from pyggml.backend.meta.spmd import Spmd
 from pyggml.backend.meta.state import MAX_DEVICES, SplitState
 from pyggml.backend.meta.tensors import SplitStateFn, TensorTable
 from pyggml.backend.protocol import (
@@ -53,7 +54,9 @@ class MetaRegistry(Registry):
 
 class MetaDevice(Device):
     def __init__(self, devices: Sequence[Device], split_state: SplitStateFn | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, spmd: Spmd | None = None) -> None:
+        """`spmd`: this process holds only some of `devices` (the others are `PeerDevice`s of other processes);
+        see pyggml.backend.meta.spmd."""
         devs = list(devices)
         if not 1 <= len(devs) <= MAX_DEVICES:
             raise PyGGMLError(f"a meta device wraps 1 to {MAX_DEVICES} devices, got {len(devs)}")
@@ -64,7 +67,8 @@ class MetaDevice(Device):
         super().__init__(MetaRegistry(self), name or f"Meta({','.join(d.name for d in devs)})", DeviceType.META,
                          DeviceCaps(async_ops=all(d.caps.async_ops for d in devs)))
         self._buft = MetaBufferType(self)
-        self.table = TensorTable(len(devs), split_state, self._is_own, _simple_buffer)
+        self.table = TensorTable(len(devs), split_state, self._is_own, _simple_buffer, _packed_offset)
+        self.table.spmd = spmd
 
     @property
     def n_devices(self) -> int:
@@ -150,13 +154,36 @@ class MetaBufferType(BufferType):
 
 
 class MetaBuffer(Buffer):
-    """One buffer per device, each of the full size; tensors are split when placed (init_tensor)."""
+    """One buffer per device, each of the full size; tensors are split when placed (init_tensor).
+
+    A stored tensor's slices (weights, KV caches) are packed at the front of each device's part, one after the
+    other in the order they are first placed, rather than at the tensor's own offset: a device then touches only as
+    many bytes as its slices hold, not a strip of every tensor's range, which transparent huge pages would make
+    resident whole (a rank of an MPI split held all the weights' memory so). Compute tensors keep the allocator's
+    offsets, which change every graph."""
 
     buft: MetaBufferType
 
     def __init__(self, buft: MetaBufferType, size: int, parts: list[Buffer]) -> None:
         self.parts = parts
         super().__init__(buft, size)
+        self._packed: list[dict[tuple[int, int], int]] = [{} for _ in parts]
+        self._packed_end = [0] * len(parts)
+        self._align = [max(p.buft.alignment, 1) for p in parts]
+
+    def packed_offset(self, device: int, offset: int, size: int) -> int:
+        """Where device `device`'s slice (`size` bytes) of the stored tensor at `offset` lives in its part."""
+        placed = self._packed[device]
+        key = (offset, size)
+        at = placed.get(key)
+        if at is None:
+            align = self._align[device]
+            at = -(-self._packed_end[device] // align) * align
+            if at + size > self.parts[device].size:
+                raise AllocationError(f"{self!r}: device {device}'s slices outgrow its part of {self.size} bytes")
+            placed[key] = at
+            self._packed_end[device] = at + size
+        return at
 
     @property
     def usage(self) -> BufferUsage:
@@ -219,6 +246,11 @@ class MetaBuffer(Buffer):
 
     def __repr__(self) -> str:
         return f"<MetaBuffer {self.buft.name} {self.size} bytes x {len(self.parts)}>"
+
+
+def _packed_offset(buf: Buffer, j: int, offset: int, size: int) -> int:
+    assert isinstance(buf, MetaBuffer)
+    return buf.packed_offset(j, offset, size)
 
 
 def _simple_buffer(buf: Buffer, j: int) -> Buffer:

@@ -30,6 +30,7 @@ from math import lcm
 from typing import Protocol
 
 from pyggml.backend.meta.device import MetaDevice
+from pyggml.backend.meta.spmd import Spmd
 from pyggml.backend.meta.state import MIRRORED, Axis, SplitState, segmented, split, split_shares
 from pyggml.backend.protocol import Device
 from pyggml.errors import ShapeError
@@ -166,7 +167,8 @@ class LlamaSplit:
 
 
 def llama_meta_device(devices: Sequence[Device], dims: LlamaDims, tensor_split: Sequence[float] | None = None,
-                      weight_types: Mapping[str, GGMLType] | None = None) -> MetaDevice:
-    """A meta device over `devices` whose weights and KV caches follow the llama table."""
+                      weight_types: Mapping[str, GGMLType] | None = None, spmd: Spmd | None = None) -> MetaDevice:
+    """A meta device over `devices` whose weights and KV caches follow the llama table (`spmd`: the devices span
+    processes, see pyggml.backend.meta.spmd)."""
     ts = tuple(float(x) for x in tensor_split) if tensor_split is not None else None
-    return MetaDevice(devices, LlamaSplit(dims, len(devices), ts, weight_types))
+    return MetaDevice(devices, LlamaSplit(dims, len(devices), ts, weight_types), spmd=spmd)

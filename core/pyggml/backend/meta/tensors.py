@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyggml.backend.meta.rules import SplitRuleError, derive
+from pyggml.backend.meta.spmd import Spmd
 from pyggml.backend.meta.state import MIRRORED, SplitState, check_state
 from pyggml.backend.protocol import Buffer, BufferUsage
 from pyggml.errors import AllocationError, ShapeError
@@ -56,8 +57,14 @@ class Entry:
 
 class TensorTable:
     def __init__(self, n_devices: int, split_state: SplitStateFn | None, is_meta: Callable[[Buffer], bool],
-                 simple_buffer: Callable[[Buffer, int], Buffer]) -> None:
+                 simple_buffer: Callable[[Buffer, int], Buffer],
+                 packed_offset: Callable[[Buffer, int, int, int], int] | None = None) -> None:
         self.n = n_devices
+        self.packed_offset = packed_offset
+        """(buffer, device, tensor offset, slice bytes) -> where a stored tensor's slice lives in the device's part
+        (None: at the tensor's own offset)."""
+        self.spmd: Spmd | None = None
+        """Set when the devices span processes: which are this process's (transfer.py reads and writes those)."""
         self.split_state_fn = split_state
         self.is_meta = is_meta
         self.simple_buffer = simple_buffer
@@ -155,8 +162,11 @@ class TensorTable:
                 tj.buffer, tj.offset = root.buffer, root.offset + offs
             else:
                 tj = Tensor(t.type, ne, nb, op=t.op, params=_local_params(t, ne, 0), src=srcs)
-                assert t.buffer is not None
-                tj.buffer, tj.offset = self.simple_buffer(t.buffer, j), t.offset
+                buf = t.buffer
+                assert buf is not None
+                tj.buffer, tj.offset = self.simple_buffer(buf, j), t.offset
+                if t.op is Op.NONE and buf.usage is not BufferUsage.COMPUTE and self.packed_offset is not None:
+                    tj.offset = self.packed_offset(buf, j, t.offset, tj.nbytes())
             tj.flags, tj.name = t.flags, t.name
             assert tj.buffer is not None
             tj.buffer.init_tensor(tj)

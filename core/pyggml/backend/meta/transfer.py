@@ -81,8 +81,9 @@ def set_tensor(table: TensorTable, t: Tensor, data: Bytes, offset: int) -> None:
         return
     block, i0, n, pcs = _block_range(t, st, offset, data.size, "set")
     full = data.reshape(n, block)
-    for tj, ranges in zip(simple, pcs, strict=True):
-        if not ranges:
+    spmd = table.spmd
+    for j, (tj, ranges) in enumerate(zip(simple, pcs, strict=True)):
+        if not ranges or (spmd is not None and not spmd.is_local(j)):  # another process's slice: not read
             continue
         local = np.concatenate([full[:, lo:hi] for lo, hi in ranges], axis=1)
         _buf(tj).set_tensor(tj, np.ascontiguousarray(local).reshape(-1), i0 * local.shape[1])
@@ -95,8 +96,10 @@ def get_tensor(table: TensorTable, t: Tensor, offset: int, size: int) -> Bytes:
         raise UnsupportedOpError(f"reading '{t.name}': every device holds a partial sum (PARTIAL); it is a value "
                                  f"only after its allreduce")
     simple = table.simple(t)
+    spmd = table.spmd
     if st.axis == Axis.MIRRORED:
-        return _buf(simple[0]).get_tensor(simple[0], offset, size)
+        j = 0 if spmd is None else min(spmd.local)
+        return _buf(simple[j]).get_tensor(simple[j], offset, size)
     block, i0, n, pcs = _block_range(t, st, offset, size, "get")
     out = np.empty((n, block), dtype=np.uint8)
     for tj, ranges in zip(simple, pcs, strict=True):
@@ -108,6 +111,9 @@ def get_tensor(table: TensorTable, t: Tensor, offset: int, size: int) -> Bytes:
         for lo, hi in ranges:
             out[:, lo:hi] = raw[:, pos : pos + hi - lo]
             pos += hi - lo
+    if spmd is not None:  # other processes' chunks read as zeros here: join them
+        out = np.ascontiguousarray(out)
+        spmd.combine(out.reshape(-1))
     return out.reshape(-1)
 
 
