@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,7 +51,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MESSAGE_TIMEOUT = 60.0
-"""Seconds a client may take to send the rest of a message it started (a stalled client is dropped)."""
+"""Seconds a client may take to send a whole message once it started it (plus size / MIN_RATE) or to read a reply,
+may pause inside one, and has to say HELLO after connecting: a stalled or trickling client is dropped.
+PYGGML_RPC_MESSAGE_TIMEOUT overrides it (tests make it short)."""
+MIN_RATE = 1 << 20
+"""Bytes per second a long message or reply must at least move at: each gets MESSAGE_TIMEOUT + size / MIN_RATE."""
+RECV_CHUNK = 1 << 20
+"""Bytes received at a time: a payload's memory grows as it arrives, not as its header claims."""
 MAX_CLIENTS = 64
 GRAPH_PAYLOAD_MAX = 12 + MAX_GRAPH_NODES * 8 + 2 * MAX_GRAPH_NODES * TENSOR_SIZE
 
@@ -103,6 +110,10 @@ class Session:
         return self.served.devices[index]
 
     def handle(self, cmd: Cmd, p: bytes) -> bytes | None:
+        """One request: the reply, or None for commands without one; ProtocolError for a malformed message.
+        The payload's size is checked here too (the socket loop checks it before reading it), so no caller can
+        hand a handler a payload its unpacking would run past."""
+        self.check_size(cmd, len(p))
         served = self.served
         if cmd is Cmd.HELLO:
             raise ProtocolError("HELLO sent twice")
@@ -151,6 +162,7 @@ class Session:
             return None
         if cmd is Cmd.SET_TENSOR_HASH:
             offset, digest = TWO_U64.unpack_from(p, TENSOR_SIZE)
+            region(rec, self.table, offset, 0, cmd.name)  # before the cache: a bad tensor closes, hit or miss
             cached = self._cache_load(digest)
             if cached is None:
                 return U8.pack(0)
@@ -240,6 +252,19 @@ class Session:
         self.graphs.clear()
 
 
+def message_timeout() -> float:
+    raw = os.environ.get("PYGGML_RPC_MESSAGE_TIMEOUT", "")
+    try:
+        value = float(raw) if raw else MESSAGE_TIMEOUT
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        log.warning("rpc-server: PYGGML_RPC_MESSAGE_TIMEOUT=%r is not a positive number of seconds; using %g", raw,
+                    MESSAGE_TIMEOUT)
+        return MESSAGE_TIMEOUT
+    return value
+
+
 def hello_reply() -> bytes:
     return HELLO_RSP.pack(*PROTO_VERSION, PYGGML_SERVER_MARK, bytes(CONN_CAPS_SIZE))
 
@@ -263,28 +288,37 @@ def serve_connection(sock: socket.socket, served: Served, peer: str) -> None:
             sock.close()
 
 
-def _recv(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
+def _recv(sock: socket.socket, n: int, deadline: float, idle: float) -> bytes:
+    """n bytes, all of them before `deadline` (time.monotonic()) and none more than `idle` seconds after the last.
+    Read in pieces of at most RECV_CHUNK: a header claiming a huge payload costs memory only as the bytes come (it
+    used to allocate the claimed size at once), and the deadline covers the whole message (the timeout used to be
+    per recv, so a byte a minute kept a client, and its claimed payload's memory, for ever)."""
+    chunks: list[bytes] = []
     got = 0
     while got < n:
-        k = sock.recv_into(view[got:])
-        if k == 0:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{n - got} of {n} bytes still missing at the message's deadline")
+        sock.settimeout(min(left, idle))
+        chunk = sock.recv(min(n - got, RECV_CHUNK))
+        if not chunk:
             raise EOFError("connection closed")
-        got += k
-    return bytes(buf)
+        chunks.append(chunk)
+        got += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _serve(sock: socket.socket, session: Session) -> None:
+def _serve(sock: socket.socket, session: Session, timeout: float | None = None) -> None:
+    timeout = message_timeout() if timeout is None else timeout
     first = True
     while True:
-        sock.settimeout(None)
+        sock.settimeout(timeout if first else None)  # once it said HELLO, a client may idle between messages
         first_byte = sock.recv(1)
         if not first_byte:
             return
-        sock.settimeout(MESSAGE_TIMEOUT)
+        deadline = time.monotonic() + timeout
         code = first_byte[0]
-        size = U64.unpack(_recv(sock, U64.size))[0]
+        size = U64.unpack(_recv(sock, U64.size, deadline, timeout))[0]
         try:
             cmd = Cmd(code)
         except ValueError:
@@ -293,13 +327,11 @@ def _serve(sock: socket.socket, session: Session) -> None:
             raise ProtocolError("HELLO must come first, and only once" if not first else
                                 f"{cmd.name} before HELLO")
         session.check_size(cmd, size)
-        payload = _recv(sock, size) if size else b""
-        if first:
-            first = False
-            sock.sendall(U64.pack(HELLO_RSP.size) + hello_reply())
-            continue
-        reply = session.handle(cmd, payload)
+        payload = _recv(sock, size, deadline + size / MIN_RATE, timeout) if size else b""
+        reply = hello_reply() if first else session.handle(cmd, payload)
+        first = False
         if reply is not None:
+            sock.settimeout(timeout + len(reply) / MIN_RATE)  # sendall's timeout bounds the whole reply
             sock.sendall(U64.pack(len(reply)) + reply)
 
 

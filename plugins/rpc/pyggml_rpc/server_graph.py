@@ -1,11 +1,12 @@
 """GRAPH_COMPUTE's payload as a pyggml graph (the server side), checked as untrusted input.
 
 Beyond the tensor checks of `server_tensors`: counts are capped and must match the payload's size exactly; ids are
-unique and nonzero; every source and view source named is in the message (no cycles); each node's op number and
-op_params decode to a pyggml op (`opcodes.decode`) whose shape rule accepts its sources and gives exactly the node's
-type and shape; a node's strides are contiguous unless it is a view or writes into a source (CPY, SET_ROWS,
-in-place results: then its layout and address are that source's); every computed node and its sources have memory;
-and the device supports the op. Only then does a kernel see it.
+unique and nonzero; no tensor has more elements than the bytes it spans hold (overlapping strides would let a few
+bytes stand for unbounded work); every source and view source named is in the message (no cycles); each node's op
+number and op_params decode to a pyggml op (`opcodes.decode`) whose shape rule accepts its sources and gives exactly
+the node's type and shape; a node's strides are contiguous unless it is a view or writes into a source (CPY,
+SET_ROWS, in-place results: then its layout and address are that source's); every computed node and its sources
+have memory the computing device can use; and the device supports the op. Only then does a kernel see it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from pyggml.errors import PyGGMLError
 from pyggml.graph import Graph
 from pyggml.ops.base import OPS, VIEW_OPS, Op
 from pyggml.tensor import Tensor, contiguous_strides
-from pyggml.types import GGMLType
+from pyggml.types import GGMLType, type_traits
 from pyggml_rpc import opcodes
 from pyggml_rpc.opcode_table import ENTRIES
-from pyggml_rpc.server_tensors import BufferTable, ProtocolError, make_tensor, wire_name
+from pyggml_rpc.server_tensors import BufferTable, ProtocolError, make_tensor, span, wire_name
 from pyggml_rpc.wire import MAX_GRAPH_NODES, RPC_TENSOR, TENSOR_SIZE, U32
 
 
@@ -75,6 +76,11 @@ def _check_node(node: Tensor, dev: Device) -> None:
         if t is not None and t.buffer is None:
             raise ProtocolError(f"GRAPH_COMPUTE: node '{node.name}' ({node.op.name}) reads or writes "
                                 f"'{t.name}', which has no buffer")
+        if t is not None and t.buffer is not None and not dev.supports_buft(t.buffer.buft):
+            # a buffer of another served device (a host buffer handed to a GPU's kernels, say): each session's
+            # buffers are its own, but a session may hold buffers on every device the server serves
+            raise ProtocolError(f"GRAPH_COMPUTE: node '{node.name}' ({node.op.name}) on {dev.name} reads or "
+                                f"writes '{t.name}', which is in a buffer of {t.buffer.buft.name}")
     if not dev.supports_op(node):
         raise ProtocolError(f"GRAPH_COMPUTE: {dev.name} does not support node '{node.name}' ({node.op.name}, "
                             f"{node.type} ne={list(node.ne)})")
@@ -126,6 +132,13 @@ class _Builder:
 
     def _make(self, rec: Any) -> Tensor:
         t, _ = make_tensor(rec, self.table, "GRAPH_COMPUTE: tensor")
+        tr = type_traits(t.type)
+        if t.nelements() // tr.blck_size * tr.type_size > span(t):
+            # Strides that make elements share bytes (nb = 0, rows overlapping): a few bytes can then stand for
+            # ~2**128 elements, and a SUM over them would hold the device for ever. ggml's clients make no such
+            # layouts; refused, a graph's work stays bounded by the memory its tensors really span.
+            raise ProtocolError(f"GRAPH_COMPUTE: tensor '{t.name}' ({t.type} ne={list(t.ne)} nb={list(t.nb)}) "
+                                f"has more elements than its {span(t)} bytes hold")
         if rec["view_src"]:
             owner = self.made[int(rec["view_src"])]
             if owner.view_src is not None or owner.buffer is not t.buffer or t.buffer is None:

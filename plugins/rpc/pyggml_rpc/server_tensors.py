@@ -3,7 +3,7 @@
 Buffers are named to the client by random 64-bit handles and live at made-up addresses (`base`), far apart, so a
 wire tensor's `data` address resolves to one buffer and an offset in it, or to nothing. Every field of an
 `rpc_tensor` is checked here: its type, that its row length holds whole blocks, that `data` and the whole extent of
-the tensor (its strides included) lie inside the buffer it names, that a tensor without a buffer has no data.
+the tensor (its strides included, `span`) lie inside the buffer it names, that a tensor without a buffer has no data.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from pyggml_rpc import opcodes
 ADDRESS_BASE = 1 << 44
 ADDRESS_GAP = 1 << 32
 """Made-up buffer addresses start here and leave at least this much between buffers."""
+SIZE_LIMIT = 1 << 64
+"""Tensor extents a wire tensor may have (ggml's size_t): GET_ALLOC_SIZE replies with one in a u64."""
 FLAGS_MASK = int(TensorFlag.INPUT | TensorFlag.OUTPUT | TensorFlag.PARAM | TensorFlag.LOSS | TensorFlag.COMPUTE)
 
 
@@ -93,6 +95,10 @@ def make_tensor(rec: Any, table: BufferTable, what: str, op: Op = Op.NONE) -> tu
     t = Tensor(ttype, (ne[0], ne[1], ne[2], ne[3]), (nb[0], nb[1], nb[2], nb[3]), op=op)
     t.name = name
     t.flags = TensorFlag(int(rec["flags"]) & FLAGS_MASK)
+    size = span(t)
+    if size >= SIZE_LIMIT:  # 32-bit ne and nb can span up to ~2**66 bytes: no buffer holds it, no size_t says it
+        raise ProtocolError(f"{label} ({ttype} ne={list(ne)} nb={list(nb)}) spans {size} bytes, more than 64 bits "
+                            "can count")
     handle, data = int(rec["buffer"]), int(rec["data"])
     if handle == 0:
         if data != 0:
@@ -100,13 +106,24 @@ def make_tensor(rec: Any, table: BufferTable, what: str, op: Op = Op.NONE) -> tu
         return t, None
     sb = table.get(handle, label)
     offset = data - sb.base
-    size = t.nbytes()
     if offset < 0 or offset > sb.size or size > sb.size - offset:
         raise ProtocolError(f"{label} ({ttype} ne={list(ne)} nb={list(nb)}, {size} bytes at {data:#x}) lies "
                             f"outside its buffer [{sb.base:#x}, {sb.base + sb.size:#x})")
     t.buffer = sb.buffer
     t.offset = offset
     return t, sb
+
+
+def span(t: Tensor) -> int:
+    """Bytes from a tensor's first byte to one past its last, whatever its strides. That is ggml_nbytes, except
+    for a block type whose nb[0] is less than a block: ggml_nbytes counts dimension 0 as ne0/blck blocks of nb[0]
+    bytes, but the last block is still read whole (numpy's block views do), so its missing tail is added (a
+    crafted Q8_0 source with nb[0] = 0 at a buffer's end made the numpy device read past the buffer)."""
+    n = t.nbytes()
+    tr = type_traits(t.type)
+    if n and tr.blck_size > 1 and t.nb[0] < tr.type_size:
+        n += tr.type_size - t.nb[0]
+    return n
 
 
 def region(rec: Any, table: BufferTable, offset: int, size: int, what: str) -> tuple[ServedBuffer, int]:
