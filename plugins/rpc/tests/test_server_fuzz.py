@@ -38,18 +38,9 @@ from pyggml_rpc.wire import (
     Cmd,
     graph_payload,
 )
-from rpc_fuzz import (
-    GENERATORS,
-    HELLO_FRAME,
-    MAIN_SIZE,
-    MEMORY_LIMIT,
-    GuardedDevice,
-    Harness,
-    alloc,
-    frame,
-    framed,
-    graph_templates,
-)
+from rpc_fuzz import HELLO_FRAME, Harness, frame, framed
+from rpc_fuzz_messages import GENERATORS, graph_templates
+from rpc_fuzz_world import MAIN_SIZE, MEMORY_LIMIT, GuardedDevice, alloc
 from servers import start_pyggml_server, stop
 
 import pyggml as gg
