@@ -53,7 +53,7 @@ class Connection:
         self.endpoint = endpoint
         self.timeout = io_timeout() if timeout is None else timeout
         host, port = parse_endpoint(endpoint)
-        self._lock = threading.RLock()
+        self._lock: threading.RLock = threading.RLock()
         self._broken: str | None = None
         self.unacknowledged = 0
         """Commands without a reply sent since the last reply (what `ping` confirms)."""
@@ -122,6 +122,11 @@ class Connection:
                 self.call(Cmd.DEVICE_COUNT, b"", 4)
 
     # ---- socket -------------------------------------------------------------------------------------------------
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held for one request; callers hold it too to check-and-send atomically (a buffer's liveness)."""
+        return self._lock
 
     @property
     def broken(self) -> str | None:

@@ -32,6 +32,8 @@ class GraphPlan:
     device: int
     payload: bytes
     n_nodes: int
+    buffers: tuple[object, ...] = ()
+    """The client buffers the payload names (checked alive before every replay)."""
 
 
 def check_wire_shape(t: Tensor, what: str) -> None:
