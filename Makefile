@@ -19,7 +19,8 @@ PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plu
 EXTRAS := $(wildcard conformance examples/llama)
 PYTEST_DIRS := core/tests $(wildcard conformance/tests plugins/*/tests examples/llama/tests)
 
-.PHONY: demo test setup system-deps venv llama-cpp-ref lint typecheck pytest conformance-all conformance-rpc docs-ops clean
+.PHONY: demo test setup system-deps venv llama-cpp-ref lint typecheck pytest conformance-all conformance-rpc \
+	wheels-smoke docs-ops clean
 
 demo: setup
 	$(VENV)/bin/pyggml devices
@@ -31,7 +32,7 @@ demo: setup
 		$(PY) examples/hello_graph.py; \
 	fi
 
-test: setup llama-cpp-ref lint typecheck pytest conformance-all conformance-rpc
+test: setup llama-cpp-ref lint typecheck pytest conformance-all conformance-rpc wheels-smoke
 
 setup: system-deps venv
 
@@ -82,8 +83,15 @@ llama-cpp-ref: venv
 	$(PY) -m pyggml.tools.llama_cpp_ref ggml
 	$(PY) -m pyggml.tools.llama_cpp_ref rpc
 
+# what a user installs: every distribution built as a wheel (python -m build, isolated, nothing reused from .venv),
+# the cpu and rpc wheels repaired to manylinux (auditwheel), installed into a fresh venv with
+# `pip install --no-index --find-links dist 'pyggml[all]' pyggml-conformance pyggml-llama` (third-party
+# dependencies downloaded first), pip check, then pyggml devices / plugins and conformance MUL_MAT on every device
+wheels-smoke: venv
+	$(PY) -m pyggml.tools.wheels_smoke --dist dist . $(PLUGINS) $(EXTRAS)
+
 docs-ops: venv
 	$(VENV)/bin/pyggml conformance --mode support --format markdown > docs/ops.md
 
 clean:
-	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache

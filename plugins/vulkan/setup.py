@@ -1,17 +1,21 @@
 """Build step: compile pyggml_vulkan/shaders/*.comp to SPIR-V (glslangValidator) into the package's spv/ folder.
 
-Without glslangValidator the build still succeeds; the shaders are then compiled at first use into a cache dir
-(pyggml_vulkan.shaderc.spirv), which is also what keeps an editable install working after shader edits.
+A wheel always carries its SPIR-V: building one (pip install, python -m build) fails when glslangValidator is missing
+or a shader does not compile. Only an editable install (pip install -e) goes on without glslangValidator, with a
+warning: there the shaders are compiled at first use into a cache dir (pyggml_vulkan.shaderc.spirv), which is also
+what keeps an editable install working after shader edits.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import shutil
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.errors import SetupError
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,13 +34,18 @@ class BuildShaders(build_py):
         sc = _shaderc()
         editable = getattr(self, "editable_mode", False)
         out = sc.SPV_DIR if editable else Path(self.build_lib) / "pyggml_vulkan" / "spv"
+        if not editable:  # only what this build compiles, nothing left in build/ by an earlier one
+            shutil.rmtree(out, ignore_errors=True)
         try:
             made = sc.compile_all(out)
             logging.getLogger(__name__).info("compiled %d shaders into %s", len(made), out)
         except sc.ShaderBuildError as e:
-            if "not found" not in str(e):
-                raise
-            self.warn(f"{e}; shaders will be compiled at first use")
+            if editable and "not found" in str(e):
+                self.warn(f"{e}; shaders will be compiled at first use")
+                return
+            raise SetupError(f"pyggml-vulkan ships its shaders as SPIR-V, compiled when the wheel is built: {e}") from e
+        if not made:
+            raise SetupError(f"no shaders (*.comp) in {sc.SHADER_DIR}: nothing to compile")
 
 
 setup(cmdclass={"build_py": BuildShaders})

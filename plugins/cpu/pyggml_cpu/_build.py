@@ -32,6 +32,9 @@ COMPILE_ARGS = ["-O3", "-std=gnu11", "-pthread", "-fno-strict-aliasing", "-ffp-c
                 "-Wno-unused-function"]
 """The C flags of the wheel (tests/test_cpu_simd_harness.py builds its harness with the same ones)."""
 LIBRARIES = ["m", "dl", "pthread"] if sys.platform != "win32" else []
+# the shipped extension carries no debug info nor symbol table (3.8 MB -> well under 1 MB); PYGGML_CPU_DEBUG=1 keeps
+# both, for gdb or perf on an editable install
+STRIP = not os.environ.get("PYGGML_CPU_DEBUG") and sys.platform.startswith("linux")
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
@@ -40,7 +43,8 @@ ffibuilder.set_source(
     '#include "api.h"\n',
     sources=[os.path.join("pyggml_cpu", "csrc", s) for s in SOURCES],
     include_dirs=[CSRC],
-    extra_compile_args=COMPILE_ARGS,
+    extra_compile_args=COMPILE_ARGS + (["-g0"] if STRIP else []),
+    extra_link_args=["-s"] if STRIP else [],
     libraries=LIBRARIES,
 )
 

@@ -4,6 +4,9 @@ Python would take seconds for one large weight."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 from cffi import FFI
 
 SOURCE = """
@@ -22,7 +25,9 @@ uint64_t pyggml_rpc_fnv1a64(const uint8_t *data, size_t len, uint64_t hash) {
 
 ffibuilder = FFI()
 ffibuilder.cdef("uint64_t pyggml_rpc_fnv1a64(const uint8_t *data, size_t len, uint64_t hash);")
-ffibuilder.set_source("pyggml_rpc._fnv", SOURCE, extra_compile_args=["-O2"])
+STRIP = not os.environ.get("PYGGML_RPC_DEBUG") and sys.platform.startswith("linux")  # no debug info, no symbols
+ffibuilder.set_source("pyggml_rpc._fnv", SOURCE, extra_compile_args=["-O2"] + (["-g0"] if STRIP else []),
+                      extra_link_args=["-s"] if STRIP else [])
 
 if __name__ == "__main__":
     ffibuilder.compile(verbose=True)

@@ -30,9 +30,11 @@ class ShaderBuildError(_Base):
 
 
 def glslang() -> str:
-    exe = os.environ.get("GLSLANG_VALIDATOR") or shutil.which("glslangValidator")
+    named = os.environ.get("GLSLANG_VALIDATOR")
+    exe = shutil.which(named) if named else shutil.which("glslangValidator")
     if not exe:
-        raise ShaderBuildError("glslangValidator not found: install glslang-tools (apt-get install glslang-tools) "
+        where = f"GLSLANG_VALIDATOR={named} is not an executable" if named else "glslangValidator not found"
+        raise ShaderBuildError(f"{where}: install glslang-tools (apt-get install glslang-tools) "
                                "or set GLSLANG_VALIDATOR to its path")
     return exe
 
