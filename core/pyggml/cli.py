@@ -110,7 +110,12 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if not fn_name:
         print("graph: give MODULE:FUNCTION returning a Graph or Tensor", file=sys.stderr)
         return 2
-    obj = getattr(importlib.import_module(mod_name), fn_name)()
+    try:
+        fn = getattr(importlib.import_module(mod_name), fn_name)
+    except (ImportError, AttributeError) as e:
+        print(f"graph: cannot load {args.target}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    obj = fn()
     graph = obj if isinstance(obj, Graph) else Graph().build_forward_expand(obj) if isinstance(obj, Tensor) else None
     if graph is None:
         print(f"graph: {args.target} returned {type(obj).__name__}, not a Graph or Tensor", file=sys.stderr)

@@ -29,6 +29,8 @@ class Context:
     def __init__(self, mem_size: int | None = None, *, no_alloc: bool = False) -> None:
         if not no_alloc and mem_size is None:
             raise AllocationError("a Context that holds data (no_alloc=False) needs mem_size")
+        if mem_size is not None and (isinstance(mem_size, bool) or not isinstance(mem_size, int) or mem_size < 0):
+            raise AllocationError(f"Context mem_size must be a byte count >= 0 (or None), got {mem_size!r}")
         self.mem_size = mem_size
         self.no_alloc = no_alloc
         self.used = 0

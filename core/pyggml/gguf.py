@@ -4,7 +4,9 @@ every problem becomes a GGUFError naming the file and what is wrong, before anyt
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,6 +51,15 @@ class GGUFFile:
         self.metadata: dict[str, Any] = self._container.metadata
         self.tensors: dict[str, GGUFTensorInfo] = {
             name: self._tensor_info(raw) for name, raw in self._container.tensors.items()}
+        self._check_overlaps()
+
+    def _check_overlaps(self) -> None:
+        """Two tensors whose data share bytes: a writer bug or a crafted file (writing one would change the other)."""
+        spans = sorted((i.offset, i.offset + i.nbytes, i.name) for i in self.tensors.values() if i.nbytes)
+        for (s0, e0, n0), (s1, e1, n1) in itertools.pairwise(spans):
+            if s1 < e0:
+                raise GGUFError(f"{self.path}: tensors {n0!r} [{s0}, {e0}) and {n1!r} [{s1}, {e1}) overlap in the "
+                                "file")
 
     def _tensor_info(self, raw: RawTensorInfo) -> GGUFTensorInfo:
         name = raw.name
@@ -91,6 +102,25 @@ class GGUFFile:
         if not isinstance(value, kind):
             raise GGUFError(f"{self.path}: metadata {key!r} = {value!r} has the wrong kind")
         return value
+
+    def number(self, key: str, default: float | None = None, *, integer: bool = False, lo: float | None = None,
+               hi: float | None = None, lo_open: bool = False) -> Any:
+        """A numeric metadata value checked where it is read: an int (`integer`) or a finite number, in [lo, hi]
+        (lo excluded with `lo_open`); a missing key gives `default` (None: required). Anything else raises GGUFError
+        naming the file, the key and the value (rms_eps = NaN, rope.freq_base = 0, a context length past 2^31)."""
+        if key not in self.metadata:
+            if default is None:
+                raise GGUFError(f"{self.path}: required metadata key {key!r} is missing")
+            return default
+        v = self.metadata[key]
+        ok = isinstance(v, int) if integer else isinstance(v, int | float)
+        if not ok or isinstance(v, bool) or (isinstance(v, float) and not math.isfinite(v)):
+            want = "an integer" if integer else "a finite number"
+            raise GGUFError(f"{self.path}: metadata {key!r} = {v!r} is not {want}")
+        if (lo is not None and (v <= lo if lo_open else v < lo)) or (hi is not None and v > hi):
+            left = "(" if lo_open else "["
+            raise GGUFError(f"{self.path}: metadata {key!r} = {v!r} is outside {left}{lo}, {hi}]")
+        return v
 
     def data(self, name: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """The raw bytes of one tensor (a read-only view of the memory map)."""

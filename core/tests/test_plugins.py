@@ -89,3 +89,79 @@ def test_backend_selection(broken_plugin: Path) -> None:
     assert rows["broken"]["status"] == "disabled"
     missing = _run(["devices"], broken_plugin, PYGGML_BACKENDS="numpy,nosuchbackend")
     assert missing.returncode != 0 and "nosuchbackend" in missing.stderr
+
+
+_HUNG = """
+import threading
+from pyggml.backend.hookspec import hookimpl
+from pyggml.backend.protocol import Registry
+
+class Hung(Registry):
+    def __init__(self):
+        super().__init__("hung")
+
+    def devices(self):
+        threading.Event().wait()  # a driver call that never returns
+
+@hookimpl
+def pyggml_backend_registries():
+    return [Hung()]
+"""
+
+
+def test_a_hung_registry_delays_only_what_asks_for_it(tmp_path: Path) -> None:
+    """A registry whose devices() blocks stalled every command, init_backend('cpu') included (issue 19)."""
+    _throwaway_dist(tmp_path, "pyggml_hung_demo", _HUNG, "hung")
+    code = ("import time; from pyggml.backend.registry import init_backend; t = time.time(); "
+            "b = init_backend('numpy'); print(b.name, round(time.time() - t, 1))")
+    e = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             PYGGML_BACKENDS="", PYGGML_PLUGIN_TIMEOUT="600")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "numpy" and float(r.stdout.split()[1]) < 10
+    devs = _run(["devices", "--json"], tmp_path, PYGGML_BACKENDS="", PYGGML_PLUGIN_TIMEOUT="1")
+    assert devs.returncode == 0, devs.stderr
+    rows = {row["registry"]: row for row in json.loads(devs.stdout)}
+    assert rows["hung"]["device"] is None
+    assert "did not finish within 1 s" in rows["hung"]["reason"] and "pyggml_hung_demo" in rows["hung"]["reason"]
+    assert "PYGGML_PLUGIN_TIMEOUT" in rows["hung"]["reason"]
+    assert rows["numpy"]["device"] == "numpy"
+
+
+_IMPOSTOR = """
+from pyggml.backend.hookspec import hookimpl
+from pyggml.reference.backend import NumpyRegistry
+
+class Impostor(NumpyRegistry):
+    pass
+
+@hookimpl
+def pyggml_backend_registries():
+    return [Impostor()]
+"""
+
+
+def test_a_registry_name_collision_is_reported_not_resolved_silently(tmp_path: Path) -> None:
+    """A plugin registering "numpy" sorts before the real one: it used to take the name and the real plugin was
+    rejected. The plugin whose entry point carries the name keeps it; the error names both distributions."""
+    _throwaway_dist(tmp_path, "aaa_impostor_demo", _IMPOSTOR, "aaa")
+    r = _run(["plugins", "--json"], tmp_path, PYGGML_BACKENDS="")
+    assert r.returncode == 0, r.stderr
+    rows = {p["name"]: p for p in json.loads(r.stdout)}
+    assert rows["numpy"]["status"] == "loaded" and rows["numpy"]["registries"] == ["numpy"]
+    assert rows["aaa"]["status"] == "error"
+    assert "aaa_impostor_demo" in rows["aaa"]["error"] and "pyggml" in rows["aaa"]["error"]
+    assert "registry name 'numpy'" in r.stderr
+    code = "from pyggml.backend.registry import get_registry; print(type(get_registry('numpy')).__name__)"
+    e = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             PYGGML_BACKENDS="")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=60)
+    assert out.stdout.strip() == "NumpyRegistry", out.stderr
+    strict = _run(["devices"], tmp_path, PYGGML_BACKENDS="", PYGGML_STRICT_PLUGINS="1")
+    assert strict.returncode != 0 and "aaa_impostor_demo" in strict.stderr
+
+
+@pytest.mark.parametrize("target", ["missing.mod:f", "pyggml.ops:no_such_function"])
+def test_graph_of_a_missing_function_is_a_usage_error(tmp_path: Path, target: str) -> None:
+    r = _run(["graph", target], tmp_path)
+    assert r.returncode == 2 and "cannot load" in r.stderr and "Traceback" not in r.stderr

@@ -3,8 +3,10 @@ buffers hold, and the error an allocation that fails raises."""
 
 from __future__ import annotations
 
+import operator
 import threading
 import weakref
+from collections.abc import Callable
 
 from pyggml.backend.protocol import Device
 from pyggml.errors import AllocationError
@@ -25,10 +27,11 @@ class AllocationTally:
     def bytes(self) -> int:
         return self._bytes
 
-    def track(self, buffer: object, size: int) -> None:
-        """Count `size` bytes until `buffer` is garbage collected."""
+    def track(self, buffer: object, size: int) -> Callable[[], object]:
+        """Count `size` bytes until `buffer` is garbage collected, or until the returned callable is called (by the
+        buffer's `free()`; only the first of the two counts)."""
         self._add(size)
-        weakref.finalize(buffer, self._add, -size)
+        return weakref.finalize(buffer, self._add, -size)
 
     def free_of(self, total: int) -> int:
         """What is left of `total` bytes of memory (never negative)."""
@@ -37,6 +40,20 @@ class AllocationTally:
     def _add(self, size: int) -> None:
         with self._lock:
             self._bytes += size
+
+
+def check_size(name: str, size: object, total: int | None = None) -> int:
+    """A buffer size as asked of `name`'s alloc_buffer: an integer >= 0 and, when the device's total memory is known,
+    at most that; else AllocationError naming the buffer type and the size."""
+    try:
+        n = operator.index(size)  # type: ignore[arg-type]
+    except TypeError:
+        raise AllocationError(f"{name}: a buffer size must be an integer, got {size!r}") from None
+    if n < 0:
+        raise AllocationError(f"{name}: negative buffer size {n}")
+    if total is not None and total > 0 and n > total:
+        raise AllocationError(f"{name}: a buffer of {n} bytes exceeds the device's total memory of {total} bytes")
+    return n
 
 
 def alloc_error(dev: Device, size: int, why: str) -> AllocationError:

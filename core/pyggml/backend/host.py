@@ -25,10 +25,28 @@ def aligned_empty(size: int, alignment: int = HOST_ALIGNMENT) -> Bytes:
 
 
 class HostBuffer(Buffer):
+    """`free()` drops the buffer's memory at once (numpy views taken before keep theirs alive); any later use raises
+    AllocationError, and a second free does nothing."""
+
     def __init__(self, buft: BufferType, array: Bytes) -> None:
         super().__init__(buft, array.size)
-        self.array = array
+        self._array: Bytes | None = array
         self.address = int(array.ctypes.data) if array.size else 0
+
+    @property
+    def array(self) -> Bytes:
+        arr = self._array
+        if arr is None:
+            raise AllocationError(f"{self.buft.name}: buffer of {self.size} bytes used after free")
+        return arr
+
+    @property
+    def freed(self) -> bool:
+        return self._array is None
+
+    def free(self) -> None:
+        self._array = None
+        self.address = 0
 
     def write(self, offset: int, data: Bytes) -> None:
         self.array[offset : offset + data.size] = data
@@ -66,6 +84,12 @@ class HostBufferType(BufferType):
         return True
 
     def alloc_buffer(self, size: int) -> HostBuffer:
+        """`size` bytes of fresh host memory; a negative size, or one beyond the machine's memory, raises
+        AllocationError."""
+        from pyggml.backend.accounting import check_size
+        from pyggml.backend.sysinfo import host_memory
+
+        size = check_size(self.name, size, host_memory()[1])
         return HostBuffer(self, aligned_empty(max(size, 1))[:size] if size else aligned_empty(0))
 
     def wrap(self, array: Bytes) -> HostBuffer:

@@ -3,7 +3,16 @@
 Entry points in group `pyggml.backends` are loaded one by one, each inside its own try/except: a plugin that
 fails to import, register or enumerate is recorded (name, distribution, version, traceback) and shown by
 `pyggml plugins`, never fatal, unless PYGGML_STRICT_PLUGINS=1. PYGGML_BACKENDS=a,b restricts loading to the
-named plugins or registries (each named one must then load). Devices are enumerated lazily, on first request.
+named plugins or registries (each named one must then load).
+
+Two plugins registering one registry name are never resolved silently: the plugin whose entry point carries the
+registry's name keeps it (the cpu plugin keeps "cpu"), the other is rejected; with no such owner every claimant is
+rejected; either way the error names both distributions.
+
+Devices are enumerated lazily, each registry on its own and on first request only: a driver that hangs in
+`devices()` delays only what asks for that registry, by at most PYGGML_PLUGIN_TIMEOUT seconds (default 30; 0 waits
+forever), after which the registry reports no devices and an error naming its plugin; looking a device up by name
+asks the registries whose name it starts with first ("cpu" never waits for another plugin).
 """
 
 from __future__ import annotations
@@ -43,6 +52,45 @@ class RegistryInfo:
     plugin: str
     devices: list[Device] | None = None
     error: str | None = None
+    distribution: str = "?"
+    """The plugin's distribution and version, for messages."""
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Serialises this registry's enumeration (and only this one's)."""
+    pending: _Enumeration | None = field(default=None, repr=False)
+
+
+TIMEOUT_ENV = "PYGGML_PLUGIN_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0
+
+
+def plugin_timeout() -> float | None:
+    """Seconds a registry's device enumeration may take (PYGGML_PLUGIN_TIMEOUT; None: no limit)."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        v = float(raw)
+    except ValueError:
+        raise PluginLoadError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    return None if v <= 0 else v
+
+
+class _Enumeration:
+    """One registry's `devices()` running on a daemon thread, so a hung driver can be waited for with a limit."""
+
+    def __init__(self, reg: Registry) -> None:
+        self.done = threading.Event()
+        self.devices: list[Device] = []
+        self.error: BaseException | None = None
+        threading.Thread(target=self._run, args=(reg,), name=f"pyggml-enumerate-{reg.name}", daemon=True).start()
+
+    def _run(self, reg: Registry) -> None:
+        try:
+            self.devices = list(reg.devices())
+        except BaseException as e:  # recorded and reported by devices_of
+            self.error = e
+        finally:
+            self.done.set()
 
 
 class BackendHub:
@@ -61,10 +109,11 @@ class BackendHub:
             if self._loaded:
                 return
             self._loaded = True
-            strict = os.environ.get("PYGGML_STRICT_PLUGINS", "") not in ("", "0")
+            strict = _strict()
             wanted = [w.strip() for w in os.environ.get("PYGGML_BACKENDS", "").split(",") if w.strip()]
             pm = pluggy.PluginManager(PROJECT)
             pm.add_hookspecs(BackendHooks)
+            claims: list[tuple[Registry, PluginInfo]] = []
             for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
                 info = _plugin_info(ep)
                 self.plugins.append(info)
@@ -80,8 +129,8 @@ class BackendHub:
                     for impl in impls:
                         regs.extend(cast("list[Registry]", impl.function()))
                     for reg in regs:
-                        self._add(reg, ep.name)
-                        info.registries.append(reg.name)
+                        self._check(reg, ep.name)
+                    claims.extend((reg, info) for reg in regs)
                     info.status = "loaded"
                 except Exception as e:
                     info.status = "error"
@@ -89,6 +138,7 @@ class BackendHub:
                     log.warning("pyggml plugin %r failed to load: %s", ep.name, e)
                     if strict:
                         raise PluginLoadError(f"plugin {ep.name!r} ({info.value}) failed to load: {e}") from e
+            self._add_claims(claims, strict)
             if wanted:
                 missing = [w for w in wanted if not self._names_match(w)]
                 if missing:
@@ -103,22 +153,56 @@ class BackendHub:
             r.lower() == w for r in self._regs
         )
 
-    def _add(self, reg: Registry, plugin: str) -> None:
+    @staticmethod
+    def _check(reg: Registry, plugin: str) -> None:
         if not isinstance(reg, Registry):
             raise PluginLoadError(f"plugin {plugin!r} returned {reg!r}, not a pyggml Registry")
         if reg.api_version != API_VERSION:
             raise PluginLoadError(
                 f"plugin {plugin!r}: registry {reg.name!r} speaks backend API {reg.api_version}, pyggml {API_VERSION}"
             )
-        if reg.name.lower() in self._regs:
-            raise PluginLoadError(f"plugin {plugin!r}: a registry named {reg.name!r} exists already")
-        self._regs[reg.name.lower()] = RegistryInfo(reg, plugin)
+
+    def _add_claims(self, claims: list[tuple[Registry, PluginInfo]], strict: bool) -> None:
+        """Add the loaded plugins' registries; a name claimed twice goes to the plugin whose entry point carries it
+        (if exactly one does), the other claimants are rejected with an error naming every distribution."""
+        by_name: dict[str, list[tuple[Registry, PluginInfo]]] = {}
+        for reg, info in claims:
+            by_name.setdefault(reg.name.lower(), []).append((reg, info))
+        for key, group in by_name.items():
+            if len(group) == 1:
+                reg, info = group[0]
+                self._add(reg, info)
+                continue
+            owners = [(r, i) for r, i in group if i.name.lower() == key]
+            keep = owners[0] if len(owners) == 1 else None
+            who = ", ".join(f"plugin {i.name!r} ({i.distribution} {i.version})" for _, i in group)
+            verdict = (f"kept for plugin {keep[1].name!r}, whose entry point carries the name" if keep
+                       else "rejected for all of them")
+            msg = f"registry name {group[0][0].name!r} is registered by {who}: {verdict}"
+            log.error("pyggml: %s", msg)
+            if strict:
+                raise PluginLoadError(msg)
+            for reg, info in group:
+                if keep is not None and info is keep[1]:
+                    self._add(reg, info)
+                    continue
+                info.status = "error"
+                info.error = f"{info.error}\n{msg}" if info.error else msg
+
+    def _add(self, reg: Registry, info: PluginInfo) -> None:
+        self._regs[reg.name.lower()] = RegistryInfo(reg, info.name, distribution=f"{info.distribution} {info.version}")
+        info.registries.append(reg.name)
 
     def register(self, reg: Registry, plugin: str = "<in-process>") -> None:
-        """Add a registry by hand (tests, embedded backends)."""
+        """Add a registry by hand (tests, embedded backends); a name in use raises PluginLoadError naming both."""
         with self._lock:
             self.load()
-            self._add(reg, plugin)
+            self._check(reg, plugin)
+            old = self._regs.get(reg.name.lower())
+            if old is not None:
+                raise PluginLoadError(f"plugin {plugin!r}: a registry named {reg.name!r} exists already (from plugin "
+                                      f"{old.plugin!r}, {old.distribution})")
+            self._regs[reg.name.lower()] = RegistryInfo(reg, plugin)
 
     def unregister(self, name: str) -> None:
         with self._lock:
@@ -139,17 +223,32 @@ class BackendHub:
         return info.registry
 
     def devices_of(self, info: RegistryInfo) -> list[Device]:
-        """Enumerate (once) a registry's devices; an enumeration failure is recorded, not raised."""
-        with self._lock:
-            if info.devices is None:
-                try:
-                    info.devices = list(info.registry.devices())
-                except Exception as e:
-                    info.devices = []
-                    info.error = f"device enumeration failed: {type(e).__name__}: {e}"
-                    log.warning("pyggml registry %r: %s", info.registry.name, info.error)
-                    if os.environ.get("PYGGML_STRICT_PLUGINS", "") not in ("", "0"):
-                        raise PluginLoadError(f"registry {info.registry.name!r}: {info.error}") from e
+        """Enumerate (once) a registry's devices; a failure, or no answer within PYGGML_PLUGIN_TIMEOUT seconds, is
+        recorded (no devices), not raised (unless PYGGML_STRICT_PLUGINS=1). Other registries are not held up."""
+        with info.lock:
+            if info.devices is not None:
+                return info.devices
+            first = info.pending is None
+            if info.pending is None:
+                info.pending = _Enumeration(info.registry)
+            timeout = plugin_timeout()
+            if not info.pending.done.wait(timeout if first else 0):
+                info.error = (f"device enumeration of registry {info.registry.name!r} (plugin {info.plugin!r}, "
+                              f"{info.distribution}) did not finish within {timeout:g} s ({TIMEOUT_ENV})")
+                if first:
+                    log.warning("pyggml: %s", info.error)
+                    if _strict():
+                        raise PluginLoadError(info.error)
+                return []
+            e = info.pending.error
+            if e is None:
+                info.devices, info.error = info.pending.devices, None
+                return info.devices
+            info.devices = []
+            info.error = f"device enumeration failed: {type(e).__name__}: {e}"
+            log.warning("pyggml registry %r: %s", info.registry.name, info.error)
+            if _strict():
+                raise PluginLoadError(f"registry {info.registry.name!r}: {info.error}") from e
             return info.devices
 
     def devices(self) -> list[Device]:
@@ -160,17 +259,24 @@ class BackendHub:
         at run time, such as RPC's `add_server`, calls this)."""
         with self._lock:
             info = self._regs.get(name.lower())
-            if info is not None:
+        if info is not None:
+            with info.lock:
                 info.devices = None
                 info.error = None
+                info.pending = None
 
     def device(self, name: str) -> Device:
-        for d in self.devices():
-            if d.name.lower() == name.lower():
-                return d
-        for info in self.registries():  # a registry name picks its first device
-            if info.registry.name.lower() == name.lower() and self.devices_of(info):
-                return self.devices_of(info)[0]
+        """The device called `name`, else the first device of the registry called `name`. Registries whose name
+        starts `name` are asked first, so `cpu` or `OpenCL0` never wait for another plugin's enumeration."""
+        want = name.lower()
+        infos = self.registries()
+        likely = [i for i in infos if want.startswith(i.registry.name.lower())]
+        for info in likely + [i for i in infos if i not in likely]:
+            for d in self.devices_of(info):
+                if d.name.lower() == want:
+                    return d
+            if info.registry.name.lower() == want and self.devices_of(info):
+                return self.devices_of(info)[0]  # a registry name picks its first device
         known = ", ".join(d.name for d in self.devices()) or "none"
         raise PyGGMLError(f"no device named {name!r}; available: {known}")
 
@@ -179,6 +285,10 @@ class BackendHub:
         if info.error:
             return info.error
         return None if devs else (info.registry.unavailable_reason() or "no devices")
+
+
+def _strict() -> bool:
+    return os.environ.get("PYGGML_STRICT_PLUGINS", "") not in ("", "0")
 
 
 def _plugin_info(ep: EntryPoint) -> PluginInfo:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyggml.ops.base import Op, ShapeRule, check_types, define, fail, need, record
+from pyggml.ops.base import Op, ShapeRule, check_types, define, fail, need, record, tiles
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import GGMLType
 
@@ -41,7 +41,7 @@ def _soft_max(srcs: Srcs, p: SoftMaxParams) -> tuple[GGMLType, Ne]:
         check_types(Op.SOFT_MAX, mask, MASK_TYPES, "src1 (mask)")
         if not mask.is_contiguous_rows() or mask.ne[0] != a.ne[0] or mask.ne[1] < a.ne[1]:
             raise fail(Op.SOFT_MAX, "mask rows must be contiguous, as long as src0's and cover its ne[1]", a, mask)
-        if a.ne[2] % mask.ne[2] or a.ne[3] % mask.ne[3]:
+        if not (tiles(a.ne[2], mask.ne[2]) and tiles(a.ne[3], mask.ne[3])):
             raise fail(Op.SOFT_MAX, "mask dims 2 and 3 must broadcast into src0's", a, mask)
     if p.max_bias > 0 and mask is None:
         raise fail(Op.SOFT_MAX, "ALiBi (max_bias > 0) needs a mask", a)
@@ -101,11 +101,12 @@ def _flash_attn(srcs: Srcs, p: FlashAttnParams) -> tuple[GGMLType, Ne]:
         raise fail(op, "q and k need the same head size ne[0]", q, k)
     if v.ne[1] != k.ne[1] or v.ne[2] != k.ne[2] or v.ne[3] != k.ne[3]:
         raise fail(op, "k and v need the same kv length, kv heads and batch", k, v)
-    if q.ne[2] % k.ne[2] or q.ne[3] % k.ne[3]:
+    if not (tiles(q.ne[2], k.ne[2]) and tiles(q.ne[3], k.ne[3])):
         raise fail(op, "q heads must be a multiple of kv heads (GQA) and batches must broadcast", q, k)
     if mask is not None:
         check_types(op, mask, MASK_TYPES, "mask")
-        if mask.ne[0] != k.ne[1] or mask.ne[1] < q.ne[1] or q.ne[2] % mask.ne[2] or q.ne[3] % mask.ne[3]:
+        if mask.ne[0] != k.ne[1] or mask.ne[1] < q.ne[1] or not (
+                tiles(q.ne[2], mask.ne[2]) and tiles(q.ne[3], mask.ne[3])):
             raise fail(op, "mask must be [n_kv, >= n_q, heads | 1, batch | 1]", q, k, mask)
     if p.max_bias > 0 and mask is None:
         raise fail(op, "ALiBi (max_bias > 0) needs a mask", q)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from pyggml.errors import ShapeError, UnsupportedTypeError
+from pyggml.errors import PyGGMLError, ShapeError, UnsupportedTypeError
 from pyggml.tensor import Ne, Tensor, context_for
 from pyggml.types import GGMLType
 
@@ -128,7 +128,12 @@ def record(
         raise ShapeError(f"{op.name}: src[0] is required")
     infer = d.infer
     assert infer is not None
-    ttype, ne = infer(srcs, params)
+    try:
+        ttype, ne = infer(srcs, params)
+    except PyGGMLError:
+        raise
+    except (ArithmeticError, ValueError, TypeError) as e:  # a shape rule tripped on what it did not expect
+        raise fail(op, f"invalid sources or params ({type(e).__name__}: {e})", *srcs) from e
     while srcs and srcs[-1] is None:
         srcs = srcs[:-1]
     if inplace:
@@ -186,6 +191,11 @@ def check_types(op: Op, t: Tensor, allowed: frozenset[GGMLType], slot: str) -> N
     if t.type not in allowed:
         names = ", ".join(sorted(str(x) for x in allowed))
         raise UnsupportedTypeError(f"{op.name}: {slot} {describe(t)} must be one of {names}")
+
+
+def tiles(big: int, small: int) -> bool:
+    """big is a whole multiple of small (a zero-size dim tiles only a zero-size one)."""
+    return big % small == 0 if small else big == 0
 
 
 def can_repeat(small: Tensor, big: Tensor) -> bool:

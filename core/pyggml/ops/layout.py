@@ -3,6 +3,7 @@ ACC, DIAG, GET_ROWS, SET_ROWS, ARANGE."""
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from pyggml.ops.base import (
@@ -17,11 +18,13 @@ from pyggml.ops.base import (
     need,
     record,
     record_view,
+    tiles,
 )
 from pyggml.tensor import Ne, Tensor, contiguous_strides
 from pyggml.types import FLOAT_TYPES, GGMLType
 
 Srcs = tuple[Tensor | None, ...]
+MAX_VIEW_BYTES = 1 << 62
 INDEX_TYPES = frozenset({GGMLType.I32, GGMLType.I64})
 
 
@@ -88,7 +91,8 @@ def view(a: Tensor, ne: tuple[int, ...], nb: tuple[int, ...] | None = None, offs
     if len(given) > len(ne) - 1:
         raise fail(Op.VIEW, f"{len(ne)}-d view takes {len(ne) - 1} strides, got {len(given)}", a)
     for i, s in enumerate(given):
-        strides[i + 1] = s
+        strides[i + 1] = _stride(a, i + 1, s)
+    offset = _stride(a, -1, offset)
     for i in range(len(given) + 1, 4):
         strides[i] = strides[i - 1] * dims[i - 1]
     nb4: Ne = (strides[0], strides[1], strides[2], strides[3])
@@ -98,6 +102,22 @@ def view(a: Tensor, ne: tuple[int, ...], nb: tuple[int, ...] | None = None, offs
         raise fail(Op.VIEW, f"view of {probe.nbytes()} bytes at offset {offset} is outside the data owner "
                    f"{describe(owner)} of {owner.nbytes()} bytes", a)
     return _view(a, Op.VIEW, dims, nb4, offset, ViewParams(offset))
+
+
+def _stride(a: Tensor, dim: int, value: object, op: Op = Op.VIEW) -> int:
+    """A view's byte stride nb[dim] (dim -1: its offset): an integer in [0, 2^62), so no size derived from it can
+    wrap in a kernel's 64-bit arithmetic and the bounds check sees the real extent."""
+    what = "offset" if dim < 0 else f"stride nb[{dim}]"
+    try:
+        v = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise fail(op, f"{what} must be an integer, got {value!r}", a) from None
+    if not 0 <= v < MAX_VIEW_BYTES:
+        raise fail(op, f"{what} = {v} is outside [0, 2^62)", a)
+    unit = a.type.traits.type_size
+    if v % unit:
+        raise fail(op, f"{what} = {v} is not a multiple of the {a.type} element (block) size {unit}", a)
+    return v
 
 
 def reshape(a: Tensor, *ne: int) -> Tensor:
@@ -266,6 +286,8 @@ def _acc(op: Op) -> ShapeRule:
             raise fail(op, "src1 must have src0's type", a, b)
         if not a.is_contiguous():
             raise fail(op, "src0 must be contiguous", a, b)
+        for dim, v in ((1, params.nb1), (2, params.nb2), (3, params.nb3), (-1, params.offset)):
+            _stride(a, dim, v, op)
         es = a.type.traits.type_size
         last = params.offset + (b.ne[0] - 1) * es + (b.ne[1] - 1) * params.nb1 + (b.ne[2] - 1) * params.nb2 \
             + (b.ne[3] - 1) * params.nb3 + es
@@ -335,7 +357,7 @@ def _set_rows(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     check_types(Op.SET_ROWS, c, INDEX_TYPES, "src2 (row ids)")
     if a.ne[0] != b.ne[0] or b.ne[1] != c.ne[0] or a.ne[2] != b.ne[2] or a.ne[3] != b.ne[3]:
         raise fail(Op.SET_ROWS, "rows must be [dst.ne0, n, dst.ne2, dst.ne3] with ids [n, ...]", a, b, c)
-    if c.ne[3] != 1 or b.ne[2] % c.ne[1] or b.ne[3] % c.ne[2]:
+    if c.ne[3] != 1 or not (tiles(b.ne[2], c.ne[1]) and tiles(b.ne[3], c.ne[2])):
         raise fail(Op.SET_ROWS, "ids' dims 1 and 2 must broadcast into the rows' dims 2 and 3", b, c)
     if not b.is_contiguous_rows() or not a.is_contiguous_rows():
         raise fail(Op.SET_ROWS, "rows must be contiguous", a, b)

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from pyggml.ops.base import Op, check_types, define, fail, need, record
+from pyggml.ops.base import Op, check_types, define, fail, need, record, tiles
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import FLOAT_TYPES, GGMLType
 
 Srcs = tuple[Tensor | None, ...]
+WEIGHT_TYPES = FLOAT_TYPES | frozenset(t for t in GGMLType if t.traits.is_quantized)
+"""What src0 of MUL_MAT / MUL_MAT_ID / OUT_PROD may hold: float and block types (not integers, as ggml)."""
 
 
 def _mul_mat(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     a = need(srcs[0], Op.MUL_MAT, "src0")
     b = need(srcs[1], Op.MUL_MAT, "src1")
+    check_types(Op.MUL_MAT, a, WEIGHT_TYPES, "src0")
     check_types(Op.MUL_MAT, b, FLOAT_TYPES, "src1")
     if a.ne[0] != b.ne[0]:
         raise fail(Op.MUL_MAT, "src0 and src1 must have the same row length ne[0]", a, b)
-    if b.ne[2] % a.ne[2] or b.ne[3] % a.ne[3]:
+    if not (tiles(b.ne[2], a.ne[2]) and tiles(b.ne[3], a.ne[3])):
         raise fail(Op.MUL_MAT, "src0's batch dims ne[2], ne[3] must divide src1's (broadcast)", a, b)
     if a.is_transposed():
         raise fail(Op.MUL_MAT, "src0 must not be transposed (nb[0] > nb[1])", a)
@@ -37,6 +40,7 @@ def _mul_mat_id(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     as_ = need(srcs[0], Op.MUL_MAT_ID, "src0 (experts)")
     b = need(srcs[1], Op.MUL_MAT_ID, "src1")
     ids = need(srcs[2], Op.MUL_MAT_ID, "src2 (expert ids)")
+    check_types(Op.MUL_MAT_ID, as_, WEIGHT_TYPES, "src0 (experts)")
     check_types(Op.MUL_MAT_ID, b, FLOAT_TYPES, "src1")
     check_types(Op.MUL_MAT_ID, ids, frozenset({GGMLType.I32}), "src2 (expert ids)")
     if as_.ne[3] != 1 or b.ne[3] != 1 or ids.ne[2] != 1 or ids.ne[3] != 1:
@@ -46,7 +50,7 @@ def _mul_mat_id(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
         raise fail(Op.MUL_MAT_ID, "ids.ne[1] must equal src1.ne[2] (tokens)", b, ids)
     if as_.ne[0] != b.ne[0]:
         raise fail(Op.MUL_MAT_ID, "experts and src1 must have the same row length", as_, b)
-    if ids.ne[0] % b.ne[1]:
+    if not tiles(ids.ne[0], b.ne[1]):
         raise fail(Op.MUL_MAT_ID, "ids.ne[0] (experts used) must be a multiple of src1.ne[1]", b, ids)
     return GGMLType.F32, (as_.ne[1], ids.ne[0], b.ne[2], 1)
 
@@ -62,8 +66,9 @@ def mul_mat_id(as_: Tensor, b: Tensor, ids: Tensor) -> Tensor:
 def _out_prod(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     a = need(srcs[0], Op.OUT_PROD, "src0")
     b = need(srcs[1], Op.OUT_PROD, "src1")
+    check_types(Op.OUT_PROD, a, WEIGHT_TYPES, "src0")
     check_types(Op.OUT_PROD, b, FLOAT_TYPES, "src1")
-    if a.ne[1] != b.ne[1] or b.ne[2] % a.ne[2] or b.ne[3] % a.ne[3]:
+    if a.ne[1] != b.ne[1] or not (tiles(b.ne[2], a.ne[2]) and tiles(b.ne[3], a.ne[3])):
         raise fail(Op.OUT_PROD, "src0 [m, k, ...] and src1 [n, k, ...] must share k and broadcast batches", a, b)
     return GGMLType.F32, (a.ne[0], b.ne[0], b.ne[2], b.ne[3])
 

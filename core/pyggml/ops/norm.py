@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pyggml.ops.base import Op, ShapeRule, check_types, define, fail, need, record
@@ -26,8 +27,8 @@ def _row_norm(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, params: NormParams) -> tuple[GGMLType, Ne]:
         a = need(srcs[0], op, "src0")
         check_types(op, a, frozenset({GGMLType.F32}), "src0")
-        if params.eps < 0:
-            raise fail(op, f"eps {params.eps} is negative", a)
+        if not (params.eps >= 0 and math.isfinite(params.eps)):
+            raise fail(op, f"eps {params.eps} must be a finite number >= 0", a)
         return a.type, a.ne
 
     return infer
@@ -38,6 +39,8 @@ def _group_norm(srcs: Srcs, params: GroupNormParams) -> tuple[GGMLType, Ne]:
     check_types(Op.GROUP_NORM, a, frozenset({GGMLType.F32}), "src0")
     if not params.n_groups > 0:
         raise fail(Op.GROUP_NORM, f"n_groups {params.n_groups} must be positive", a)
+    if not (params.eps >= 0 and math.isfinite(params.eps)):
+        raise fail(Op.GROUP_NORM, f"eps {params.eps} must be a finite number >= 0", a)
     return a.type, a.ne
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 from pyggml.ops.base import Op, ShapeRule, check_types, define, fail, need, record
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import FLOAT_TYPES, GGMLType
@@ -54,6 +56,8 @@ def _argmax(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     check_types(Op.ARGMAX, a, F32_ONLY, "src0")
     if a.ne[2] != 1 or a.ne[3] != 1:
         raise fail(Op.ARGMAX, "src0 must be a matrix", a)
+    if a.ne[0] == 0 and a.ne[1] > 0:
+        raise fail(Op.ARGMAX, "rows of zero elements have no largest element", a)
     return GGMLType.I32, (a.ne[1], 1, 1, 1)
 
 
@@ -66,9 +70,11 @@ def _count_equal(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return GGMLType.I64, (1, 1, 1, 1)
 
 
-def _argsort(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
+def _argsort(srcs: Srcs, params: ArgsortParams) -> tuple[GGMLType, Ne]:
     a = need(srcs[0], Op.ARGSORT, "src0")
     check_types(Op.ARGSORT, a, F32_ONLY, "src0")
+    if not isinstance(params.order, SortOrder):
+        raise fail(Op.ARGSORT, f"order must be SortOrder.ASC or SortOrder.DESC, got {params.order!r}", a)
     return GGMLType.I32, a.ne
 
 
@@ -127,4 +133,6 @@ def argsort(a: Tensor, order: SortOrder = SortOrder.ASC) -> Tensor:
 
 def top_k(a: Tensor, k: int) -> Tensor:
     """Per row, the indices of the k largest elements (i32 [k, ...], in no particular order)."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer):
+        raise fail(Op.TOP_K, f"k must be an integer, got {k!r}", a)
     return record(Op.TOP_K, (a,), TopKParams(int(k)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pyggml.ops.base import Op, check_types, define, fail, need, record
@@ -39,6 +40,15 @@ def _rope(srcs: Srcs, p: RopeParams) -> tuple[GGMLType, Ne]:
         raise fail(Op.ROPE, "positions must be a vector of src0.ne[2] entries", a, pos)
     if p.n_dims <= 0 or p.n_dims % 2 or p.n_dims > a.ne[0]:
         raise fail(Op.ROPE, f"n_dims={p.n_dims} must be even and within ne[0]", a)
+    if not 0 <= p.n_ctx_orig < 1 << 31:
+        raise fail(Op.ROPE, f"n_ctx_orig={p.n_ctx_orig} must be in [0, 2^31) (ggml keeps it in an int32)", a)
+    if not (math.isfinite(p.freq_base) and p.freq_base > 0):
+        raise fail(Op.ROPE, f"freq_base={p.freq_base} must be a positive finite number", a)
+    bad = [f"{k}={v}" for k, v in (("freq_scale", p.freq_scale), ("ext_factor", p.ext_factor),
+                                   ("attn_factor", p.attn_factor), ("beta_fast", p.beta_fast),
+                                   ("beta_slow", p.beta_slow)) if not math.isfinite(v)]
+    if bad:
+        raise fail(Op.ROPE, f"{', '.join(bad)} must be finite", a)
     if ff is not None:
         check_types(Op.ROPE, ff, frozenset({GGMLType.F32}), "src2 (freq factors)")
         if ff.ne[0] < p.n_dims // 2:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from pyggml.backend.host import HostBuffer, HostBufferType
 from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
 from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
@@ -58,13 +60,14 @@ class NumpyBackend(Backend):
 def compute_node(node: Tensor) -> None:
     """Run the reference kernel of one node (views and NONE do nothing)."""
     op = node.op
-    if op is Op.NONE or op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE:
-        return
+    if op is Op.NONE or op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE or node.nelements() == 0:
+        return  # an empty result has nothing to compute (as every backend skips it)
     kernel = KERNELS.get(op)
     if kernel is None:
         raise UnsupportedOpError(f"numpy backend has no kernel for {op.name} (node '{node.name}')")
     try:
-        kernel(node)
+        with np.errstate(all="ignore"):  # IEEE results (NaN, inf) are the semantics, not warnings
+            kernel(node)
     except PyGGMLError as e:
         raise ComputeError(f"numpy: node '{node.name}' ({op.name}, {node.type} ne={list(node.ne)}): {e}") from e
     except (ValueError, TypeError, IndexError, FloatingPointError) as e:

@@ -56,8 +56,13 @@ def relu(x: Array) -> Array:
 
 
 def hardsigmoid(x: Array) -> Array:
-    """min(1, max(0, (x + 3) / 6))."""
-    return np.minimum(1.0, np.maximum(0.0, (x + 3.0) / 6.0))
+    """min(1, max(0, (x + 3) / 6)) with C's fminf / fmaxf, as ggml: a NaN input gives 0."""
+    return np.fmin(1.0, np.fmax(0.0, (x + 3.0) / 6.0))
+
+
+def sgn(x: Array) -> Array:
+    """1 for x > 0, -1 for x < 0, else 0 (a NaN input gives 0, as ggml's comparisons)."""
+    return np.where(x > 0, 1.0, np.where(x < 0, -1.0, 0.0))
 
 
 def round_half_away(x: Array) -> Array:
@@ -68,7 +73,7 @@ def round_half_away(x: Array) -> Array:
 
 UNARY: dict[UnaryOp, Callable[[Array], Array]] = {
     UnaryOp.ABS: np.abs,
-    UnaryOp.SGN: np.sign,
+    UnaryOp.SGN: sgn,
     UnaryOp.NEG: np.negative,
     UnaryOp.STEP: lambda x: np.where(x > 0, 1.0, 0.0),
     UnaryOp.TANH: np.tanh,

@@ -1,0 +1,80 @@
+"""Host buffers under misuse (issue 19): free() releases the memory at once and later use raises; sizes below zero
+or beyond the machine's memory are refused; Context(mem_size=-1) is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyggml as gg
+from pyggml import ops
+from pyggml.backend.host import HostBufferType
+from pyggml.backend.sysinfo import host_memory
+from pyggml.errors import AllocationError, PyGGMLError
+from pyggml.graph import build_graph
+from pyggml.reference.backend import NumpyRegistry
+
+
+def test_free_releases_and_later_use_raises() -> None:
+    buf = HostBufferType("t").alloc_buffer(1 << 20)
+    buf.write(0, np.ones(16, np.uint8))
+    buf.free()
+    assert buf.freed
+    for use in (lambda: buf.read(0, 4), lambda: buf.write(0, np.zeros(4, np.uint8)), buf.host_array,
+                lambda: buf.fill(0, 4, 0)):
+        with pytest.raises(AllocationError, match="used after free"):
+            use()
+    buf.free()  # a second free does nothing
+
+
+def test_compute_on_a_freed_buffer_raises() -> None:
+    be = NumpyRegistry().devices()[0].init_backend()
+    ctx = gg.Context(mem_size=1 << 16)
+    a = ctx.new_tensor("f32", 8)
+    a.set(np.ones(8, np.float32))
+    g = build_graph(ops.scale(a, 2.0))
+    assert ctx.buffer is not None
+    ctx.buffer.free()
+    with pytest.raises(PyGGMLError, match="used after free"):  # a ComputeError naming the node
+        be.graph_compute(g)
+
+
+@pytest.mark.parametrize("size", [-1, -(1 << 40), 1.5, "8"])
+def test_bad_sizes_are_refused(size: object) -> None:
+    with pytest.raises(AllocationError, match=r"^t: "):
+        HostBufferType("t").alloc_buffer(size)  # type: ignore[arg-type]
+
+
+def test_sizes_beyond_the_machine_are_refused() -> None:
+    total = host_memory()[1]
+    with pytest.raises(AllocationError, match="exceeds the device's total memory"):
+        HostBufferType("t").alloc_buffer(total + 1)
+
+
+@pytest.mark.parametrize("mem_size", [-1, 1.5])
+def test_context_with_a_bad_mem_size_is_refused(mem_size: object) -> None:
+    with pytest.raises(AllocationError, match="mem_size"):
+        gg.Context(mem_size=mem_size)  # type: ignore[arg-type]
+    with pytest.raises(AllocationError, match="mem_size"):
+        gg.Context(mem_size=mem_size, no_alloc=True)  # type: ignore[arg-type]
+
+
+def test_free_returns_the_memory_without_the_garbage_collector() -> None:
+    """Host buffers were returned only by the cyclic GC (RSS 129 -> 905 MiB over 30 loops); free() does nothing
+    any more: the array goes with it, even while a reference cycle still holds the buffer object."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        buf = HostBufferType("t").alloc_buffer(1 << 20)
+        base = buf.array.base if buf.array.base is not None else buf.array
+        alive = weakref.ref(base)
+        cycle: list[object] = [buf]
+        cycle.append(cycle)  # the buffer stays reachable only through a cycle, as tensors <-> context
+        del base
+        buf.free()
+        assert alive() is None
+        del cycle, buf
+    finally:
+        gc.enable()
