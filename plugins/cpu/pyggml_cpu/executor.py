@@ -1,6 +1,13 @@
-"""What the cpu and blas backends share: a thread pool, a plan cache over one op table, and graph_compute."""
+"""What the cpu and blas backends share: a thread pool, a plan cache over one op table, and graph_compute.
+
+One executor runs one graph at a time: the C pool's threads meet at a barrier per node, so two Python threads
+computing on the same backend at once would both spin in it forever. A lock serialises computes (and thread-count
+changes and free) per backend; separate backends still run in parallel.
+"""
 
 from __future__ import annotations
+
+import threading
 
 from pyggml.backend.plan_cache import PlanCache
 from pyggml.errors import ComputeError
@@ -19,18 +26,26 @@ class Executor:
         self.pool = Pool(n_threads)
         self.profile: dict[str, int] | None = None
         """Set to {} to accumulate nanoseconds per (op, src0 type) over the following computes."""
+        self._lock = threading.Lock()
 
     @property
     def n_threads(self) -> int:
         return self.pool.n_threads
 
     def set_n_threads(self, n: int) -> None:
-        if n != self.pool.n_threads:
-            self.pool.free()
-            self.pool = Pool(n)
+        with self._lock:
+            if n != self.pool.n_threads:
+                pool = Pool(n)
+                self.pool.free()
+                self.pool = pool
 
     def compute(self, graph: Graph) -> None:
+        with self._lock:
+            self._compute(graph)
+
+    def _compute(self, graph: Graph) -> None:
         plan = self.plans.get(graph)
+        plan.check_alive()
         n = len(plan.names)
         if n == 0:
             return
@@ -52,5 +67,6 @@ class Executor:
                                f" srcs {srcs}) failed: {what}")
 
     def free(self) -> None:
-        self.plans.clear()
-        self.pool.free()
+        with self._lock:
+            self.plans.clear()
+            self.pool.free()

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pyggml.errors import ComputeError
+from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import Graph
 from pyggml.ops.base import VIEW_OPS, Op
 from pyggml.tensor import Tensor, TensorFlag
@@ -37,6 +37,9 @@ def address_of(t: Tensor, node: Tensor) -> int:
     buf = t.buffer
     if buf is None:
         raise ComputeError(f"cpu: node '{node.name}' ({node.op.name}): tensor '{t.name}' has no buffer")
+    if getattr(buf, "freed", False):
+        raise AllocationError(f"cpu: node '{node.name}' ({node.op.name}): tensor '{t.name}' is in {buf!r}, "
+                              "which was freed (buffer used after free)")
     base = getattr(buf, "address", None)
     if base is None:
         arr = buf.host_array()
@@ -57,6 +60,13 @@ class Plan:
     names: list[Tensor]
     """The node of each descriptor (for error messages)."""
     ptr: Any
+    buffers: list[Any]
+    """The distinct buffers the descriptors point into: a replay first checks none was freed since."""
+
+    def check_alive(self) -> None:
+        for b in self.buffers:
+            if getattr(b, "freed", False):
+                raise AllocationError(f"cpu: the graph's buffer {b!r} was freed (buffer used after free)")
 
 
 def build_plan(graph: Graph, table: dict[Op, Entry], backend_name: str) -> Plan:
@@ -90,5 +100,7 @@ def build_plan(graph: Graph, table: dict[Op, Entry], backend_name: str) -> Plan:
             row["nb"][s] = t.nb
             row["data"][s] = address_of(t, node) if t.nelements() else 0
     ptr = ffi.cast("pgc_node *", ffi.from_buffer(arr)) if len(arr) else ffi.NULL
-    return Plan(arr, work, ptr)
+    bufs = {id(t.buffer): t.buffer for node in work for t in (node, *node.src[: NSLOT - 1])
+            if t is not None and t.buffer is not None}
+    return Plan(arr, work, ptr, list(bufs.values()))
 

@@ -18,7 +18,7 @@ from pyggml.backend.plan_cache import PlannedBackend
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
-from pyggml_opencl.buffer import cl_mem_of, device_copy, src_device
+from pyggml_opencl.buffer import OpenCLBuffer, OpenCLHostBuffer, cl_mem_of, device_copy, src_device
 from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
 from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder, build_nodes
 
@@ -33,13 +33,16 @@ class Plan:
     launches: list[Launch]
     keep: list[Any]
     """Buffers the plan's kernels point at, kept alive so the fingerprint's ids stay unique."""
+    buffers: list[Any]
+    """The distinct pyggml buffers of this plugin the kernels point into (a replay checks none was freed)."""
 
 
 def build_plan(dev: OpenCLDevice, graph: Graph) -> Plan:
     b = PlanBuilder(dev)
     nodes = build_nodes(TABLE, graph.nodes, b, dev, dev.name, "OpenCL")
     keep: list[Any] = [s.buffer for node in nodes for s in (node, *node.src) if s is not None]
-    return Plan(b.launches, keep + b.scratch_mems)
+    own = {id(x): x for x in keep if isinstance(x, OpenCLBuffer | OpenCLHostBuffer)}
+    return Plan(b.launches, keep + b.scratch_mems, list(own.values()))
 
 
 class OpenCLBackend(PlannedBackend[Plan]):
@@ -55,8 +58,13 @@ class OpenCLBackend(PlannedBackend[Plan]):
         enqueue = cl.enqueue_nd_range_kernel
         launch = None
         try:
-            for launch in plan.launches:
-                enqueue(q, launch.kernel, launch.gsize, launch.lsize)
+            with self.dev.mem_lock:  # a free from another thread waits for the enqueueing, then for the kernels
+                for buf in plan.buffers:
+                    if buf.freed:
+                        raise AllocationError(f"{self.dev.name}: the graph's buffer {buf!r} was freed (buffer used "
+                                              "after free)")
+                for launch in plan.launches:
+                    enqueue(q, launch.kernel, launch.gsize, launch.lsize)
         except cl.Error as e:
             n = launch.node if launch is not None else None
             where = f"node '{n.name}' ({n.op.name}, {n.type} ne={list(n.ne)})" if n is not None else "a node"

@@ -3,6 +3,12 @@
 Every buffer operation goes through its device's one in-order queue, so it is ordered with the kernels already
 queued there; the raw primitives (write/read/fill/copy_from) return when the data has landed. Copies between two
 OpenCL devices of one context run device-side: the copy waits on a marker of the source device's queue.
+
+Lifetime: `free()` waits for the device's queue (kernels queued with the buffer finish first, also when another
+thread frees it during a compute), then releases the cl.Buffer; every later use raises AllocationError ("used after
+free") instead of reaching the driver with a released object, and a second free does nothing. The device's
+`mem_lock` orders a free against the enqueueing of transfers and plans (OpenCLBackend.replay checks its buffers
+under it).
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pyggml.backend.accounting import alloc_error
+from pyggml.backend.accounting import alloc_error, check_size
 from pyggml.backend.host import HostBuffer, aligned_empty
 from pyggml.backend.protocol import Buffer, BufferType, Bytes
+from pyggml.errors import AllocationError
 
 if TYPE_CHECKING:
     from pyggml_opencl.device import OpenCLDevice
@@ -26,6 +33,7 @@ class OpenCLBuffer(Buffer):
     """Device memory. `clmem` is the cl.Buffer kernels receive (with each tensor's byte offset)."""
 
     def __init__(self, buft: OpenCLBufferType, size: int) -> None:
+        size = check_size(buft.name, size, buft.dev.info.global_mem)
         super().__init__(buft, size)
         import pyopencl as cl
 
@@ -37,36 +45,51 @@ class OpenCLBuffer(Buffer):
             self.clmem: Any = cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, max(size, 1))
         except cl.Error as e:
             raise alloc_error(dev, size, f"{e} (device memory {dev.memory()[1]} bytes)") from e
-        dev.allocations.track(self, size)
+        self._untrack = dev.allocations.track(self, size)
+        self.freed = False
+
+    def live(self) -> Any:
+        """The cl.Buffer, or AllocationError after free (call under the device's mem_lock)."""
+        if self.freed:
+            raise AllocationError(f"{self.buft.name}: buffer of {self.size} bytes used after free")
+        return self.clmem
 
     # ---- raw primitives ------------------------------------------------------------------------------------
 
     def write(self, offset: int, data: Bytes) -> None:
         import pyopencl as cl
 
-        if data.size:
-            cl.enqueue_copy(self.dev.queue, self.clmem, np.ascontiguousarray(data), dst_offset=offset)
+        with self.dev.mem_lock:
+            mem = self.live()
+            if data.size:
+                cl.enqueue_copy(self.dev.queue, mem, np.ascontiguousarray(data), dst_offset=offset)
 
     def read(self, offset: int, size: int) -> Bytes:
         import pyopencl as cl
 
         out = np.empty(size, dtype=np.uint8)
-        if size:
-            cl.enqueue_copy(self.dev.queue, out, self.clmem, src_offset=offset)
+        with self.dev.mem_lock:
+            mem = self.live()
+            if size:
+                cl.enqueue_copy(self.dev.queue, out, mem, src_offset=offset)
         return out
 
     def fill(self, offset: int, size: int, value: int) -> None:
         import pyopencl as cl
 
-        if size:
-            pattern = np.full(1, value, dtype=np.uint8)
-            cl.enqueue_fill_buffer(self.dev.queue, self.clmem, pattern, offset, size).wait()
+        with self.dev.mem_lock:
+            mem = self.live()
+            if size:
+                pattern = np.full(1, value, dtype=np.uint8)
+                cl.enqueue_fill_buffer(self.dev.queue, mem, pattern, offset, size).wait()
 
     def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
-        mem = cl_mem_of(src)
-        if mem is not None and src_device(src).ctx is self.dev.ctx:
-            device_copy(self.dev, self.clmem, dst_offset, src_device(src), mem, src_offset, size)
-            return True
+        with self.dev.mem_lock:
+            dst = self.live()
+            mem = cl_mem_of(src)
+            if mem is not None and src_device(src).ctx is self.dev.ctx:
+                device_copy(self.dev, dst, dst_offset, src_device(src), mem, src_offset, size)
+                return True
         return self.write_from_host(src, src_offset, dst_offset, size)
 
     # ---- 2D forms: `rows` rows of `row_bytes`, `stride` bytes apart on the device, packed on the host --------
@@ -77,22 +100,30 @@ class OpenCLBuffer(Buffer):
         if rows and row_bytes:
             host = np.ascontiguousarray(data).reshape(-1)[: rows * row_bytes]
             # pyopencl's stubs name the rectangle origin `origin`; its runtime wants `buffer_origin`
-            cl.enqueue_copy(  # type: ignore[call-overload]
-                self.dev.queue, self.clmem, host, buffer_origin=(offset, 0, 0), host_origin=(0, 0, 0),
-                region=(row_bytes, rows, 1), buffer_pitches=(stride, 0), host_pitches=(row_bytes, 0)).wait()
+            with self.dev.mem_lock:
+                cl.enqueue_copy(  # type: ignore[call-overload]
+                    self.dev.queue, self.live(), host, buffer_origin=(offset, 0, 0), host_origin=(0, 0, 0),
+                    region=(row_bytes, rows, 1), buffer_pitches=(stride, 0), host_pitches=(row_bytes, 0)).wait()
 
     def read_2d(self, offset: int, rows: int, row_bytes: int, stride: int) -> Bytes:
         import pyopencl as cl
 
         out = np.empty(rows * row_bytes, dtype=np.uint8)
         if rows and row_bytes:
-            cl.enqueue_copy(  # type: ignore[call-overload]
-                self.dev.queue, out, self.clmem, buffer_origin=(offset, 0, 0), host_origin=(0, 0, 0),
-                region=(row_bytes, rows, 1), buffer_pitches=(stride, 0), host_pitches=(row_bytes, 0)).wait()
+            with self.dev.mem_lock:
+                cl.enqueue_copy(  # type: ignore[call-overload]
+                    self.dev.queue, out, self.live(), buffer_origin=(offset, 0, 0), host_origin=(0, 0, 0),
+                    region=(row_bytes, rows, 1), buffer_pitches=(stride, 0), host_pitches=(row_bytes, 0)).wait()
         return out
 
     def free(self) -> None:
-        self.clmem.release()
+        with self.dev.mem_lock:
+            if self.freed:
+                return
+            self.freed = True
+            self.dev.queue.finish()  # kernels and copies queued with this buffer first
+            self.clmem.release()
+        self._untrack()
 
 
 class _DeviceBufferType(BufferType):
@@ -133,6 +164,20 @@ class OpenCLHostBuffer(HostBuffer):
         except cl.Error as e:
             raise alloc_error(dev, array.size, str(e)) from e
 
+    def live(self) -> Any:
+        """The cl.Buffer, or AllocationError after free (call under the device's mem_lock)."""
+        if self.freed:
+            raise AllocationError(f"{self.buft.name}: buffer of {self.size} bytes used after free")
+        return self.clmem
+
+    def free(self) -> None:
+        with self.dev.mem_lock:
+            if self.freed:
+                return
+            self.dev.queue.finish()
+            self.clmem.release()
+            super().free()
+
     def write(self, offset: int, data: Bytes) -> None:
         self.dev.queue.finish()
         super().write(offset, data)
@@ -167,6 +212,7 @@ class OpenCLHostBufferType(_DeviceBufferType):
         return True
 
     def alloc_buffer(self, size: int) -> OpenCLHostBuffer:
+        size = check_size(self.name, size, self.dev.info.global_mem)
         if size > self.max_size:
             raise alloc_error(self.dev, size, f"the device limit CL_DEVICE_MAX_MEM_ALLOC_SIZE is {self.max_size} "
                                "bytes")
@@ -177,9 +223,9 @@ class OpenCLHostBufferType(_DeviceBufferType):
 
 
 def cl_mem_of(buf: Buffer) -> Any | None:
-    """The cl.Buffer behind a pyggml buffer of this plugin, or None."""
+    """The cl.Buffer behind a pyggml buffer of this plugin, or None; AllocationError when it was freed."""
     if isinstance(buf, OpenCLBuffer | OpenCLHostBuffer):
-        return buf.clmem
+        return buf.live()
     return None
 
 

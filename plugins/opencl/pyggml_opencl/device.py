@@ -108,6 +108,8 @@ class OpenCLDevice(Device):
         self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
         self.allocations = AllocationTally()
         """Bytes this plugin's live buffers hold: `memory()` reports the rest as free."""
+        self.mem_lock = threading.RLock()
+        """Held while a buffer is freed and while transfers and plans that use buffers are enqueued (buffer.py)."""
         self._lock = threading.RLock()
         """Guards the error sites. Re-entrant, as garbage collection may run finalizers inside a locked section on
         the same thread (a buffer's finalizer once took this lock there and deadlocked a conformance worker)."""

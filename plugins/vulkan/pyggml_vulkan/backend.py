@@ -19,6 +19,7 @@ from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml_vulkan.recorder import Planner, Recording
+from pyggml_vulkan.status import StatusWord
 
 if TYPE_CHECKING:
     from pyggml_vulkan.buffer import VulkanBuffer
@@ -56,6 +57,8 @@ class VulkanBackend(Backend):
         self._recordings: PlanCache[Recording] = PlanCache(self.record, self._retire)
         self.stats = Stats()
         self._scratch: VulkanBuffer | None = None
+        self.status = StatusWord(device.buffer_type(), ctx, self.name)  # type: ignore[arg-type]
+        """Where shaders report out-of-range indices (read by synchronize)."""
         self.replay_enabled = True
         """False: record a fresh command buffer on every compute (for measuring what replay saves)."""
 
@@ -65,7 +68,7 @@ class VulkanBackend(Backend):
         from pyggml_vulkan.ops import plan_graph
 
         t0 = time.perf_counter()
-        planner = Planner(self.ctx, self._scratch_buffer)
+        planner = Planner(self.ctx, self._scratch_buffer, self.status)
         plan_graph(graph, planner)
         rec = Recording(self.ctx, planner.dispatches)
         rec.keep = _referenced(graph)
@@ -99,7 +102,7 @@ class VulkanBackend(Backend):
         return rec
 
     def _retire(self, rec: Recording) -> None:
-        self.synchronize()
+        self._wait()
         rec.free()
 
     def graph_compute_async(self, graph: Graph) -> None:
@@ -111,11 +114,15 @@ class VulkanBackend(Backend):
             raise
         except Exception as e:  # a Vulkan or planning failure: name it, keep the backend usable
             raise ComputeError(f"{self.name}: recording graph {graph.uid} failed: {type(e).__name__}: {e}") from e
-        waits, self._pending_waits = self._pending_waits, []
-        value = self.submitted + 1
-        self.ctx.submit(rec.cb, waits, (self.timeline, value))
-        self.submitted = value  # only once submitted: synchronize() must never wait for a value never signalled
-        self.ctx.track(self.timeline, value, rec.handles)
+        with self.ctx.lock:  # a buffer freed from another thread is either refused here or waited for by free()
+            rec.check_alive(self.name)
+            waits, self._pending_waits = self._pending_waits, []
+            value = self.submitted + 1
+            self.ctx.submit(rec.cb, waits, (self.timeline, value))
+            self.submitted = value  # only once submitted: synchronize() must never wait for a value never signalled
+            if rec.checks:
+                self.status.armed = True
+            self.ctx.track(self.timeline, value, rec.handles)
         self.stats.computes += 1
         self.stats.host_seconds += time.perf_counter() - t0
 
@@ -124,6 +131,11 @@ class VulkanBackend(Backend):
         self.synchronize()
 
     def synchronize(self) -> None:
+        """Wait for the submitted work; raise ComputeError if a shader found an index out of range."""
+        self._wait()
+        self.status.check()
+
+    def _wait(self) -> None:
         if self.submitted:
             self.ctx.wait_timeline(self.timeline, self.submitted)
 
@@ -162,10 +174,11 @@ class VulkanBackend(Backend):
 
     def free(self) -> None:
         try:
-            self.synchronize()
+            self._wait()
         except PyGGMLError:  # a lost device: nothing runs any more, the recordings are freed without waiting
             self.submitted = 0
         self._recordings.clear()
+        self.status.free()
         self.ctx.destroy_semaphore(self.timeline)
 
 

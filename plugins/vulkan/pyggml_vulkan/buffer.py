@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyggml.backend.accounting import check_size
 from pyggml.backend.protocol import Buffer, BufferType, Bytes
 from pyggml.errors import AllocationError
 from pyggml_vulkan.vk import ffi, lib, new
@@ -49,8 +50,7 @@ class VulkanBufferType(BufferType):
         return min(i.max_storage_buffer_range, i.max_allocation, i.device_local_bytes)
 
     def alloc_buffer(self, size: int) -> VulkanBuffer:
-        if size < 0:
-            raise AllocationError(f"{self.name}: negative buffer size {size}")
+        size = check_size(self.name, size)
         limit = self.max_size
         if size > limit:
             i = self.dev.info
@@ -73,6 +73,7 @@ class VulkanBuffer(Buffer):
             self._mapped = np.frombuffer(ffi.buffer(ptr, max(size, 16)), dtype=np.uint8)[:size]
         self.handle_id = int(ffi.cast("uintptr_t", self.vk_buffer))
         self._freed = False
+        self._untrack = buft.dev.allocations.track(self, size)
 
     @property
     def mapped(self) -> bool:
@@ -147,13 +148,22 @@ class VulkanBuffer(Buffer):
         region = new("VkBufferCopy", srcOffset=src_off, dstOffset=dst_off, size=size)
         self.ctx.one_shot(lambda cb: lib.vkCmdCopyBuffer(cb, src, dst, 1, region))
 
+    @property
+    def freed(self) -> bool:
+        return self._freed
+
     def free(self) -> None:
-        if not self._freed:
-            if not self.ctx.lost:
-                self.ctx.wait_for_buffer(self.handle_id)
+        """Wait for the submitted graphs that bind the buffer, then destroy it; later use raises AllocationError
+        (a graph submitted after this marked it freed is refused: VulkanBackend checks under the same lock)."""
+        with self.ctx.lock:
+            if self._freed:
+                return
             self._freed = True
-            self._mapped = None
-            self.ctx.destroy_buffer(self.vk_buffer, self._memory)
+        if not self.ctx.lost:
+            self.ctx.wait_for_buffer(self.handle_id)
+        self._mapped = None
+        self.ctx.destroy_buffer(self.vk_buffer, self._memory)
+        self._untrack()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):

@@ -13,8 +13,10 @@ from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, DeviceLostError, check, ffi, l
 
 log = logging.getLogger(__name__)
 
-N_BINDINGS = 6
-"""Storage-buffer bindings of every pipeline: 0..4 sources, 5 destination (whole VkBuffers)."""
+N_SOURCES = 5
+N_BINDINGS = 7
+"""Storage-buffer bindings of every pipeline: 0..4 sources, 5 destination, 6 the backend's status word (whole
+VkBuffers)."""
 PUSH_CONSTANT_BYTES = 128
 MAX_SETS_PER_POOL = 4096
 

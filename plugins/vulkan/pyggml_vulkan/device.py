@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pyggml.backend.accounting import AllocationTally
 from pyggml.backend.env import device_selection, is_selected
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, LazyRegistry
 
@@ -70,6 +71,8 @@ class VulkanDevice(Device):
         self._ctx: DeviceContext | None = None
         self._lock = threading.Lock()
         self._buft = VulkanBufferType(self)
+        self.allocations = AllocationTally()
+        """Bytes this plugin's live buffers hold on the device: `memory()` reports the rest as free."""
 
     @property
     def description(self) -> str:
@@ -82,7 +85,7 @@ class VulkanDevice(Device):
 
     def memory(self) -> tuple[int, int]:
         total = self.info.device_local_bytes
-        return total, total
+        return self.allocations.free_of(total), total
 
     def details(self) -> dict[str, str]:
         i = self.info

@@ -1,6 +1,6 @@
 """Compute pipelines, created once per (shader, specialisation constants) and cached for the device's life.
 
-Every pipeline shares the context's descriptor-set layout (6 storage buffers) and pipeline layout (128 bytes of
+Every pipeline shares the context's descriptor-set layout (7 storage buffers) and pipeline layout (128 bytes of
 push constants). Specialisation constant i gets constant_id i; each is a 32-bit value (uint, int or float bits).
 """
 

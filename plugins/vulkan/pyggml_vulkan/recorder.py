@@ -17,13 +17,15 @@ from pyggml.errors import AllocationError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.context import N_BINDINGS
+from pyggml_vulkan.context import N_BINDINGS, N_SOURCES
 from pyggml_vulkan.pipelines import Spec
+from pyggml_vulkan.status import with_code
 from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, ffi, lib, new, out
 
 if TYPE_CHECKING:
     from pyggml_vulkan.buffer import VulkanBuffer
     from pyggml_vulkan.context import DeviceContext
+    from pyggml_vulkan.status import StatusWord
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,8 @@ class Dispatch:
     reads: tuple[Range, ...]
     writes: tuple[Range, ...]
     name: str
+    checks: bool = False
+    """The shader reports out-of-range indices to the status word."""
 
     @property
     def set_key(self) -> tuple[int, ...]:
@@ -68,11 +72,20 @@ def tensor_range(t: Tensor) -> Range:
 class Planner:
     """Collects the dispatches of a graph; op implementations call `dispatch` (and `scratch` for temporaries)."""
 
-    def __init__(self, ctx: DeviceContext, scratch: Callable[[int], VulkanBuffer] | None = None) -> None:
+    def __init__(self, ctx: DeviceContext, scratch: Callable[[int], VulkanBuffer] | None = None,
+                 status: StatusWord | None = None) -> None:
         self.ctx = ctx
         self.dispatches: list[Dispatch] = []
         self.node: Tensor | None = None
         self._scratch = scratch
+        self.status = status
+
+    def error_code(self, what: str) -> int:
+        """A status code naming the current node and `what` was out of range (0 without a status word: the
+        shader's report then changes nothing)."""
+        if self.status is None or self.node is None:
+            return 0
+        return self.status.code(self.node, what)
 
     def scratch(self, nbytes: int) -> Tensor:
         """A temporary byte tensor in the backend's scratch buffer (offset 0; reuse across ops is ordered by the
@@ -85,11 +98,12 @@ class Planner:
         return t
 
     def dispatch(self, shader: str, spec: Spec, srcs: list[Tensor | None], dst: Tensor, push: bytes,
-                 groups: tuple[int, int, int], extra_writes: tuple[Tensor, ...] = ()) -> None:
+                 groups: tuple[int, int, int], extra_writes: tuple[Tensor, ...] = (), checks: str = "") -> None:
+        """checks: the shader reads indices; what an out-of-range one violates (its code goes into f3)."""
         from pyggml_vulkan.buffer import VulkanBuffer
 
-        if len(srcs) > N_BINDINGS - 1:
-            raise ValueError(f"{shader}: at most {N_BINDINGS - 1} sources")
+        if len(srcs) > N_SOURCES:
+            raise ValueError(f"{shader}: at most {N_SOURCES} sources")
         dbuf = dst.buffer
         if not isinstance(dbuf, VulkanBuffer):
             raise AllocationError(f"Vulkan: destination '{dst.name}' is not in a Vulkan buffer ({dbuf!r})")
@@ -105,12 +119,16 @@ class Planner:
             if b.ctx is not self.ctx:
                 raise AllocationError(f"Vulkan: tensor '{s.name}' lives on another Vulkan device")
             bufs.append(b)
-        bufs += [dbuf] * (N_BINDINGS - 1 - len(srcs))
+        bufs += [dbuf] * (N_SOURCES - len(srcs))
         bufs.append(dbuf)
+        bufs.append(self.status.buffer if self.status is not None else dbuf)
         writes = (tensor_range(dst), *(tensor_range(t) for t in extra_writes))
         node = self.node
+        if checks:
+            push = with_code(push, self.error_code(checks))
         self.dispatches.append(Dispatch(self.ctx.pipelines.get(shader, spec), tuple(bufs), push, groups,
-                                        tuple(reads), writes, node.name if node is not None else shader))
+                                        tuple(reads), writes, node.name if node is not None else shader,
+                                        bool(checks)))
 
 
 def _overlaps(r: Range, ranges: list[Range]) -> bool:
@@ -129,6 +147,8 @@ class Recording:
         self.barrier_before: list[int] = []
         """Indices of the dispatches recorded right after a memory barrier."""
         self.names = [d.name for d in dispatches]
+        self.checks = any(d.checks for d in dispatches)
+        """Some dispatch reports out-of-range indices: the status word is read after it ran."""
         self._buffers = {b.handle_id: b for d in dispatches for b in d.buffers}
         self.handles = frozenset(self._buffers)
         """The buffers the command buffer binds (host access to them waits while it runs)."""
@@ -140,6 +160,12 @@ class Recording:
         except Exception:
             self.free()
             raise
+
+    def check_alive(self, who: str) -> None:
+        """AllocationError when a buffer the command buffer binds was freed since it was recorded."""
+        for b in self._buffers.values():
+            if b.freed:
+                raise AllocationError(f"{who}: the graph's buffer {b!r} was freed (buffer used after free)")
 
     def _descriptor_sets(self, dispatches: list[Dispatch]) -> dict[tuple[int, ...], Any]:
         ctx = self.ctx

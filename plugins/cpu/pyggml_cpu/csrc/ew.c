@@ -253,7 +253,8 @@ int pgc_k_unary(const pgc_node *n, const pgc_tctx *c) {
                     a[k] = v > n->fp[0] ? v : n->fp[0];
                 }
             } else if (n->op == PGC_OP_LEAKY) {
-                for (int64_t k = 0; k < ne0; k++) a[k] = a[k] > 0 ? a[k] : a[k] * n->fp[0];
+                for (int64_t k = 0; k < ne0; k++) /* ggml's form: a NaN input gives 0 */
+                    a[k] = (a[k] > 0.f ? a[k] : 0.f) + n->fp[0] * (a[k] < 0.f ? a[k] : 0.f);
             } else {
                 int rc = apply_unary(n->sub, a, ne0, n->fp);
                 if (rc) return rc;

@@ -304,9 +304,23 @@ static void q_q5_1(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* 1 when every one of x's n values is finite. A block of matmul activations (or of values to quantise) with a NaN
+ * or an infinity gets a NaN scale and zero quants: products with it are NaN, as the float product would be for a
+ * NaN, and no float-to-int conversion ever sees a non-finite value (undefined behaviour in C) */
+static int all_finite(const float *x, int64_t n) {
+    float z = 0.0f;
+    for (int64_t j = 0; j < n; j++) z += x[j] * 0.0f;
+    return z == 0.0f;
+}
+
 static void q_q8_0(const float *x, void *vy, int64_t n) {
     bq8_0 *y = (bq8_0 *)vy;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
+        if (!all_finite(x, QK)) {
+            memset(&y[i], 0, sizeof(bq8_0));
+            y[i].d = F32_TO_FP16(NAN);
+            continue;
+        }
         float amax = 0.0f;
         for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127, id = d ? 1.0f / d : 0.0f;
@@ -318,6 +332,11 @@ static void q_q8_0(const float *x, void *vy, int64_t n) {
 static void q_q8_1(const float *x, void *vy, int64_t n) {
     bq8_1 *y = (bq8_1 *)vy;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
+        if (!all_finite(x, QK)) {
+            memset(&y[i], 0, sizeof(bq8_1));
+            y[i].d = y[i].s = F32_TO_FP16(NAN);
+            continue;
+        }
         float amax = 0.0f;
         for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127, id = d ? 1.0f / d : 0.0f;
@@ -334,6 +353,11 @@ static void q_q8_1(const float *x, void *vy, int64_t n) {
 static void q_q8_K(const float *x, void *vy, int64_t n) {
     bq8_K *y = (bq8_K *)vy;
     for (int64_t i = 0; i < n / QKK; i++, x += QKK) {
+        if (!all_finite(x, QKK)) {
+            memset(&y[i], 0, sizeof(bq8_K));
+            y[i].d = NAN;
+            continue;
+        }
         float amax, mx;
         amax_of(x, QKK, &amax, &mx);
         if (!amax) {
@@ -373,10 +397,17 @@ void pgc_quant_portable(pgc_simd *s) {
    one value in a thousand differs by one step, which moves Q/K/FFN outputs by 1e-4..1e-3 and, through 30
    layers, logits by up to 1. CPY keeps the reference quantisers (pgc_from_float). */
 static void q8_act(const float *x, int8_t *qs, float *d_out, int *sum_out) {
-    float amax = 0.0f;
+    float amax = 0.0f, z = 0.0f;
     for (int j = 0; j < QK; j++) {
         const float a = fabsf(x[j]);
         amax = a > amax ? a : amax; /* MAXPS: the loop vectorises (fmaxf's NaN rule would keep it scalar) */
+        z += x[j] * 0.0f;           /* NaN when the block holds a NaN or an infinity */
+    }
+    if (z != 0.0f) { /* a NaN scale, so the block's products are NaN (see all_finite) */
+        memset(qs, 0, QK);
+        *d_out = NAN;
+        *sum_out = 0;
+        return;
     }
     const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int sum = 0;

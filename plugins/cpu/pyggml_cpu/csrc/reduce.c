@@ -1,6 +1,7 @@
 /* Reductions and orderings: SUM, SUM_ROWS / MEAN, CUMSUM, ARGMAX, COUNT_EQUAL, ARGSORT / TOP_K. */
 #include "pgc.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static int reduce_all(const pgc_node *n, const pgc_tctx *c) {
@@ -44,11 +45,12 @@ int pgc_k_reduce(const pgc_node *n, const pgc_tctx *c) {
                 s += *(const float *)(sp + k * sb);
                 *(float *)(dp + k * n->nb[0][0]) = (float)s;
             }
-        } else { /* ARGMAX over a matrix: dst[i1] */
+        } else { /* ARGMAX over a matrix: dst[i1]; the first of the largest, a NaN above every number */
             float best = -INFINITY;
             int32_t bi = 0;
             for (int64_t k = 0; k < ne0; k++) {
                 float v = *(const float *)(sp + k * sb);
+                if (isnan(v)) { bi = (int32_t)k; break; }
                 if (v > best) { best = v; bi = (int32_t)k; }
             }
             *(int32_t *)pgc_ptr(n, 0, i1, 0, 0, 0) = bi;
@@ -59,18 +61,24 @@ int pgc_k_reduce(const pgc_node *n, const pgc_tctx *c) {
 
 typedef struct { float v; int32_t i; } vi;
 
+/* the order of values: NaN above every number (+inf included), NaNs equal to each other, as numpy sorts; a total
+ * order, so qsort never sees an inconsistent comparator */
+static int cmp_val(float a, float b) {
+    int an = isnan(a), bn = isnan(b);
+    if (an || bn) return an - bn;
+    return (a > b) - (a < b);
+}
+
 static int cmp_asc(const void *a, const void *b) {
     const vi *x = (const vi *)a, *y = (const vi *)b;
-    if (x->v < y->v) return -1;
-    if (x->v > y->v) return 1;
-    return (x->i > y->i) - (x->i < y->i);
+    int r = cmp_val(x->v, y->v);
+    return r ? r : (x->i > y->i) - (x->i < y->i);
 }
 
 static int cmp_desc(const void *a, const void *b) {
     const vi *x = (const vi *)a, *y = (const vi *)b;
-    if (x->v > y->v) return -1;
-    if (x->v < y->v) return 1;
-    return (x->i > y->i) - (x->i < y->i);
+    int r = cmp_val(y->v, x->v);
+    return r ? r : (x->i > y->i) - (x->i < y->i);
 }
 
 /* ARGSORT (sub 0 asc, 1 desc) and TOP_K (ip[0] = k > 0: the k largest, in descending order) */

@@ -39,8 +39,8 @@ INLINE float pg_unary(i32 op, float x, float p0, float p1) {
         case UOP_SIN: return SIN(x);
         case UOP_COS: return COS(x);
         case UOP_SCALE: return x * p0 + p1;
-        case UOP_CLAMP: return FMIN(FMAX(x, p0), p1);
-        case UOP_LEAKY_RELU: return x > 0.f ? x : x * p0;
+        case UOP_CLAMP: { float t = x < p1 ? x : p1; return t > p0 ? t : p0; } /* C comparisons: NaN gives max */
+        case UOP_LEAKY_RELU: return (x > 0.f ? x : 0.f) + p0 * (x < 0.f ? x : 0.f); /* ggml's: NaN gives 0 */
         case UOP_FILL: return p0;
         default: return NAN;
     }

@@ -13,10 +13,11 @@ KERNEL void k_quantize_act(TENSOR(b), GLOBAL char *q, i64 qoff) {
     i64 ib = i % nblk, r = i / nblk;
     i64 i1 = r % b_ne1, i2 = (r / b_ne1) % b_ne2, i3 = r / (b_ne1 * b_ne2);
     float x[32];
-    float amax = 0.f;
+    float amax = 0.f, z = 0.f;
     for (i32 j = 0; j < 32; j++) {
         x[j] = LOADT(T1, AT(b, ib * 32 + j, i1, i2, i3));
         amax = FMAX(amax, FABS(x[j]));
+        z += x[j] * 0.f;  /* NaN when x holds a NaN or an infinity */
     }
     /* as ggml's CPU backend quantises matmul activations (not its reference quantiser): id = 127 / amax and
        round to nearest even, so the integer products are llama.cpp's */
@@ -24,6 +25,14 @@ KERNEL void k_quantize_act(TENSOR(b), GLOBAL char *q, i64 qoff) {
     float id = amax != 0.f ? 127.f / amax : 0.f;
     GLOBAL char *blk = q + qoff + i * QA_SIZE;
     GLOBAL i8 *qs = (GLOBAL i8 *)(blk + QA_SIZE - 32);
+    if (z != 0.f) {  /* a non-finite block: a NaN scale and zero quants, so its products are NaN (as the cpu plugin) */
+        for (i32 j = 0; j < 32; j++) qs[j] = 0;
+        STORE_HALF(blk, 0, z);
+#if HAS_MIN
+        STORE_HALF(blk, 1, z);
+#endif
+        return;
+    }
     i32 sum = 0;
     for (i32 j = 0; j < 32; j++) {
         i32 v = (i32)RINT(x[j] * id);

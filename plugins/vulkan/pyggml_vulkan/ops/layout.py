@@ -42,7 +42,7 @@ def get_rows(node: Tensor, p: Planner) -> None:
     a, ids = node.src[0], node.src[1]
     assert a is not None and ids is not None
     p.dispatch("get_rows", (int(a.type), int(node.type)), [a, ids], node, generic_pc(a, ids, node),
-               grid(groups_for(node.nelements())))
+               grid(groups_for(node.nelements())), checks=f"a row id outside 0..{a.ne[1] - 1}")
 
 
 def _block_dst(node: Tensor) -> bool:
@@ -91,10 +91,12 @@ def _set_rows_ok(node: Tensor) -> bool:
 def set_rows(node: Tensor, p: Planner) -> None:
     rows, ids = node.src[1], node.src[2]
     assert rows is not None and ids is not None
+    what = f"a row id outside 0..{node.ne[1] - 1}"
+    wide = ids.type.traits.type_size  # u0: 8 for i64 ids (the shaders check both words)
     if node.type in QUANT_DST:
         p.dispatch("quantize", (int(rows.type), int(node.type), 1), [rows, ids], node,
-                   generic_pc(rows, ids, node, units=True),
-                   grid(groups_for(rows.nelements() // node.type.traits.blck_size, 64)))
+                   generic_pc(rows, ids, node, wide, units=True),
+                   grid(groups_for(rows.nelements() // node.type.traits.blck_size, 64)), checks=what)
         return
-    p.dispatch("set_rows", (int(node.type),), [rows, ids], node, generic_pc(rows, ids, node),
-               grid(groups_for(rows.nelements())))
+    p.dispatch("set_rows", (int(node.type),), [rows, ids], node, generic_pc(rows, ids, node, wide),
+               grid(groups_for(rows.nelements())), checks=what)

@@ -83,12 +83,14 @@ def mul_mat_id(node: Tensor, p: Planner) -> None:
     assert a is not None and b is not None and ids is not None
     tpr = threads_per_row(p)
     n = -(-a.ne[1] // (WG // tpr)) * node.ne[1] * node.ne[2]
+    what = f"an expert id outside 0..{a.ne[2] - 1}"
     if a.type in Q8_DOT:
         q, lay = quantize_activations(a.type, b, p)
-        p.dispatch("mul_mat_q8", (int(a.type), 1, tpr, 1), [a, q, ids], node, ids_pc(a, lay, node, ids), grid(n))
+        p.dispatch("mul_mat_q8", (int(a.type), 1, tpr, 1), [a, q, ids], node, ids_pc(a, lay, node, ids), grid(n),
+                   checks=what)
         return
     p.dispatch("mul_mat", (int(a.type), int(b.type), 1, tpr, 1), [a, b, ids], node, ids_pc(a, b, node, ids),
-               grid(n))
+               grid(n), checks=what)
 
 
 def threads_per_row(p: Planner) -> int:

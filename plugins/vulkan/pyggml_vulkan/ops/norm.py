@@ -18,10 +18,20 @@ if TYPE_CHECKING:
 
 F32 = frozenset({GGMLType.F32})
 NORM_CODE = {Op.NORM: 0, Op.RMS_NORM: 1, Op.L2_NORM: 2}
+MAX_ROW = 1 << 21
+"""Longest row (GROUP_NORM: group) one work group of 128 threads normalises: three passes of n / 128 iterations per
+thread stay under lavapipe's 65535 loop iterations per invocation; longer rows are left to another backend."""
 
 
 def _norm_ok(node: Tensor) -> bool:
-    return srcs_ok(node, (F32,)) and node.type == GGMLType.F32
+    a = node.src[0]
+    if a is None:
+        return False
+    if node.op is Op.GROUP_NORM:
+        n = a.ne[0] * a.ne[1] * -(-a.ne[2] // max(1, node.params.n_groups))
+    else:
+        n = a.ne[0]
+    return n <= MAX_ROW and srcs_ok(node, (F32,)) and node.type == GGMLType.F32
 
 
 @register(*NORM_CODE, supports=_norm_ok)
@@ -51,7 +61,7 @@ def alibi(n_head: int, max_bias: float) -> tuple[float, float, int]:
 
 def _soft_max_ok(node: Tensor) -> bool:
     a = node.src[0]
-    return (a is not None and srcs_ok(node, (F32, PLAIN, F32)) and a.is_contiguous_rows()
+    return (a is not None and a.ne[0] <= MAX_ROW and srcs_ok(node, (F32, PLAIN, F32)) and a.is_contiguous_rows()
             and node.is_contiguous_rows() and node.type == GGMLType.F32)
 
 

@@ -1,7 +1,9 @@
-"""Reductions on reduce.comp: SUM_ROWS, MEAN, ARGMAX, CUMSUM (a work group per row), SUM and COUNT_EQUAL."""
+"""Reductions on reduce.comp: SUM_ROWS, MEAN, ARGMAX, SUM and COUNT_EQUAL (a row split over work groups of at
+most SPAN elements, their partials combined by a second dispatch), CUMSUM (a work group per row)."""
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 from pyggml.ops.base import Op
@@ -17,6 +19,10 @@ if TYPE_CHECKING:
 F32 = frozenset({GGMLType.F32})
 I32 = frozenset({GGMLType.I32})
 CODE = {Op.SUM_ROWS: 0, Op.MEAN: 1, Op.ARGMAX: 2, Op.CUMSUM: 3, Op.SUM: 4, Op.COUNT_EQUAL: 5}
+SPAN = 128 * 1024
+"""Elements one work group reduces (1024 per thread): as reduce.comp's SPAN."""
+CUMSUM_MAX_ROW = 1 << 21
+"""CUMSUM scans a row with one work group: two passes of ne0 / 128 iterations per thread, under lavapipe's 65535."""
 
 
 def _ok(node: Tensor) -> bool:
@@ -24,7 +30,20 @@ def _ok(node: Tensor) -> bool:
         return srcs_ok(node, (I32, I32))
     if node.op is Op.SUM:
         return srcs_ok(node, (PLAIN,))
+    if node.op is Op.CUMSUM and node.ne[0] > CUMSUM_MAX_ROW:
+        return False
     return srcs_ok(node, (F32,))
+
+
+def _with_offsets(push: bytes, oa: int | None = None, od: int | None = None, g: int = 1) -> bytes:
+    """GENERIC_PC with a's or d's byte offset replaced (the partials' scratch) and u0 = G."""
+    pc = bytearray(push)
+    if oa is not None:
+        struct.pack_into("<I", pc, 0, oa)
+    if od is not None:
+        struct.pack_into("<I", pc, 8, od)
+    struct.pack_into("<I", pc, 4 * 27, g)
+    return bytes(pc)
 
 
 @register(*CODE, supports=_ok)
@@ -32,5 +51,16 @@ def reduce(node: Tensor, p: Planner) -> None:
     a = node.src[0]
     b = node.src[1] if len(node.src) > 1 else None
     assert a is not None
-    groups = 1 if node.op in (Op.SUM, Op.COUNT_EQUAL) else a.nrows()
-    p.dispatch("reduce", (CODE[node.op], int(a.type)), [a, b], node, generic_pc(a, b, node), grid(groups))
+    whole = node.op in (Op.SUM, Op.COUNT_EQUAL)
+    rows = 1 if whole else a.nrows()
+    n = a.nelements() if whole else a.ne[0]
+    g = max(1, -(-n // SPAN))
+    code, ta = CODE[node.op], int(a.type)
+    push = generic_pc(a, b, node)
+    if node.op is Op.CUMSUM or g == 1:
+        p.dispatch("reduce", (code, ta, 0), [a, b], node, _with_offsets(push), grid(rows))
+        return
+    partials = p.scratch(rows * g * 8)  # ARGMAX keeps (value, index) pairs
+    p.dispatch("reduce", (code, ta, 1), [a, b], partials, _with_offsets(push, od=partials.offset, g=g),
+               grid(rows * g))
+    p.dispatch("reduce", (code, ta, 2), [partials], node, _with_offsets(push, oa=partials.offset, g=g), grid(rows))

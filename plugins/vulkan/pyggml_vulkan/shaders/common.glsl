@@ -1,6 +1,6 @@
 // Shared declarations of every pyggml compute shader: extensions, type ids (ggml's), buffer aliases per binding
-// (bindings 0..4 sources A..E, 5 destination D; whole VkBuffers addressed by byte offsets), typed loads/stores
-// and per-element dequantisation of ggml's block formats.
+// (bindings 0..4 sources A..E, 5 destination D, 6 the backend's status word; whole VkBuffers addressed by byte
+// offsets), typed loads/stores and per-element dequantisation of ggml's block formats.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -62,6 +62,11 @@ float X##_ld(uint t, uint o) { \
     if (t == T_I16) return float(X##_i16[o >> 1]); \
     if (t == T_I8) return float(X##_i8[o]); \
     return 0.0; \
+} \
+int X##_idx(uint o, bool wide) { \
+    int lo = X##_i32[o >> 2]; \
+    if (wide && X##_i32[(o >> 2) + 1u] != 0) return -1; \
+    return lo; \
 } \
 int X##_ldi(uint t, uint o) { \
     if (t == T_I32 || t == T_I64) return X##_i32[o >> 2]; \
@@ -165,6 +170,14 @@ layout(push_constant) uniform PC { \
     uint ne0, ne1, ne2, ne3, nb0, nb1, nb2, nb3; \
     uint u0; float f0, f1, f2, f3; \
 } pc;
+
+// Index checks (GET_ROWS, SET_ROWS, MUL_MAT_ID): a shader that finds an index outside its range skips the write
+// and stores a code naming the node in the backend's status word (binding 6; the first report wins); the host raises
+// ComputeError once the graph has run. The code comes as the bits of the push constants' last float (f3), so
+// DECLARE_STATUS follows GENERIC_PC. X_idx(o, wide) reads an i32 (wide: i64) index; -1 when it does not fit 31 bits.
+#define DECLARE_STATUS \
+layout(std430, set = 0, binding = 6) buffer STATUS_W { uint status_word[]; }; \
+void report_bad_index() { atomicCompSwap(status_word[0], 0u, floatBitsToUint(pc.f3)); }
 
 // split a linear element index into 4 coordinates of shape (n0, n1, n2, n3)
 uvec4 coords(uint g, uint n0, uint n1, uint n2) {

@@ -12,13 +12,15 @@ layout(constant_id = 2) const uint NC = 1;   // columns per thread group (1..8)
 layout(constant_id = 3) const uint TPR = 1;  // threads per row: 1 (CPU-emulated devices) .. 64
 // MUL_MAT_ID (NC 1): a = experts [k, m, n_expert], b [k, n_b, n_tokens], C = ids [n_used, n_tokens] (i32) at byte
 // offset u0 with strides nb03 (slot) and nb13 (token) (a and b are 3-D); column j = slot e, batch b2 = token t,
-// a = expert ids[e, t], b column e % n_b. An id outside [0, n_expert) gives NaN.
+// a = expert ids[e, t], b column e % n_b. An id outside [0, n_expert) gives NaN and is
+// reported (DECLARE_STATUS).
 layout(constant_id = 4) const bool IDS = false;
 DECLARE_SRC(0, A)
 DECLARE_SRC(1, B)
 DECLARE_SRC(2, C)
 DECLARE_DST(5)
 GENERIC_PC
+DECLARE_STATUS
 shared float part[8u * WGS];
 
 void main() {
@@ -40,6 +42,7 @@ void main() {
     if (IDS) {
         int ex = C_i32[(pc.u0 + j0 * pc.nb03 + b2 * pc.nb13) >> 2];
         bad_id = ex < 0 || uint(ex) >= pc.ne02;
+        if (bad_id && lane == 0u && valid) report_bad_index();
         abase += uint(clamp(ex, 0, int(pc.ne02) - 1)) * pc.nb02;
         jb = j0 % pc.ne11;
     } else {

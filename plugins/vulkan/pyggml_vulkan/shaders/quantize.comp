@@ -2,7 +2,8 @@
 // Copies into block types: the 32-element legacy types (quant.glsl) and the 256-element K types (kquant.glsl), one
 // thread per destination block.
 // OP 0 CPY: block (ib, i1, i2, i3) of d takes a's elements in a's logical order (a f32 / f16 / bf16);
-// OP 1 SET_ROWS: a = rows (f32), b = ids (i32 / i64, low word); d[:, ids[i1, i2 % ne11, i3 % ne12], i2, i3].
+// OP 1 SET_ROWS: a = rows (f32), b = ids (i32, or i64 when u0 = 8); d[:, ids[i1, i2 % ne11, i3 % ne12], i2, i3],
+// an id outside [0, ne1) reported (DECLARE_STATUS) and its block not written.
 // GENERIC_PC counts d's ne[0] in blocks (ne0), and a's ne[0] in elements.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -14,6 +15,7 @@ DECLARE_SRC(0, A)
 DECLARE_SRC(1, B)
 DECLARE_DST(5)
 GENERIC_PC
+DECLARE_STATUS
 #include "quant.glsl"
 #include "kquant.glsl"
 
@@ -39,7 +41,9 @@ void main() {
         }
     } else {
         uvec4 i = coords(g, pc.ne00 / QK, pc.ne01, pc.ne02);
-        uint row = uint(B_i32[(pc.ob + i.y * pc.nb10 + (i.z % pc.ne11) * pc.nb11 + (i.w % pc.ne12) * pc.nb12) >> 2]);
+        int r = B_idx(pc.ob + i.y * pc.nb10 + (i.z % pc.ne11) * pc.nb11 + (i.w % pc.ne12) * pc.nb12, pc.u0 == 8u);
+        if (r < 0 || uint(r) >= pc.ne1) { report_bad_index(); return; }
+        uint row = uint(r);
         uint src = pc.oa + i.x * QK * pc.nb00 + i.y * pc.nb01 + i.z * pc.nb02 + i.w * pc.nb03;
         for (uint j = 0u; j < QK; ++j) X[j] = A_f32[(src + j * pc.nb00) >> 2];
         dst = pc.od + i.x * pc.nb0 + row * pc.nb1 + i.z * pc.nb2 + i.w * pc.nb3;

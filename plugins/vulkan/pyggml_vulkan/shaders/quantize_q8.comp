@@ -4,6 +4,7 @@
 //         (q8_0 / q8_1; the rounding helpers of quant.glsl)
 // MODE 1: blocks of 256, d = max / -127 by the signed extreme, q = nearest-even, clamped to 127  (q8_K)
 // Output row r (= column j of b, batches b2, b3) at r * row_bytes; a block is d f32, s f32, then the int8 values.
+// A block with a NaN or an infinity gets NaN d and s and zero quants: its products are NaN (as the cpu plugin's).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -24,10 +25,17 @@ void main() {
     uvec4 i = coords(g, nblk, pc.ne01, pc.ne02);
     uint src = pc.oa + i.y * pc.nb01 + i.z * pc.nb02 + i.w * pc.nb03 + i.x * QK * pc.nb00;
     uint dst = pc.od + ((i.w * pc.ne02 + i.z) * pc.ne01 + i.y) * pc.nb1 + i.x * pc.nb0;
-    float amax = 0.0; float mx = 0.0;
+    float amax = 0.0; float mx = 0.0; bool finite = true;
     for (uint j = 0u; j < QK; ++j) {
         float x = A_ld(TB, src + j * pc.nb00);
+        finite = finite && (floatBitsToUint(x) & 0x7f800000u) != 0x7f800000u;
         if (abs(x) > amax) { amax = abs(x); mx = x; }
+    }
+    if (!finite) {  // a NaN or an infinity: a NaN scale and zero quants, so the block's products are NaN
+        for (uint j = 0u; j < QK; ++j) d_i8[dst + 8u + j] = int8_t(0);
+        d_f32[dst >> 2] = uintBitsToFloat(0x7fc00000u);
+        d_f32[(dst >> 2) + 1u] = uintBitsToFloat(0x7fc00000u);
+        return;
     }
     if (MODE == 0u) {
         float d = div_rn(amax, 127.0);

@@ -1,6 +1,6 @@
 #version 450
 // ARGSORT / TOP_K: a bitonic sort of (value, index) pairs per row, padded to np (a power of two) with pairs that
-// sort last; ties keep index order (stable, as the reference). Rows of up to CHUNK elements are sorted in shared
+// sort last; ties keep index order (stable, as the reference); NaN is above every number. Rows of up to CHUNK elements are sorted in shared
 // memory by one work group each (MODE 0). Longer rows go through scratch memory (8 bytes per pair):
 // MODE 1 sorts each CHUNK of a row in shared memory (every stage k <= CHUNK), then for each k = 2 CHUNK .. np:
 // MODE 2 runs one compare-exchange stage (kk, jj >= CHUNK) over the scratch, MODE 3 the stages jj < CHUNK of kk in
@@ -28,10 +28,15 @@ layout(push_constant) uniform PC {
 shared float sv[CHUNK];
 shared uint si[CHUNK];
 
+bool is_nan(float v) { return (floatBitsToUint(v) & 0x7fffffffu) > 0x7f800000u; }
+
+// NaN sorts above every number (+inf included), NaNs tie (index order), as numpy's sort
 bool before(float va, uint ia, float vb, uint ib) {
     if (ia >= pc.n) return false;
     if (ib >= pc.n) return true;
-    if (va != vb) return ORDER == 0u ? va < vb : va > vb;
+    bool an = is_nan(va); bool bn = is_nan(vb);
+    if (an != bn) return ORDER == 0u ? bn : an;
+    if (!an && va != vb) return ORDER == 0u ? va < vb : va > vb;
     return ia < ib;
 }
 
