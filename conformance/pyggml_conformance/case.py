@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from pyggml import ops
+from pyggml.backend.protocol import Device
 from pyggml.context import Context
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
@@ -44,6 +45,8 @@ OP_COMPARE: dict[Op, Compare] = {
 }
 
 BuildFn = Callable[["CaseBuilder"], Tensor | Sequence[Tensor]]
+Scenario = Callable[[Device], str | None]
+"""A misuse scenario run on a device (lifetime, concurrency): None when the device behaved, else what went wrong."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,13 @@ class Case:
     compare: Compare | None = None
     source: str = "suite"
     """'suite' or the case file a replayed case came from."""
+    nan_ok: bool = False
+    """NaN may appear in the output where the reference has NaN (and only there): cases with NaN inputs."""
+    expect_error: bool = False
+    """Computing must raise a PyGGMLError on the reference and on every backend (ids out of range); guard bytes and
+    inputs are still checked, nothing is compared."""
+    scenario: Scenario | None = field(default=None, compare=False, repr=False)
+    """Run this on each device instead of comparing the built graph (which only decides support)."""
 
     @property
     def name(self) -> str:

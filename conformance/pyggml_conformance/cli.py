@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import re
 import sys
 from collections.abc import Sequence
@@ -59,12 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    if args.jobs < 1:
-        print("pyggml conformance: error: --jobs must be at least 1", file=sys.stderr)
+    bad = _check_args(args)
+    if bad:
+        print(f"pyggml conformance: error: {bad}", file=sys.stderr)
         return 2
     opts = Options(mode=args.mode, backends=_split(args.backend), ops=args.op, params=args.params,
                    case_file=args.case_file, jobs=args.jobs, seed=args.seed, perf_seconds=args.perf_seconds)
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+    try:
+        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+    except OSError as e:
+        print(f"pyggml conformance: error: cannot write the report to {args.output!r}: {e.strerror or e}",
+              file=sys.stderr)
+        return 2
     try:
         return _run(opts, args.format, out, every_case=args.every_case)
     except (PyGGMLError, re.error, OSError) as e:
@@ -73,6 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if out is not sys.stdout:
             out.close()
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options (for exit status 2), or None."""
+    if args.jobs < 1:
+        return "--jobs must be at least 1"
+    if not math.isfinite(args.perf_seconds) or args.perf_seconds <= 0:
+        return f"--perf-seconds must be a positive number of seconds, got {args.perf_seconds:g}"
+    return None
 
 
 def _run(opts: Options, fmt: str, out: TextIO, every_case: bool = False) -> int:

@@ -72,7 +72,7 @@ def perf_case(case: Case, target: Target, seed: int = 0, seconds: float = 0.5) -
         backend.graph_compute(g)  # warm-up: caches, compilation, first-touch
         backend.synchronize()
         total, runs = 0.0, 0
-        while total < seconds:
+        while total < seconds or not runs:  # at least one timed run, whatever `seconds` says
             t0 = time.perf_counter()
             backend.graph_compute(g)
             backend.synchronize()

@@ -165,6 +165,25 @@ def execute(r: Realized, target: Target, data: dict[str, Bytes]) -> Executed:
         pl.free()
 
 
+def execute_failing(r: Realized, target: Target, data: dict[str, Bytes]) -> list[str]:
+    """Compute a graph that must fail (ids out of range): what went wrong, or nothing. The compute must raise a
+    PyGGMLError; afterwards no guard byte and no input byte may have changed."""
+    pl = Placement(r.graph, target.device.buffer_type())
+    try:
+        pl.upload(data)
+        backend = target.backend
+        try:
+            backend.graph_compute(r.graph)
+            backend.synchronize()
+        except PyGGMLError:
+            pass
+        else:
+            return ["computed without an error; the case's ids are out of range and must raise ComputeError"]
+        return pl.check()
+    finally:
+        pl.free()
+
+
 def error_text(e: BaseException) -> str:
     tb = traceback.extract_tb(e.__traceback__)
     where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
@@ -198,6 +217,9 @@ def compare_case(case: Case, targets: list[Target], reference: Target, seed: int
         if why is not None:
             out.append(result(target, Status.UNSUPPORTED, error=why))
             continue
+        if case.scenario is not None:
+            out.append(_scenario(case, target, result(target, Status.PASS)))
+            continue
         if ref_missing is not None:
             out.append(result(target, Status.SKIP, error=f"no reference: {ref_missing}"))
             continue
@@ -209,6 +231,9 @@ def compare_case(case: Case, targets: list[Target], reference: Target, seed: int
             continue
         except Exception as e:
             out.append(result(target, Status.FAIL, error=f"the case's inputs cannot be made: {error_text(e)}"))
+            continue
+        if case.expect_error:
+            out.append(_failing(case, ref, r, reference, target, data, result(target, Status.PASS)))
             continue
         if expected is None:
             try:
@@ -227,13 +252,39 @@ def compare_case(case: Case, targets: list[Target], reference: Target, seed: int
     return out
 
 
+def _scenario(case: Case, target: Target, res: CaseResult) -> CaseResult:
+    assert case.scenario is not None
+    t0 = time.perf_counter()
+    try:
+        why = case.scenario(target.device)
+    except Exception as e:
+        why = error_text(e)
+    res.time_us = (time.perf_counter() - t0) * 1e6
+    if why is not None:
+        res.status, res.error = Status.FAIL, why
+    return res
+
+
+def _failing(case: Case, ref: Realized, r: Realized, reference: Target, target: Target, data: dict[str, Bytes],
+             res: CaseResult) -> CaseResult:
+    """An expect_error case: the reference and the backend must both refuse to compute it, cleanly."""
+    try:
+        problems = [f"reference: {p}" for p in execute_failing(ref, reference, data)]
+        problems += execute_failing(r, target, data)
+    except Exception as e:
+        problems = [error_text(e)]
+    if problems:
+        res.status, res.error = Status.FAIL, "; ".join(problems)
+    return res
+
+
 def _judge(case: Case, r: Realized, expected: Executed, got: Executed, res: CaseResult) -> CaseResult:
     res.time_us = got.time_us
     res.threshold = case.max_nmse()
     errors: list[str] = [f"reference: {p}" for p in expected.problems] + list(got.problems)
     worst: float | None = None
     for i, (o, a, b) in enumerate(zip(r.outputs, expected.values, got.values, strict=True)):
-        v = check(case.compare_mode(o), a, b, res.threshold)
+        v = check(case.compare_mode(o), a, b, res.threshold, case.nan_ok)
         if v.nmse is not None:
             worst = v.nmse if worst is None else max(worst, v.nmse)
         if not v.ok:

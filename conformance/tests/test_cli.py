@@ -130,8 +130,8 @@ def test_a_dying_worker_fails_only_its_case() -> None:
 
     victim = "ARGMAX(type=f32,ne=[100,10],v=0)"
     p = subprocess.run([sys.executable, "-m", "pyggml_conformance.cli", "--backend", "numpy", "--op", "ARGMAX",
-                        "--jobs", "2", "--format", "json"], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, CRASH_ENV: victim})
+                        "--params", "^type=", "--jobs", "2", "--format", "json"], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, CRASH_ENV: victim})
     doc = json.loads(p.stdout)
     status = {r["name"]: r["status"] for r in doc["results"]}
     assert p.returncode == 1 and status[victim] == "fail"
@@ -146,8 +146,22 @@ def test_a_hanging_worker_fails_only_its_case() -> None:
     env = {**os.environ, HANG_ENV: victim, "PYGGML_CONFORMANCE_CHUNK_TIMEOUT": "5",
            "PYGGML_CONFORMANCE_CASE_TIMEOUT": "5"}
     p = subprocess.run([sys.executable, "-m", "pyggml_conformance.cli", "--backend", "numpy", "--op", "ARGMAX",
-                        "--jobs", "2", "--format", "json"], capture_output=True, text=True, timeout=300, env=env)
+                        "--params", "^type=", "--jobs", "2", "--format", "json"], capture_output=True, text=True,
+                       timeout=300, env=env)
     doc = json.loads(p.stdout)
     status = {r["name"]: r["status"] for r in doc["results"]}
     assert p.returncode == 1 and [n for n, s in status.items() if s != "pass"] == [victim] and len(status) == 11
     assert "did not finish in 5 s" in next(r["error"] for r in doc["results"] if r["name"] == victim)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--output", "/nonexistent/dir/report.txt"], "cannot write the report to '/nonexistent/dir/report.txt'"),
+    (["--mode", "perf", "--perf-seconds", "-1"], "--perf-seconds must be a positive number of seconds, got -1"),
+    (["--mode", "perf", "--perf-seconds", "nan"], "--perf-seconds must be a positive number"),
+    (["--jobs", "0"], "--jobs must be at least 1"),
+])
+def test_bad_options_are_usage_errors_not_tracebacks(capsys: pytest.CaptureFixture[str], args: list[str],
+                                                      message: str) -> None:
+    """These raised FileNotFoundError / ZeroDivisionError tracebacks (issue 19)."""
+    rc, _, err = run_cli(capsys, "--backend", "numpy", *ADD_FEW, *args)
+    assert rc == 2 and message in err and "Traceback" not in err

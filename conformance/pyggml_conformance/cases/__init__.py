@@ -29,6 +29,8 @@ FAMILIES = (
     "rope",
     "attention",
     "views",
+    "edge",
+    "misuse",
 )
 
 

@@ -1,0 +1,261 @@
+"""Edge cases every backend must handle as the reference does (issue 19): NaN and infinities in every position of
+reductions, sorts, CLAMP and matrix products; ids out of range (GET_ROWS, SET_ROWS, MUL_MAT_ID), which must raise
+a ComputeError everywhere and write nothing outside the destination; rows of 2^24 elements and more for the
+reductions (float accumulators and loop limits); zero-size and one-element tensors.
+
+Parameter strings carry `edge=...` so `--params edge=` selects the family."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pyggml import ops
+from pyggml.ops.base import Op
+from pyggml.ops.reduce import SortOrder
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_conformance.case import Case, CaseBuilder, Compare, fmt_params
+from pyggml_conformance.cases.common import F16, F32, I32, T, unique
+from pyggml_conformance.inputs import UNIFORM, Array, Init, distinct, integers, uniform
+
+NAN, INF = float("nan"), float("inf")
+SPECIALS: dict[str, tuple[float, ...]] = {
+    "nan": (NAN,), "inf": (INF,), "-inf": (-INF,), "inf,-inf": (INF, -INF), "nan,inf": (NAN, INF),
+    "nan,nan": (NAN, NAN), "inf,inf": (INF, INF), "nan,-inf,inf": (NAN, -INF, INF),
+}
+WHERE = ("first", "mid", "last")
+LONG = (1 << 24) + 3
+"""Elements of the long rows: past 2^24 (a float counter's last exact integer) and 128 threads x 65535 loop
+iterations (lavapipe's limit per invocation)."""
+
+
+def planted(special: str, where: str, base: Init = UNIFORM, row: int | None = None) -> Init:
+    """base's values with SPECIALS[special] planted in every row (dim 0), or only in row `row` (the flat index of
+    rows), at its start, middle or end."""
+    vals = SPECIALS[special]
+
+    def init(rng: np.random.Generator, t: Tensor) -> Array:
+        x = np.array(base(rng, t), dtype=np.float64)
+        flat = x.reshape(-1, x.shape[-1])
+        n = flat.shape[1]
+        start = {"first": 0, "mid": max(0, (n - len(vals)) // 2), "last": max(0, n - len(vals))}[where]
+        rows = range(flat.shape[0]) if row is None else [row]
+        for r in rows:
+            for j, v in enumerate(vals[: n - start]):
+                flat[r, start + j] = v
+        return x
+
+    init.__qualname__ = f"planted({special},{where})"
+    return init
+
+
+def bad_id(value: int, n: int) -> Init:
+    """Ids in [0, n) with `value` (out of range) as the second id of the first row."""
+
+    def init(rng: np.random.Generator, t: Tensor) -> Array:
+        x = np.array(integers(0, n)(rng, t), dtype=np.int64)
+        x.reshape(-1)[min(1, x.size - 1)] = value
+        return x
+
+    init.__qualname__ = f"bad_id({value},{n})"
+    return init
+
+
+def _case(op: Op, build: Callable[[CaseBuilder], Tensor], **kw: object) -> Case:
+    nan_ok = bool(kw.pop("nan_ok", True))
+    expect_error = bool(kw.pop("expect_error", False))
+    compare = kw.pop("compare", None)
+    assert compare is None or isinstance(compare, Compare)
+    return Case(op, fmt_params(**kw), build, nan_ok=nan_ok, expect_error=expect_error, compare=compare)
+
+
+# ---- NaN and infinities ------------------------------------------------------------------------------------------
+
+REDUCE: dict[Op, Callable[[Tensor], Tensor]] = {Op.SUM: ops.sum, Op.SUM_ROWS: ops.sum_rows, Op.MEAN: ops.mean,
+                                                Op.CUMSUM: ops.cumsum, Op.ARGMAX: ops.argmax}
+
+
+def special_reduce(op: Op, special: str, where: str, ne: Sequence[int] = (37, 3)) -> Case:
+    base = distinct(10.0) if op is Op.ARGMAX else UNIFORM
+
+    def build(b: CaseBuilder) -> Tensor:
+        return REDUCE[op](b.input(F32, ne, planted(special, where, base, row=1)))
+
+    return _case(op, build, edge="special", type=F32, ne=list(ne), special=special, where=where)
+
+
+def special_sort(op: Op, special: str, where: str, n: int, order: SortOrder = SortOrder.ASC) -> Case:
+    def build(b: CaseBuilder) -> Tensor:
+        a = b.input(F32, (n, 3), planted(special, where, distinct(100.0), row=1))
+        return ops.top_k(a, 3) if op is Op.TOP_K else ops.argsort(a, order)
+
+    extra = {"order": order} if op is Op.ARGSORT else {"k": 3}
+    return _case(op, build, edge="special", type=F32, n=n, special=special, where=where, **extra)
+
+
+def special_clamp(special: str, where: str) -> Case:
+    def build(b: CaseBuilder) -> Tensor:
+        return ops.clamp(b.input(F32, (33, 2), planted(special, where)), -0.5, 0.5)
+
+    return _case(Op.CLAMP, build, edge="special", type=F32, special=special, where=where)
+
+
+def special_mul_mat(ta: GGMLType, special: str, where: str, in_weights: bool = False) -> Case:
+    """A special value in column 2 of the activations (or in row 2 of the weights): that column (row) of the
+    result is NaN or +-inf, the others finite."""
+
+    def build(b: CaseBuilder) -> Tensor:
+        if in_weights:
+            a = b.input(ta, (256, 4), planted(special, where, row=2))
+            x = b.input(F32, (256, 5))
+        else:
+            a = b.input(ta, (256, 4))
+            x = b.input(F32, (256, 5), planted(special, where, row=2))
+        return ops.mul_mat(a, x)
+
+    return _case(Op.MUL_MAT, build, edge="special", type_a=ta, special=special, where=where,
+                 side="a" if in_weights else "b")
+
+
+def special_cases() -> list[Case]:
+    out: list[Case] = []
+    for op in REDUCE:
+        for special in ("nan", "inf", "-inf", "inf,-inf", "nan,inf", "nan,nan", "inf,inf"):
+            out += [special_reduce(op, special, w) for w in WHERE]
+    for special in ("nan", "nan,nan", "inf", "-inf", "nan,-inf,inf"):
+        for w in WHERE:
+            out.append(special_clamp(special, w))
+            for n in (37, 5000):
+                out += [special_sort(Op.ARGSORT, special, w, n, order) for order in SortOrder]
+                out.append(special_sort(Op.TOP_K, special, w, n))
+    for w in WHERE:
+        for ta in (F32, F16, T.Q4_0, T.Q8_0, T.Q4_K, T.Q6_K):
+            out.append(special_mul_mat(ta, "nan", w))  # quantised activations carry NaN as a NaN scale
+        for ta in (F32, F16):
+            out += [special_mul_mat(ta, "inf", w), special_mul_mat(ta, "nan", w, in_weights=True),
+                    special_mul_mat(ta, "-inf", w, in_weights=True)]
+    return out
+
+
+# ---- ids out of range --------------------------------------------------------------------------------------------
+
+
+def bad_get_rows(ta: GGMLType, bad: int) -> Case:
+    def build(b: CaseBuilder) -> Tensor:
+        return ops.get_rows(b.input(ta, (32, 5)), b.input(I32, (3,), bad_id(bad, 5)))
+
+    return _case(Op.GET_ROWS, build, edge="bad_id", type=ta, id=bad, nan_ok=False, expect_error=True)
+
+
+def bad_set_rows(td: GGMLType, ti: GGMLType, bad: int) -> Case:
+    def build(b: CaseBuilder) -> Tensor:
+        dst = b.input(td, (32, 4))
+        rows = b.input(F32, (32, 2))
+        return ops.set_rows(dst, rows, b.input(ti, (2,), bad_id(bad, 4)))
+
+    return _case(Op.SET_ROWS, build, edge="bad_id", type_dst=td, type_idx=ti, id=bad, nan_ok=False,
+                 expect_error=True)
+
+
+def bad_mul_mat_id(ta: GGMLType, bad: int) -> Case:
+    def build(b: CaseBuilder) -> Tensor:
+        experts = b.input(ta, (32, 6, 4))
+        x = b.input(F32, (32, 1, 3))
+        return ops.mul_mat_id(experts, x, b.input(I32, (2, 3), bad_id(bad, 4)))
+
+    return _case(Op.MUL_MAT_ID, build, edge="bad_id", type_a=ta, id=bad, nan_ok=False, expect_error=True)
+
+
+def bad_id_cases() -> list[Case]:
+    out: list[Case] = []
+    for ta in (F32, F16, T.Q4_0):
+        out += [bad_get_rows(ta, bad) for bad in (5, 6, -1, -(1 << 31))]
+        out += [bad_mul_mat_id(ta, bad) for bad in (4, -1)]
+    for td in (F32, F16, T.Q8_0):
+        out += [bad_set_rows(td, I32, bad) for bad in (4, -1)]
+        out += [bad_set_rows(td, T.I64, bad) for bad in (4, -1, 1 << 40, (1 << 32) + 1)]
+    return out
+
+
+# ---- long rows ---------------------------------------------------------------------------------------------------
+
+
+def peaks(rng: np.random.Generator, t: Tensor) -> Array:
+    """Uniform values below 1 with a maximum of 2 at a random place of every row and a tie after it (ARGMAX of
+    long rows: the first wins; cheaper to draw than distinct values)."""
+    x = rng.uniform(-1.0, 1.0, tuple(reversed(t.ne))).reshape(-1, t.ne[0])
+    n = t.ne[0]
+    for r in range(x.shape[0]):
+        i = int(rng.integers(0, n - 1))
+        x[r, i] = x[r, int(rng.integers(i + 1, n))] = 2.0
+    return x.reshape(tuple(reversed(t.ne)))
+
+
+def long_reduce(op: Op, t: GGMLType, n: int = LONG, rows: int = 1) -> Case:
+    init = uniform(0.5, 1.5) if op is not Op.ARGMAX else peaks
+
+    def build(b: CaseBuilder) -> Tensor:
+        return REDUCE[op](b.input(t, (n, rows), init))
+
+    return _case(op, build, edge="long", type=t, n=n, rows=rows, nan_ok=False)
+
+
+def long_count_equal(n: int) -> Case:
+    def build(b: CaseBuilder) -> Tensor:
+        return ops.count_equal(b.input(I32, (n,), integers(0, 2)), b.input(I32, (n,), integers(0, 2)))
+
+    return _case(Op.COUNT_EQUAL, build, edge="long", type=I32, n=n, nan_ok=False)
+
+
+def long_cases() -> list[Case]:
+    return [long_reduce(Op.SUM, F32), long_reduce(Op.SUM, F16), long_reduce(Op.SUM_ROWS, F32),
+            long_reduce(Op.MEAN, F32), long_reduce(Op.SUM_ROWS, F32, (1 << 23) + 5, 3),
+            long_reduce(Op.ARGMAX, F32, (1 << 23) + 5, 3), long_reduce(Op.CUMSUM, F32, (1 << 22) + 3),
+            long_count_equal((1 << 24) - 1000)]
+
+
+# ---- zero-size and one-element tensors ---------------------------------------------------------------------------
+
+
+def tiny(op: Op, ne: Sequence[int], fn: Callable[[CaseBuilder, Sequence[int]], Tensor]) -> Case:
+    def build(b: CaseBuilder) -> Tensor:
+        return fn(b, ne)
+
+    return _case(op, build, edge="size", ne=list(ne))
+
+
+TINY: dict[Op, Callable[[CaseBuilder, Sequence[int]], Tensor]] = {
+    Op.ADD: lambda b, ne: ops.add(b.input(F32, ne), b.input(F32, ne)),
+    Op.SUM: lambda b, ne: ops.sum(b.input(F32, ne)),
+    Op.SUM_ROWS: lambda b, ne: ops.sum_rows(b.input(F32, ne)),
+    Op.MEAN: lambda b, ne: ops.mean(b.input(F32, ne)),
+    Op.CPY: lambda b, ne: ops.cpy(b.input(F32, ne), b.input(F16, ne)),
+    Op.SCALE: lambda b, ne: ops.scale(b.input(F32, ne), 2.0),
+}
+ONE: dict[Op, Callable[[CaseBuilder, Sequence[int]], Tensor]] = {
+    **TINY,
+    Op.MUL_MAT: lambda b, ne: ops.mul_mat(b.input(F32, ne), b.input(F32, ne)),
+    Op.SOFT_MAX: lambda b, ne: ops.soft_max(b.input(F32, ne)),
+    Op.RMS_NORM: lambda b, ne: ops.rms_norm(b.input(F32, ne), 1e-6),
+    Op.ARGSORT: lambda b, ne: ops.argsort(b.input(F32, ne)),
+    Op.TOP_K: lambda b, ne: ops.top_k(b.input(F32, ne), 1),
+    Op.ARGMAX: lambda b, ne: ops.argmax(b.input(F32, ne)),
+    Op.CUMSUM: lambda b, ne: ops.cumsum(b.input(F32, ne)),
+    Op.GET_ROWS: lambda b, ne: ops.get_rows(b.input(F32, ne), b.input(I32, (1,), integers(0, 1))),
+}
+
+
+def size_cases() -> list[Case]:
+    out = [tiny(op, ne, fn) for op, fn in TINY.items() for ne in ((0,), (0, 3), (4, 0))]
+    out += [tiny(op, (1,), fn) for op, fn in ONE.items()]
+    return out
+
+
+def eval_cases() -> list[Case]:
+    return unique([*special_cases(), *bad_id_cases(), *long_cases(), *size_cases()])
+
+
+def perf_cases() -> list[Case]:
+    return []

@@ -1,0 +1,191 @@
+"""Lifetime and concurrency scenarios (issue 19): what a careless or hostile caller does with buffers and backends
+must end in a clear PyGGMLError or a correct result, never in a crash or a hang.
+
+Lifetime: a buffer used after `free()` (compute, set, get), freed from another thread while a graph that uses it
+runs, freed twice. Concurrency: one backend computing from two threads at once (correct results or a clear error,
+never a hang; the cpu plugin's pool once spun forever). Each case is a scenario run on each device with a backend
+of its own; the graph it builds only decides support. Parameters carry `misuse=...`."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from pyggml import ops
+from pyggml.backend.protocol import Backend, Buffer, Device
+from pyggml.context import Context, init_view
+from pyggml.errors import PyGGMLError
+from pyggml.graph import Graph, build_graph
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor
+from pyggml_conformance.case import Case, CaseBuilder, Scenario, fmt_params
+
+K, M, N = 64, 48, 8
+JOIN_S = 120.0
+"""How long a scenario's threads may take before the device counts as hung."""
+
+
+class Job:
+    """y = a @ x^T + 1 (MUL_MAT then ADD) in one buffer of its own on `dev`, with random inputs."""
+
+    def __init__(self, dev: Device, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.x = rng.uniform(-1, 1, (N, K)).astype(np.float32)
+        self.w = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+        ctx = Context(no_alloc=True)
+        self.a = ctx.new_tensor("f32", K, M, name="w")
+        self.b = ctx.new_tensor("f32", K, N, name="x")
+        one = ctx.new_tensor("f32", 1, name="one")
+        self.y = ops.add(ops.mul_mat(self.a, self.b), one)
+        self.graph: Graph = build_graph(self.y)
+        self.buffer: Buffer = _place(self.graph, dev)
+        self.a.set(self.w)
+        self.b.set(self.x)
+        one.set(np.ones(1, np.float32))
+
+    def expected(self) -> np.ndarray:
+        return (self.x.astype(np.float64) @ self.w.astype(np.float64).T) + 1.0
+
+    def check(self) -> str | None:
+        got = self.y.numpy().astype(np.float64)
+        ref = self.expected()
+        err = float(np.sum((got - ref) ** 2) / np.sum(ref**2))
+        return None if err <= 1e-6 else f"wrong result: NMSE {err:.3g} against numpy"
+
+
+def _place(graph: Graph, dev: Device) -> Buffer:
+    buft = dev.buffer_type()
+    owners: list[Tensor] = []
+    for t in (*graph.leafs, *graph.nodes):
+        if t.view_src is None and t.buffer is None and all(t is not o for o in owners):
+            owners.append(t)
+    al = max(buft.alignment, 1)
+    offs, size = [], 0
+    for t in owners:
+        offs.append(size)
+        size += -(-max(buft.alloc_size(t), 1) // al) * al
+    buf = buft.alloc_buffer(size)
+    for t, off in zip(owners, offs, strict=True):
+        t.buffer, t.offset = buf, off
+    for t in graph.nodes:
+        if t.view_src is not None:
+            init_view(t)
+    return buf
+
+
+def _compute(be: Backend, graph: Graph) -> None:
+    be.graph_compute(graph)
+    be.synchronize()
+
+
+def _raises(fn: Callable[[], object], what: str) -> str | None:
+    """None when fn raises a PyGGMLError; a complaint when it returns or raises anything else."""
+    try:
+        fn()
+    except PyGGMLError:
+        return None
+    except Exception as e:
+        return f"{what}: {type(e).__name__} instead of a PyGGMLError: {e}"
+    return f"{what} raised no error"
+
+
+def use_after_free(dev: Device) -> str | None:
+    be = dev.init_backend()
+    try:
+        job = Job(dev, 1)
+        be.graph_compute(job.graph)
+        be.synchronize()
+        bad = job.check()
+        if bad:
+            return bad
+        job.buffer.free()
+        uses: list[tuple[Callable[[], object], str]] = [
+            (lambda: _compute(be, job.graph), "compute after free"),
+            (lambda: job.b.set(job.x), "set_tensor after free"),
+            (lambda: job.y.numpy(), "get_tensor after free")]
+        for fn, what in uses:
+            bad = _raises(fn, what)
+            if bad:
+                return bad
+        with contextlib.suppress(PyGGMLError):  # a second free: nothing, or a clear error
+            job.buffer.free()
+        return None
+    finally:
+        be.free()
+
+
+def free_during_compute(dev: Device) -> str | None:
+    be = dev.init_backend()
+    try:
+        for i in range(5):
+            job = Job(dev, 10 + i)
+            freer = threading.Thread(target=job.buffer.free, daemon=True)
+            try:
+                be.graph_compute_async(job.graph)
+                freer.start()
+                be.synchronize()
+            except PyGGMLError:
+                pass
+            freer.join(JOIN_S)
+            if freer.is_alive():
+                return "free() from another thread during compute did not return"
+            bad = _raises(functools.partial(_compute, be, job.graph), "compute after free")
+            if bad:
+                return bad
+        return None
+    finally:
+        be.free()
+
+
+def two_threads_one_backend(dev: Device) -> str | None:
+    be = dev.init_backend()
+    problems: list[str] = []
+
+    def work(seed: int) -> None:
+        try:
+            job = Job(dev, seed)
+            for _ in range(30):
+                be.graph_compute(job.graph)
+                be.synchronize()
+                bad = job.check()
+                if bad:
+                    problems.append(bad)
+                    return
+        except PyGGMLError:
+            pass  # a clear refusal is allowed
+        except Exception as e:  # reported as the scenario's failure
+            problems.append(f"{type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in (21, 22)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(JOIN_S)
+    if any(t.is_alive() for t in threads):
+        return f"two threads computing on one backend did not finish in {JOIN_S:g} s (hang)"
+    be.free()
+    return "; ".join(problems) or None
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "use_after_free": use_after_free,
+    "free_during_compute": free_during_compute,
+    "two_threads_one_backend": two_threads_one_backend,
+}
+
+
+def _support_graph(b: CaseBuilder) -> Tensor:
+    """What the scenarios compute (support decides whether a device takes part)."""
+    return ops.add(ops.mul_mat(b.input("f32", (K, M)), b.input("f32", (K, N))), b.input("f32", (1,)))
+
+
+def eval_cases() -> list[Case]:
+    return [Case(Op.MUL_MAT, fmt_params(misuse=name), _support_graph, scenario=fn) for name, fn in SCENARIOS.items()]
+
+
+def perf_cases() -> list[Case]:
+    return []
