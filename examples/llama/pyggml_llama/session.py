@@ -115,7 +115,13 @@ class Session:
             compute = [b for b in self.backends if b.device.type.value != "cpu"] or self.backends[:1]
             if split_mode not in ("none", "layer"):
                 raise PyGGMLError(f"unknown split mode {split_mode!r} (none, layer, tensor)")
-            bufts = [b.device.buffer_type() for b in (compute if split_mode == "layer" else compute[:1])]
+            layered = compute if split_mode == "layer" else compute[:1]
+            if tensor_split is not None and len(tensor_split) != len(layered):
+                raise PyGGMLError(
+                    f"--tensor-split gives {len(tensor_split)} shares, but the layers are split over "
+                    f"{len(layered)} device(s): {', '.join(b.name for b in layered)} (in layer mode a CPU backend "
+                    "named next to other devices only runs what they cannot; give one share per other device)")
+            bufts = [b.device.buffer_type() for b in layered]
         host = self.backends[-1].device.buffer_type()
         self.layer_bufts = _layer_bufts(self.hp.n_layer, bufts, tensor_split)
         place: Placement = place_by_layers(self.hp.n_layer, bufts, tensor_split, host=bufts[0] if bufts else host)
