@@ -103,7 +103,8 @@ class RPCRegistry(Registry):
         return self.add_server if name == ADD_SERVER else None
 
     def add_server(self, endpoint: str) -> list[RPCDevice]:
-        """Connect to a server and add its devices (again: the devices already added for it)."""
+        """Connect to a server and add its devices. Again for a known server: its devices, reconnected first if
+        the connection was lost."""
         self.devices()
         with self._lock:
             devs = self._add(endpoint)
@@ -113,8 +114,20 @@ class RPCRegistry(Registry):
         return devs
 
     def _add(self, endpoint: str) -> list[RPCDevice]:
-        if endpoint in self._servers:
-            return [d for d in self._devices if d.server.endpoint == endpoint]
+        known = self._servers.get(endpoint)
+        if known is not None:
+            devs = [d for d in self._devices if d.server is known]
+            if known.conn.broken is None:
+                return devs
+            # reconnect: the same devices (names, backends) over a new connection; buffers made on the lost one
+            # stay unusable, as their memory is gone on the server
+            server = RPCServer(endpoint)
+            if server.n_devices != len(devs):
+                raise RPCError(f"RPC server {endpoint} now has {server.n_devices} devices, not {len(devs)}")
+            self._servers[endpoint] = server
+            for d in devs:
+                d.server = server
+            return devs
         server = RPCServer(endpoint)
         self._servers[endpoint] = server
         devs = [RPCDevice(self, server, k, f"RPC{len(self._devices) + k}") for k in range(server.n_devices)]

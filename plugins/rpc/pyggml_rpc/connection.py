@@ -135,7 +135,7 @@ class Connection:
     def _check(self) -> None:
         if self._broken is not None:
             raise RPCError(f"RPC server {self.endpoint}: connection lost earlier ({self._broken}); its buffers are "
-                           "gone on the server, reconnect by making a new registry entry")
+                           "gone on the server (add_server() again reconnects the devices)")
 
     def _send(self, cmd: Cmd, parts: Sequence[bytes | memoryview | np.ndarray]) -> None:
         self._check()

@@ -178,3 +178,22 @@ def _bytes_sent(conn: Connection, action: Callable[[], None]) -> int:
     action()
     conn.ping()
     return conn.bytes_sent - before
+
+
+def test_add_server_again_reconnects_after_a_lost_connection() -> None:
+    proc, endpoint = start_pyggml_server("cpu")
+    try:
+        reg = RPCRegistry()
+        dev = reg.add_server(endpoint)[0]
+        old = dev.buffer_type().alloc_buffer(64)
+        dev.server.conn.close("cut by the test")
+        with pytest.raises(RPCError, match="add_server\\(\\) again reconnects"):
+            old.read(0, 8)
+        assert reg.add_server(endpoint) == [dev]
+        buf = dev.buffer_type().alloc_buffer(64)
+        buf.write(0, np.arange(64, dtype=np.uint8))
+        assert np.array_equal(buf.read(0, 64), np.arange(64, dtype=np.uint8))
+        with pytest.raises(RPCError):
+            old.read(0, 8)  # its memory went with the old connection
+    finally:
+        stop(proc)
