@@ -52,6 +52,10 @@ class DeviceCaps:
     """`buffer_from_host_ptr()` wraps existing host memory (e.g. an mmap) without copying."""
     events: bool = False
     """`event_new()` gives events that really order work between streams."""
+    checks_indices: bool = True
+    """An id out of range (GET_ROWS, SET_ROWS, MUL_MAT_ID) makes the compute raise ComputeError, and the device
+    stays usable. False where that cannot be reported (ggml's RPC protocol has no error reply): such a device must
+    only be given ids known to be in range."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,10 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -114,94 +115,109 @@ class Session:
         The payload's size is checked here too (the socket loop checks it before reading it), so no caller can
         hand a handler a payload its unpacking would run past."""
         self.check_size(cmd, len(p))
-        served = self.served
-        if cmd is Cmd.HELLO:
-            raise ProtocolError("HELLO sent twice")
-        if cmd is Cmd.DEVICE_COUNT:
-            return U32.pack(len(served.devices))
-        if cmd is Cmd.ALLOC_BUFFER:
-            index, size = DEVICE_U64.unpack(p)
-            return self._alloc(self._device(index, cmd.name), index, size)
-        if cmd in (Cmd.GET_ALIGNMENT, Cmd.GET_MAX_SIZE, Cmd.GET_DEVICE_MEMORY, Cmd.GRAPH_RECOMPUTE):
-            index = U32.unpack(p)[0]
-            dev = self._device(index, cmd.name)
-            if cmd is Cmd.GET_ALIGNMENT:
-                return U64.pack(dev.buffer_type().alignment)
-            if cmd is Cmd.GET_MAX_SIZE:
-                return U64.pack(min(dev.buffer_type().max_size, (1 << 64) - 1))
-            if cmd is Cmd.GET_DEVICE_MEMORY:
-                return TWO_U64.pack(*dev.memory())
-            graph = self.graphs.get(index)
-            if graph is None:
-                raise ProtocolError(f"GRAPH_RECOMPUTE: no graph kept for device {index}")
-            self._compute(index, graph)
-            return None
-        if cmd is Cmd.BUFFER_GET_BASE:
-            return U64.pack(self.table.get(U64.unpack(p)[0], cmd.name).base)
-        if cmd is Cmd.FREE_BUFFER:
-            sb = self.table.pop(U64.unpack(p)[0], cmd.name)
-            self.graphs.clear()  # they may point into it
-            self._release(sb.buffer.size)
-            sb.buffer.free()
-            return None
-        if cmd is Cmd.BUFFER_CLEAR:
-            handle, value = CLEAR_REQ.unpack(p)
-            self.table.get(handle, cmd.name).buffer.clear(value)
-            return None
-        rec = np.frombuffer(p, dtype=RPC_TENSOR, count=1)[0] if len(p) >= TENSOR_SIZE else None
-        assert rec is not None or cmd is Cmd.SET_TENSOR or cmd is Cmd.GRAPH_COMPUTE
-        if cmd is Cmd.SET_TENSOR:
-            if len(p) < TENSOR_SIZE + SET_TENSOR_HEAD.size:
-                raise ProtocolError(f"SET_TENSOR: {len(p)} bytes is shorter than its header")
-            cache, offset = SET_TENSOR_HEAD.unpack_from(p, TENSOR_SIZE)
-            data = np.frombuffer(p, np.uint8, offset=TENSOR_SIZE + SET_TENSOR_HEAD.size)
-            sb, start = region(rec, self.table, offset, data.size, cmd.name)
-            if cache and served.cache_dir is not None:
-                self._cache_store(data)
-            sb.buffer.write(start, data)
-            return None
-        if cmd is Cmd.SET_TENSOR_HASH:
-            offset, digest = TWO_U64.unpack_from(p, TENSOR_SIZE)
-            region(rec, self.table, offset, 0, cmd.name)  # before the cache: a bad tensor closes, hit or miss
-            cached = self._cache_load(digest)
-            if cached is None:
-                return U8.pack(0)
-            sb, start = region(rec, self.table, offset, cached.size, cmd.name)
-            sb.buffer.write(start, cached)
-            return U8.pack(1)
-        if cmd is Cmd.GET_TENSOR:
-            offset, size = TWO_U64.unpack_from(p, TENSOR_SIZE)
-            sb, start = region(rec, self.table, offset, size, cmd.name)
-            return sb.buffer.read(start, size).tobytes()
-        if cmd is Cmd.MEMSET_TENSOR:
-            offset, size, value = MEMSET_TAIL.unpack_from(p, TENSOR_SIZE)
-            sb, start = region(rec, self.table, offset, size, cmd.name)
-            sb.buffer.fill(start, size, value)
-            return None
-        if cmd is Cmd.COPY_TENSOR:
-            dst_rec = np.frombuffer(p, dtype=RPC_TENSOR, count=1, offset=TENSOR_SIZE)[0]
-            src_sb, src_start = region(rec, self.table, 0, 0, cmd.name + " src")
-            src_t, _ = make_tensor(rec, self.table, cmd.name + " src")
-            n = src_t.nbytes()
-            dst_sb, dst_start = region(dst_rec, self.table, 0, n, cmd.name + " dst")
-            if not dst_sb.buffer.copy_from(src_sb.buffer, src_start, dst_start, n):
-                dst_sb.buffer.write(dst_start, src_sb.buffer.read(src_start, n))
-            return U8.pack(1)
-        if cmd is Cmd.INIT_TENSOR:
-            region(rec, self.table, 0, 0, cmd.name)
-            return None
-        if cmd is Cmd.GET_ALLOC_SIZE:
-            index = U32.unpack_from(p, 0)[0]
-            self._device(index, cmd.name)
-            t_rec = np.frombuffer(p, dtype=RPC_TENSOR, count=1, offset=U32.size)[0]
-            t, _ = make_tensor(t_rec, self.table, cmd.name)
-            return U64.pack(t.nbytes())
-        if cmd is Cmd.GRAPH_COMPUTE:
-            index, graph = decode_graph(p, served.devices, self.table)
-            self.graphs[index] = graph
-            self._compute(index, graph)
-            return None
-        raise ProtocolError(f"command {int(cmd)} is not handled")
+        return HANDLERS[cmd](self, p)
+
+    # ---- the handlers (HANDLERS below): each gets a payload of its command's checked size ---------------------
+
+    def _hello(self, p: bytes) -> bytes | None:
+        raise ProtocolError("HELLO sent twice")
+
+    def _device_count(self, p: bytes) -> bytes | None:
+        return U32.pack(len(self.served.devices))
+
+    def _alloc_buffer(self, p: bytes) -> bytes | None:
+        index, size = DEVICE_U64.unpack(p)
+        return self._alloc(self._device(index, "ALLOC_BUFFER"), index, size)
+
+    def _alignment(self, p: bytes) -> bytes | None:
+        return U64.pack(self._device(U32.unpack(p)[0], "GET_ALIGNMENT").buffer_type().alignment)
+
+    def _max_size(self, p: bytes) -> bytes | None:
+        return U64.pack(min(self._device(U32.unpack(p)[0], "GET_MAX_SIZE").buffer_type().max_size, (1 << 64) - 1))
+
+    def _device_memory(self, p: bytes) -> bytes | None:
+        return TWO_U64.pack(*self._device(U32.unpack(p)[0], "GET_DEVICE_MEMORY").memory())
+
+    def _graph_recompute(self, p: bytes) -> bytes | None:
+        index = U32.unpack(p)[0]
+        self._device(index, "GRAPH_RECOMPUTE")
+        graph = self.graphs.get(index)
+        if graph is None:
+            raise ProtocolError(f"GRAPH_RECOMPUTE: no graph kept for device {index}")
+        self._compute(index, graph)
+        return None
+
+    def _graph_compute(self, p: bytes) -> bytes | None:
+        index, graph = decode_graph(p, self.served.devices, self.table)
+        self.graphs[index] = graph
+        self._compute(index, graph)
+        return None
+
+    def _buffer_get_base(self, p: bytes) -> bytes | None:
+        return U64.pack(self.table.get(U64.unpack(p)[0], "BUFFER_GET_BASE").base)
+
+    def _free_buffer(self, p: bytes) -> bytes | None:
+        sb = self.table.pop(U64.unpack(p)[0], "FREE_BUFFER")
+        self.graphs.clear()  # they may point into it
+        self._release(sb.buffer.size)
+        sb.buffer.free()
+        return None
+
+    def _buffer_clear(self, p: bytes) -> bytes | None:
+        handle, value = CLEAR_REQ.unpack(p)
+        self.table.get(handle, "BUFFER_CLEAR").buffer.clear(value)
+        return None
+
+    def _set_tensor(self, p: bytes) -> bytes | None:
+        if len(p) < TENSOR_SIZE + SET_TENSOR_HEAD.size:
+            raise ProtocolError(f"SET_TENSOR: {len(p)} bytes is shorter than its header")
+        cache, offset = SET_TENSOR_HEAD.unpack_from(p, TENSOR_SIZE)
+        data = np.frombuffer(p, np.uint8, offset=TENSOR_SIZE + SET_TENSOR_HEAD.size)
+        sb, start = region(_tensor(p), self.table, offset, data.size, "SET_TENSOR")
+        if cache and self.served.cache_dir is not None:
+            self._cache_store(data)
+        sb.buffer.write(start, data)
+        return None
+
+    def _set_tensor_hash(self, p: bytes) -> bytes | None:
+        rec = _tensor(p)
+        offset, digest = TWO_U64.unpack_from(p, TENSOR_SIZE)
+        region(rec, self.table, offset, 0, "SET_TENSOR_HASH")  # before the cache: a bad tensor closes, hit or miss
+        cached = self._cache_load(digest)
+        if cached is None:
+            return U8.pack(0)
+        sb, start = region(rec, self.table, offset, cached.size, "SET_TENSOR_HASH")
+        sb.buffer.write(start, cached)
+        return U8.pack(1)
+
+    def _get_tensor(self, p: bytes) -> bytes | None:
+        offset, size = TWO_U64.unpack_from(p, TENSOR_SIZE)
+        sb, start = region(_tensor(p), self.table, offset, size, "GET_TENSOR")
+        return sb.buffer.read(start, size).tobytes()
+
+    def _memset_tensor(self, p: bytes) -> bytes | None:
+        offset, size, value = MEMSET_TAIL.unpack_from(p, TENSOR_SIZE)
+        sb, start = region(_tensor(p), self.table, offset, size, "MEMSET_TENSOR")
+        sb.buffer.fill(start, size, value)
+        return None
+
+    def _copy_tensor(self, p: bytes) -> bytes | None:
+        rec, dst_rec = _tensor(p), _tensor(p, TENSOR_SIZE)
+        src_sb, src_start = region(rec, self.table, 0, 0, "COPY_TENSOR src")
+        n = make_tensor(rec, self.table, "COPY_TENSOR src")[0].nbytes()
+        dst_sb, dst_start = region(dst_rec, self.table, 0, n, "COPY_TENSOR dst")
+        if not dst_sb.buffer.copy_from(src_sb.buffer, src_start, dst_start, n):
+            dst_sb.buffer.write(dst_start, src_sb.buffer.read(src_start, n))
+        return U8.pack(1)
+
+    def _init_tensor(self, p: bytes) -> bytes | None:
+        region(_tensor(p), self.table, 0, 0, "INIT_TENSOR")
+        return None
+
+    def _alloc_size(self, p: bytes) -> bytes | None:
+        self._device(U32.unpack_from(p, 0)[0], "GET_ALLOC_SIZE")
+        t, _ = make_tensor(_tensor(p, U32.size), self.table, "GET_ALLOC_SIZE")
+        return U64.pack(t.nbytes())
 
     def _compute(self, index: int, graph: Graph) -> None:
         with self.served.locks[index]:
@@ -263,6 +279,35 @@ def message_timeout() -> float:
                     MESSAGE_TIMEOUT)
         return MESSAGE_TIMEOUT
     return value
+
+
+def _tensor(p: bytes, at: int = 0) -> Any:
+    """The packed rpc_tensor at byte `at` of a payload (its size was checked)."""
+    return np.frombuffer(p, dtype=RPC_TENSOR, count=1, offset=at)[0]
+
+
+HANDLERS: dict[Cmd, Callable[[Session, bytes], bytes | None]] = {
+    Cmd.HELLO: Session._hello,
+    Cmd.DEVICE_COUNT: Session._device_count,
+    Cmd.ALLOC_BUFFER: Session._alloc_buffer,
+    Cmd.GET_ALIGNMENT: Session._alignment,
+    Cmd.GET_MAX_SIZE: Session._max_size,
+    Cmd.GET_DEVICE_MEMORY: Session._device_memory,
+    Cmd.BUFFER_GET_BASE: Session._buffer_get_base,
+    Cmd.FREE_BUFFER: Session._free_buffer,
+    Cmd.BUFFER_CLEAR: Session._buffer_clear,
+    Cmd.SET_TENSOR: Session._set_tensor,
+    Cmd.SET_TENSOR_HASH: Session._set_tensor_hash,
+    Cmd.GET_TENSOR: Session._get_tensor,
+    Cmd.MEMSET_TENSOR: Session._memset_tensor,
+    Cmd.COPY_TENSOR: Session._copy_tensor,
+    Cmd.INIT_TENSOR: Session._init_tensor,
+    Cmd.GET_ALLOC_SIZE: Session._alloc_size,
+    Cmd.GRAPH_COMPUTE: Session._graph_compute,
+    Cmd.GRAPH_RECOMPUTE: Session._graph_recompute,
+}
+"""Every command's handler: one table, so a command without one cannot reach the session."""
+assert set(HANDLERS) == set(Cmd)
 
 
 def hello_reply() -> bytes:

@@ -18,6 +18,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from servers import NotBuilt, start_ggml_server, start_pyggml_server, stop
 
+GGML_PARAMS = r"^(?!.*edge=(special|long))"
+"""Cases run through llama.cpp's server: all but the edge family's NaN/infinity and 2^23+-element rows. ggml's CPU
+orders NaN and infinities otherwise in ARGMAX/ARGSORT/TOP_K, lets a NaN activation through a quantised MUL_MAT
+differently and loses ARGMAX indices past 2^23; the values are data, which a client cannot look at before sending
+(docs/rpc.md lists these differences)."""
+
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -25,13 +31,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--no-ggml", action="store_true", help="leave out llama.cpp's ggml-rpc-server")
     args, rest = p.parse_known_args(argv)
     procs = []
-    endpoints: list[str] = []
+    runs: list[tuple[str, list[str]]] = []
+    """(endpoint, extra conformance arguments) per server."""
     try:
         if not args.no_ggml:
             try:
                 proc, ep = start_ggml_server()
                 procs.append(proc)
-                endpoints.append(ep)
+                runs.append((ep, ["--params", GGML_PARAMS]))
                 print(f"ggml-rpc-server at {ep}", flush=True)
             except NotBuilt as e:
                 print(f"skipping llama.cpp's server: {e}", flush=True)
@@ -42,16 +49,19 @@ def main(argv: list[str]) -> int:
                 print(f"skipping pyggml rpc-server --device {dev}: {e}", flush=True)
                 continue
             procs.append(proc)
-            endpoints.append(ep)
+            runs.append((ep, []))
             print(f"pyggml rpc-server --device {dev} at {ep}", flush=True)
-        if not endpoints:
+        if not runs:
             print("no RPC server could be started", file=sys.stderr)
             return 1
-        env = {**os.environ, "PYGGML_RPC_SERVERS": ",".join(endpoints)}
-        backends = [f"RPC{i}" for i in range(len(endpoints))]
-        cmd = [sys.executable, "-m", "pyggml.cli", "conformance", "--mode", "test", "--format", "console",
-               "--backend", *backends, *rest]
-        return subprocess.run(cmd, env=env, check=False).returncode
+        status = 0
+        for ep, extra in runs:
+            env = {**os.environ, "PYGGML_RPC_SERVERS": ep}
+            cmd = [sys.executable, "-m", "pyggml.cli", "conformance", "--mode", "test", "--format", "console",
+                   "--backend", "RPC0", *extra, *rest]
+            print(f"== conformance through {ep}", flush=True)
+            status |= subprocess.run(cmd, env=env, check=False).returncode
+        return status
     finally:
         for proc in procs:
             stop(proc)
