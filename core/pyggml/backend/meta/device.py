@@ -65,7 +65,8 @@ class MetaDevice(Device):
             raise PyGGMLError(f"a meta device cannot wrap another meta device ({', '.join(nested)})")
         self.devices = devs
         super().__init__(MetaRegistry(self), name or f"Meta({','.join(d.name for d in devs)})", DeviceType.META,
-                         DeviceCaps(async_ops=all(d.caps.async_ops for d in devs)))
+                         DeviceCaps(async_ops=all(d.caps.async_ops for d in devs),
+                                    checks_indices=all(d.caps.checks_indices for d in devs)))
         self._buft = MetaBufferType(self)
         self.table = TensorTable(len(devs), split_state, self._is_own, _simple_buffer, _packed_offset)
         self.table.spmd = spmd
