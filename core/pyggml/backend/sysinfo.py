@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 
 
 def host_memory() -> tuple[int, int]:
@@ -15,3 +16,15 @@ def host_memory() -> tuple[int, int]:
         pages = os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
         size = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 0
         return pages * size, pages * size
+
+
+def cpu_model() -> str:
+    """The CPU's model name (what benchmarks print next to their figures)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -42,7 +42,6 @@ import argparse
 import cProfile
 import json
 import os
-import platform
 import re
 import select
 import socket
@@ -57,6 +56,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+
+from pyggml.backend.sysinfo import cpu_model
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = Path(__file__).resolve()
@@ -121,16 +122,6 @@ def ensure_ggml_server() -> Path:
 
 
 # ---- servers -------------------------------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def free_port() -> int:

@@ -24,6 +24,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pyggml.backend.sysinfo import cpu_model
+
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))
 
@@ -32,16 +34,6 @@ from pyggml_rpc.wire import Cmd  # noqa: E402
 from rpc_fuzz import Harness, bugs  # noqa: E402
 from servers import start_pyggml_server, stop  # noqa: E402
 from test_server_fuzz import TIMEOUT, GoodClient, run_scenarios, vm_peak_rss  # noqa: E402
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def in_process(per_command: int, seed: int) -> dict[str, Any]:

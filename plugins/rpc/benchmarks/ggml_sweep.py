@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import socket
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from pyggml_rpc import opcodes
 from pyggml_rpc.client import RPCRegistry
 from pyggml_rpc.ggml_support import ggml_cpu_runs
 
+from pyggml.backend.sysinfo import cpu_model
 from pyggml.tools.llama_cpp_ref import rpc_tool
 from pyggml_conformance.case import Case
 from pyggml_conformance.runner import REFERENCE, CaseResult, Status, Target, compare_case, open_target, realize
@@ -43,16 +43,6 @@ from pyggml_conformance.suite import Options, load_cases
 
 CRASH = "crash"
 LOG_TAIL = 1500
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def free_port() -> int:
