@@ -4,13 +4,13 @@ backends); a buffer can also wrap an existing mapping (a GGUF file's weights, wi
 from __future__ import annotations
 
 import logging
-import platform
 from typing import Any, cast
 
 import numpy as np
 
 from pyggml.backend.host import HostBuffer, HostBufferType
 from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
+from pyggml.backend.sysinfo import cpu_model
 from pyggml.errors import AllocationError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -19,17 +19,6 @@ from pyggml_cpu.executor import Executor
 from pyggml_cpu.op_table import TABLE, supports
 
 log = logging.getLogger(__name__)
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def map_file(buft: HostBufferType, path: str, offset: int = 0, size: int | None = None) -> HostBuffer:
@@ -62,7 +51,7 @@ class CpuDevice(Device):
 
     @property
     def description(self) -> str:
-        return cpu_name()
+        return cpu_model()
 
     def memory(self) -> tuple[int, int]:
         from pyggml.backend.sysinfo import host_memory

@@ -44,7 +44,6 @@ import json
 import os
 import re
 import select
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,6 +57,9 @@ from typing import IO, Any
 import numpy as np
 
 from pyggml.backend.sysinfo import cpu_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from servers import free_port, stop, wait_listening
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = Path(__file__).resolve()
@@ -124,11 +126,6 @@ def ensure_ggml_server() -> Path:
 # ---- servers -------------------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of every process started here, without PYGGML_RPC_SERVERS: a server named there would come
@@ -158,28 +155,12 @@ class Server:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop(self.proc)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         self.log.close()
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:g} s")
 
 
 def start_server(kind: str, threads: int) -> Server:

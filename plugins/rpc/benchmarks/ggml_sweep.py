@@ -36,6 +36,10 @@ from pyggml_rpc.client import RPCRegistry
 from pyggml_rpc.ggml_support import ggml_cpu_runs
 
 from pyggml.backend.sysinfo import cpu_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from servers import free_port, stop
+
 from pyggml.tools.llama_cpp_ref import rpc_tool
 from pyggml_conformance.case import Case
 from pyggml_conformance.runner import REFERENCE, CaseResult, Status, Target, compare_case, open_target, realize
@@ -44,11 +48,6 @@ from pyggml_conformance.suite import Options, load_cases
 CRASH = "crash"
 LOG_TAIL = 1500
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -108,12 +107,7 @@ class Server:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop(self.proc)
         self.proc = None
         if self.log is not None:
             self.log.close()
