@@ -17,9 +17,13 @@ from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
 from setuptools.errors import PlatformError
 
 DIST = "pyggml-cpu"
+HERE = Path(__file__).resolve().parent
+KERNELSRC = HERE.parent.parent / "core" / "pyggml" / "kernelsrc"
+"""pyggml's shared C-family source in the checkout (the C of the quantisers, also compiled by OpenCL and CUDA)."""
 
 
 def toolchain_problems() -> list[str]:
@@ -46,7 +50,28 @@ class BuildExt(build_ext):
                 f"install gcc python3-dev; Fedora/RHEL: dnf install gcc python3-devel; Alpine: apk add gcc musl-dev "
                 f"python3-dev), or set CC to a compiler, or install a prebuilt wheel (pip install "
                 f"--only-binary=:all: {DIST}).")
+        if not any((d / "dialect.h").is_file() for d in (HERE / "pyggml_cpu" / "kernelsrc", KERNELSRC)):
+            raise PlatformError(
+                f"{DIST} compiles pyggml's shared kernel source (dialect.h and the block quantisers), which is in "
+                f"neither pyggml_cpu/kernelsrc (an sdist's copy) nor {KERNELSRC} (a checkout): build from the "
+                f"repository or from an sdist made there.")
         super().run()
+
+
+class Sdist(sdist):
+    """An sdist builds alone: it carries a copy of pyggml's shared kernel headers as pyggml_cpu/kernelsrc (only in
+    the archive, never in the checkout), which _build.py takes before the checkout's core/pyggml/kernelsrc."""
+
+    def make_release_tree(self, base_dir: str, files: list[str]) -> None:
+        super().make_release_tree(base_dir, files)
+        src = KERNELSRC if KERNELSRC.is_dir() else HERE / "pyggml_cpu" / "kernelsrc"  # a checkout, else an sdist
+        headers = sorted(src.glob("*.h"))
+        if not headers:
+            raise PlatformError(f"{DIST}: no shared kernel headers in {src}: make the sdist from a checkout")
+        dest = Path(base_dir) / "pyggml_cpu" / "kernelsrc"
+        dest.mkdir(parents=True, exist_ok=True)
+        for h in headers:
+            shutil.copyfile(h, dest / h.name)
 
 
 # abi3 unless this interpreter cannot build for the stable ABI (debug or free-threaded builds: cffi then does not)
@@ -55,6 +80,6 @@ ABI3 = not hasattr(sys, "gettotalrefcount") and not sysconfig.get_config_var("Py
 if __name__ == "__main__":  # as pip, build and setuptools run it; the tests import toolchain_problems
     setup(
         cffi_modules=["pyggml_cpu/_build.py:ffibuilder"],
-        cmdclass={"build_ext": BuildExt},
+        cmdclass={"build_ext": BuildExt, "sdist": Sdist},
         options={"bdist_wheel": {"py_limited_api": "cp311"}} if ABI3 else {},
     )

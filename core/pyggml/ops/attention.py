@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from pyggml.ops.base import Op, ShapeRule, check_types, define, fail, need, record, tiles
 from pyggml.tensor import Ne, Tensor
@@ -30,6 +33,34 @@ class FlashAttnParams:
     scale: float
     max_bias: float = 0.0
     logit_softcap: float = 0.0
+
+
+class Alibi(NamedTuple):
+    """ALiBi's slopes of SOFT_MAX and FLASH_ATTN_EXT (max_bias): head h < n_head_log2 multiplies its mask by
+    m0^(h + 1), the others by m1^(2 (h - n_head_log2) + 1). Backends pass these three to their kernels, which raise
+    m0 or m1 to the head's power in float; the cpu plugin's C (norm.c) computes the same three values itself."""
+
+    n_head_log2: int
+    m0: float
+    m1: float
+
+    def slope(self, h: int) -> float:
+        """Head h's slope in float64 (the reference's precision)."""
+        return self.m0 ** (h + 1) if h < self.n_head_log2 else self.m1 ** (2 * (h - self.n_head_log2) + 1)
+
+
+def alibi(n_head: int, max_bias: float) -> Alibi:
+    """ALiBi's parameters for n_head heads, as ggml defines them: n_head_log2 = 2^floor(log2(n_head)),
+    m0 = 2^(-max_bias / n_head_log2), m1 = 2^(-(max_bias / 2) / n_head_log2), with max_bias a float32 (ggml keeps op
+    parameters as float) and m0, m1 rounded to float32. The exponents are exact (a power-of-two divisor), so m0 and
+    m1 are the correctly rounded powers; ggml's powf (and the cpu plugin's C, which follows it) gives the same bits
+    but for about 1 case in 700, where libm's powf is one ulp off. Without ALiBi (max_bias <= 0) m0 = m1 = 1: every
+    slope is 1 by the same formula, so a kernel needs no separate case."""
+    if max_bias <= 0.0 or n_head <= 0:
+        return Alibi(1, 1.0, 1.0)
+    n = 1 << (n_head.bit_length() - 1)
+    mb = float(np.float32(max_bias))
+    return Alibi(n, float(np.float32(2.0 ** (-mb / n))), float(np.float32(2.0 ** (-(mb / 2.0) / n))))
 
 
 def _soft_max(srcs: Srcs, p: SoftMaxParams) -> tuple[GGMLType, Ne]:

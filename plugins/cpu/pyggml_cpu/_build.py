@@ -16,6 +16,33 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "csrc")
 SOURCES = sorted(p.name for p in Path(CSRC).glob("*.c"))
+KERNELSRC_COPY = os.path.join(HERE, "kernelsrc")
+"""Where an sdist carries its copy of pyggml's shared C-family source (setup.py's sdist writes it)."""
+KERNELSRC_CHECKOUT = os.path.normpath(os.path.join(HERE, "..", "..", "..", "core", "pyggml", "kernelsrc"))
+
+
+def find_kernelsrc() -> str | None:
+    """The include folder of pyggml's shared C-family source (dialect.h, blocks.h, quantize.h, kquantize.h: the block
+    quantisers the OpenCL and CUDA kernels compile too): an sdist's copy, else the checkout's core/pyggml/kernelsrc
+    (a build from the repository: editable install, `make wheels-smoke`); None when neither is there (setup.py's
+    build_ext then stops with a message)."""
+    for d in (KERNELSRC_COPY, KERNELSRC_CHECKOUT):
+        if os.path.isfile(os.path.join(d, "dialect.h")):
+            return d
+    return None
+
+
+def kernelsrc_dir() -> str:
+    """find_kernelsrc(), which must have found the folder."""
+    d = find_kernelsrc()
+    if d is None:
+        raise RuntimeError(f"pyggml-cpu: pyggml's shared kernel source (dialect.h) is in neither {KERNELSRC_COPY} "
+                           f"(an sdist's copy) nor {KERNELSRC_CHECKOUT} (a checkout)")
+    return d
+
+
+INCLUDE_DIRS = [CSRC, *filter(None, [find_kernelsrc()])]
+"""The C include folders (tests/test_cpu_simd_harness.py builds its harness with the same ones)."""
 
 
 def _cdef_part(name: str) -> str:
@@ -36,17 +63,54 @@ LIBRARIES = ["m", "dl", "pthread"] if sys.platform != "win32" else []
 # both, for gdb or perf on an editable install
 STRIP = not os.environ.get("PYGGML_CPU_DEBUG") and sys.platform.startswith("linux")
 
-ffibuilder = FFI()
-ffibuilder.cdef(CDEF)
-ffibuilder.set_source(
-    "pyggml_cpu._pgc",
-    '#include "api.h"\n',
-    sources=[os.path.join("pyggml_cpu", "csrc", s) for s in SOURCES],
-    include_dirs=[CSRC],
-    extra_compile_args=COMPILE_ARGS + (["-g0"] if STRIP else []),
-    extra_link_args=["-s"] if STRIP else [],
-    libraries=LIBRARIES,
-)
+SANITIZE_ARGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"]
+"""AddressSanitizer and UndefinedBehaviorSanitizer (any UB report ends the process): PYGGML_CPU_SANITIZE=1, or
+`build_sanitized` (make sanitize), which never touches the normal build. Run under LD_PRELOAD of libasan."""
+SANITIZE = bool(os.environ.get("PYGGML_CPU_SANITIZE"))
+
+
+def make_ffibuilder(sanitize: bool = SANITIZE, csrc: str = os.path.join("pyggml_cpu", "csrc"),
+                    include_dirs: list[str] | None = None) -> FFI:
+    """The cffi builder of pyggml_cpu._pgc from the sources in `csrc` (relative to the build's working folder, or
+    absolute); sanitize: with SANITIZE_ARGS, symbols kept."""
+    strip = STRIP and not sanitize
+    ffi = FFI()
+    ffi.cdef(CDEF)
+    ffi.set_source(
+        "pyggml_cpu._pgc",
+        '#include "api.h"\n',
+        sources=[os.path.join(csrc, s) for s in SOURCES],
+        include_dirs=include_dirs or INCLUDE_DIRS,
+        extra_compile_args=COMPILE_ARGS + (["-g0"] if strip else []) + (SANITIZE_ARGS if sanitize else []),
+        extra_link_args=(["-s"] if strip else []) + (SANITIZE_ARGS[:1] if sanitize else []),
+        libraries=LIBRARIES,
+    )
+    return ffi
+
+
+ffibuilder = make_ffibuilder()
+
+
+def build_sanitized(out_dir: str) -> str:
+    """A copy of the pyggml_cpu package in out_dir/pyggml_cpu (with its C sources and pyggml's shared kernel
+    headers, as an sdist lays them out) whose _pgc is the sanitizer build. Put out_dir first on PYTHONPATH to
+    import it instead of the installed one. Returns the extension's path."""
+    import shutil
+
+    pkg = os.path.join(os.path.abspath(out_dir), "pyggml_cpu")
+    shutil.rmtree(pkg, ignore_errors=True)
+    shutil.copytree(HERE, pkg, ignore=shutil.ignore_patterns("*.so", "*.o", "__pycache__", "kernelsrc"))
+    shutil.copytree(kernelsrc_dir(), os.path.join(pkg, "kernelsrc"))
+    tmp = os.path.join(os.path.abspath(out_dir), "build")
+    csrc = os.path.join(pkg, "csrc")
+    so = make_ffibuilder(True, csrc, [csrc, os.path.join(pkg, "kernelsrc")]).compile(tmpdir=tmp)
+    dest = os.path.join(pkg, os.path.basename(so))
+    shutil.move(so, dest)
+    return dest
+
 
 if __name__ == "__main__":
-    ffibuilder.compile(verbose=True)
+    if len(sys.argv) == 3 and sys.argv[1] == "--sanitize-into":
+        print(build_sanitized(sys.argv[2]))
+    else:
+        ffibuilder.compile(verbose=True)

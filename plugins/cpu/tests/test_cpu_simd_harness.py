@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pyggml_cpu import kernels
-from pyggml_cpu._build import COMPILE_ARGS, CSRC, LIBRARIES
+from pyggml_cpu._build import COMPILE_ARGS, CSRC, INCLUDE_DIRS, LIBRARIES
 
 HARNESS = Path(__file__).with_name("simd_harness.c")
 X86_LEVELS = ["avx2", "avx2+vnni", "avx512", "avx512+vnni"]
@@ -25,7 +25,8 @@ ARM_SYSROOT = "/usr/aarch64-linux-gnu"
 
 def build(cc: str, out: Path) -> Path:
     sources = sorted(str(p) for p in Path(CSRC).glob("*.c"))
-    cmd = [cc, *COMPILE_ARGS, f"-I{CSRC}", str(HARNESS), *sources, "-o", str(out), *(f"-l{lib}" for lib in LIBRARIES)]
+    cmd = [cc, *COMPILE_ARGS, *(f"-I{d}" for d in INCLUDE_DIRS), str(HARNESS), *sources, "-o", str(out),
+           *(f"-l{lib}" for lib in LIBRARIES)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr[-4000:]}"
     return out

@@ -2,7 +2,8 @@
 
 A kernel program is the OpenCL plugin's `ProgramSpec` (a file and its defines). Its text is either a shared
 kernel file of pyggml_opencl (through its public `source_of`, so the OpenCL op codes come along) or a fast path of
-this package (`kernels/*.cu`, includes resolved here first, then in the OpenCL kernel folder). Each specialised
+this package (`kernels/*.cu`, includes resolved here first, then by the OpenCL loader: its kernel folder, then
+pyggml's shared C-family source, `pyggml.kernelsrc`, where dialect.h lives). Each specialised
 text is a `Variant`, tagged by the hash of its text; its kernels are called NAME__TAG on the device.
 
 nvcc runs once per `Bundle`: several variants of one file in one translation unit (the CUDA prelude, then each

@@ -1,8 +1,10 @@
 """Kernel programs: source assembly from the `.cl` files, compilation once per device, and a disk cache.
 
 A program is one kernel file specialised by defines (`ProgramSpec`): all kernels of one family and one type
-combination compile together. The host expands `#include "x.h"` itself (each header once), and prepends the
-defines, so the hash of the generated text covers everything the program uses. Binaries are cached under
+combination compile together. The host expands `#include "x.h"` itself (each header once), from this plugin's
+kernel folder or else from pyggml's shared C-family source (`pyggml.kernelsrc`: dialect.h and the block
+quantisers the cpu plugin compiles too), and prepends the defines, so the hash of the generated text covers
+everything the program uses. Binaries are cached under
 `$PYGGML_CACHE_DIR/opencl` (default `~/.cache/pyggml/opencl`), keyed by device name, driver version, platform
 version, build options and the source hash. A cached binary that fails to load is rebuilt from source.
 """
@@ -20,12 +22,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pyggml import kernelsrc
 from pyggml.backend.env import cache_dir as plugin_cache_dir
 from pyggml.errors import ComputeError
 
 log = logging.getLogger(__name__)
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
+SOURCE_DIRS = (KERNEL_DIR, kernelsrc.directory())
+"""Where an included file is looked for, in order (a name is unique across them)."""
 BUILD_OPTIONS = "-cl-std=CL1.2 -DPYGGML_OPENCL=1"
 EXACT_DIV_SQRT = "-cl-fp32-correctly-rounded-divide-sqrt"
 """Added where the device offers it: OpenCL lets float division and sqrt be off by ulps otherwise, and the
@@ -48,9 +53,17 @@ class ProgramSpec:
         return ProgramSpec(file, tuple(sorted((k, str(v)) for k, v in defines.items())))
 
 
+def kernel_path(name: str) -> Path:
+    """The file `name` of SOURCE_DIRS (the first folder that has it); KernelBuildError when none does."""
+    for d in SOURCE_DIRS:
+        if (d / name).is_file():
+            return d / name
+    raise KernelBuildError(f"kernel file {name!r} is in none of {', '.join(str(d) for d in SOURCE_DIRS)}")
+
+
 @cache
 def _read(name: str) -> str:
-    path = KERNEL_DIR / name
+    path = kernel_path(name)
     try:
         return path.read_text()
     except OSError as e:

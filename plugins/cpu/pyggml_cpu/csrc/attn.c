@@ -2,6 +2,8 @@
    full score matrix is never formed. K/V of any supported type: F16 uses an f16 x f32 dot, quantised K gets the
    query converted to its dot partner, quantised V rows are dequantised. */
 #include "pgc.h"
+#include "shared.h"
+#include "softmax.h" /* pg_online_softmax: the OpenCL and CUDA kernels' too */
 
 float pgc_alibi_slope(float max_bias, int64_t h, int64_t n_head);
 
@@ -52,16 +54,10 @@ int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c) {
             s *= scale;
             if (softcap != 0.0f) s = softcap * tanhf(s);
             s += mv;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                float Mo = M;
-                M = s;
-                ms = expf(Mo - M);
-                if (ms != 1.0f)
-                    for (int64_t d = 0; d < Dv; d++) acc[d] *= ms;
-            } else {
-                vs = expf(s - M);
-            }
+            float ms, vs;
+            M = pg_online_softmax(M, s, &ms, &vs);
+            if (ms != 1.0f)
+                for (int64_t d = 0; d < Dv; d++) acc[d] *= ms;
             const char *vp = pgc_ptr(n, 3, 0, ic, ik2, ik3);
             if (tv == T_F32 && n->nb[3][0] == 4) {
                 const float *vf = (const float *)vp;
@@ -77,13 +73,10 @@ int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c) {
         }
         if (has_sinks) {
             float s = *(const float *)((const char *)(uintptr_t)n->data[5] + iq2 * n->nb[5][0]);
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                ms = expf(M - s);
+            float ms, vs;
+            pg_online_softmax(M, s, &ms, &vs);
+            if (ms != 1.0f)
                 for (int64_t d = 0; d < Dv; d++) acc[d] *= ms;
-            } else {
-                vs = expf(s - M);
-            }
             S = S * ms + vs;
         }
         const float inv = S == 0.0f ? 0.0f : 1.0f / S;

@@ -14,20 +14,8 @@
 
 void pgc_simd_avx512_vnni(pgc_simd *s);
 
-static float dot_f32_zmm(int64_t n, const float *x, const float *y) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
-        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
-        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
-        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
-    }
-    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-    for (; i < n; i++) s += x[i] * y[i];
-    return s;
-}
+PGC_DOT4(dot_f32_zmm, float, 16, __m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_loadu_ps, _mm512_fmadd_ps,
+         _mm512_add_ps, _mm512_reduce_add_ps, PGC_ID)
 
 static inline __m512 ld_f16x16_zmm(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 

@@ -91,76 +91,50 @@ static inline int SFX(idot32)(const int8_t *a, const int8_t *b) {
     return s;
 }
 
-static void SFX(vd_q4_0)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq4_0 *x = (const bq4_0 *)vx;
-    const bq8_0 *y = (const bq8_0 *)vy;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK; i++) {
-        int8_t q[QK];
-        for (int j = 0; j < QK / 2; j++) {
-            q[j] = (int8_t)((x[i].qs[j] & 0xF) - 8);
-            q[j + QK / 2] = (int8_t)((x[i].qs[j] >> 4) - 8);
-        }
-        sum += SFX(idot32)(q, y[i].qs) * LD16(x[i].d) * LD16(y[i].d);
+/* Legacy types against Q8_0 / Q8_1: per 32-block, the integer dot of the unpacked levels scaled by both d (and, for
+   the types with a minimum, + m * s of the Q8_1 partner). UNPACK(x, q) is the block's 32 signed levels: q, filled,
+   or (Q8_0) the block's own bytes. */
+#define SFX_VD32(T, YT, UNPACK, MIN)                                                                                \
+    static void SFX(vd_##T)(int64_t n, float *s, const void *vx, const void *vy) {                                \
+        const b##T *x = (const b##T *)vx;                                                                           \
+        const YT *y = (const YT *)vy;                                                                               \
+        float sum = 0.0f;                                                                                           \
+        for (int64_t i = 0; i < n / QK; i++) {                                                                      \
+            int8_t q[QK];                                                                                           \
+            sum += SFX(idot32)(UNPACK(&x[i], q), y[i].qs) * LD16(x[i].d) * LD16(y[i].d) MIN;                        \
+        }                                                                                                           \
+        *s = sum;                                                                                                   \
     }
-    *s = sum;
+
+/* a 32-block's 16 bytes of nibbles, minus off (8 for Q4_0, 0 for Q4_1) */
+static inline const int8_t *SFX(unpack_q4)(const uint8_t *qs, int off, int8_t *q) {
+    for (int j = 0; j < QK / 2; j++) {
+        q[j] = (int8_t)((qs[j] & 0xF) - off);
+        q[j + QK / 2] = (int8_t)((qs[j] >> 4) - off);
+    }
+    return q;
 }
 
-static void SFX(vd_q4_1)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq4_1 *x = (const bq4_1 *)vx;
-    const bq8_1 *y = (const bq8_1 *)vy;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK; i++) {
-        int8_t q[QK];
-        for (int j = 0; j < QK / 2; j++) {
-            q[j] = (int8_t)(x[i].qs[j] & 0xF);
-            q[j + QK / 2] = (int8_t)(x[i].qs[j] >> 4);
-        }
-        sum += SFX(idot32)(q, y[i].qs) * LD16(x[i].d) * LD16(y[i].d) + LD16(x[i].m) * LD16(y[i].s);
-    }
-    *s = sum;
-}
-
-static inline void SFX(unpack_q5)(const uint8_t *qhb, const uint8_t *qs, int off, int8_t *q) {
+static inline const int8_t *SFX(unpack_q5)(const uint8_t *qhb, const uint8_t *qs, int off, int8_t *q) {
     uint32_t qh;
     memcpy(&qh, qhb, 4);
     for (int j = 0; j < QK / 2; j++) {
         q[j] = (int8_t)(((qs[j] & 0xF) | (((qh >> j) << 4) & 0x10)) - off);
         q[j + QK / 2] = (int8_t)(((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - off);
     }
+    return q;
 }
 
-static void SFX(vd_q5_0)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq5_0 *x = (const bq5_0 *)vx;
-    const bq8_0 *y = (const bq8_0 *)vy;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK; i++) {
-        int8_t q[QK];
-        SFX(unpack_q5)(x[i].qh, x[i].qs, 16, q);
-        sum += SFX(idot32)(q, y[i].qs) * LD16(x[i].d) * LD16(y[i].d);
-    }
-    *s = sum;
-}
-
-static void SFX(vd_q5_1)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq5_1 *x = (const bq5_1 *)vx;
-    const bq8_1 *y = (const bq8_1 *)vy;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK; i++) {
-        int8_t q[QK];
-        SFX(unpack_q5)(x[i].qh, x[i].qs, 0, q);
-        sum += SFX(idot32)(q, y[i].qs) * LD16(x[i].d) * LD16(y[i].d) + LD16(x[i].m) * LD16(y[i].s);
-    }
-    *s = sum;
-}
-
-static void SFX(vd_q8_0)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq8_0 *x = (const bq8_0 *)vx;
-    const bq8_0 *y = (const bq8_0 *)vy;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / QK; i++) sum += SFX(idot32)(x[i].qs, y[i].qs) * LD16(x[i].d) * LD16(y[i].d);
-    *s = sum;
-}
+#define SFX_UNPACK_Q4_0(b, q) SFX(unpack_q4)((b)->qs, 8, (q))
+#define SFX_UNPACK_Q4_1(b, q) SFX(unpack_q4)((b)->qs, 0, (q))
+#define SFX_UNPACK_Q5_0(b, q) SFX(unpack_q5)((b)->qh, (b)->qs, 16, (q))
+#define SFX_UNPACK_Q5_1(b, q) SFX(unpack_q5)((b)->qh, (b)->qs, 0, (q))
+#define SFX_UNPACK_Q8_0(b, q) ((void)(q), (const int8_t *)(b)->qs)
+SFX_VD32(q4_0, bq8_0, SFX_UNPACK_Q4_0, )
+SFX_VD32(q4_1, bq8_1, SFX_UNPACK_Q4_1, + LD16(x[i].m) * LD16(y[i].s))
+SFX_VD32(q5_0, bq8_0, SFX_UNPACK_Q5_0, )
+SFX_VD32(q5_1, bq8_1, SFX_UNPACK_Q5_1, + LD16(x[i].m) * LD16(y[i].s))
+SFX_VD32(q8_0, bq8_0, SFX_UNPACK_Q8_0, )
 
 /* K-quants: unpack a block to 256 signed levels with 16 integer scales (and mins), then integer dots per 16 */
 typedef struct { int8_t q[QKK]; int sc[16]; int mn[16]; float d, dmin; } SFX(kblock);
@@ -180,125 +154,102 @@ static float SFX(kdot)(const SFX(kblock) *k, const bq8_K *y) {
     return y->d * (k->d * isum - k->dmin * msum);
 }
 
-/* Q4_K / Q5_K: eight 6-bit scales and mins, each covering 32 values (two groups of 16) */
-static inline void SFX(k4_scales)(SFX(kblock) *k, uint16_t d, uint16_t dmin, const uint8_t *scales) {
+/* vd_T of a K type: UNPACK(k, x) fills the kblock of one block */
+#define SFX_VDK(T, UNPACK)                                                                                          \
+    static void SFX(vd_##T)(int64_t n, float *s, const void *vx, const void *vy) {                                \
+        const b##T *x = (const b##T *)vx;                                                                           \
+        const bq8_K *y = (const bq8_K *)vy;                                                                         \
+        float sum = 0.0f;                                                                                           \
+        SFX(kblock) k;                                                                                              \
+        for (int64_t i = 0; i < n / QKK; i++) {                                                                     \
+            UNPACK(&k, &x[i]);                                                                                      \
+            sum += SFX(kdot)(&k, &y[i]);                                                                            \
+        }                                                                                                           \
+        *s = sum;                                                                                                   \
+    }
+
+/* 16 scales of one d and no minimum (Q3_K, Q6_K) */
+static inline void SFX(k_scales16)(SFX(kblock) *k, uint16_t d, const int8_t *sc) {
+    k->d = LD16(d);
+    k->dmin = 0.0f;
+    for (int g = 0; g < 16; g++) {
+        k->sc[g] = sc[g];
+        k->mn[g] = 0;
+    }
+}
+
+static inline void SFX(unpack_q2_K)(SFX(kblock) *k, const bq2_K *x) {
+    k->d = LD16(x->d);
+    k->dmin = LD16(x->dmin);
+    for (int g = 0; g < 16; g++) {
+        k->sc[g] = x->scales[g] & 0xF;
+        k->mn[g] = x->scales[g] >> 4;
+    }
+    for (int v = 0; v < QKK; v++) {
+        int half = v / 128, j = (v % 128) / 32, l = v % 32;
+        k->q[v] = (int8_t)((x->qs[32 * half + l] >> (2 * j)) & 3);
+    }
+}
+
+static inline void SFX(unpack_q3_K)(SFX(kblock) *k, const bq3_K *x) {
+    int8_t sc[16];
+    pgc_q3k_scales(x->scales, sc);
+    SFX(k_scales16)(k, x->d, sc);
+    for (int v = 0; v < QKK; v++) {
+        int half = v / 128, j = (v % 128) / 32, l = v % 32;
+        int lo = (x->qs[32 * half + l] >> (2 * j)) & 3;
+        int hb = (x->hmask[l] >> (4 * half + j)) & 1;
+        k->q[v] = (int8_t)(lo - (hb ? 0 : 4));
+    }
+}
+
+/* Q4_K / Q5_K: eight 6-bit scales and mins, each covering 32 values (two groups of 16); qh (Q5_K's fifth bits) or
+   NULL */
+static inline void SFX(unpack_k45)(SFX(kblock) *k, uint16_t d, uint16_t dmin, const uint8_t *scales,
+                                   const uint8_t *qs, const uint8_t *qh) {
     k->d = LD16(d);
     k->dmin = LD16(dmin);
     for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        pgc_scale_min_k4(j, scales, &sc, &m);
+        i32 sc, m;
+        pg_scale_min_k4(j, scales, &sc, &m);
         k->sc[2 * j] = k->sc[2 * j + 1] = sc;
         k->mn[2 * j] = k->mn[2 * j + 1] = m;
     }
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            const int h = qh ? qh[l] : 0;
+            k->q[64 * c + l] = (int8_t)((qs[32 * c + l] & 0xF) | (((h >> (2 * c)) & 1) << 4));
+            k->q[64 * c + 32 + l] = (int8_t)((qs[32 * c + l] >> 4) | (((h >> (2 * c + 1)) & 1) << 4));
+        }
 }
 
-static void SFX(vd_q2_K)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq2_K *x = (const bq2_K *)vx;
-    const bq8_K *y = (const bq8_K *)vy;
-    float sum = 0.0f;
-    SFX(kblock) k;
-    for (int64_t i = 0; i < n / QKK; i++) {
-        k.d = LD16(x[i].d);
-        k.dmin = LD16(x[i].dmin);
-        for (int g = 0; g < 16; g++) {
-            k.sc[g] = x[i].scales[g] & 0xF;
-            k.mn[g] = x[i].scales[g] >> 4;
-        }
-        for (int v = 0; v < QKK; v++) {
-            int half = v / 128, j = (v % 128) / 32, l = v % 32;
-            k.q[v] = (int8_t)((x[i].qs[32 * half + l] >> (2 * j)) & 3);
-        }
-        sum += SFX(kdot)(&k, &y[i]);
-    }
-    *s = sum;
+static inline void SFX(unpack_q4_K)(SFX(kblock) *k, const bq4_K *x) {
+    SFX(unpack_k45)(k, x->d, x->dmin, x->scales, x->qs, NULL);
 }
 
-static void SFX(vd_q3_K)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq3_K *x = (const bq3_K *)vx;
-    const bq8_K *y = (const bq8_K *)vy;
-    float sum = 0.0f;
-    SFX(kblock) k;
-    for (int64_t i = 0; i < n / QKK; i++) {
-        int8_t sc[16];
-        pgc_q3k_scales(x[i].scales, sc);
-        k.d = LD16(x[i].d);
-        k.dmin = 0.0f;
-        for (int g = 0; g < 16; g++) {
-            k.sc[g] = sc[g];
-            k.mn[g] = 0;
-        }
-        for (int v = 0; v < QKK; v++) {
-            int half = v / 128, j = (v % 128) / 32, l = v % 32;
-            int lo = (x[i].qs[32 * half + l] >> (2 * j)) & 3;
-            int hb = (x[i].hmask[l] >> (4 * half + j)) & 1;
-            k.q[v] = (int8_t)(lo - (hb ? 0 : 4));
-        }
-        sum += SFX(kdot)(&k, &y[i]);
-    }
-    *s = sum;
+static inline void SFX(unpack_q5_K)(SFX(kblock) *k, const bq5_K *x) {
+    SFX(unpack_k45)(k, x->d, x->dmin, x->scales, x->qs, x->qh);
 }
 
-static void SFX(vd_q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq4_K *x = (const bq4_K *)vx;
-    const bq8_K *y = (const bq8_K *)vy;
-    float sum = 0.0f;
-    SFX(kblock) k;
-    for (int64_t i = 0; i < n / QKK; i++) {
-        SFX(k4_scales)(&k, x[i].d, x[i].dmin, x[i].scales);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) {
-                k.q[64 * c + l] = (int8_t)(x[i].qs[32 * c + l] & 0xF);
-                k.q[64 * c + 32 + l] = (int8_t)(x[i].qs[32 * c + l] >> 4);
-            }
-        sum += SFX(kdot)(&k, &y[i]);
+static inline void SFX(unpack_q6_K)(SFX(kblock) *k, const bq6_K *x) {
+    SFX(k_scales16)(k, x->d, x->scales);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+        int8_t *q = k->q + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            q[l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+            q[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            q[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            q[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
     }
-    *s = sum;
 }
 
-static void SFX(vd_q5_K)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq5_K *x = (const bq5_K *)vx;
-    const bq8_K *y = (const bq8_K *)vy;
-    float sum = 0.0f;
-    SFX(kblock) k;
-    for (int64_t i = 0; i < n / QKK; i++) {
-        SFX(k4_scales)(&k, x[i].d, x[i].dmin, x[i].scales);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) {
-                uint8_t h = x[i].qh[l];
-                k.q[64 * c + l] = (int8_t)((x[i].qs[32 * c + l] & 0xF) | (((h >> (2 * c)) & 1) << 4));
-                k.q[64 * c + 32 + l] = (int8_t)((x[i].qs[32 * c + l] >> 4) | (((h >> (2 * c + 1)) & 1) << 4));
-            }
-        sum += SFX(kdot)(&k, &y[i]);
-    }
-    *s = sum;
-}
-
-static void SFX(vd_q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bq6_K *x = (const bq6_K *)vx;
-    const bq8_K *y = (const bq8_K *)vy;
-    float sum = 0.0f;
-    SFX(kblock) k;
-    for (int64_t i = 0; i < n / QKK; i++) {
-        k.d = LD16(x[i].d);
-        k.dmin = 0.0f;
-        for (int g = 0; g < 16; g++) {
-            k.sc[g] = x[i].scales[g];
-            k.mn[g] = 0;
-        }
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
-            int8_t *q = k.q + 128 * h;
-            for (int l = 0; l < 32; l++) {
-                q[l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-                q[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-                q[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-                q[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-            }
-        }
-        sum += SFX(kdot)(&k, &y[i]);
-    }
-    *s = sum;
-}
+SFX_VDK(q2_K, SFX(unpack_q2_K))
+SFX_VDK(q3_K, SFX(unpack_q3_K))
+SFX_VDK(q4_K, SFX(unpack_q4_K))
+SFX_VDK(q5_K, SFX(unpack_q5_K))
+SFX_VDK(q6_K, SFX(unpack_q6_K))
 
 static void SFX(register)(pgc_simd *s) {
     s->dot_f32 = SFX(dot_f32);

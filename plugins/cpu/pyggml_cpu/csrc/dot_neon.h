@@ -221,7 +221,7 @@ NINLINE void q3_K_cols(int64_t n, float *s, const void *vx, const void *const *v
     for (int c = 0; c < NC; c++) s[c] = sum[c];
 }
 
-/* Q4_K / Q5_K: the 8 6-bit scales and mins of the 12 packed bytes (the bits pgc_scale_min_k4 reads) */
+/* Q4_K / Q5_K: the 8 6-bit scales and mins of the 12 packed bytes (the bits pg_scale_min_k4 reads) */
 NINLINE void k4_scales(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8]) {
     uint32_t u[3], o[4];
     memcpy(u, s12, 12);

@@ -45,37 +45,33 @@ static inline __m256i dot_us8_acc(__m256i acc, __m256i u, __m256i s) {
 #endif
 }
 
-static float XSFX(dot_f32)(int64_t n, const float *x, const float *y) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+/* A float dot product over four independent FMA accumulators, in steps of four vectors of W floats, then one
+   vector at a time, then scalars; the sum is (a0 + a1) + (a2 + a3), added horizontally (HSUM), then the tail in order.
+   XT: the x element type, LDX / LDY: W x / y values as a vector V of floats, XS: one x value as float. Used by the
+   AVX2 (here) and AVX-512 (dot_avx512.c) levels. */
+#define PGC_ID(v) (v)
+#define PGC_DOT4(name, XT, W, V, ZERO, LDX, LDY, FMA, ADD, HSUM, XS)                                            \
+    static float name(int64_t n, const XT *x, const float *y) {                                                \
+        V a0 = ZERO(), a1 = a0, a2 = a0, a3 = a0;                                                               \
+        int64_t i = 0;                                                                                          \
+        for (; i + 4 * (W) <= n; i += 4 * (W)) {                                                                \
+            a0 = FMA(LDX(x + i), LDY(y + i), a0);                                                               \
+            a1 = FMA(LDX(x + i + (W)), LDY(y + i + (W)), a1);                                                   \
+            a2 = FMA(LDX(x + i + 2 * (W)), LDY(y + i + 2 * (W)), a2);                                           \
+            a3 = FMA(LDX(x + i + 3 * (W)), LDY(y + i + 3 * (W)), a3);                                           \
+        }                                                                                                       \
+        for (; i + (W) <= n; i += (W)) a0 = FMA(LDX(x + i), LDY(y + i), a0);                                    \
+        float s = HSUM(ADD(ADD(a0, a1), ADD(a2, a3)));                                                          \
+        for (; i < n; i++) s += XS(x[i]) * y[i];                                                                \
+        return s;                                                                                               \
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) s += x[i] * y[i];
-    return s;
-}
 
 static inline __m256 ld_f16x8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
-static float XSFX(dot_f16)(int64_t n, const uint16_t *x, const float *y) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(ld_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(ld_f16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(ld_f16x8(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(ld_f16x8(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(ld_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
-    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) s += _cvtsh_ss(x[i]) * y[i];
-    return s;
-}
+PGC_DOT4(XSFX(dot_f32), float, 8, __m256, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_loadu_ps, _mm256_fmadd_ps,
+         _mm256_add_ps, hsum8, PGC_ID)
+PGC_DOT4(XSFX(dot_f16), uint16_t, 8, __m256, _mm256_setzero_ps, ld_f16x8, _mm256_loadu_ps, _mm256_fmadd_ps,
+         _mm256_add_ps, hsum8, _cvtsh_ss)
 
 /* F16 matmul in tinyBLAS's order (dot_impl.h's dot_f16_tiles, same bits; ggml_vec_dot_f16's order is in
    dot_x86_f16.h) by register tiles: a tile kernel computes four weight rows (xr; where fewer than
@@ -140,15 +136,18 @@ static void XSFX(dot_f16_tiles)(int64_t n, const uint16_t *x, size_t bx, int64_t
 
 /* Each dot kernel is written once for NC activation columns (1 or 2; always inlined with a constant NC): with
    two columns the weight block is unpacked once for both. */
-#define INLINE static inline __attribute__((always_inline))
+#define AINLINE static inline __attribute__((always_inline))
 
-INLINE void q4_0_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
-    const bq4_0 *x = (const bq4_0 *)vx;
-    const __m256i off = _mm256_set1_epi8(8);
+/* Q4_0 or Q8_0 weights (T: signed levels, nibbles - 8 or bytes) against NC Q8_0 columns */
+AINLINE void signed_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC, const int T) {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / QK; i++) {
-        const __m256i q = _mm256_sub_epi8(nibbles32(x[i].qs), off), aq = _mm256_sign_epi8(q, q);
-        const float dx = F16T(x[i].d);
+        const bq4_0 *x4 = (const bq4_0 *)vx + i;
+        const bq8_0 *x8 = (const bq8_0 *)vx + i;
+        const __m256i q = T == T_Q4_0 ? _mm256_sub_epi8(nibbles32(x4->qs), _mm256_set1_epi8(8))
+                                      : _mm256_loadu_si256((const __m256i *)x8->qs);
+        const __m256i aq = _mm256_sign_epi8(q, q);
+        const float dx = F16T(T == T_Q4_0 ? x4->d : x8->d);
         for (int c = 0; c < NC; c++) {
             const bq8_0 *y = (const bq8_0 *)vy[c] + i;
             __m256i p = dot_us8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), q));
@@ -158,7 +157,11 @@ INLINE void q4_0_cols(int64_t n, float *s, const void *vx, const void *const *vy
     for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]);
 }
 
-INLINE void q4_1_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
+AINLINE void q4_0_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
+    signed_cols(n, s, vx, vy, NC, T_Q4_0);
+}
+
+AINLINE void q4_1_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
     const bq4_1 *x = (const bq4_1 *)vx;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     float summs[2] = {0.0f, 0.0f};
@@ -175,19 +178,8 @@ INLINE void q4_1_cols(int64_t n, float *s, const void *vx, const void *const *vy
     for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]) + summs[c];
 }
 
-INLINE void q8_0_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
-    const bq8_0 *x = (const bq8_0 *)vx;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < n / QK; i++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs), aq = _mm256_sign_epi8(q, q);
-        const float dx = F16T(x[i].d);
-        for (int c = 0; c < NC; c++) {
-            const bq8_0 *y = (const bq8_0 *)vy[c] + i;
-            __m256i p = dot_us8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), q));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * F16T(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) s[c] = hsum8(acc[c]);
+AINLINE void q8_0_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {
+    signed_cols(n, s, vx, vy, NC, T_Q8_0);
 }
 
 /* ---- weight rows against one activation row: one row (vec_dot) or PGC_DOTR_ROWS rows (vec_dotr, mat-vec).
@@ -217,7 +209,7 @@ static inline __m256i q5_bytes(const uint8_t *qh, const uint8_t *qs) {
 /* per type T (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; a constant after inlining): what the block's dot needs of the
    activations alone, and the block's int32 lanes (each the sum of four neighbouring products, as ggml's).
    Without VNNI, Q8_0 keeps the sign trick: (x + 128) y pairs would saturate VPMADDUBSW. */
-INLINE __m256i legacy_off(const int T, __m256i yq) {
+AINLINE __m256i legacy_off(const int T, __m256i yq) {
     if (T == T_Q4_0) return _mm256_sub_epi32(_mm256_setzero_si256(), dot_us8(_mm256_set1_epi8(8), yq));
     if (T == T_Q5_0) return _mm256_sub_epi32(_mm256_setzero_si256(), dot_us8(_mm256_set1_epi8(16), yq));
 #if defined(PGC_VNNI) || defined(PGC_VNNI512)
@@ -226,7 +218,7 @@ INLINE __m256i legacy_off(const int T, __m256i yq) {
     return _mm256_setzero_si256();
 }
 
-INLINE __m256i legacy_lanes(const int T, const void *xb, __m256i yq, __m256i off) {
+AINLINE __m256i legacy_lanes(const int T, const void *xb, __m256i yq, __m256i off) {
     if (T == T_Q4_0) return dot_us8_acc(off, nibbles32(((const bq4_0 *)xb)->qs), yq);
     if (T == T_Q4_1) return dot_us8(nibbles32(((const bq4_1 *)xb)->qs), yq);
     if (T == T_Q5_0) return dot_us8_acc(off, q5_bytes(((const bq5_0 *)xb)->qh, ((const bq5_0 *)xb)->qs), yq);
@@ -240,7 +232,7 @@ INLINE __m256i legacy_lanes(const int T, const void *xb, __m256i yq, __m256i off
 }
 
 /* Q4_1 / Q5_1 against Q8_1 add x.m * y.s per block (summed apart, as the two-column kernel does) */
-INLINE void legacy_rows(int64_t n, float *s, const void *vx, size_t bx, const void *vy, const int NRR, const int T) {
+AINLINE void legacy_rows(int64_t n, float *s, const void *vx, size_t bx, const void *vy, const int NRR, const int T) {
     const size_t xs = T == T_Q4_0 ? sizeof(bq4_0) : T == T_Q4_1 ? sizeof(bq4_1) : T == T_Q5_0 ? sizeof(bq5_0)
                     : T == T_Q5_1 ? sizeof(bq5_1) : sizeof(bq8_0);
     const int q8_1 = T == T_Q4_1 || T == T_Q5_1; /* the types with a min, whose partner is Q8_1 */
@@ -295,9 +287,9 @@ static inline __m256i k6_spread(int k) {
 
 /* A Q4_K / Q5_K block's 12 bytes of 6-bit scales and mins (as 32-bit words u0 u1 u2; the load reads 4 bytes past
    them, inside the block) -> the 8 scales as int16 in both 128-bit lanes (sc), the 8 mins as int16 (mn): the bits
-   pgc_scale_min_k4 reads, in vector registers: [u0 & 3f, (u2 & 0f) | (u0 >> 6 & 03) << 4, u1 & 3f,
+   pg_scale_min_k4 reads, in vector registers: [u0 & 3f, (u2 & 0f) | (u0 >> 6 & 03) << 4, u1 & 3f,
    (u2 >> 4 & 0f) | (u1 >> 6 & 03) << 4] */
-INLINE void k4_scales_mins(const uint8_t *scales, __m256i *sc, __m128i *mn) {
+AINLINE void k4_scales_mins(const uint8_t *scales, __m256i *sc, __m128i *mn) {
     const __m128i v = _mm_loadu_si128((const __m128i *)scales);
     const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0x98), _mm_set_epi32(4, 0, 0, 0)),
                                      _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
@@ -310,7 +302,7 @@ INLINE void k4_scales_mins(const uint8_t *scales, __m256i *sc, __m128i *mn) {
 
 /* A K-quant block's integer sums into the row's float accumulators: acc[c] += (y[c].d * x.d) * sumi[c], one FMA per
    block as ggml's AVX2 vec_dot does */
-INLINE void k_block_acc(float dx, const bq8_K *const *y, int NC, const __m256i *sumi, __m256 *acc) {
+AINLINE void k_block_acc(float dx, const bq8_K *const *y, int NC, const __m256i *sumi, __m256 *acc) {
     for (int c = 0; c < NC; c++)
         acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
 }
@@ -323,7 +315,7 @@ static inline float k_sum_finish(__m256 acc, __m128 accm) {
 
 /* One Q4_K weight block against the activation blocks y[0..NC-1]: acc[c] += d-scaled sums, accm[c] += the
    dmin-scaled mins terms (subtracted at the end). */
-INLINE void q4_K_block(const bq4_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
+AINLINE void q4_K_block(const bq4_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     __m256i sc;
     __m128i mn;
@@ -356,7 +348,7 @@ static inline float q4_K_finish(__m256 acc, __m128 accm) {
 }
 
 /* One Q6_K weight block against the activation blocks y[0..NC-1]: acc[c] += its d-scaled sums. */
-INLINE void q6_K_block(const bq6_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
+AINLINE void q6_K_block(const bq6_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
     (void)accm; /* no mins */
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
     const __m256i h2 = _mm256_set1_epi8(0x0C), h4 = _mm256_set1_epi8(0x30), h6 = _mm256_set1_epi8((char)0xC0);
@@ -403,7 +395,7 @@ INLINE void q6_K_block(const bq6_K *x, const bq8_K *const *y, const int NC, __m2
    prefetch), and block i of the next pass's rows is prefetched: both measured, without them 8 interleaved rows
    ran slower than one row at a time once the weights left L2. */
 #define K_KERNELS(T)                                                                                        \
-    INLINE void T##_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {       \
+    AINLINE void T##_cols(int64_t n, float *s, const void *vx, const void *const *vy, const int NC) {       \
         const b##T *x = (const b##T *)vx;                                                                   \
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                         \
         __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};                                              \

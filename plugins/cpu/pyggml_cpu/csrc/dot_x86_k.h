@@ -11,7 +11,7 @@
 /* int16 g of each 128-bit lane (0..7) times the int16 pairs of p: the block's scales applied to VPMADDUBSW pairs.
    sc holds eight scales in both 128-bit lanes; k6_spread(k) picks scale 2k for the low 16 bytes of a chunk and
    2k + 1 for the high 16 (sub-blocks of 16 values) */
-INLINE __m256i k_scaled(__m256i u, const int8_t *q8, __m256i sc, __m256i spread) {
+AINLINE __m256i k_scaled(__m256i u, const int8_t *q8, __m256i sc, __m256i spread) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)q8)),
                              _mm256_shuffle_epi8(sc, spread));
 }
@@ -22,7 +22,7 @@ static inline __m256i k_half_scales(__m256i sc16, int h) {
 }
 
 /* Q2_K: 2-bit values (half h, shift 2k of qs[32h + b] for value 128h + 32k + b), 4-bit scale and min per 16 */
-INLINE void q2_K_block(const bq2_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
+AINLINE void q2_K_block(const bq2_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
     (void)accm;
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m128i sm = _mm_loadu_si128((const __m128i *)x->scales), m4 = _mm_set1_epi8(0xF);
@@ -52,7 +52,7 @@ INLINE void q2_K_block(const bq2_K *x, const bq8_K *const *y, const int NC, __m2
 /* Q3_K: 2 low bits as Q2_K, the third from hmask[b] bit 4h + k (clear: the value is 4 less), signed 6-bit scales
    per 16 (12 bytes: low nibbles in bytes 0..7, the two high bits of scales 4q..4q+3 at bits 2q of bytes 8..11).
    The lanes: (lo | hb << 2) . y - 4 . y in int16 pairs, then scaled. */
-INLINE void q3_K_block(const bq3_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
+AINLINE void q3_K_block(const bq3_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
     (void)accm;
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
     uint32_t u2;
@@ -88,7 +88,7 @@ INLINE void q3_K_block(const bq3_K *x, const bq8_K *const *y, const int NC, __m2
 
 /* Q5_K: Q4_K's nibbles, scales and mins, with a fifth bit per value from qh[b] (bit 2k for the low nibbles of
    chunk k, 2k + 1 for the high ones) */
-INLINE void q5_K_block(const bq5_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
+AINLINE void q5_K_block(const bq5_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
     const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
     __m256i sc;
     __m128i mn;

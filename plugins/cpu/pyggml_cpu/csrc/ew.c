@@ -48,7 +48,9 @@ static inline float sum8_tree(const float *v) {
     return (t0 + t2) + (t1 + t3);
 }
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+/* the gated activations (SILU, GELU*, HARDSWISH) give their limit 0 at x = -inf, where the formulas are
+   -inf * 0 = NaN (docs/op-semantics.md); finite x need no care */
+static inline float silu(float x) { return x == -INFINITY ? 0.0f : x / (1.0f + expf(-x)); }
 
 /* the portable loops: whole groups of 8 with expv1, the tail with expf, as ggml */
 static double exp_sum_portable(int64_t n, float *y, const float *x, float mx) {
@@ -67,7 +69,7 @@ static void swiglu_portable(int64_t n, float *g, const float *v) {
     for (; i + 8 <= n; i += 8)
         for (int l = 0; l < 8; l++) {
             const float a = g[i + l];
-            g[i + l] = a / (1.0f + expv1(0.0f - a)) * (v ? v[i + l] : 1.0f);
+            g[i + l] = (a == -INFINITY ? 0.0f : a / (1.0f + expv1(0.0f - a))) * (v ? v[i + l] : 1.0f);
         }
     for (; i < n; i++) g[i] = silu(g[i]) * (v ? v[i] : 1.0f);
 }
@@ -118,10 +120,11 @@ PGC_X86_AVX2 static double exp_sum_avx2(int64_t n, float *y, const float *x, flo
 
 PGC_X86_AVX2 static void swiglu_avx2(int64_t n, float *g, const float *v) {
     int64_t i = 0;
-    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 one = _mm256_set1_ps(1.0f), ninf = _mm256_set1_ps(-INFINITY);
     for (; i + 8 <= n; i += 8) {
         const __m256 a = _mm256_loadu_ps(g + i);
         __m256 s = _mm256_div_ps(a, _mm256_add_ps(one, expv8(_mm256_sub_ps(_mm256_setzero_ps(), a))));
+        s = _mm256_andnot_ps(_mm256_cmp_ps(a, ninf, _CMP_EQ_OQ), s); /* silu(-inf) = 0 */
         if (v) s = _mm256_mul_ps(s, _mm256_loadu_ps(v + i));
         _mm256_storeu_ps(g + i, s);
     }
@@ -195,10 +198,12 @@ int pgc_k_binary(const pgc_node *n, const pgc_tctx *c) {
 
 static inline float gelu_tanh(float x) {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+    return x == -INFINITY ? 0.0f : 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
 }
-static inline float gelu_quick(float x) { return x / (1.0f + expf(-1.702f * x)); }
-static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+static inline float gelu_quick(float x) { return x == -INFINITY ? 0.0f : x / (1.0f + expf(-1.702f * x)); }
+static inline float gelu_erf(float x) {
+    return x == -INFINITY ? 0.0f : 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
 static int apply_unary(int kind, float *a, int64_t ne0, const float *fp) {
     switch (kind) {
     case PGC_U_ABS: for (int64_t k = 0; k < ne0; k++) a[k] = fabsf(a[k]); break;
@@ -214,7 +219,8 @@ static int apply_unary(int kind, float *a, int64_t ne0, const float *fp) {
     case PGC_U_GELU_ERF: for (int64_t k = 0; k < ne0; k++) a[k] = gelu_erf(a[k]); break;
     case PGC_U_SILU: swiglu_row(ne0, a, NULL); break;
     case PGC_U_HARDSWISH:
-        for (int64_t k = 0; k < ne0; k++) a[k] = a[k] * fminf(1.0f, fmaxf(0.0f, (a[k] + 3.0f) / 6.0f));
+        for (int64_t k = 0; k < ne0; k++)
+            a[k] = a[k] == -INFINITY ? 0.0f : a[k] * fminf(1.0f, fmaxf(0.0f, (a[k] + 3.0f) / 6.0f));
         break;
     case PGC_U_HARDSIGMOID:
         for (int64_t k = 0; k < ne0; k++) a[k] = fminf(1.0f, fmaxf(0.0f, (a[k] + 3.0f) / 6.0f));
@@ -235,7 +241,8 @@ static int apply_unary(int kind, float *a, int64_t ne0, const float *fp) {
     return PGC_OK;
 }
 
-/* UNARY and the one-input math ops; CLAMP (fp: min, max), LEAKY_RELU (fp[0] slope), FILL (fp[0] value) */
+/* UNARY and the one-input math ops; CLAMP (fp: min, max), LEAKY_RELU (fp[0] slope), FILL (fp[0] value), SCALE
+   (fp[0] s, fp[1] b: x * s + b) */
 int pgc_k_unary(const pgc_node *n, const pgc_tctx *c) {
     int64_t nr = pgc_nrows(n, 0), r0, r1;
     pgc_split(nr, c->ith, c->nth, &r0, &r1);
@@ -252,6 +259,8 @@ int pgc_k_unary(const pgc_node *n, const pgc_tctx *c) {
                     float v = a[k] < n->fp[1] ? a[k] : n->fp[1];
                     a[k] = v > n->fp[0] ? v : n->fp[0];
                 }
+            } else if (n->op == PGC_OP_SCALE) {
+                for (int64_t k = 0; k < ne0; k++) a[k] = a[k] * n->fp[0] + n->fp[1];
             } else if (n->op == PGC_OP_LEAKY) {
                 for (int64_t k = 0; k < ne0; k++) /* ggml's form: a NaN input gives 0 */
                     a[k] = (a[k] > 0.f ? a[k] : 0.f) + n->fp[0] * (a[k] < 0.f ? a[k] : 0.f);
@@ -294,21 +303,6 @@ int pgc_k_glu(const pgc_node *n, const pgc_tctx *c) {
         default: return PGC_E_OP;
         }
         store_row(n, pgc_ptr(n, 0, 0, i1, i2, i3), g, nc);
-    }
-    return PGC_OK;
-}
-
-int pgc_k_scale(const pgc_node *n, const pgc_tctx *c) {
-    int64_t nr = pgc_nrows(n, 0), r0, r1;
-    pgc_split(nr, c->ith, c->nth, &r0, &r1);
-    const int64_t ne0 = n->ne[0][0], ne1 = n->ne[0][1], ne2 = n->ne[0][2];
-    const float s = n->fp[0], b = n->fp[1];
-    float *a = (float *)c->scratch;
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
-        load_row(n, 1, pgc_ptr(n, 1, 0, i1, i2, i3), a, ne0);
-        for (int64_t k = 0; k < ne0; k++) a[k] = a[k] * s + b;
-        store_row(n, pgc_ptr(n, 0, 0, i1, i2, i3), a, ne0);
     }
     return PGC_OK;
 }

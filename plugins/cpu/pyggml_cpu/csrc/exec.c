@@ -43,9 +43,8 @@ struct pgc_pool {
 static pgc_kernel kernel_of(int op) {
     switch (op) {
     case PGC_OP_BINARY: case PGC_OP_ADD1: return pgc_k_binary;
-    case PGC_OP_UNARY: case PGC_OP_CLAMP: case PGC_OP_LEAKY: case PGC_OP_FILL: return pgc_k_unary;
+    case PGC_OP_UNARY: case PGC_OP_CLAMP: case PGC_OP_LEAKY: case PGC_OP_FILL: case PGC_OP_SCALE: return pgc_k_unary;
     case PGC_OP_GLU: return pgc_k_glu;
-    case PGC_OP_SCALE: return pgc_k_scale;
     case PGC_OP_NORM: return pgc_k_norm;
     case PGC_OP_GROUP_NORM: return pgc_k_group_norm;
     case PGC_OP_SOFT_MAX: return pgc_k_soft_max;

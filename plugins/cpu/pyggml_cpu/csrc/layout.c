@@ -157,17 +157,19 @@ int pgc_k_get_rows(const pgc_node *n, const pgc_tctx *c) {
     return PGC_OK;
 }
 
-/* SET_ROWS: dst (slot0 = slot1's memory), rows slot2 [ne0, n, ne2, ne3] f32, ids slot3 [n, c1, c2] */
+/* SET_ROWS: dst (slot0 = slot1's memory), rows slot2 [ne0, n, ne2, ne3] f32, ids slot3 [n, c1, c2]. Threads split
+   the destination rows, not the sources: every thread reads every id and writes the rows that land in its share,
+   in order, so on a repeated id the last row wins whatever the thread count (split by source rows, two threads
+   raced for one destination row). */
 int pgc_k_set_rows(const pgc_node *n, const pgc_tctx *c) {
     const int td = n->type[0];
-    const int64_t ne0 = n->ne[2][0], nrow = n->ne[2][1], ne2 = n->ne[2][2];
-    int64_t r0, r1;
-    pgc_split(pgc_nrows(n, 2), c->ith, c->nth, &r0, &r1);
+    const int64_t ne0 = n->ne[2][0], nrow = n->ne[2][1], ne2 = n->ne[2][2], ndst = n->ne[0][1];
     float *tmp = (float *)c->scratch;
-    for (int64_t r = r0; r < r1; r++) {
+    for (int64_t r = 0; r < pgc_nrows(n, 2); r++) {
         int64_t i = r % nrow, i2 = (r / nrow) % ne2, i3 = r / (nrow * ne2);
         int64_t id = ld_index(pgc_ptr(n, 3, i, i2 % n->ne[3][1], i3 % n->ne[3][2], 0), n->type[3]);
-        if (id < 0 || id >= n->ne[0][1]) return PGC_E_INDEX;
+        if (id < 0 || id >= ndst) return PGC_E_INDEX;
+        if ((id + ndst * (i2 + ne2 * i3)) % c->nth != c->ith) continue;  /* another thread's destination row */
         const char *sp = pgc_ptr(n, 2, 0, i, i2, i3);
         for (int64_t e = 0; e < ne0; e++) tmp[e] = *(const float *)(sp + e * n->nb[2][0]);
         if (pgc_from_float(tmp, pgc_ptr(n, 0, 0, id, i2, i3), ne0, td)) return PGC_E_TYPE;

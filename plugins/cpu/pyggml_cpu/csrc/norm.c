@@ -1,6 +1,8 @@
 /* Row kernels: NORM / RMS_NORM / L2_NORM, GROUP_NORM, SOFT_MAX (mask, scale, ALiBi, sinks), ROPE (normal and
    NeoX, YaRN, frequency factors; sin/cos cached per position), DIAG_MASK_INF / _ZERO. */
 #include "pgc.h"
+#include "shared.h"
+#include "softmax.h" /* alibi_slope: the OpenCL and CUDA kernels' too */
 
 double pgc_exp_sum_row(int64_t n, float *y, const float *x, float mx); /* ew.c */
 
@@ -68,13 +70,15 @@ int pgc_k_group_norm(const pgc_node *n, const pgc_tctx *c) {
     return PGC_OK;
 }
 
-/* ALiBi slope of head h out of n_head (1 without max_bias) */
+/* ALiBi slope of head h out of n_head (1 without max_bias): n_head_log2, m0 and m1 as pyggml.ops.attention.alibi
+   defines them, computed with powf in float as ggml does (the same bits as alibi's correctly rounded ones but where
+   libm's powf is an ulp off, about 1 case in 700), then the kernels' shared alibi_slope (softmax.h) */
 float pgc_alibi_slope(float max_bias, int64_t h, int64_t n_head) {
     if (max_bias <= 0.0f) return 1.0f;
-    int64_t nl2 = 1;
-    while (nl2 * 2 <= n_head) nl2 *= 2;
-    float m0 = powf(2.0f, -max_bias / nl2), m1 = powf(2.0f, -(max_bias / 2.0f) / nl2);
-    return h < nl2 ? powf(m0, (float)(h + 1)) : powf(m1, (float)(2 * (h - nl2) + 1));
+    int32_t nl2 = 1;
+    while ((int64_t)nl2 * 2 <= n_head) nl2 *= 2;
+    const float m0 = powf(2.0f, -max_bias / (float)nl2), m1 = powf(2.0f, -(max_bias / 2.0f) / (float)nl2);
+    return alibi_slope(h, max_bias, nl2, m0, m1);
 }
 
 int pgc_k_soft_max(const pgc_node *n, const pgc_tctx *c) {

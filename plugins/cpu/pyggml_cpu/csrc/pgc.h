@@ -20,9 +20,9 @@ typedef struct pgc_node {
     int32_t ip[16];
     float fp[16];
 } pgc_node;
-/* cdef-end */
 
-/* op ids: the Python op table names these numbers (op_table.py); keep both in step */
+/* op ids, sub-ops and error codes: inside the cdef, so the Python side (op_table.py, kernels.py) reads every
+   number from cffi's `lib` and cannot drift from this header */
 enum {
     PGC_OP_NOP = 0,
     PGC_OP_BINARY = 1,    /* sub: 0 add 1 sub 2 mul 3 div */
@@ -76,6 +76,7 @@ enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q
 /* error codes */
 enum { PGC_OK = 0, PGC_E_OP = 1, PGC_E_TYPE = 2, PGC_E_SHAPE = 3, PGC_E_NOMEM = 4, PGC_E_INDEX = 5,
        PGC_E_BLAS = 6 };
+/* cdef-end */
 
 typedef struct pgc_pool pgc_pool;
 
@@ -96,7 +97,6 @@ typedef int (*pgc_kernel)(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_binary(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_unary(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_glu(const pgc_node *n, const pgc_tctx *c);
-int pgc_k_scale(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_norm(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_group_norm(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_soft_max(const pgc_node *n, const pgc_tctx *c);

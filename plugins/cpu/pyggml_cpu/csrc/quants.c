@@ -1,5 +1,6 @@
 /* Block (de)quantisation, as ggml's reference functions do it, and row conversion for every type. */
 #include "quants.h"
+#include "quantize.h"
 #include "api.h"
 
 #include <stdlib.h>
@@ -126,9 +127,9 @@ static void deq_q4_K(const bq4_K *x, float *y, int64_t nb) {
         float d = FP16_TO_F32(x[i].d), mn = FP16_TO_F32(x[i].dmin);
         const uint8_t *q = x[i].qs;
         for (int j = 0; j < 8; j += 2, q += 32) {
-            uint8_t s0, m0, s1, m1;
-            pgc_scale_min_k4(j, x[i].scales, &s0, &m0);
-            pgc_scale_min_k4(j + 1, x[i].scales, &s1, &m1);
+            i32 s0, m0, s1, m1;
+            pg_scale_min_k4(j, x[i].scales, &s0, &m0);
+            pg_scale_min_k4(j + 1, x[i].scales, &s1, &m1);
             for (int l = 0; l < 32; l++) *y++ = d * s0 * (q[l] & 0xF) - mn * m0;
             for (int l = 0; l < 32; l++) *y++ = d * s1 * (q[l] >> 4) - mn * m1;
         }
@@ -141,9 +142,9 @@ static void deq_q5_K(const bq5_K *x, float *y, int64_t nb) {
         const uint8_t *ql = x[i].qs, *qh = x[i].qh;
         uint8_t u1 = 1, u2 = 2;
         for (int j = 0; j < 8; j += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
-            uint8_t s0, m0, s1, m1;
-            pgc_scale_min_k4(j, x[i].scales, &s0, &m0);
-            pgc_scale_min_k4(j + 1, x[i].scales, &s1, &m1);
+            i32 s0, m0, s1, m1;
+            pg_scale_min_k4(j, x[i].scales, &s0, &m0);
+            pg_scale_min_k4(j + 1, x[i].scales, &s1, &m1);
             for (int l = 0; l < 32; l++) *y++ = d * s0 * ((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - mn * m0;
             for (int l = 0; l < 32; l++) *y++ = d * s1 * ((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - mn * m1;
         }
@@ -211,162 +212,38 @@ void pgc_dequant_row(int type, const void *vx, float *y, int64_t n) {
 
 /* ---- quantisation (ggml's reference rounding) ----------------------------------------------------------- */
 
-static void amax_of(const float *x, int n, float *amax, float *maxv) {
-    float a = 0.0f, m = 0.0f;
-    for (int j = 0; j < n; j++) {
-        if (fabsf(x[j]) > a) { a = fabsf(x[j]); m = x[j]; }
-    }
-    *amax = a;
-    *maxv = m;
-}
-
-static void minmax_of(const float *x, int n, float *mn, float *mx) {
-    float a = INFINITY, b = -INFINITY;
-    for (int j = 0; j < n; j++) {
-        if (x[j] < a) a = x[j];
-        if (x[j] > b) b = x[j];
-    }
-    *mn = a;
-    *mx = b;
-}
-
-static void q_q4_0(const float *x, void *vy, int64_t n) {
-    bq4_0 *y = (bq4_0 *)vy;
-    for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        float amax, mx;
-        amax_of(x, QK, &amax, &mx);
-        float d = mx / -8, id = d ? 1.0f / d : 0.0f;
-        y[i].d = F32_TO_FP16(d);
-        for (int j = 0; j < QK / 2; j++) {
-            int a = (int)(int8_t)(x[j] * id + 8.5f), b = (int)(int8_t)(x[j + QK / 2] * id + 8.5f);
-            a = a < 15 ? a : 15;
-            b = b < 15 ? b : 15;
-            y[i].qs[j] = (uint8_t)(a | (b << 4));
-        }
-    }
-}
-
-static void q_q4_1(const float *x, void *vy, int64_t n) {
-    bq4_1 *y = (bq4_1 *)vy;
-    for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        float mn, mx;
-        minmax_of(x, QK, &mn, &mx);
-        float d = (mx - mn) / 15, id = d ? 1.0f / d : 0.0f;
-        y[i].d = F32_TO_FP16(d);
-        y[i].m = F32_TO_FP16(mn);
-        for (int j = 0; j < QK / 2; j++) {
-            int a = (int)(int8_t)((x[j] - mn) * id + 0.5f), b = (int)(int8_t)((x[j + QK / 2] - mn) * id + 0.5f);
-            a = a < 15 ? a : 15;
-            b = b < 15 ? b : 15;
-            y[i].qs[j] = (uint8_t)(a | (b << 4));
-        }
-    }
-}
-
-static void pack_q5(const int *v, uint8_t *qs, uint8_t *qhb) {
-    uint32_t qh = 0;
-    for (int j = 0; j < QK / 2; j++) {
-        int a = v[j], b = v[j + QK / 2];
-        qs[j] = (uint8_t)((a & 0xF) | ((b & 0xF) << 4));
-        qh |= (uint32_t)((a & 0x10) >> 4) << j;
-        qh |= (uint32_t)((b & 0x10) >> 4) << (j + QK / 2);
-    }
-    memcpy(qhb, &qh, 4);
-}
-
-static void q_q5_0(const float *x, void *vy, int64_t n) {
-    bq5_0 *y = (bq5_0 *)vy;
-    for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        float amax, mx;
-        amax_of(x, QK, &amax, &mx);
-        float d = mx / -16, id = d ? 1.0f / d : 0.0f;
-        y[i].d = F32_TO_FP16(d);
-        int v[QK];
-        for (int j = 0; j < QK; j++) {
-            int a = (int)(int8_t)(x[j] * id + 16.5f);
-            v[j] = a < 31 ? a : 31;
-        }
-        pack_q5(v, y[i].qs, y[i].qh);
-    }
-}
-
-static void q_q5_1(const float *x, void *vy, int64_t n) {
-    bq5_1 *y = (bq5_1 *)vy;
-    for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        float mn, mx;
-        minmax_of(x, QK, &mn, &mx);
-        float d = (mx - mn) / 31, id = d ? 1.0f / d : 0.0f;
-        y[i].d = F32_TO_FP16(d);
-        y[i].m = F32_TO_FP16(mn);
-        int v[QK];
-        for (int j = 0; j < QK; j++) v[j] = (int)((x[j] - mn) * id + 0.5f);
-        pack_q5(v, y[i].qs, y[i].qh);
-    }
-}
-
-/* 1 when every one of x's n values is finite. A block of matmul activations (or of values to quantise) with a NaN
- * or an infinity gets a NaN scale and zero quants: products with it are NaN, as the float product would be for a
- * NaN, and no float-to-int conversion ever sees a non-finite value (undefined behaviour in C) */
-static int all_finite(const float *x, int64_t n) {
-    float z = 0.0f;
-    for (int64_t j = 0; j < n; j++) z += x[j] * 0.0f;
-    return z == 0.0f;
-}
-
-static void q_q8_0(const float *x, void *vy, int64_t n) {
-    bq8_0 *y = (bq8_0 *)vy;
-    for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        if (!all_finite(x, QK)) {
-            memset(&y[i], 0, sizeof(bq8_0));
-            y[i].d = F32_TO_FP16(NAN);
-            continue;
-        }
-        float amax = 0.0f;
-        for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        float d = amax / 127, id = d ? 1.0f / d : 0.0f;
-        y[i].d = F32_TO_FP16(d);
-        for (int j = 0; j < QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
-    }
-}
-
+/* Q8_1 and Q8_K (dot partners only; the shared quantisers are in quantize.c). A block with a NaN or an infinity
+   gets a NaN scale and zero quants, as quantize.h's Q8_0 (pg_all_finite). */
+/* Q8_0's quants and scale (quantize.h) plus s = d * sum(qs), d unrounded (NaN for a block with a non-finite value) */
 static void q_q8_1(const float *x, void *vy, int64_t n) {
     bq8_1 *y = (bq8_1 *)vy;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        if (!all_finite(x, QK)) {
-            memset(&y[i], 0, sizeof(bq8_1));
-            y[i].d = y[i].s = F32_TO_FP16(NAN);
-            continue;
-        }
-        float amax = 0.0f;
-        for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+        bq8_0 b;
+        quantize_q8_0((char *)&b, x);
+        float vmax, d = pg_amax(x, QK, &vmax) / 127.f;
         int sum = 0;
-        for (int j = 0; j < QK; j++) {
-            y[i].qs[j] = (int8_t)roundf(x[j] * id);
-            sum += y[i].qs[j];
-        }
-        y[i].d = F32_TO_FP16(d);
-        y[i].s = F32_TO_FP16(sum * d);
+        for (int j = 0; j < QK; j++) sum += y[i].qs[j] = b.qs[j];
+        y[i].d = b.d;
+        y[i].s = F32_TO_FP16(pg_all_finite(x, QK) ? sum * d : NAN);
     }
 }
 
 static void q_q8_K(const float *x, void *vy, int64_t n) {
     bq8_K *y = (bq8_K *)vy;
     for (int64_t i = 0; i < n / QKK; i++, x += QKK) {
-        if (!all_finite(x, QKK)) {
+        if (!pg_all_finite(x, QKK)) {
             memset(&y[i], 0, sizeof(bq8_K));
             y[i].d = NAN;
             continue;
         }
-        float amax, mx;
-        amax_of(x, QKK, &amax, &mx);
+        float mx, amax = pg_amax(x, QKK, &mx);
         if (!amax) {
             memset(&y[i], 0, sizeof(bq8_K));
             continue;
         }
         float iscale = -127.f / mx;
         for (int j = 0; j < QKK; j++) {
-            int v = nearest_int(iscale * x[j]);
+            int v = pg_nearest_int(iscale * x[j]);
             y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
         }
         for (int j = 0; j < 16; j++) {
@@ -378,15 +255,10 @@ static void q_q8_K(const float *x, void *vy, int64_t n) {
     }
 }
 
-void pgc_quant_k(pgc_simd *s);
+void pgc_quant_shared(pgc_simd *s);
 
 void pgc_quant_portable(pgc_simd *s) {
-    pgc_quant_k(s);
-    s->quantize[T_Q4_0] = q_q4_0;
-    s->quantize[T_Q4_1] = q_q4_1;
-    s->quantize[T_Q5_0] = q_q5_0;
-    s->quantize[T_Q5_1] = q_q5_1;
-    s->quantize[T_Q8_0] = q_q8_0;
+    pgc_quant_shared(s);
     s->quantize[T_Q8_1] = q_q8_1;
     s->quantize[T_Q8_K] = q_q8_K;
 }
@@ -403,7 +275,7 @@ static void q8_act(const float *x, int8_t *qs, float *d_out, int *sum_out) {
         amax = a > amax ? a : amax; /* MAXPS: the loop vectorises (fmaxf's NaN rule would keep it scalar) */
         z += x[j] * 0.0f;           /* NaN when the block holds a NaN or an infinity */
     }
-    if (z != 0.0f) { /* a NaN scale, so the block's products are NaN (see all_finite) */
+    if (z != 0.0f) { /* a NaN scale, so the block's products are NaN (see pg_all_finite) */
         memset(qs, 0, QK);
         *d_out = NAN;
         *sum_out = 0;

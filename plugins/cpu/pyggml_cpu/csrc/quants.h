@@ -2,6 +2,8 @@
 #ifndef PGC_QUANTS_H
 #define PGC_QUANTS_H
 #include "pgc.h"
+#include "shared.h"
+#include "blocks.h" /* pg_nearest_int, pg_scale_min_k4, pg_q3k_scale ...: shared with the OpenCL and CUDA kernels */
 
 #define QK 32
 #define QKK 256
@@ -25,32 +27,9 @@ _Static_assert(sizeof(bq2_K) == 84, "q2_K"); _Static_assert(sizeof(bq3_K) == 110
 _Static_assert(sizeof(bq4_K) == 144, "q4_K"); _Static_assert(sizeof(bq5_K) == 176, "q5_K");
 _Static_assert(sizeof(bq6_K) == 210, "q6_K"); _Static_assert(sizeof(bq8_K) == 292, "q8_K");
 
-/* 6-bit scale and min j (0..7) of a Q4_K / Q5_K block */
-static inline void pgc_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* the 16 signed 6-bit scales of a Q3_K block */
 static inline void pgc_q3k_scales(const uint8_t *s12, int8_t *out) {
-    for (int j = 0; j < 16; j++) {
-        int lo = j < 8 ? (s12[j] & 0xF) : (s12[j - 8] >> 4);
-        int hi = (s12[8 + (j % 4)] >> (2 * (j / 4))) & 3;
-        out[j] = (int8_t)((lo | (hi << 4)) - 32);
-    }
-}
-
-/* round half to even through the float mantissa (ggml's nearest_int) */
-static inline int nearest_int(float f) {
-    float v = f + 12582912.f;
-    int i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
+    for (int j = 0; j < 16; j++) out[j] = (int8_t)pg_q3k_scale(s12, j);
 }
 
 void pgc_dequant_row(int type, const void *x, float *y, int64_t n);

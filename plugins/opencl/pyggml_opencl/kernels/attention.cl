@@ -37,7 +37,7 @@ KERNEL void k_flash_attn(TENSOR(q), TENSOR(k), TENSOR(v), TENSOR(m), TENSOR(s), 
                 float dot = 0.f;
                 for (i64 e = 0; e < dk; e++) dot += qs[e] * ELEM(TK, krow, e);
                 sj = dot * scale;
-                if (softcap != 0.f) sj = softcap * TANH(sj);
+                if (softcap != 0.f) sj = softcap * pg_tanh(sj);
                 sj += mv;
                 keep = 1;
             }
@@ -49,13 +49,10 @@ KERNEL void k_flash_attn(TENSOR(q), TENSOR(k), TENSOR(v), TENSOR(m), TENSOR(s), 
         for (i32 jj = 0; jj < l && jj < n; jj++) {
             if (!isnan(sc[jj])) before = FMAX(before, sc[jj]);
         }
-        if (!keep) {
-            fm[l] = 1.f; fv[l] = 0.f;
-        } else if (sj > before) {
-            fm[l] = EXP(before - sj); fv[l] = 1.f;
-        } else {
-            fm[l] = 1.f; fv[l] = EXP(sj - before);
-        }
+        float key_m = 1.f, key_v = 0.f;   /* a masked key changes nothing */
+        if (keep) pg_online_softmax(before, sj, &key_m, &key_v);
+        fm[l] = key_m;
+        fv[l] = key_v;
         BARRIER();
         for (i32 jj = 0; jj < n; jj++) {
             float a_m = fm[jj], a_v = fv[jj];
@@ -74,12 +71,10 @@ KERNEL void k_flash_attn(TENSOR(q), TENSOR(k), TENSOR(v), TENSOR(m), TENSOR(s), 
     }
     if (has_sinks) {
         float sink = load_f32(BASE(s) + h * s_nb0);
-        float a_m = 1.f, a_v = 1.f;
-        if (sink > M) {
-            a_m = EXP(M - sink);
+        float a_m, a_v;
+        pg_online_softmax(M, sink, &a_m, &a_v);
+        if (a_m != 1.f) {
             for (i32 t = 0; t < DVL; t++) acc[t] *= a_m;
-        } else {
-            a_v = EXP(sink - M);
         }
         S = S * a_m + a_v;
     }

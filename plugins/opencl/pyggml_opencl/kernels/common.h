@@ -60,6 +60,11 @@ INLINE void store_i64(GLOBAL char *p, float v) { *(GLOBAL i64 *)p = (i64)v; }
 #define STORET(T, p, v) PG_CAT(store_, T)((p), (v))
 #define TSZ(T) PG_CAT(TSZ_, T)
 
+/* tanh that reaches +-1: PoCL's tanh stops one ulp short for every large argument, infinities included
+ * (tanh(-inf) = -0.99999994). Past |x| = 10 the correctly rounded float is +-1 (1 - tanh(10) = 4e-9 is below
+ * half an ulp of 1); NaN fails both comparisons and stays NaN. */
+INLINE float pg_tanh(float x) { return x > 10.f ? 1.f : (x < -10.f ? -1.f : TANH(x)); }
+
 /* one element of a contiguous row of a plain type; quants.h defines the block types' ELEM */
 INLINE float elem_f32(GLOBAL const char *row, i64 k) { return ((GLOBAL const float *)row)[k]; }
 INLINE float elem_f16(GLOBAL const char *row, i64 k) { return LOAD_HALF(row, k); }

@@ -4,12 +4,22 @@
 #include "common.h"
 
 INLINE float pg_sigmoid(float x) { return 1.f / (1.f + EXP(-x)); }
+/* x * sigmoid(z), where z -> -inf as x -> -inf (SILU, GELU_QUICK, GELU): one quotient, so a gate below one ulp
+ * costs nothing (GELU's 0.5 x (1 + tanh(z / 2)) cancels to garbage when tanh is an ulp off -1: GELU(-1e30) was
+ * -3e22 on PoCL), and x = -inf gives the limit 0 instead of -inf / inf = NaN (docs/op-semantics.md). */
+INLINE float pg_xsig(float x, float z) { return x == -INFINITY_F ? 0.f : x / (1.f + EXP(-z)); }
+INLINE float pg_silu(float x) { return pg_xsig(x, x); }
 INLINE float pg_gelu(float x) {
-    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.f + TANH(c * x * (1.f + 0.044715f * x * x)));
+    const float c = 2.f * 0.7978845608028654f; /* 0.5 (1 + tanh(u)) = sigmoid(2u), u = sqrt(2/pi) x (1 + a x^2) */
+    return pg_xsig(x, c * x * (1.f + 0.044715f * x * x));
 }
-INLINE float pg_gelu_erf(float x) { return 0.5f * x * (1.f + ERF(x * 0.7071067811865476f)); }
-INLINE float pg_gelu_quick(float x) { return x * pg_sigmoid(1.702f * x); }
+INLINE float pg_gelu_erf(float x) {
+    return x == -INFINITY_F ? 0.f : 0.5f * x * (1.f + ERF(x * 0.7071067811865476f));
+}
+INLINE float pg_gelu_quick(float x) { return pg_xsig(x, 1.702f * x); }
+INLINE float pg_hardswish(float x) {
+    return x == -INFINITY_F ? 0.f : x * FMIN(1.f, FMAX(0.f, (x + 3.f) / 6.f));
+}
 
 INLINE float pg_unary(i32 op, float x, float p0, float p1) {
     switch (op) {
@@ -17,15 +27,15 @@ INLINE float pg_unary(i32 op, float x, float p0, float p1) {
         case UOP_SGN: return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
         case UOP_NEG: return -x;
         case UOP_STEP: return x > 0.f ? 1.f : 0.f;
-        case UOP_TANH: return TANH(x);
+        case UOP_TANH: return pg_tanh(x);
         case UOP_ELU: return x > 0.f ? x : EXP(x) - 1.f;
         case UOP_RELU: return x > 0.f ? x : 0.f;
         case UOP_SIGMOID: return pg_sigmoid(x);
         case UOP_GELU: return pg_gelu(x);
         case UOP_GELU_QUICK: return pg_gelu_quick(x);
         case UOP_GELU_ERF: return pg_gelu_erf(x);
-        case UOP_SILU: return x / (1.f + EXP(-x));
-        case UOP_HARDSWISH: return x * FMIN(1.f, FMAX(0.f, (x + 3.f) / 6.f));
+        case UOP_SILU: return pg_silu(x);
+        case UOP_HARDSWISH: return pg_hardswish(x);
         case UOP_HARDSIGMOID: return FMIN(1.f, FMAX(0.f, (x + 3.f) / 6.f));
         case UOP_EXP: return EXP(x);
         case UOP_SOFTPLUS: return x > 20.f ? x : LOG(1.f + EXP(x));
@@ -74,7 +84,7 @@ INLINE float pg_glu(i32 op, float x, float g) {
     switch (op) {
         case GLU_REGLU: return (x > 0.f ? x : 0.f) * g;
         case GLU_GEGLU: return pg_gelu(x) * g;
-        case GLU_SWIGLU: return x / (1.f + EXP(-x)) * g;
+        case GLU_SWIGLU: return pg_silu(x) * g;
         case GLU_GEGLU_ERF: return pg_gelu_erf(x) * g;
         case GLU_GEGLU_QUICK: return pg_gelu_quick(x) * g;
         default: return NAN;

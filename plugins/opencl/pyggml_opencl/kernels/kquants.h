@@ -31,42 +31,29 @@ INLINE float elem_q2_K(GLOBAL const char *row, i64 k) {
 INLINE float elem_q3_K(GLOBAL const char *row, i64 k) {
     GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 110);
     i32 e = (i32)(k % 256), h = e / 128, r = e % 128, j = r / 32, l = r % 32;
-    i32 is = 8 * h + 2 * j + l / 16;
-    GLOBAL const u8 *s = b + 96;
-    i32 lo = is < 8 ? (s[is] & 15) : (s[is - 8] >> 4);
-    i32 hi = (s[8 + is % 4] >> (2 * (is / 4))) & 3;
     i32 q = ((b[32 + 32 * h + l] >> (2 * j)) & 3) - ((b[l] >> (4 * h + j)) & 1 ? 0 : 4);
-    return LOAD_HALF(b + 108, 0) * (float)((lo | (hi << 4)) - 32) * (float)q;
+    return LOAD_HALF(b + 108, 0) * (float)pg_q3k_scale(b + 96, 8 * h + 2 * j + l / 16) * (float)q;
 }
 
-/* 6-bit scale and minimum number j (0..7) of q4_K / q5_K */
-INLINE void pg_scale_min_k4(i32 j, GLOBAL const u8 *q, float *sc, float *mn) {
-    if (j < 4) {
-        *sc = (float)(q[j] & 63);
-        *mn = (float)(q[j + 4] & 63);
-    } else {
-        *sc = (float)((q[j + 4] & 15) | ((q[j - 4] >> 6) << 4));
-        *mn = (float)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
+/* element (c, hi) of a q4_K / q5_K block with level v: scale and minimum number 2c + hi */
+INLINE float pg_k4_value(GLOBAL const u8 *b, i32 c, i32 hi, i32 v) {
+    i32 sc, mn;
+    pg_scale_min_k4(2 * c + hi, b + 4, &sc, &mn);
+    return LOAD_HALF(b, 0) * (float)sc * (float)v - LOAD_HALF(b, 1) * (float)mn;
 }
 
 INLINE float elem_q4_K(GLOBAL const char *row, i64 k) {
     GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 144);
     i32 e = (i32)(k % 256), c = e / 64, r = e % 64, l = r % 32, hi = r / 32;
-    float sc, mn;
-    pg_scale_min_k4(2 * c + hi, b + 4, &sc, &mn);
     u8 q = b[16 + 32 * c + l];
-    return LOAD_HALF(b, 0) * sc * (float)(hi ? q >> 4 : q & 15) - LOAD_HALF(b, 1) * mn;
+    return pg_k4_value(b, c, hi, hi ? q >> 4 : q & 15);
 }
 
 INLINE float elem_q5_K(GLOBAL const char *row, i64 k) {
     GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 176);
     i32 e = (i32)(k % 256), c = e / 64, r = e % 64, l = r % 32, hi = r / 32;
-    float sc, mn;
-    pg_scale_min_k4(2 * c + hi, b + 4, &sc, &mn);
     u8 q = b[48 + 32 * c + l];
-    i32 v = (hi ? q >> 4 : q & 15) + (((b[16 + l] >> (2 * c + hi)) & 1) << 4);
-    return LOAD_HALF(b, 0) * sc * (float)v - LOAD_HALF(b, 1) * mn;
+    return pg_k4_value(b, c, hi, (hi ? q >> 4 : q & 15) + (((b[16 + l] >> (2 * c + hi)) & 1) << 4));
 }
 
 INLINE float elem_q6_K(GLOBAL const char *row, i64 k) {

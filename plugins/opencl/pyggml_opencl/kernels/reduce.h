@@ -2,6 +2,8 @@
 #ifndef PYGGML_REDUCE_H
 #define PYGGML_REDUCE_H
 #include "common.h"
+/* alibi_slope, pg_online_softmax (pyggml.kernelsrc, shared with the cpu plugin) */
+#include "softmax.h"
 
 /* wg_sum (float) and wg_sum_acc (acc_t): the sum of v over the work-group, returned to every lane */
 #define PG_WG_SUM(name, T)                                   \
@@ -33,9 +35,4 @@ INLINE float wg_max(float v, LOCAL_PTR float *buf) {
     return r;
 }
 
-/* ALiBi slope of head h (1 without ALiBi: max_bias <= 0) */
-INLINE float alibi_slope(i64 h, float max_bias, i32 n_head_log2, float m0, float m1) {
-    if (max_bias <= 0.f) return 1.f;
-    return h < n_head_log2 ? POW(m0, (float)(h + 1)) : POW(m1, (float)(2 * (h - n_head_log2) + 1));
-}
 #endif

@@ -1,9 +1,11 @@
-/* pyggml kernel dialect: one text for OpenCL C (1.2) and CUDA C++.
+/* pyggml kernel dialect: one text for OpenCL C (1.2), CUDA C++ and host C.
  *
- * Kernels in this folder are written against these macros only, so the CUDA plugin can compile the same
- * files (nvcc -include dialect.h) and the OpenCL plugin compiles them as they are. Host code expands
- * `#include "x.h"` itself and prepends `#define NAME VALUE` lines for the type specialisation
- * (T0, T1, TD, WT ... : f32 f16 bf16 i32 q4_0 ...), so one source hash covers everything a program uses.
+ * Kernel files and the shared block helpers are written against these macros only, so one text serves the OpenCL
+ * plugin (compiled as it is), the CUDA plugin (nvcc, after its prelude) and, for the helpers without work-items
+ * (block quantisers and readers), the cpu plugin's C (gcc through cffi). This folder is package data of pyggml
+ * (pyggml.kernelsrc.directory()); the OpenCL and CUDA hosts expand `#include "x.h"` themselves and prepend
+ * `#define NAME VALUE` lines for the type specialisation (T0, T1, TD, WT ... : f32 f16 bf16 i32 q4_0 ...), so one
+ * source hash covers everything a program uses.
  *
  *   KERNEL          a kernel entry point (returns void)
  *   GLOBAL          address space of kernel pointer arguments (device memory)
@@ -19,6 +21,12 @@
  *   acc_t           accumulator type of long sums and angles: double where the device has it (the host
  *                   defines PYGGML_FP64 for OpenCL devices with cl_khr_fp64), else float; cos/sin/pow of
  *                   an acc_t use the overloaded OpenCL names, so kernels write cos(), sin(), pow() for it
+ *
+ * Host C (neither OpenCL nor CUDA): KERNEL, GLOBAL, LOCAL and LOCAL_PTR are empty and the work-item macros
+ * (BARRIER, GID ...) are not defined, since only helpers are compiled there; the includer defines
+ * PG_HOST_HALF_TO_FLOAT(u16) and PG_HOST_FLOAT_TO_HALF(f) first (its own IEEE half conversions, round to nearest
+ * even, so a helper's half values are the ones the rest of that program reads and writes) and compiles with
+ * -ffp-contract=off.
  */
 #ifndef PYGGML_DIALECT_H
 #define PYGGML_DIALECT_H
@@ -103,13 +111,60 @@ typedef short i16;
 #define STORE_HALF(p, i, v) (((__half *)(p))[i] = __float2half_rn(v))
 #define AS_FLOAT(u) __uint_as_float(u)
 #define AS_UINT(f) __float_as_uint(f)
+#define RSQRT rsqrtf
+#define INFINITY_F __int_as_float(0x7f800000)
+
+#else /* host C */
+
+#if !defined(PG_HOST_HALF_TO_FLOAT) || !defined(PG_HOST_FLOAT_TO_HALF)
+#error "pyggml dialect, host C: define PG_HOST_HALF_TO_FLOAT(u16) and PG_HOST_FLOAT_TO_HALF(f) before dialect.h"
+#endif
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#define KERNEL
+#define GLOBAL
+#define LOCAL
+#define LOCAL_PTR
+#define INLINE static inline
+typedef int64_t i64;
+typedef uint64_t u64;
+typedef int32_t i32;
+typedef uint32_t u32;
+typedef uint8_t u8;
+typedef int8_t i8;
+typedef uint16_t u16;
+typedef int16_t i16;
+/* memcpy: block fields sit at any even offset, and the bytes are read without type punning */
+static inline float pg_host_load_half(const void *p, i64 i) {
+    u16 h;
+    memcpy(&h, (const char *)p + 2 * i, 2);
+    return PG_HOST_HALF_TO_FLOAT(h);
+}
+static inline void pg_host_store_half(void *p, i64 i, float v) {
+    u16 h = PG_HOST_FLOAT_TO_HALF(v);
+    memcpy((char *)p + 2 * i, &h, 2);
+}
+static inline float pg_host_as_float(u32 u) { float f; memcpy(&f, &u, 4); return f; }
+static inline u32 pg_host_as_uint(float f) { u32 u; memcpy(&u, &f, 4); return u; }
+static inline float pg_host_rsqrt(float x) { return 1.0f / sqrtf(x); }
+#define LOAD_HALF(p, i) pg_host_load_half((p), (i))
+#define STORE_HALF(p, i, v) pg_host_store_half((p), (i), (v))
+#define AS_FLOAT(u) pg_host_as_float(u)
+#define AS_UINT(f) pg_host_as_uint(f)
+#define RSQRT pg_host_rsqrt
+#define INFINITY_F INFINITY
+
+#endif
+
+#if !defined(__OPENCL_VERSION__)
+/* CUDA and host C: the float functions of C's math library, and double sums */
 #define FMAX fmaxf
 #define FMIN fminf
 #define FABS fabsf
 #define EXP expf
 #define LOG logf
 #define SQRT sqrtf
-#define RSQRT rsqrtf
 #define SIN sinf
 #define COS cosf
 #define TANH tanhf
@@ -120,11 +175,7 @@ typedef short i16;
 #define ROUND roundf
 #define RINT rintf
 #define TRUNC truncf
-#define INFINITY_F __int_as_float(0x7f800000)
 typedef double acc_t;
-
-#else
-#error "pyggml dialect: compile as OpenCL C or CUDA"
 #endif
 
 #define PG_CAT_(a, b) a##b

@@ -1,22 +1,22 @@
 /* Writing ggml's 256-element K block types (SET_ROWS / CPY into Q2_K .. Q6_K): ggml's reference quantisers with
- * their weighted least-squares scale searches, byte for byte with pyggml.quants (and the CPU plugin's kquants.c).
+ * their weighted least-squares scale searches, byte for byte with pyggml.quants. One text for every C-family
+ * backend: the cpu plugin calls quantize_T block by block, the OpenCL and CUDA kernels through QUANTIZE_BLOCK.
  *
  * QUANTIZE_BLOCK(T, b, x) quantises the 256 floats x (private memory) into the block at b; one work-item does a
- * whole super-block. Every float operation is written in the reference's order and the dialect turns contraction
- * off, so each rounding is the reference's. fp16 scales are stored into the block and read back, which rounds
- * them exactly as the reference's FP16_TO_F32(F32_TO_FP16(v)). Byte layouts are listed in kquants.h. */
+ * whole super-block. Every float operation is written in the reference's order and contraction is off (the
+ * dialect's pragma, nvcc --fmad=false, gcc -ffp-contract=off), so each rounding is the reference's. fp16 scales are
+ * stored into the block and read back, which rounds them exactly as the reference's FP16_TO_F32(F32_TO_FP16(v)).
+ * Byte layouts:
+ *   q2_K  u8 scales[16]; u8 qs[64]; half d, dmin                         (84 bytes)
+ *   q3_K  u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d                  (110)
+ *   q4_K  half d, dmin; u8 scales[12]; u8 qs[128]                         (144)
+ *   q5_K  half d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]              (176)
+ *   q6_K  u8 ql[128]; u8 qh[64]; i8 scales[16]; half d                    (210) */
 #ifndef PYGGML_KQUANTIZE_H
 #define PYGGML_KQUANTIZE_H
-#include "kquants.h"
+#include "quantize.h"
 
 #define PG_GROUP_MAX_EPS 1e-15f
-
-/* ggml's nearest_int: add 1.5 * 2^23 and read the mantissa (round half to even for |f| < 2^22) */
-INLINE i32 pg_nearest_int(float f) {
-    float v = f + 12582912.f;
-    return (i32)(AS_UINT(v) & 0x007fffffu) - 0x00400000;
-}
-INLINE i32 pg_clampi(i32 v, i32 lo, i32 hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 /* the value with the largest magnitude (the first one on ties; +0 when all are zero) */
 INLINE float pg_signed_absmax(const float *x, i32 n) {
@@ -209,13 +209,6 @@ INLINE void quantize_q2_K(GLOBAL char *blk, const float *x) {
     pg_pack2(L, y + 16);
 }
 
-/* Q3_K's sixteen 6-bit scales (biased by 32) from its 12 packed bytes */
-INLINE i32 pg_q3k_scale(const u8 *s, i32 j) {
-    i32 lo = j < 8 ? (s[j] & 15) : (s[j - 8] >> 4);
-    i32 hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-    return (lo | (hi << 4)) - 32;
-}
-
 INLINE void quantize_q3_K(GLOBAL char *blk, const float *x) {
     GLOBAL u8 *y = (GLOBAL u8 *)blk;   /* hmask[32] | qs[64] | scales[12] | d */
     i8 L[256];
@@ -238,7 +231,7 @@ INLINE void quantize_q3_K(GLOBAL char *blk, const float *x) {
     }
     for (i32 j = 0; j < 12; j++) y[96 + j] = sc[j];
     for (i32 j = 0; j < 16; j++) {
-        float dj = d * (float)pg_q3k_scale(sc, j);
+        float dj = d * (float)pg_q3k_scale(y + 96, j);
         if (dj == 0.f) continue;
         for (i32 l = 0; l < 16; l++) L[16 * j + l] = (i8)(pg_clampi(pg_nearest_int(x[16 * j + l] / dj), -4, 3) + 4);
     }
@@ -287,11 +280,11 @@ INLINE void pg_k4_block(const float *x, i32 nmax, float rmin, i32 nstep, GLOBAL 
     for (i32 j = 0; j < 12; j++) y[4 + j] = s[j];
     float d = pg_put_half(y, max_scale / 63.f), dmin = pg_put_half(y + 2, max_min / 63.f);
     for (i32 j = 0; j < 8; j++) {
-        float ls, lm;
+        i32 ls, lm;
         pg_scale_min_k4(j, y + 4, &ls, &lm);
-        float dd = d * ls;
+        float dd = d * (float)ls;
         if (dd == 0.f) continue;
-        float dm = dmin * lm;
+        float dm = dmin * (float)lm;
         for (i32 l = 0; l < 32; l++) L[32 * j + l] = (u8)pg_clampi(pg_nearest_int((x[32 * j + l] + dm) / dd), 0, nmax);
     }
 }
