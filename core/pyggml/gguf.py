@@ -9,7 +9,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,7 +265,3 @@ def load_weights(gf: GGUFFile, placement: Placement | BufferType, *, use_mmap: b
         if t.view_src is not None:
             init_view(t)
     return weights
-
-
-def read_metadata(path: str | os.PathLike[str]) -> Mapping[str, Any]:
-    return GGUFFile(path).metadata

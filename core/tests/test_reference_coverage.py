@@ -4,17 +4,17 @@ supports them; shape rules the kernels rely on refuse what ggml asserts against.
 from __future__ import annotations
 
 import pytest
-from test_reference_util import new_ctx, tensor
 
 from pyggml import ops
 from pyggml.backend import get_device
 from pyggml.errors import ShapeError
 from pyggml.ops import OPS, VIEW_OPS
-from pyggml.reference.kernels import KERNELS
+from pyggml.reference.table import TABLE
+from pyggml_testing.graphs import new_ctx, tensor
 
 
 def test_every_op_has_a_kernel() -> None:
-    assert set(KERNELS) == set(OPS) - VIEW_OPS
+    assert set(TABLE) == set(OPS) - VIEW_OPS
 
 
 def test_numpy_device_supports_computed_and_view_ops() -> None:

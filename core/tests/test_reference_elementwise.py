@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 import pytest
-from test_reference_util import f16, f32, new_ctx, rand, result, tensor
 
 from pyggml import ops
 from pyggml.types import GGMLType as T
 from pyggml.types import bf16_to_f32, f32_to_bf16
+from pyggml_testing.graphs import f16, f32, new_ctx, rand, result, tensor
 
 PY_BINARY = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
              "div": lambda x, y: x / y}

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_reference_util import compute, f16, f32, new_ctx, q8_0_bytes, q8_0_tensor, rand, result, tensor
 
 from pyggml import ops
 from pyggml.reference.access import raw_bytes
 from pyggml.types import GGMLType as T
 from pyggml.types import bf16_to_f32, f32_to_bf16
+from pyggml_testing.graphs import compute, f16, f32, new_ctx, q8_0_bytes, q8_0_tensor, rand, result, tensor
 
 
 def test_dup_and_cont_of_a_permuted_view() -> None:

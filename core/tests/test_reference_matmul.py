@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
-from test_reference_util import f16, f32, new_ctx, q8_0_tensor, rand, result, tensor
 
 from pyggml import ops
 from pyggml.types import GGMLType as T
+from pyggml_testing.graphs import f16, f32, new_ctx, q8_0_tensor, rand, result, tensor
 
 HAVE_QUANTS = importlib.util.find_spec("pyggml.quants") is not None
 needs_quants = pytest.mark.skipif(not HAVE_QUANTS, reason="pyggml.quants (block (de)quantisation) is not there yet")

@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
-from test_reference_util import f32, new_ctx, rand, result, tensor
 
 from pyggml import ops
+from pyggml_testing.graphs import f32, new_ctx, rand, result, tensor
 
 
 def _rows(x: np.ndarray) -> list[tuple[tuple[int, ...], list[float]]]:

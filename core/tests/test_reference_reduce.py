@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
-from test_reference_util import f16, f32, new_ctx, rand, result, tensor
 
 from pyggml import ops
 from pyggml.ops import SortOrder
 from pyggml.types import GGMLType as T
+from pyggml_testing.graphs import f16, f32, new_ctx, rand, result, tensor
 
 
 def test_sum_all_f32_and_f16() -> None:

@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 import pytest
-from test_reference_util import f16, f32, new_ctx, rand, result, tensor
 
 from pyggml import ops
 from pyggml.ops import ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL
 from pyggml.types import GGMLType as T
+from pyggml_testing.graphs import f16, f32, new_ctx, rand, result, tensor
 
 
 def loop_rope(x: np.ndarray, pos: list[int], n_dims: int, neox: bool, ff: list[float] | None = None,

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from test_reference_util import f16, f32, new_ctx, rand, result, tensor
 
 from pyggml import ops
 from pyggml.ops import GluOp, UnaryOp
 from pyggml.types import GGMLType as T
+from pyggml_testing.graphs import f16, f32, new_ctx, rand, result, tensor
 
 
 def _sig(x: float) -> float:

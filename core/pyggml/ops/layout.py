@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyggml.ops.base import (
     Op,
@@ -22,6 +23,9 @@ from pyggml.ops.base import (
 )
 from pyggml.tensor import Ne, Tensor, contiguous_strides
 from pyggml.types import FLOAT_TYPES, GGMLType
+
+if TYPE_CHECKING:  # the context module imports the ops; at run time arange only calls ctx.add_tensor
+    from pyggml.context import Context
 
 Srcs = tuple[Tensor | None, ...]
 MAX_VIEW_BYTES = 1 << 62
@@ -379,11 +383,9 @@ def set_rows(a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
 define(Op.ARANGE, (0, 0), None, ArangeParams)
 
 
-def arange(ctx: object, start: float, stop: float, step: float = 1.0) -> Tensor:
-    """float32 [start, start+step, ...) below stop."""
-    from pyggml.context import Context
-
-    assert isinstance(ctx, Context)
+def arange(ctx: Context, start: float, stop: float, step: float = 1.0) -> Tensor:
+    """float32 [start, start+step, ...) below stop, recorded in `ctx` (the one op without a src to take its
+    context from)."""
     if step == 0 or (stop - start) / step < 0:
         raise fail(Op.ARANGE, f"start={start}, stop={stop}, step={step} gives no sequence")
     n = int(-(-(stop - start) // step))

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from pyggml.backend.host import HostBuffer, HostBufferType
+from pyggml.backend.op_table import needs_kernel
 from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
-from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
+from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.graph import Graph
-from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.reference.kernels import KERNELS
-from pyggml.tensor import Tensor, TensorFlag
+from pyggml.reference.kernels.rules import Immediate
+from pyggml.reference.table import TABLE
+from pyggml.tensor import Tensor
 
 
 class NumpyRegistry(Registry):
@@ -48,7 +49,7 @@ class NumpyDevice(Device):
         return self._buft.wrap(array)
 
     def supports_op(self, op: Tensor) -> bool:
-        return op.op is Op.NONE or op.op in VIEW_OPS or op.op in KERNELS
+        return TABLE.supports(op)
 
 
 class NumpyBackend(Backend):
@@ -58,16 +59,16 @@ class NumpyBackend(Backend):
 
 
 def compute_node(node: Tensor) -> None:
-    """Run the reference kernel of one node (views and NONE do nothing)."""
+    """Run the reference kernel of one node (views, NONE and empty results do nothing: `needs_kernel`)."""
+    if not needs_kernel(node):
+        return
     op = node.op
-    if op is Op.NONE or op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE or node.nelements() == 0:
-        return  # an empty result has nothing to compute (as every backend skips it)
-    kernel = KERNELS.get(op)
-    if kernel is None:
-        raise UnsupportedOpError(f"numpy backend has no kernel for {op.name} (node '{node.name}')")
+    rule = TABLE.rule_for(node, "numpy")
+    b = Immediate()
+    b.node = node
     try:
         with np.errstate(all="ignore"):  # IEEE results (NaN, inf) are the semantics, not warnings
-            kernel(node)
+            rule.build(node, b)
     except PyGGMLError as e:
         raise ComputeError(f"numpy: node '{node.name}' ({op.name}, {node.type} ne={list(node.ne)}): {e}") from e
     except (ValueError, TypeError, IndexError, FloatingPointError) as e:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from pyggml.backend.hookspec import hookimpl
-from pyggml.backend.protocol import Registry
+from pyggml.backend.protocol import API_VERSION, Registry
+
+PYGGML_API_VERSION = API_VERSION
+"""Shipped with the core, so always the core's own version (a separate plugin writes the number)."""
 
 
 @hookimpl

@@ -15,7 +15,7 @@ from pyggml_cpu import kernels
 from pyggml_cpu._pgc import lib
 from pyggml_cpu.device import CpuDevice
 from pyggml_cpu.executor import Executor
-from pyggml_cpu.op_table import BLAS_TABLE, supports
+from pyggml_cpu.op_table import BLAS_TABLE
 
 log = logging.getLogger(__name__)
 BLAS_LIB_ENV = "PYGGML_BLAS_LIB"
@@ -80,7 +80,7 @@ class BlasDevice(CpuDevice):
         return BlasBackend(self)
 
     def supports_op(self, op: Tensor) -> bool:
-        return supports(BLAS_TABLE, op)
+        return BLAS_TABLE.supports(op)
 
     def supports_buft(self, buft: BufferType) -> bool:
         return buft.is_host

@@ -16,7 +16,7 @@ from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml_cpu import kernels
 from pyggml_cpu.executor import Executor
-from pyggml_cpu.op_table import TABLE, supports
+from pyggml_cpu.op_table import TABLE
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class CpuDevice(Device):
         return map_file(self._buft, path, offset, size)
 
     def supports_op(self, op: Tensor) -> bool:
-        return supports(TABLE, op)
+        return TABLE.supports(op)
 
 
 def _threads_from(params: str | None) -> int:

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import threading
 
+from pyggml.backend.op_table import OpTable
 from pyggml.backend.plan_cache import PlanCache
 from pyggml.errors import ComputeError
 from pyggml.graph import Graph
-from pyggml.ops.base import Op
 from pyggml_cpu._pgc import ffi
 from pyggml_cpu.kernels import ERRORS, Pool
-from pyggml_cpu.op_table import Entry
+from pyggml_cpu.op_table import Descriptors
 from pyggml_cpu.plan import Plan, build_plan
 
 
 class Executor:
-    def __init__(self, table: dict[Op, Entry], name: str, n_threads: int) -> None:
+    def __init__(self, table: OpTable[Descriptors], name: str, n_threads: int) -> None:
         self.name = name
         self.plans: PlanCache[Plan] = PlanCache(lambda g: build_plan(g, table, name))
         self.pool = Pool(n_threads)

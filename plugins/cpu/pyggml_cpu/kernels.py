@@ -25,8 +25,11 @@ _FEATURES = ["sse3", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx51
 SIMD_LEVELS = {0: "portable", 1: "avx2+fma+f16c", 2: "avx2+fma+f16c+avx-vnni", 3: "avx512", 4: "avx512+vnni",
                5: "neon", 6: "neon+dotprod"}
 
-ERRORS = {1: "unsupported op", 2: "unsupported type", 3: "bad shape", 4: "out of memory for work data",
-          5: "index out of range (a row or expert id outside its tensor)", 6: "no BLAS library loaded"}
+ERRORS = {lib.PGC_E_OP: "unsupported op", lib.PGC_E_TYPE: "unsupported type", lib.PGC_E_SHAPE: "bad shape",
+          lib.PGC_E_NOMEM: "out of memory for work data",
+          lib.PGC_E_INDEX: "index out of range (a row or expert id outside its tensor)",
+          lib.PGC_E_BLAS: "no BLAS library loaded"}
+"""The text of each error code of csrc/pgc.h (the codes come from the compiled extension)."""
 
 
 def cpu_features() -> dict[str, bool]:

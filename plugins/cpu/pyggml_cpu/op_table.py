@@ -1,19 +1,21 @@
 """The one table of what the C kernels run: per pyggml op, whether a node is supported (types, layouts) and how
-it becomes a node descriptor (C op id, sub-op, int and float params). `supports_op` and the plan builder both
-read this table, so support and dispatch cannot drift apart.
+it becomes a node descriptor (C op id, sub-op, int and float params), as rules of core's `OpTable`.
+`supports_op` and the plan builder both read this table, so support and dispatch cannot drift apart.
 
-C op ids and sub-op numbers mirror `csrc/pgc.h` (PGC_OP_*, PGC_U_*, PGC_G_*).
+C op ids and sub-op numbers are read from the compiled extension (`lib.PGC_OP_*`, `PGC_U_*`, `PGC_G_*`: the enums
+of `csrc/pgc.h` are in the cffi cdef), so they cannot drift from the C side.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from pyggml.backend.op_table import OpTable, Rule, srcs
 from pyggml.ops import GluOp, UnaryOp
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_cpu._pgc import lib
 
 T = GGMLType
 FLOAT = frozenset({T.F32, T.F16, T.BF16})
@@ -28,39 +30,38 @@ PLAIN = frozenset({T.F32, T.F16, T.BF16, T.I8, T.I16, T.I32, T.I64, T.F64})
 CONVERTIBLE = frozenset({T.F32, T.F16, T.BF16, T.I32})
 INT32_MAX = 2**31 - 1
 
-# C op ids (csrc/pgc.h)
-BINARY, UNARY, GLU, SCALE, CLAMP, LEAKY, FILL, ADD1 = 1, 2, 3, 4, 5, 6, 7, 8
-NORM, GROUP_NORM, SOFT_MAX, ROPE, DIAG_MASK, FLASH_ATTN = 10, 11, 12, 13, 14, 15
-MUL_MAT, MUL_MAT_ID, OUT_PROD, MUL_MAT_BLAS = 20, 21, 22, 23
-CPY, GET_ROWS, SET_ROWS, REPEAT, CONCAT, PAD, SET, DIAG, ARANGE = 30, 31, 32, 33, 34, 35, 36, 37, 38
-SUM, SUM_ROWS, CUMSUM, ARGMAX, COUNT_EQUAL, ARGSORT = 40, 41, 42, 43, 44, 45
-
-UNARY_SUB = {u: i for i, u in enumerate([
+UNARY_SUB = {u: getattr(lib, f"PGC_U_{u.name}") for u in (
     UnaryOp.ABS, UnaryOp.SGN, UnaryOp.NEG, UnaryOp.STEP, UnaryOp.TANH, UnaryOp.ELU, UnaryOp.RELU,
     UnaryOp.SIGMOID, UnaryOp.GELU, UnaryOp.GELU_QUICK, UnaryOp.GELU_ERF, UnaryOp.SILU, UnaryOp.HARDSWISH,
-    UnaryOp.HARDSIGMOID, UnaryOp.EXP, UnaryOp.SOFTPLUS, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC])}
-MATH_SUB = {Op.SQR: 32, Op.SQRT: 33, Op.LOG: 34, Op.SIN: 35, Op.COS: 36}
-GLU_SUB = {GluOp.REGLU: 0, GluOp.GEGLU: 1, GluOp.SWIGLU: 2, GluOp.GEGLU_ERF: 3, GluOp.GEGLU_QUICK: 4}
+    UnaryOp.HARDSIGMOID, UnaryOp.EXP, UnaryOp.SOFTPLUS, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC)}
+MATH_SUB = {op: getattr(lib, f"PGC_U_{op.name}") for op in (Op.SQR, Op.SQRT, Op.LOG, Op.SIN, Op.COS)}
+GLU_SUB = {g: getattr(lib, f"PGC_G_{g.name}") for g in GluOp}
 BINARY_SUB = {Op.ADD: 0, Op.SUB: 1, Op.MUL: 2, Op.DIV: 3}
 
 Params = tuple[int, list[int], list[float]]
 """(sub-op, int params, float params) of a descriptor."""
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    c_op: int
-    supports: Callable[[Tensor], bool]
-    params: Callable[[Tensor], Params]
+class Descriptors:
+    """What a cpu rule builds into: one (node, C op id, params) per node, packed into C descriptors by the plan."""
+
+    def __init__(self) -> None:
+        self.node: Tensor | None = None
+        self.rows: list[tuple[Tensor, int, Params]] = []
+
+    def add(self, c_op: int, params: Params) -> None:
+        assert self.node is not None
+        self.rows.append((self.node, c_op, params))
 
 
-def _srcs(t: Tensor) -> list[Tensor]:
-    return [s for s in t.src if s is not None]
+def _entry(c_op: int, accepts: Callable[[Tensor], bool], params: Callable[[Tensor], Params]) -> Rule[Descriptors]:
+    """The rule of an op that becomes one descriptor of C op `c_op` with `params(node)`."""
+    return Rule(accepts, lambda node, b: b.add(c_op, params(node)))
 
 
 def _types_in(allowed: frozenset[GGMLType]) -> Callable[[Tensor], bool]:
     """Every src and the result have a type in `allowed`."""
-    return lambda t: t.type in allowed and all(s.type in allowed for s in _srcs(t))
+    return lambda t: t.type in allowed and all(s.type in allowed for s in srcs(t))
 
 
 def _rows(t: Tensor) -> bool:
@@ -122,9 +123,9 @@ def _flash_ok(t: Tensor) -> bool:
 
 
 def _concat_ok(t: Tensor) -> bool:
-    srcs = _srcs(t)
+    ins = srcs(t)
     if t.type in QUANT_DOT:  # whole blocks move as bytes, row by row (legacy and K-quants alike)
-        return all(_rows(x) for x in (t, *srcs))
+        return all(_rows(x) for x in (t, *ins))
     return _plain_same(t)
 
 
@@ -160,49 +161,49 @@ _float = _types_in(FLOAT)
 _f32 = _types_in(F32)
 _plain_same = _types_in(PLAIN)
 
-TABLE: dict[Op, Entry] = {
-    **{op: Entry(BINARY, _float, _sub(BINARY_SUB[op])) for op in BINARY_SUB},
-    Op.ADD1: Entry(ADD1, _float, _no),
-    **{op: Entry(UNARY, _float, _sub(sub)) for op, sub in MATH_SUB.items()},
-    Op.UNARY: Entry(UNARY, _float, lambda t: (UNARY_SUB[t.params.op], [], [])),
-    Op.CLAMP: Entry(CLAMP, _float, _float_params("min", "max")),
-    Op.LEAKY_RELU: Entry(LEAKY, _float, _float_params("negative_slope")),
-    Op.FILL: Entry(FILL, _float, _float_params("value")),
-    Op.SCALE: Entry(SCALE, _float, _float_params("s", "b")),
-    Op.GLU: Entry(GLU, _float, lambda t: (GLU_SUB[t.params.op], [int(t.params.swapped)], [])),
-    Op.NORM: Entry(NORM, _f32, lambda t: (0, [], [t.params.eps])),
-    Op.RMS_NORM: Entry(NORM, _f32, lambda t: (1, [], [t.params.eps])),
-    Op.L2_NORM: Entry(NORM, _f32, lambda t: (2, [], [t.params.eps])),
-    Op.GROUP_NORM: Entry(GROUP_NORM, _f32, lambda t: (0, [t.params.n_groups], [t.params.eps])),
-    Op.SOFT_MAX: Entry(SOFT_MAX, lambda t: t.type == T.F32, _float_params("scale", "max_bias")),
-    Op.ROPE: Entry(ROPE, lambda t: t.type in (T.F32, T.F16) and t.params.mode in (0, 2), _rope_params),
-    Op.DIAG_MASK_INF: Entry(DIAG_MASK, _f32, lambda t: (0, [t.params.n_past], [])),
-    Op.DIAG_MASK_ZERO: Entry(DIAG_MASK, _f32, lambda t: (1, [t.params.n_past], [])),
-    Op.FLASH_ATTN_EXT: Entry(FLASH_ATTN, _flash_ok, _float_params("scale", "max_bias", "logit_softcap")),
-    Op.MUL_MAT: Entry(MUL_MAT, _mul_mat_ok, _no),
-    Op.MUL_MAT_ID: Entry(MUL_MAT_ID, _mul_mat_id_ok, _no),
-    Op.OUT_PROD: Entry(OUT_PROD, _out_prod_ok, _no),
-    Op.CPY: Entry(CPY, _cpy_ok, _no),
-    Op.CONT: Entry(CPY, _cpy_ok, _no),
-    Op.DUP: Entry(CPY, _cpy_ok, _no),
-    Op.GET_ROWS: Entry(GET_ROWS, _get_rows_ok, _no),
-    Op.SET_ROWS: Entry(SET_ROWS, _set_rows_ok, _no),
-    Op.REPEAT: Entry(REPEAT, lambda t: t.type in PLAIN, _no),
-    Op.CONCAT: Entry(CONCAT, _concat_ok, lambda t: (0, [t.params.dim], [])),
-    Op.PAD: Entry(PAD, _f32, _pad_params),
-    Op.SET: Entry(SET, _set_ok, _set_params(0)),
-    Op.ACC: Entry(SET, _set_ok, _set_params(1)),
-    Op.DIAG: Entry(DIAG, _f32, _no),
-    Op.ARANGE: Entry(ARANGE, lambda t: t.type == T.F32, _float_params("start", "stop", "step")),
-    Op.SUM: Entry(SUM, _float, _no),
-    Op.SUM_ROWS: Entry(SUM_ROWS, _f32, _no),
-    Op.MEAN: Entry(SUM_ROWS, _f32, _sub(1)),
-    Op.CUMSUM: Entry(CUMSUM, _f32, _no),
-    Op.ARGMAX: Entry(ARGMAX, lambda t: t.src[0] is not None and t.src[0].type == T.F32, _no),
-    Op.COUNT_EQUAL: Entry(COUNT_EQUAL, lambda t: all(s.type == T.I32 for s in _srcs(t)), _no),
-    Op.ARGSORT: Entry(ARGSORT, lambda t: t.src[0] is not None and t.src[0].type == T.F32,
+RULES: dict[Op, Rule[Descriptors]] = {
+    **{op: _entry(lib.PGC_OP_BINARY, _float, _sub(BINARY_SUB[op])) for op in BINARY_SUB},
+    Op.ADD1: _entry(lib.PGC_OP_ADD1, _float, _no),
+    **{op: _entry(lib.PGC_OP_UNARY, _float, _sub(sub)) for op, sub in MATH_SUB.items()},
+    Op.UNARY: _entry(lib.PGC_OP_UNARY, _float, lambda t: (UNARY_SUB[t.params.op], [], [])),
+    Op.CLAMP: _entry(lib.PGC_OP_CLAMP, _float, _float_params("min", "max")),
+    Op.LEAKY_RELU: _entry(lib.PGC_OP_LEAKY, _float, _float_params("negative_slope")),
+    Op.FILL: _entry(lib.PGC_OP_FILL, _float, _float_params("value")),
+    Op.SCALE: _entry(lib.PGC_OP_SCALE, _float, _float_params("s", "b")),
+    Op.GLU: _entry(lib.PGC_OP_GLU, _float, lambda t: (GLU_SUB[t.params.op], [int(t.params.swapped)], [])),
+    Op.NORM: _entry(lib.PGC_OP_NORM, _f32, lambda t: (0, [], [t.params.eps])),
+    Op.RMS_NORM: _entry(lib.PGC_OP_NORM, _f32, lambda t: (1, [], [t.params.eps])),
+    Op.L2_NORM: _entry(lib.PGC_OP_NORM, _f32, lambda t: (2, [], [t.params.eps])),
+    Op.GROUP_NORM: _entry(lib.PGC_OP_GROUP_NORM, _f32, lambda t: (0, [t.params.n_groups], [t.params.eps])),
+    Op.SOFT_MAX: _entry(lib.PGC_OP_SOFT_MAX, lambda t: t.type == T.F32, _float_params("scale", "max_bias")),
+    Op.ROPE: _entry(lib.PGC_OP_ROPE, lambda t: t.type in (T.F32, T.F16) and t.params.mode in (0, 2), _rope_params),
+    Op.DIAG_MASK_INF: _entry(lib.PGC_OP_DIAG_MASK, _f32, lambda t: (0, [t.params.n_past], [])),
+    Op.DIAG_MASK_ZERO: _entry(lib.PGC_OP_DIAG_MASK, _f32, lambda t: (1, [t.params.n_past], [])),
+    Op.FLASH_ATTN_EXT: _entry(lib.PGC_OP_FLASH_ATTN, _flash_ok, _float_params("scale", "max_bias", "logit_softcap")),
+    Op.MUL_MAT: _entry(lib.PGC_OP_MUL_MAT, _mul_mat_ok, _no),
+    Op.MUL_MAT_ID: _entry(lib.PGC_OP_MUL_MAT_ID, _mul_mat_id_ok, _no),
+    Op.OUT_PROD: _entry(lib.PGC_OP_OUT_PROD, _out_prod_ok, _no),
+    Op.CPY: _entry(lib.PGC_OP_CPY, _cpy_ok, _no),
+    Op.CONT: _entry(lib.PGC_OP_CPY, _cpy_ok, _no),
+    Op.DUP: _entry(lib.PGC_OP_CPY, _cpy_ok, _no),
+    Op.GET_ROWS: _entry(lib.PGC_OP_GET_ROWS, _get_rows_ok, _no),
+    Op.SET_ROWS: _entry(lib.PGC_OP_SET_ROWS, _set_rows_ok, _no),
+    Op.REPEAT: _entry(lib.PGC_OP_REPEAT, lambda t: t.type in PLAIN, _no),
+    Op.CONCAT: _entry(lib.PGC_OP_CONCAT, _concat_ok, lambda t: (0, [t.params.dim], [])),
+    Op.PAD: _entry(lib.PGC_OP_PAD, _f32, _pad_params),
+    Op.SET: _entry(lib.PGC_OP_SET, _set_ok, _set_params(0)),
+    Op.ACC: _entry(lib.PGC_OP_SET, _set_ok, _set_params(1)),
+    Op.DIAG: _entry(lib.PGC_OP_DIAG, _f32, _no),
+    Op.ARANGE: _entry(lib.PGC_OP_ARANGE, lambda t: t.type == T.F32, _float_params("start", "stop", "step")),
+    Op.SUM: _entry(lib.PGC_OP_SUM, _float, _no),
+    Op.SUM_ROWS: _entry(lib.PGC_OP_SUM_ROWS, _f32, _no),
+    Op.MEAN: _entry(lib.PGC_OP_SUM_ROWS, _f32, _sub(1)),
+    Op.CUMSUM: _entry(lib.PGC_OP_CUMSUM, _f32, _no),
+    Op.ARGMAX: _entry(lib.PGC_OP_ARGMAX, lambda t: t.src[0] is not None and t.src[0].type == T.F32, _no),
+    Op.COUNT_EQUAL: _entry(lib.PGC_OP_COUNT_EQUAL, lambda t: all(s.type == T.I32 for s in srcs(t)), _no),
+    Op.ARGSORT: _entry(lib.PGC_OP_ARGSORT, lambda t: t.src[0] is not None and t.src[0].type == T.F32,
                       lambda t: (t.params.order.value, [0], [])),
-    Op.TOP_K: Entry(ARGSORT, lambda t: t.src[0] is not None and t.src[0].type == T.F32,
+    Op.TOP_K: _entry(lib.PGC_OP_ARGSORT, lambda t: t.src[0] is not None and t.src[0].type == T.F32,
                     lambda t: (1, [t.params.k], [])),
 }
 
@@ -218,20 +219,5 @@ def _blas_ok(t: Tensor) -> bool:
     return big and aligned and a.type in FLOAT and _rows(a) and b.type in FLOAT and t.is_contiguous()
 
 
-BLAS_TABLE: dict[Op, Entry] = {Op.MUL_MAT: Entry(MUL_MAT_BLAS, _blas_ok, _no)}
-
-
-def supports(table: dict[Op, Entry], t: Tensor) -> bool:
-    """Whether `table` can run node `t` (views and NONE always: they do no work)."""
-    from pyggml.ops.base import VIEW_OPS
-
-    if t.op is Op.NONE or t.op in VIEW_OPS:
-        return True
-    e = table.get(t.op)
-    if e is None:
-        return False
-    try:
-        return bool(e.supports(t))
-    except (AttributeError, TypeError, KeyError):
-        return False
-
+TABLE: OpTable[Descriptors] = OpTable("cpu", RULES)
+BLAS_TABLE: OpTable[Descriptors] = OpTable("blas", {Op.MUL_MAT: _entry(lib.PGC_OP_MUL_MAT_BLAS, _blas_ok, _no)})

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from pyggml.backend.op_table import OpTable
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import Graph
-from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.tensor import Tensor, TensorFlag
+from pyggml.tensor import Tensor
 from pyggml_cpu._pgc import ffi
-from pyggml_cpu.op_table import Entry, supports
+from pyggml_cpu.op_table import Descriptors
 
 log = logging.getLogger(__name__)
 
@@ -69,24 +69,13 @@ class Plan:
                 raise AllocationError(f"cpu: the graph's buffer {b!r} was freed (buffer used after free)")
 
 
-def build_plan(graph: Graph, table: dict[Op, Entry], backend_name: str) -> Plan:
-    work: list[Tensor] = []
-    for node in graph.nodes:
-        if node.op is Op.NONE or node.op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE:
-            continue
-        if node.nelements() == 0:
-            continue
-        if not supports(table, node):
-            srcs = ", ".join(f"{s.type} ne={list(s.ne)} nb={list(s.nb)}" for s in node.src if s is not None)
-            raise ComputeError(f"{backend_name}: node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)}"
-                               f" nb={list(node.nb)}; srcs: {srcs}) is not supported by this backend")
-        work.append(node)
-    arr = np.zeros(len(work), dtype=NODE_DTYPE)
-    for i, node in enumerate(work):
-        e = table[node.op]
+def build_plan(graph: Graph, table: OpTable[Descriptors], backend_name: str) -> Plan:
+    d = Descriptors()
+    work = table.build(graph.nodes, d, backend_name)
+    arr = np.zeros(len(d.rows), dtype=NODE_DTYPE)
+    for i, (node, c_op, (sub, ip, fp)) in enumerate(d.rows):
         row = arr[i]
-        sub, ip, fp = e.params(node)
-        row["op"] = e.c_op
+        row["op"] = c_op
         row["sub"] = sub
         row["ip"][: len(ip)] = ip
         row["fp"][: len(fp)] = fp

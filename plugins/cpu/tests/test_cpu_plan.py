@@ -8,7 +8,7 @@ import pytest
 import pyggml.ops as O
 from pyggml.backend.protocol import Backend
 from pyggml.context import Context
-from pyggml.errors import ComputeError
+from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml.graph import build_graph
 from pyggml.tensor import TensorFlag
 
@@ -88,7 +88,7 @@ def test_unsupported_node_is_refused_before_c(cpu_backend: Backend) -> None:
     dst = ctx.new_tensor("i16", 256, 2, name="dst")  # no float -> i16 conversion in the kernels
     node = O.cpy(src, dst)
     assert not cpu_backend.supports_op(node)
-    with pytest.raises(ComputeError, match="not supported"):
+    with pytest.raises(UnsupportedOpError, match=r"CPY -> i16 .* not supported by the cpu backend"):
         cpu_backend.graph_compute(build_graph(node))
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyggml.backend.op_table import describe_node
 from pyggml.backend.plan_cache import PlannedBackend
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
@@ -29,7 +30,7 @@ from pyggml_cuda.cudalib import CudaDriverError, cudalib
 from pyggml_cuda.device import CudaDevice, CudaEvent
 from pyggml_cuda.modules import Bound
 from pyggml_cuda.op_table import build_launches
-from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, describe_node
+from pyggml_cuda.plan import CudaPlanBuilder, DevPtr
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph

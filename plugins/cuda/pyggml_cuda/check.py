@@ -18,12 +18,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from pyggml.backend.op_table import compute_nodes
 from pyggml.errors import PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml_cuda.compile import Bundle, KernelBuildError, KernelCache, Variant, label, variant
 from pyggml_cuda.op_table import TABLE
-from pyggml_cuda.plan import CudaPlanBuilder, Launch, check_signature, compute_nodes
+from pyggml_cuda.plan import CudaPlanBuilder, Launch, check_signature
 from pyggml_opencl.programs import ProgramSpec
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class Catalog:
         self.graphs += 1
         for node in compute_nodes(nodes):
             r = TABLE.get(node.op)
-            if r is None or not r.supports(node, None):
+            if r is None or not r.accepts(node):
                 continue
             b = CudaPlanBuilder()
             b.node = node

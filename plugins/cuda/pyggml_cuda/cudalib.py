@@ -90,10 +90,3 @@ _LIB = CudaLib()
 
 def cudalib() -> CudaLib:
     return _LIB
-
-
-def set_cudalib(lib: CudaLib) -> CudaLib:
-    """Replace the process's CudaLib (tests give one over a fake library); returns the previous one."""
-    global _LIB
-    old, _LIB = _LIB, lib
-    return old

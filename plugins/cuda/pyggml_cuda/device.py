@@ -218,7 +218,7 @@ class CudaDevice(Device):
     def supports_op(self, op: Tensor) -> bool:
         from pyggml_cuda.op_table import supports
 
-        return supports(op, self)
+        return supports(op)
 
     def offload_op(self, op: Tensor) -> bool:
         from pyggml.ops.base import Op

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyggml.backend.op_table import describe_node
 from pyggml.errors import ComputeError
 from pyggml.tensor import Tensor
 from pyggml_cuda.buffer import drv
 from pyggml_cuda.compile import ARCHS, Bundle, KernelBuildError, KernelCache, variant
-from pyggml_cuda.plan import Launch, check_signature, describe_node
+from pyggml_cuda.plan import Launch, check_signature
 
 if TYPE_CHECKING:
     from pyggml_cuda.device import CudaDevice

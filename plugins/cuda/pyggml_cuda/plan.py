@@ -1,8 +1,8 @@
 """Launch plans: the op rules' launches turned into CUDA grids, blocks and packed arguments.
 
-The op rules (pyggml_opencl's, plus this plugin's fast paths) describe a launch as OpenCL does: a program spec, a
-kernel name, a global size, a local size and the arguments. `CudaPlanBuilder` implements the OpenCL plan builder's
-interface for them: the grid is global / local in each dimension (the rules always round the global size up to a
+The op rules (the shared dialect's, plus this plugin's fast paths) describe a launch as OpenCL does: a program
+spec, a kernel name, a global size, a local size and the arguments. `CudaPlanBuilder` implements core's
+`LaunchBuilder` for them: the grid is global / local in each dimension (the rules always round the global size up to a
 multiple of the local one), tensors become (device pointer, byte offset, ne[4], nb[4]), and each argument gets its
 struct code for PyCUDA's prepared calls ('P' pointer, 'q' int64, 'i' int32, 'f' float32).
 
@@ -21,11 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from pyggml.backend.launch import LaunchBuilder
 from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml.tensor import Tensor
-from pyggml_opencl.op_table import PlanBuilder
-from pyggml_opencl.op_table import compute_nodes as compute_nodes  # re-exported: the CUDA modules import them here
-from pyggml_opencl.op_table import describe_node as describe_node
 from pyggml_opencl.programs import ProgramSpec
 
 MAX_BLOCK = 1024
@@ -119,15 +117,14 @@ class ErrorSites:
         return self._sites[code - 1] if 0 < code <= len(self._sites) else f"kernel status code {code}"
 
 
-class CudaPlanBuilder(PlanBuilder):
-    """The OpenCL plan builder's interface (launch, launch_1d, tensor, scratch) producing CUDA launches."""
+class CudaPlanBuilder(LaunchBuilder[ProgramSpec]):
+    """The dialect rules' builder interface (launch, launch_1d, tensor, scratch) producing CUDA launches."""
 
     def __init__(self, dev: Any = None, ptr_of: Callable[[Tensor], DevPtr | None] | None = None,
                  alloc: Callable[[int], tuple[DevPtr, Any]] | None = None, status: DevPtr | None = None,
                  errors: ErrorSites | None = None) -> None:
-        # the OpenCL builder's __init__ needs an OpenCL device; this one sets its own state
         self.dev = dev
-        self.launches: list[Launch] = []  # type: ignore[assignment]
+        self.launches: list[Launch] = []
         self.node: Tensor | None = None
         self.scratch_mems: list[Any] = []
         self._scratch_size = 0
@@ -150,7 +147,7 @@ class CudaPlanBuilder(PlanBuilder):
         grid, block = grid_of(gsize, lsize, where)
         fmt, values = pack(args, where)
         assert self.node is not None
-        self.launches.append(Launch(spec, name, grid, block, fmt, values, self.node))  # type: ignore[arg-type]
+        self.launches.append(Launch(spec, name, grid, block, fmt, values, self.node))
 
     def error_args(self, what: str) -> list[Any]:
         """ERR_ARGS of a kernel that checks indices: the device's status word and the code naming this node."""

@@ -20,7 +20,7 @@ from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
 from pyggml_opencl.buffer import OpenCLBuffer, OpenCLHostBuffer, cl_mem_of, device_copy, src_device
 from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
-from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder, build_nodes
+from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
@@ -39,7 +39,7 @@ class Plan:
 
 def build_plan(dev: OpenCLDevice, graph: Graph) -> Plan:
     b = PlanBuilder(dev)
-    nodes = build_nodes(TABLE, graph.nodes, b, dev, dev.name, "OpenCL")
+    nodes = TABLE.build(graph.nodes, b, dev.name)
     keep: list[Any] = [s.buffer for node in nodes for s in (node, *node.src) if s is not None]
     own = {id(x): x for x in keep if isinstance(x, OpenCLBuffer | OpenCLHostBuffer)}
     return Plan(b.launches, keep + b.scratch_mems, list(own.values()))

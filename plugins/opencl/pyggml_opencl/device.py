@@ -178,9 +178,9 @@ class OpenCLDevice(Device):
     # ---- ops, backends, events ------------------------------------------------------------------------------
 
     def supports_op(self, op: Tensor) -> bool:
-        from pyggml_opencl.op_table import supports
+        from pyggml_opencl.op_table import TABLE
 
-        return supports(op, self)
+        return TABLE.supports(op)
 
     def offload_op(self, op: Tensor) -> bool:
         from pyggml.ops.base import Op

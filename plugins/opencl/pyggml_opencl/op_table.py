@@ -1,46 +1,32 @@
-"""The one op table of the OpenCL backend: for each op, whether a node is supported and how it is launched.
+"""The op table of the OpenCL backend: the dialect rules (`pyggml_opencl.rules`) over core's `OpTable`, and the
+plan builder they launch through here.
 
-`supports(node, dev)` and the plan builder both read `TABLE`, so support and dispatch cannot drift apart. A rule's
+`supports_op` and the plan builder both read `TABLE`, so support and dispatch cannot drift apart. A rule's
 `build(node, b)` appends launches (kernel objects with their arguments already set) to the plan builder `b`;
-it runs once per graph plan, never on replay. Family modules in `pyggml_opencl.ops` fill the table.
+it runs once per graph plan, never on replay.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
-from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.tensor import Tensor, TensorFlag
-from pyggml.types import GGMLType
+from pyggml.backend.launch import LaunchBuilder
+from pyggml.backend.op_table import OpTable
+from pyggml.errors import ComputeError
+from pyggml.tensor import Tensor
 from pyggml_opencl.buffer import cl_mem_of
+from pyggml_opencl.dialect import Builder
 from pyggml_opencl.programs import ProgramSpec
+from pyggml_opencl.rules import RULES
 
 if TYPE_CHECKING:
     from pyggml_opencl.device import OpenCLDevice
 
-T = GGMLType
-PLAIN = frozenset({T.F32, T.F16, T.BF16})
-"""Float types every element-wise kernel reads and writes."""
-QUANT32 = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL})
-"""Block types with 32-element blocks that kernels read element by element (quants.h)."""
-KQUANTS = frozenset({T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K})
-"""256-element block types read element by element (kquants.h): GET_ROWS, MUL_MAT (f32 activations)."""
-QUANT_READ = QUANT32 | KQUANTS
-QUANT_WRITE = QUANT32 | KQUANTS
-"""Block types kernels can write (SET_ROWS / CPY): ggml's reference quantisers, byte for byte (quants.h,
-kquantize.h)."""
-WG = 64
-"""Default work-group size of 1-D element launches and row reductions."""
-
-
-def tname(t: GGMLType) -> str:
-    """A type's name in the kernel dialect (the define value): f32, f16, q4_0 ..."""
-    return str(t)
+TABLE: OpTable[Builder] = OpTable("OpenCL", *RULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +37,8 @@ class Launch:
     node: Tensor
 
 
-class PlanBuilder:
-    """Collects the launches of one graph for one device."""
+class PlanBuilder(LaunchBuilder[ProgramSpec]):
+    """Collects the launches of one graph for one OpenCL device."""
 
     def __init__(self, dev: OpenCLDevice) -> None:
         self.dev = dev
@@ -80,10 +66,6 @@ class PlanBuilder:
         assert self.node is not None
         self.launches.append(Launch(k, tuple(gsize), tuple(lsize) if lsize else None, self.node))
 
-    def launch_1d(self, spec: ProgramSpec, name: str, n: int, *args: Any) -> None:
-        """n work-items in groups of WG (kernels check the bound)."""
-        self.launch(spec, name, (round_up(n, WG),), (WG,), *args)
-
     def error_args(self, what: str) -> list[Any]:
         """ERR_ARGS of a kernel that checks indices: the device's status word and a code naming this node."""
         assert self.node is not None
@@ -102,117 +84,3 @@ class PlanBuilder:
 
     def _node_name(self) -> str:
         return self.node.name if self.node is not None else "?"
-
-
-Supports = Callable[[Tensor, "OpenCLDevice"], bool]
-Build = Callable[[Tensor, PlanBuilder], None]
-
-
-@dataclass(frozen=True, slots=True)
-class OpRule:
-    supports: Supports
-    build: Build
-
-
-TABLE: dict[Op, OpRule] = {}
-
-
-def rule(*ops: Op, supports: Supports) -> Callable[[Build], Build]:
-    """Register `build` (and its support predicate) for ops."""
-
-    def deco(fn: Build) -> Build:
-        for op in ops:
-            TABLE[op] = OpRule(supports, fn)
-        return fn
-
-    return deco
-
-
-def supports(node: Tensor, dev: OpenCLDevice) -> bool:
-    if node.op is Op.NONE or node.op in VIEW_OPS:
-        return True
-    r = TABLE.get(node.op)
-    return r is not None and r.supports(node, dev)
-
-
-def compute_nodes(nodes: Sequence[Tensor]) -> list[Tensor]:
-    """The nodes a backend runs: COMPUTE-flagged, not NONE, not views."""
-    return [n for n in nodes if n.flags & TensorFlag.COMPUTE and n.op is not Op.NONE and n.op not in VIEW_OPS]
-
-
-def describe_node(node: Tensor) -> str:
-    types = ", ".join(f"{s.type} {list(s.ne)}" for s in node.src if s is not None)
-    return f"node '{node.name}' {node.op.name} -> {node.type} {list(node.ne)} from ({types})"
-
-
-def build_nodes(table: dict[Op, OpRule], nodes: Sequence[Tensor], b: Any, dev: Any, who: str,
-                backend: str) -> list[Tensor]:
-    """Hand every compute node of `nodes` to its rule in `table`, which appends its launches to plan builder `b`
-    (the OpenCL or the CUDA one); returns those nodes. UnsupportedOpError / ComputeError name `who` (the device or
-    backend), the node and `backend` (the plugin)."""
-    out = compute_nodes(nodes)
-    for node in out:
-        r = table.get(node.op)
-        if r is None or not r.supports(node, dev):
-            raise UnsupportedOpError(f"{who}: {describe_node(node)} is not supported by the {backend} backend")
-        b.node = node
-        try:
-            r.build(node, b)
-        except PyGGMLError:
-            raise
-        except Exception as e:
-            raise ComputeError(f"{who}: preparing node '{node.name}' ({node.op.name}) failed: "
-                               f"{type(e).__name__}: {e}") from e
-    return out
-
-
-def srcs(node: Tensor) -> list[Tensor]:
-    return [s for s in node.src if s is not None]
-
-
-def src(node: Tensor, i: int) -> Tensor:
-    s = node.src[i] if i < len(node.src) else None
-    if s is None:
-        raise ComputeError(f"node '{node.name}' ({node.op.name}) has no src{i}")
-    return s
-
-
-def opt_src(node: Tensor, i: int) -> Tensor | None:
-    return node.src[i] if i < len(node.src) else None
-
-
-def round_up(n: int, m: int) -> int:
-    return (n + m - 1) // m * m
-
-
-def f32(x: float) -> np.float32:
-    return np.float32(x)
-
-
-def i32(x: int) -> np.int32:
-    return np.int32(x)
-
-
-def i64(x: int) -> np.int64:
-    return np.int64(x)
-
-
-def codes_prelude(prefix: str, names: Sequence[str]) -> str:
-    """`#define PREFIX_NAME n` lines: the host's op codes, sent to kernels from this one definition."""
-    return "".join(f"#define {prefix}_{n} {i}\n" for i, n in enumerate(names))
-
-
-def load_families() -> None:
-    from pyggml_opencl.ops import (  # noqa: F401  (each module registers its rules)
-        attention,
-        elementwise,
-        layout,
-        matmul,
-        norm,
-        reduce,
-        rope,
-        rows,
-    )
-
-
-load_families()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 import pytest
-from helpers import place
 
 from pyggml import ops
 from pyggml.context import Context
@@ -15,7 +14,8 @@ from pyggml.graph import build_graph
 from pyggml.quants import quantize
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType as T
-from pyggml_opencl.op_table import KQUANTS, QUANT32, QUANT_WRITE
+from pyggml_opencl.dialect import KQUANTS, QUANT32, QUANT_WRITE
+from pyggml_testing.opencl import place
 
 F32 = npt.NDArray[np.float32]
 

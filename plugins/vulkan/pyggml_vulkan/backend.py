@@ -65,11 +65,11 @@ class VulkanBackend(Backend):
     # ---- compute --------------------------------------------------------------------------------------------
 
     def record(self, graph: Graph) -> Recording:
-        from pyggml_vulkan.ops import plan_graph
+        from pyggml_vulkan.op_table import plan_graph
 
         t0 = time.perf_counter()
         planner = Planner(self.ctx, self._scratch_buffer, self.status)
-        plan_graph(graph, planner)
+        plan_graph(graph, planner, self.name)
         rec = Recording(self.ctx, planner.dispatches)
         rec.keep = _referenced(graph)
         self.stats.records += 1

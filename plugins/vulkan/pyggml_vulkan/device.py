@@ -125,9 +125,10 @@ class VulkanDevice(Device):
         return self._buft
 
     def supports_op(self, op: Tensor) -> bool:
-        from pyggml_vulkan.ops import supports
+        from pyggml_vulkan.op_table import TABLE
+        from pyggml_vulkan.ops.attention import fits_cpu_emulated
 
-        return supports(op, self)
+        return TABLE.supports(op) and (not self.info.is_cpu or fits_cpu_emulated(op))
 
     def offload_op(self, op: Tensor) -> bool:
         return not self.info.is_cpu and op.ne[1] >= 32

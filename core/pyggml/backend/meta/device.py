@@ -1,6 +1,6 @@
 """The META device: N devices seen as one (ggml_backend_meta_device), with its buffer type and buffers.
 
-    meta = MetaDevice([dev0, dev1], split_state=llama_split_state(hp, 2))
+    meta = MetaDevice([dev0, dev1], split_state=LlamaSplit(hp, 2))   # the llama example's callback
     weights = load_weights(gguf, meta.buffer_type())     # every tensor split per its state
     sched = Scheduler([meta.init_backend(), cpu_backend])
 
@@ -23,6 +23,7 @@ from pyggml.backend.meta.rules import RULES
 from pyggml.backend.meta.spmd import Spmd
 from pyggml.backend.meta.state import MAX_DEVICES, SplitState
 from pyggml.backend.meta.tensors import SplitStateFn, TensorTable
+from pyggml.backend.op_table import FREE_OPS
 from pyggml.backend.protocol import (
     Backend,
     Buffer,
@@ -35,7 +36,7 @@ from pyggml.backend.protocol import (
     Registry,
 )
 from pyggml.errors import AllocationError, PyGGMLError, UnsupportedOpError
-from pyggml.ops.base import VIEW_OPS, Op
+from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class MetaDevice(Device):
 
     def supports_op(self, op: Tensor) -> bool:
         """Every device runs the op and the op has a split rule (its states are checked when it is planned)."""
-        if op.op is not Op.NONE and op.op not in VIEW_OPS and op.op not in RULES:
+        if op.op not in FREE_OPS and op.op not in RULES:
             return False
         return all(d.supports_op(op) for d in self.devices)
 

@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from pyggml.backend.meta.allreduce import REDUCIBLE
 from pyggml.backend.meta.state import Axis, SplitState
 from pyggml.backend.meta.tensors import TensorTable
+from pyggml.backend.op_table import FREE_OPS
 from pyggml.backend.protocol import Backend
 from pyggml.errors import UnsupportedOpError, UnsupportedTypeError
 from pyggml.graph import Graph
-from pyggml.ops.base import VIEW_OPS, Op
+from pyggml.ops.base import Op
 from pyggml.tensor import Tensor, TensorFlag
-
-_NO_WORK = VIEW_OPS | {Op.NONE}
 
 
 @dataclass
@@ -91,7 +90,7 @@ def _set_compute_flags(table: TensorTable, nodes: list[Tensor], simple: list[lis
 
 def _check_support(nodes: list[Tensor], simple: list[list[Tensor]], backends: Sequence[Backend]) -> None:
     for node, tjs in zip(nodes, simple, strict=True):
-        if node.op in _NO_WORK or not node.flags & TensorFlag.COMPUTE:
+        if node.op in FREE_OPS or not node.flags & TensorFlag.COMPUTE:
             continue
         for b, tj in zip(backends, tjs, strict=True):
             if tj.flags & TensorFlag.COMPUTE and not b.supports_op(tj):

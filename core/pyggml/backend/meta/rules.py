@@ -73,10 +73,6 @@ def elementwise(node: Tensor, states: States, sync: bool) -> SplitState:
     return _agree(node, states)
 
 
-def linear_elementwise(node: Tensor, states: States, sync: bool) -> SplitState:
-    return _agree(node, states, linear=True)
-
-
 def whole_only(node: Tensor, states: States, sync: bool) -> SplitState:
     return _agree(node, states, allow_split=False)
 

@@ -2,7 +2,8 @@
 
 Modules: `table` (backends, buffer types, capability caches), `passes` (passes 1-4: a backend per tensor),
 `splits` (pass 5: splits, input copies, the allocation graph), `compute` (running splits with copies and events),
-`debug` (text, DOT and SVG views of a plan), `scheduler` (the `Scheduler` API), `testing` (test-only backends).
+`debug` (text, DOT and SVG views of a plan), `scheduler` (the `Scheduler` API). The fake devices the tests use are
+`pyggml_testing.devices` (the pyggml-testing distribution, outside the runtime).
 """
 
 from pyggml.backend.sched.compute import EvalCallback

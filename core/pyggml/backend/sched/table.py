@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pyggml.backend.op_table import FREE_OPS
 from pyggml.backend.protocol import Backend, Buffer, BufferType, Device, DeviceType
 from pyggml.errors import PyGGMLError
-from pyggml.ops.base import VIEW_OPS, Op
 from pyggml.tensor import Tensor
 
 MAX_BACKENDS = 16
 MAX_COPIES = 4
 
-_FREE_OPS = VIEW_OPS | {Op.NONE}
 """Ops that do no work: every backend 'supports' them (ggml_op_is_empty)."""
 
 
@@ -87,7 +86,7 @@ class BackendTable:
             cache.clear()
 
     def supports_op(self, b: int, t: Tensor) -> bool:
-        if t.op in _FREE_OPS:
+        if t.op in FREE_OPS:
             return True
         cache = self._op_ok[b]
         k = id(t)

@@ -3,29 +3,23 @@ in float64."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from pyggml.ops.attention import alibi
 from pyggml.ops.base import Op
 from pyggml.reference.access import load, store
-from pyggml.reference.kernels import kernel
+from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import Array, opt_src, src
 from pyggml.tensor import Tensor
 
+rules = KernelRules()
+
 
 def alibi_slopes(n_head: int, max_bias: float) -> Array:
-    """Per-head mask multipliers: all 1 without ALiBi (max_bias <= 0); else with n = 2^floor(log2(n_head)),
-    m0 = 2^(-max_bias / n), m1 = 2^(-max_bias / 2 / n): head h < n gets m0^(h+1), the others
-    m1^(2 (h - n) + 1)."""
-    if max_bias <= 0.0:
-        return np.ones(n_head)
-    n = 1 << math.floor(math.log2(n_head))
-    m0 = 2.0 ** (-max_bias / n)
-    m1 = 2.0 ** (-max_bias / 2.0 / n)
-    h = np.arange(n_head)
-    slopes: Array = np.where(h < n, m0 ** (h + 1.0), m1 ** (2.0 * (h - n) + 1.0))
-    return slopes
+    """Per-head mask multipliers (float64) of pyggml.ops.attention.alibi's m0, m1 and n_head_log2: all 1 without
+    ALiBi (max_bias <= 0)."""
+    a = alibi(n_head, max_bias)
+    return np.array([a.slope(h) for h in range(n_head)])
 
 
 def head_mask(mask: Tensor, n_rows: int, batch: tuple[int, int]) -> Array:
@@ -34,7 +28,7 @@ def head_mask(mask: Tensor, n_rows: int, batch: tuple[int, int]) -> Array:
     return np.tile(m, (batch[0] // m.shape[0], batch[1] // m.shape[1], 1, 1))
 
 
-@kernel(Op.SOFT_MAX)
+@rules.kernel(Op.SOFT_MAX)
 def soft_max(dst: Tensor) -> None:
     """softmax over each row of (x * scale + slope[h] * mask), h = dim 2; a sink adds exp(sink[h]) to the
     denominator only."""
@@ -59,7 +53,7 @@ def soft_max(dst: Tensor) -> None:
         store(dst, e / total)
 
 
-@kernel(Op.DIAG_MASK_INF, Op.DIAG_MASK_ZERO)
+@rules.kernel(Op.DIAG_MASK_INF, Op.DIAG_MASK_ZERO)
 def diag_mask(dst: Tensor) -> None:
     """Element (column i, row j) becomes -inf (or 0) where i > n_past + j, in every matrix."""
     x = load(src(dst, 0))
@@ -69,7 +63,7 @@ def diag_mask(dst: Tensor) -> None:
     store(dst, np.where(cols > dst.params.n_past + rows, value, x))
 
 
-@kernel(Op.FLASH_ATTN_EXT)
+@rules.kernel(Op.FLASH_ATTN_EXT)
 def flash_attn_ext(dst: Tensor) -> None:
     """softmax(softcap(q.k * scale) + slope[h] * mask) . v per q row and head, GQA by head // (n_head / n_kv_head)
     and batch // (B / B_kv); -inf mask entries drop out, a row with no key left gives zeros; sinks join the

@@ -9,21 +9,23 @@ import numpy as np
 
 from pyggml.ops.base import Op
 from pyggml.reference.access import load, store
-from pyggml.reference.kernels import kernel
+from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import Array, src, tiled
 from pyggml.tensor import Tensor
+
+rules = KernelRules()
 
 _BINARY = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.divide}
 
 
-@kernel(Op.ADD, Op.SUB, Op.MUL, Op.DIV)
+@rules.kernel(Op.ADD, Op.SUB, Op.MUL, Op.DIV)
 def binary(dst: Tensor) -> None:
     x = load(src(dst, 0))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         store(dst, _BINARY[dst.op](x, tiled(load(src(dst, 1)), x.shape)))
 
 
-@kernel(Op.ADD1)
+@rules.kernel(Op.ADD1)
 def add1(dst: Tensor) -> None:
     with np.errstate(over="ignore", invalid="ignore"):
         store(dst, load(src(dst, 0)) + load(src(dst, 1)).reshape(-1)[0])
@@ -38,13 +40,13 @@ _MATH: dict[Op, Callable[[Array], Array]] = {
 }
 
 
-@kernel(*_MATH)
+@rules.kernel(*_MATH)
 def math_fn(dst: Tensor) -> None:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         store(dst, _MATH[dst.op](load(src(dst, 0))))
 
 
-@kernel(Op.SCALE)
+@rules.kernel(Op.SCALE)
 def scale(dst: Tensor) -> None:
     """x * s + b."""
     p = dst.params
@@ -52,7 +54,7 @@ def scale(dst: Tensor) -> None:
         store(dst, load(src(dst, 0)) * p.s + p.b)
 
 
-@kernel(Op.CLAMP)
+@rules.kernel(Op.CLAMP)
 def clamp(dst: Tensor) -> None:
     """max(min(x, hi), lo) with C's comparison semantics (a NaN input comes out as `max`, as in ggml)."""
     p = dst.params
@@ -61,13 +63,13 @@ def clamp(dst: Tensor) -> None:
     store(dst, np.where(upper > p.min, upper, p.min))
 
 
-@kernel(Op.LEAKY_RELU)
+@rules.kernel(Op.LEAKY_RELU)
 def leaky_relu(dst: Tensor) -> None:
     """max(x, 0) + slope * min(x, 0)."""
     x = load(src(dst, 0))
     store(dst, np.where(x > 0, x, 0.0) + dst.params.negative_slope * np.where(x < 0, x, 0.0))
 
 
-@kernel(Op.FILL)
+@rules.kernel(Op.FILL)
 def fill(dst: Tensor) -> None:
     store(dst, np.float64(dst.params.value))

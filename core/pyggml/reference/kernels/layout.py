@@ -13,10 +13,12 @@ import numpy as np
 from pyggml.errors import ShapeError
 from pyggml.ops.base import Op
 from pyggml.reference.access import load, raw_bytes, store
-from pyggml.reference.kernels import kernel
+from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import Array, check_index, row_view, src
 from pyggml.tensor import Tensor
 from pyggml.types import INT_TYPES
+
+rules = KernelRules()
 
 
 def load_native(t: Tensor) -> Array:
@@ -24,7 +26,7 @@ def load_native(t: Tensor) -> Array:
     return load(t, None) if t.type in INT_TYPES else load(t)
 
 
-@kernel(Op.DUP, Op.CONT, Op.CPY)
+@rules.kernel(Op.DUP, Op.CONT, Op.CPY)
 def copy(dst: Tensor) -> None:
     """dst's elements, in logical order, are src0's, converted to dst's type. Between contiguous tensors of the
     same block type the bytes are copied as they are (no re-quantisation)."""
@@ -35,7 +37,7 @@ def copy(dst: Tensor) -> None:
     store(dst, load_native(a).reshape(dst.ne[::-1]))
 
 
-@kernel(Op.REPEAT)
+@rules.kernel(Op.REPEAT)
 def repeat(dst: Tensor) -> None:
     """src0 tiled to dst's shape: dst[i] = src0[i mod src0.ne] in every dim."""
     a = load_native(src(dst, 0))
@@ -50,7 +52,7 @@ def block_units(t: Tensor) -> Array:
     return np.lib.stride_tricks.as_strided(raw_bytes(t), shape, strides)
 
 
-@kernel(Op.CONCAT)
+@rules.kernel(Op.CONCAT)
 def concat(dst: Tensor) -> None:
     """src0 then src1 along dim params.dim; block types move whole blocks as bytes (no re-quantisation)."""
     axis = 3 - dst.params.dim
@@ -60,7 +62,7 @@ def concat(dst: Tensor) -> None:
     store(dst, np.concatenate([load_native(src(dst, 0)), load_native(src(dst, 1))], axis=axis))
 
 
-@kernel(Op.PAD)
+@rules.kernel(Op.PAD)
 def pad(dst: Tensor) -> None:
     """src0 with lp[i] zeros before and rp[i] zeros after it in each dim i."""
     p = dst.params
@@ -84,7 +86,7 @@ def _view_indices(dst: Tensor, b: Tensor) -> Array:
     return idx
 
 
-@kernel(Op.SET, Op.ACC)
+@rules.kernel(Op.SET, Op.ACC)
 def set_acc(dst: Tensor) -> None:
     """A copy of src0 (or src0 itself, in place) in which the view of src0 with element size, byte strides
     nb1..nb3 and byte offset, shaped as src1, is overwritten by src1 (SET) or has src1 added (ACC)."""
@@ -97,7 +99,7 @@ def set_acc(dst: Tensor) -> None:
     store(dst, flat.reshape(dst.ne[::-1]))
 
 
-@kernel(Op.DIAG)
+@rules.kernel(Op.DIAG)
 def diag(dst: Tensor) -> None:
     """Each row vector src0[:, 0, i2, i3] becomes the diagonal of a square matrix of zeros."""
     x = load(src(dst, 0))[:, :, 0, :]  # (ne3, ne2, n)
@@ -107,14 +109,14 @@ def diag(dst: Tensor) -> None:
     store(dst, out)
 
 
-@kernel(Op.ARANGE)
+@rules.kernel(Op.ARANGE)
 def arange(dst: Tensor) -> None:
     """start + step * i for i < ne0."""
     p = dst.params
     store(dst, p.start + p.step * np.arange(dst.ne[0], dtype=np.float64))
 
 
-@kernel(Op.GET_ROWS)
+@rules.kernel(Op.GET_ROWS)
 def get_rows(dst: Tensor) -> None:
     """dst[:, i10, i11, i12] = src0[:, ids[i10, i11, i12], i11, i12], dequantised (I32 rows stay I32). Only the
     rows named are read."""
@@ -127,7 +129,7 @@ def get_rows(dst: Tensor) -> None:
     store(dst, rows)
 
 
-@kernel(Op.SET_ROWS)
+@rules.kernel(Op.SET_ROWS)
 def set_rows(dst: Tensor) -> None:
     """Row i of src1 in batch (i2, i3) is written (converted to the destination's type) to row
     ids[i, i2 % ids.ne[1], i3 % ids.ne[2]] of the destination; other rows are untouched (on a repeated id the

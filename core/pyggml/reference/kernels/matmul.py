@@ -6,9 +6,11 @@ import numpy as np
 
 from pyggml.ops.base import Op
 from pyggml.reference.access import load, store
-from pyggml.reference.kernels import kernel
+from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import Array, check_index, src
 from pyggml.tensor import Tensor
+
+rules = KernelRules()
 
 
 def broadcast_batches(a: Array, batch: tuple[int, int]) -> Array:
@@ -18,7 +20,7 @@ def broadcast_batches(a: Array, batch: tuple[int, int]) -> Array:
     return np.repeat(a, batch[1] // a.shape[1], axis=1)
 
 
-@kernel(Op.MUL_MAT)
+@rules.kernel(Op.MUL_MAT)
 def mul_mat(dst: Tensor) -> None:
     """dst[i, j] = sum_k src0[k, i] * src1[k, j] per batch (numpy: src1 @ src0.T)."""
     b = load(src(dst, 1))
@@ -26,7 +28,7 @@ def mul_mat(dst: Tensor) -> None:
     store(dst, b @ np.swapaxes(a, -1, -2))
 
 
-@kernel(Op.MUL_MAT_ID)
+@rules.kernel(Op.MUL_MAT_ID)
 def mul_mat_id(dst: Tensor) -> None:
     """For token t and slot e: dst[:, e, t] = expert ids[e, t] (a matrix of src0) times src1 row
     [:, e % src1.ne[1], t]."""
@@ -40,7 +42,7 @@ def mul_mat_id(dst: Tensor) -> None:
     store(dst, np.einsum("teik,tek->tei", chosen, rows)[np.newaxis])
 
 
-@kernel(Op.OUT_PROD)
+@rules.kernel(Op.OUT_PROD)
 def out_prod(dst: Tensor) -> None:
     """dst[i, j] = sum_k src0[i, k] * src1[j, k] per batch (numpy: src1.T @ src0), src0 batches broadcast as
     MUL_MAT's."""

@@ -6,12 +6,14 @@ import numpy as np
 
 from pyggml.ops.base import Op
 from pyggml.reference.access import load, store
-from pyggml.reference.kernels import kernel
+from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import src
 from pyggml.tensor import Tensor
 
+rules = KernelRules()
 
-@kernel(Op.NORM)
+
+@rules.kernel(Op.NORM)
 def norm(dst: Tensor) -> None:
     """(x - mean) / sqrt(var + eps), var the biased variance of the row."""
     x = load(src(dst, 0))
@@ -19,21 +21,21 @@ def norm(dst: Tensor) -> None:
     store(dst, c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + dst.params.eps))
 
 
-@kernel(Op.RMS_NORM)
+@rules.kernel(Op.RMS_NORM)
 def rms_norm(dst: Tensor) -> None:
     """x / sqrt(mean(x^2) + eps)."""
     x = load(src(dst, 0))
     store(dst, x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + dst.params.eps))
 
 
-@kernel(Op.L2_NORM)
+@rules.kernel(Op.L2_NORM)
 def l2_norm(dst: Tensor) -> None:
     """x / max(||x||_2, eps)."""
     x = load(src(dst, 0))
     store(dst, x / np.maximum(np.sqrt((x * x).sum(axis=-1, keepdims=True)), dst.params.eps))
 
 
-@kernel(Op.GROUP_NORM)
+@rules.kernel(Op.GROUP_NORM)
 def group_norm(dst: Tensor) -> None:
     """NORM over each group of ceil(ne2 / n_groups) consecutive channels (dim 2; the last group may be smaller,
     groups past ne2 are empty), all ne0 * ne1 elements of the group's channels together, per ne3 batch."""

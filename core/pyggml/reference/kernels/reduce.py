@@ -8,33 +8,35 @@ import numpy as np
 from pyggml.ops.base import Op
 from pyggml.ops.reduce import SortOrder
 from pyggml.reference.access import load, store
-from pyggml.reference.kernels import kernel
+from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import Array, src
 from pyggml.tensor import Tensor
 
+rules = KernelRules()
 
-@kernel(Op.SUM)
+
+@rules.kernel(Op.SUM)
 def sum_all(dst: Tensor) -> None:
     store(dst, load(src(dst, 0)).sum())
 
 
-@kernel(Op.SUM_ROWS)
+@rules.kernel(Op.SUM_ROWS)
 def sum_rows(dst: Tensor) -> None:
     store(dst, load(src(dst, 0)).sum(axis=-1, keepdims=True))
 
 
-@kernel(Op.MEAN)
+@rules.kernel(Op.MEAN)
 def mean(dst: Tensor) -> None:
     x = load(src(dst, 0))
     store(dst, x.sum(axis=-1, keepdims=True) / x.shape[-1])  # an empty row: 0 / 0 = NaN, as the C kernels
 
 
-@kernel(Op.CUMSUM)
+@rules.kernel(Op.CUMSUM)
 def cumsum(dst: Tensor) -> None:
     store(dst, np.cumsum(load(src(dst, 0)), axis=-1))
 
 
-@kernel(Op.ARGMAX)
+@rules.kernel(Op.ARGMAX)
 def argmax(dst: Tensor) -> None:
     """Per row of a matrix, the index of its largest element; the first one on ties (ggml's CPU loop keeps the
     last, its GPU kernels vary: callers must not depend on ties)."""
@@ -42,7 +44,7 @@ def argmax(dst: Tensor) -> None:
     store(dst, np.argmax(x, axis=-1).reshape(1, 1, 1, -1))
 
 
-@kernel(Op.COUNT_EQUAL)
+@rules.kernel(Op.COUNT_EQUAL)
 def count_equal(dst: Tensor) -> None:
     a = load(src(dst, 0), None)
     b = load(src(dst, 1), None)
@@ -60,13 +62,13 @@ def stable_order(x: Array, descending: bool) -> Array:
     return order
 
 
-@kernel(Op.ARGSORT)
+@rules.kernel(Op.ARGSORT)
 def argsort(dst: Tensor) -> None:
     x = load(src(dst, 0))
     store(dst, stable_order(x, dst.params.order is SortOrder.DESC))
 
 
-@kernel(Op.TOP_K)
+@rules.kernel(Op.TOP_K)
 def top_k(dst: Tensor) -> None:
     """Indices of the k largest of each row. ggml leaves their order unspecified; the reference gives them
     largest first (ties: lower index first)."""

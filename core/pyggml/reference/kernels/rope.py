@@ -9,9 +9,11 @@ import numpy as np
 from pyggml.ops.base import Op
 from pyggml.ops.rope import ROPE_TYPE_NEOX, RopeParams
 from pyggml.reference.access import load, store
-from pyggml.reference.kernels import kernel
+from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import Array, opt_src, src
 from pyggml.tensor import Tensor
+
+rules = KernelRules()
 
 
 def yarn_corr_dims(p: RopeParams) -> tuple[float, float]:
@@ -46,7 +48,7 @@ def rope_angles(p: RopeParams, pos: Array, freq_factors: Array | None) -> tuple[
     return np.cos(theta) * mscale, np.sin(theta) * mscale
 
 
-@kernel(Op.ROPE)
+@rules.kernel(Op.ROPE)
 def rope(dst: Tensor) -> None:
     """Rotate pairs of each row of src0 [head_dim, n_head, n_pos, B] by the angles of position src1[i2]:
     normal mode pairs (x[2i], x[2i+1]), NeoX pairs (x[i], x[i + n_dims/2]), each with angle index i;

@@ -14,9 +14,11 @@ import numpy as np
 from pyggml.ops.base import Op
 from pyggml.ops.elementwise import GluOp, UnaryOp
 from pyggml.reference.access import load, store
-from pyggml.reference.kernels import kernel
+from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import Array, opt_src, src
 from pyggml.tensor import Tensor
+
+rules = KernelRules()
 
 GELU_COEF_A = 0.044715
 GELU_QUICK_COEF = 1.702
@@ -27,15 +29,21 @@ SOFTPLUS_THRESHOLD = 20.0
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
+def zero_at_neg_inf(x: Array, y: Array) -> Array:
+    """y with 0 where x is -inf: the limit of the gated activations (GELU*, SILU, HARDSWISH) there, where their
+    formulas are -inf * 0 = NaN under IEEE (docs/op-semantics.md)."""
+    return np.where(np.isneginf(x), 0.0, y)
+
+
 def gelu(x: Array) -> Array:
     """tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))."""
-    return 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)))
+    return zero_at_neg_inf(x, 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x))))
 
 
 def gelu_erf(x: Array) -> Array:
     """0.5 x (1 + erf(x / sqrt 2))."""
     erf = np.asarray(_erf(x / math.sqrt(2.0)), dtype=np.float64)
-    return 0.5 * x * (1.0 + erf)
+    return zero_at_neg_inf(x, 0.5 * x * (1.0 + erf))
 
 
 def sigmoid(x: Array) -> Array:
@@ -44,11 +52,11 @@ def sigmoid(x: Array) -> Array:
 
 def gelu_quick(x: Array) -> Array:
     """x * sigmoid(1.702 x)."""
-    return x * sigmoid(GELU_QUICK_COEF * x)
+    return zero_at_neg_inf(x, x * sigmoid(GELU_QUICK_COEF * x))
 
 
 def silu(x: Array) -> Array:
-    return x * sigmoid(x)
+    return zero_at_neg_inf(x, x * sigmoid(x))
 
 
 def relu(x: Array) -> Array:
@@ -84,7 +92,7 @@ UNARY: dict[UnaryOp, Callable[[Array], Array]] = {
     UnaryOp.GELU_QUICK: gelu_quick,
     UnaryOp.GELU_ERF: gelu_erf,
     UnaryOp.SILU: silu,
-    UnaryOp.HARDSWISH: lambda x: x * hardsigmoid(x),
+    UnaryOp.HARDSWISH: lambda x: zero_at_neg_inf(x, x * hardsigmoid(x)),
     UnaryOp.HARDSIGMOID: hardsigmoid,
     UnaryOp.EXP: np.exp,
     UnaryOp.SOFTPLUS: lambda x: np.where(x > SOFTPLUS_THRESHOLD, x,
@@ -96,7 +104,7 @@ UNARY: dict[UnaryOp, Callable[[Array], Array]] = {
 }
 
 
-@kernel(Op.UNARY)
+@rules.kernel(Op.UNARY)
 def unary(dst: Tensor) -> None:
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         store(dst, UNARY[dst.params.op](load(src(dst, 0))))
@@ -111,7 +119,7 @@ GLU_ACT: dict[GluOp, Callable[[Array], Array]] = {
 }
 
 
-@kernel(Op.GLU)
+@rules.kernel(Op.GLU)
 def glu(dst: Tensor) -> None:
     """act(x) * g. Fused (no src1): x is the first half of each row of src0, g the second (swapped exchanges
     them). Split: x = src0, g = src1 (swapped exchanges them)."""

@@ -5,9 +5,12 @@ tiled k_mmq runs."""
 
 from __future__ import annotations
 
+from pyggml.backend.launch import i64
+from pyggml.backend.op_table import Rule, RuleSet, src
+from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import QUANT32, PlanBuilder, i64, src, tname
+from pyggml_opencl.dialect import QUANT32, Builder, tname
 from pyggml_opencl.ops import matmul as shared
 from pyggml_opencl.programs import ProgramSpec
 
@@ -34,7 +37,7 @@ def spec(wt: GGMLType) -> ProgramSpec:
     return ProgramSpec.of(FILE, WT=tname(wt), HAS_MIN=int(has_min), **{f"WT_IS_{tname(wt)}": 1})
 
 
-def build_mul_mat(node: Tensor, b: PlanBuilder) -> None:
+def build_mul_mat(node: Tensor, b: Builder) -> None:
     a, c = src(node, 0), src(node, 1)
     if a.type not in QUANT32:
         shared.build_mul_mat(node, b)
@@ -50,3 +53,8 @@ def build_mul_mat(node: Tensor, b: PlanBuilder) -> None:
     else:
         b.launch(spec(a.type), "k_mmq", (-(-a.ne[1] // MQ_T) * MQ_THREADS, -(-c.ne[1] // MQ_T), batches),
                  (MQ_THREADS, 1, 1), *args)
+
+
+rules: RuleSet[Builder] = RuleSet()
+rules.add(Op.MUL_MAT, Rule(shared.rules.rules[Op.MUL_MAT].accepts, build_mul_mat))
+"""MUL_MAT: the shared rule's support (decided once, by the dialect rules), this plugin's launches."""

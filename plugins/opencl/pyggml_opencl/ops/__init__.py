@@ -1,1 +1,1 @@
-"""Op families of the OpenCL backend; each module registers its rules in `pyggml_opencl.op_table.TABLE`."""
+"""Op families of the dialect kernels; each module collects its rules in `rules`, listed in `pyggml_opencl.rules`."""

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from pyggml.backend.launch import WG, f32, i32
+from pyggml.backend.op_table import RuleSet, opt_src, src
+from pyggml.ops.attention import alibi
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import PLAIN, QUANT32, WG, PlanBuilder, f32, i32, opt_src, rule, src, tname
-from pyggml_opencl.ops.norm import alibi
+from pyggml_opencl.dialect import PLAIN, QUANT32, Builder, tname
 from pyggml_opencl.programs import ProgramSpec
 
-if TYPE_CHECKING:
-    from pyggml_opencl.device import OpenCLDevice
+rules: RuleSet[Builder] = RuleSet()
 
 T = GGMLType
 DMAX = 576
@@ -20,7 +19,7 @@ DMAX = 576
 KV = PLAIN | QUANT32
 
 
-def _ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _ok(node: Tensor) -> bool:
     q, k, v = node.src[0], node.src[1], node.src[2]
     sinks = opt_src(node, 4)
     return (q is not None and k is not None and v is not None and q.type == T.F32 and k.type in KV
@@ -28,8 +27,8 @@ def _ok(node: Tensor, dev: OpenCLDevice) -> bool:
             and v.ne[0] <= DMAX and (sinks is None or sinks.is_contiguous()))
 
 
-@rule(Op.FLASH_ATTN_EXT, supports=_ok)
-def build_flash_attn(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.FLASH_ATTN_EXT, accepts=_ok)
+def build_flash_attn(node: Tensor, b: Builder) -> None:
     q, k, v = src(node, 0), src(node, 1), src(node, 2)
     mask, sinks = opt_src(node, 3), opt_src(node, 4)
     p = node.params

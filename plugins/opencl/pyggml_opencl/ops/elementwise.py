@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from pyggml.backend.launch import f32, i32
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op, can_repeat
 from pyggml.ops.elementwise import GluOp, GluParams, UnaryOp
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import PLAIN, PlanBuilder, f32, i32, opt_src, rule, src, tname
+from pyggml_opencl.dialect import PLAIN, Builder, tname
 from pyggml_opencl.ops.layout import build_copy_raw
 from pyggml_opencl.ops.rows import block_copy_ok, build_block_copy
 from pyggml_opencl.programs import ProgramSpec, set_prelude
 
-if TYPE_CHECKING:
-    from pyggml_opencl.device import OpenCLDevice
+rules: RuleSet[Builder] = RuleSet()
 
 FILE = "elementwise.cl"
 EXTRA_UNARY = ("SQR", "SQRT", "LOG", "SIN", "COS", "SCALE", "CLAMP", "LEAKY_RELU", "FILL")
@@ -37,19 +36,19 @@ def _plain_all(*ts: Tensor | None) -> bool:
     return all(t is None or t.type in PLAIN for t in ts)
 
 
-def _binary_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _binary_ok(node: Tensor) -> bool:
     a, b = node.src[0], node.src[1]
     return a is not None and b is not None and _plain_all(node, a, b) and can_repeat(b, a)
 
 
-@rule(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.ADD1, supports=_binary_ok)
-def build_binary(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.ADD1, accepts=_binary_ok)
+def build_binary(node: Tensor, b: Builder) -> None:
     a, c = src(node, 0), src(node, 1)
     b.launch_1d(spec(a.type, c.type, node.type), "k_binary", node.nelements(), *b.tensor(a), *b.tensor(c),
                 *b.tensor(node), i32(BINOPS[node.op]))
 
 
-def _unary_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _unary_ok(node: Tensor) -> bool:
     return _plain_all(node, node.src[0])
 
 
@@ -69,21 +68,21 @@ def _unary_code_params(node: Tensor) -> tuple[str, float, float]:
     return node.op.name, 0.0, 0.0
 
 
-@rule(Op.SQR, Op.SQRT, Op.LOG, Op.SIN, Op.COS, Op.UNARY, Op.SCALE, Op.CLAMP, Op.LEAKY_RELU, Op.FILL,
-      supports=_unary_ok)
-def build_unary(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.SQR, Op.SQRT, Op.LOG, Op.SIN, Op.COS, Op.UNARY, Op.SCALE, Op.CLAMP, Op.LEAKY_RELU, Op.FILL,
+            accepts=_unary_ok)
+def build_unary(node: Tensor, b: Builder) -> None:
     a = src(node, 0)
     name, p0, p1 = _unary_code_params(node)
     b.launch_1d(spec(a.type, a.type, node.type), "k_unary", node.nelements(), *b.tensor(a), *b.tensor(node),
                 i32(UOPS.index(name)), f32(p0), f32(p1))
 
 
-def _glu_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _glu_ok(node: Tensor) -> bool:
     return _plain_all(node, node.src[0], opt_src(node, 1))
 
 
-@rule(Op.GLU, supports=_glu_ok)
-def build_glu(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.GLU, accepts=_glu_ok)
+def build_glu(node: Tensor, b: Builder) -> None:
     a = src(node, 0)
     g = opt_src(node, 1)
     p: GluParams = node.params
@@ -92,7 +91,7 @@ def build_glu(node: Tensor, b: PlanBuilder) -> None:
                 i32(int(p.swapped)), i32(int(g is not None)))
 
 
-def _copy_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _copy_ok(node: Tensor) -> bool:
     a = node.src[0]
     if a is None:
         return False
@@ -103,8 +102,8 @@ def _copy_ok(node: Tensor, dev: OpenCLDevice) -> bool:
     return block_copy_ok(a, node)
 
 
-@rule(Op.DUP, Op.CONT, Op.CPY, supports=_copy_ok)
-def build_copy(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.DUP, Op.CONT, Op.CPY, accepts=_copy_ok)
+def build_copy(node: Tensor, b: Builder) -> None:
     a = src(node, 0)
     if a.type in COPY_TYPES and node.type in COPY_TYPES:
         b.launch_1d(spec(a.type, a.type, node.type), "k_cpy", node.nelements(), *b.tensor(a), *b.tensor(node))

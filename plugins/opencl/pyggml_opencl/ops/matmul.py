@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from pyggml.backend.launch import WG, i64, round_up
+from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import PLAIN, QUANT32, QUANT_READ, WG, PlanBuilder, i64, round_up, rule, src, tname
+from pyggml_opencl.dialect import PLAIN, QUANT32, QUANT_READ, Builder, tname
 from pyggml_opencl.programs import ProgramSpec
 
-if TYPE_CHECKING:
-    from pyggml_opencl.device import OpenCLDevice
+rules: RuleSet[Builder] = RuleSet()
 
 FILE = "matmul.cl"
 WEIGHTS = PLAIN | QUANT_READ
@@ -27,7 +26,7 @@ def spec(wt: GGMLType, t1: GGMLType) -> ProgramSpec:
     return ProgramSpec.of(FILE, WT=tname(wt), T1=tname(t1), WG=WG, **{f"WT_IS_{tname(wt)}": 1})
 
 
-def _mm_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _mm_ok(node: Tensor) -> bool:
     a, b = node.src[0], node.src[1]
     return (a is not None and b is not None and a.type in WEIGHTS and b.type in PLAIN and a.is_contiguous_rows()
             and node.type == GGMLType.F32)
@@ -39,7 +38,7 @@ def spec_q(wt: GGMLType, t1: GGMLType) -> ProgramSpec:
                           HAS_MIN=int(has_min), **{f"WT_IS_{tname(wt)}": 1})
 
 
-def build_mul_mat_q(node: Tensor, b: PlanBuilder) -> None:
+def build_mul_mat_q(node: Tensor, b: Builder) -> None:
     """Quantise the activations to the weights' dot partner, then integer block dots (ggml's CPU numerics)."""
     a, c = src(node, 0), src(node, 1)
     s = spec_q(a.type, c.type)
@@ -51,8 +50,8 @@ def build_mul_mat_q(node: Tensor, b: PlanBuilder) -> None:
              *b.tensor(a), mem, i64(0), *b.tensor(node), i64(c.ne[1]), i64(c.ne[2]))
 
 
-@rule(Op.MUL_MAT, supports=_mm_ok)
-def build_mul_mat(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.MUL_MAT, accepts=_mm_ok)
+def build_mul_mat(node: Tensor, b: Builder) -> None:
     a, c = src(node, 0), src(node, 1)
     if a.type in QUANT32:
         build_mul_mat_q(node, b)
@@ -67,22 +66,22 @@ def build_mul_mat(node: Tensor, b: PlanBuilder) -> None:
         b.launch(s, "k_mul_mat_vec", (a.ne[1] * WG, c.ne[1], batches), (WG, 1, 1), *args)
 
 
-@rule(Op.MUL_MAT_ID, supports=_mm_ok)
-def build_mul_mat_id(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.MUL_MAT_ID, accepts=_mm_ok)
+def build_mul_mat_id(node: Tensor, b: Builder) -> None:
     a, c, ids = src(node, 0), src(node, 1), src(node, 2)
     b.launch(spec(a.type, c.type), "k_mul_mat_id", (a.ne[1] * WG, ids.ne[0], ids.ne[1]), (WG, 1, 1),
              *b.tensor(a), *b.tensor(c), *b.tensor(ids), *b.tensor(node),
              *b.error_args(f"an expert id outside 0..{a.ne[2] - 1}"))
 
 
-def _out_prod_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _out_prod_ok(node: Tensor) -> bool:
     a, c = node.src[0], node.src[1]
     return (a is not None and c is not None and a.type in WEIGHTS and c.type in PLAIN
             and (a.type in PLAIN or a.is_contiguous_rows()))
 
 
-@rule(Op.OUT_PROD, supports=_out_prod_ok)
-def build_out_prod(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.OUT_PROD, accepts=_out_prod_ok)
+def build_out_prod(node: Tensor, b: Builder) -> None:
     a, c = src(node, 0), src(node, 1)
     b.launch_1d(spec(a.type, c.type), "k_out_prod", node.nelements(), *b.tensor(a), *b.tensor(c),
                 *b.tensor(node))

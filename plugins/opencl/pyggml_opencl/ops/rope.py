@@ -2,29 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from pyggml.backend.launch import f32, i32
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op
 from pyggml.ops.rope import ROPE_TYPE_NEOX, RopeParams
 from pyggml.reference.kernels.rope import yarn_corr_dims
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import PlanBuilder, f32, i32, opt_src, rule, src, tname
+from pyggml_opencl.dialect import Builder, tname
 from pyggml_opencl.programs import ProgramSpec
 
-if TYPE_CHECKING:
-    from pyggml_opencl.device import OpenCLDevice
+rules: RuleSet[Builder] = RuleSet()
 
 T = GGMLType
 
 
-def _ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _ok(node: Tensor) -> bool:
     a = node.src[0]
     return a is not None and a.type in (T.F32, T.F16) and node.type == a.type
 
 
-@rule(Op.ROPE, supports=_ok)
-def build_rope(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.ROPE, accepts=_ok)
+def build_rope(node: Tensor, b: Builder) -> None:
     a, pos = src(node, 0), src(node, 1)
     ff = opt_src(node, 2)
     p: RopeParams = node.params

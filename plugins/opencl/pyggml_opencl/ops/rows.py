@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import PLAIN, QUANT_READ, QUANT_WRITE, PlanBuilder, rule, src, tname
+from pyggml_opencl.dialect import PLAIN, QUANT_READ, QUANT_WRITE, Builder, tname
 from pyggml_opencl.programs import ProgramSpec
 
-if TYPE_CHECKING:
-    from pyggml_opencl.device import OpenCLDevice
+rules: RuleSet[Builder] = RuleSet()
 
 FILE = "rows.cl"
 T = GGMLType
@@ -24,7 +22,7 @@ def spec(t0: GGMLType, td: GGMLType, idx: GGMLType = T.I32) -> ProgramSpec:
                           RAWCOPY=int(t0 == td and t0 not in QUANT_READ), **extra)
 
 
-def _get_rows_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _get_rows_ok(node: Tensor) -> bool:
     a = node.src[0]
     if a is None:
         return False
@@ -33,14 +31,14 @@ def _get_rows_ok(node: Tensor, dev: OpenCLDevice) -> bool:
     return a.type in PLAIN or a.type == T.I32
 
 
-@rule(Op.GET_ROWS, supports=_get_rows_ok)
-def build_get_rows(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.GET_ROWS, accepts=_get_rows_ok)
+def build_get_rows(node: Tensor, b: Builder) -> None:
     a, ids = src(node, 0), src(node, 1)
     b.launch_1d(spec(a.type, node.type, ids.type), "k_get_rows", node.nelements(), *b.tensor(a), *b.tensor(ids),
                 *b.tensor(node), *b.error_args(f"a row id outside 0..{a.ne[1] - 1}"))
 
 
-def _set_rows_ok(node: Tensor, dev: OpenCLDevice) -> bool:
+def _set_rows_ok(node: Tensor) -> bool:
     rows, ids = node.src[1], node.src[2]
     if rows is None or ids is None or ids.type not in INDEX:
         return False
@@ -49,8 +47,8 @@ def _set_rows_ok(node: Tensor, dev: OpenCLDevice) -> bool:
     return node.type in PLAIN
 
 
-@rule(Op.SET_ROWS, supports=_set_rows_ok)
-def build_set_rows(node: Tensor, b: PlanBuilder) -> None:
+@rules.rule(Op.SET_ROWS, accepts=_set_rows_ok)
+def build_set_rows(node: Tensor, b: Builder) -> None:
     rows, ids = src(node, 1), src(node, 2)
     s = spec(rows.type, node.type, ids.type)
     err = b.error_args(f"a row id outside 0..{node.ne[1] - 1}")
@@ -70,7 +68,7 @@ def block_copy_ok(a: Tensor, dst: Tensor) -> bool:
     return False
 
 
-def build_block_copy(node: Tensor, b: PlanBuilder) -> None:
+def build_block_copy(node: Tensor, b: Builder) -> None:
     a = src(node, 0)
     if node.type in QUANT_WRITE:
         b.launch_1d(spec(a.type, node.type), "k_quantize", node.nelements() // node.type.traits.blck_size,

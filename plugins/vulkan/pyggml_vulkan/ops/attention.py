@@ -5,20 +5,40 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from pyggml.ops.attention import KV_TYPES
+from pyggml.backend.op_table import RuleSet
+from pyggml.ops.attention import KV_TYPES, alibi
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops import register
 from pyggml_vulkan.ops.common import READABLE, srcs_ok
-from pyggml_vulkan.ops.norm import alibi
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
 
+rules: RuleSet[Planner] = RuleSet()
+
 T = GGMLType
 MAX_HEAD = 640
+
+
+LOOP_LIMIT = 49152
+"""Loop iterations one invocation may take on a CPU-emulated device: lavapipe ends an invocation's loops after 65535
+in all, silently (head size 128 went wrong past about 15,000 keys); a quarter is left as the estimate's margin."""
+
+
+def loop_steps(node: Tensor) -> int:
+    """The loop iterations of one flash_attn.comp thread (see LOOPS there): per block of 64 keys, its key's dot
+    product and its output dims' sums over the block's keys, four steps an iteration, and two reductions."""
+    q, k, v = node.src[0], node.src[1], node.src[2]
+    assert q is not None and k is not None and v is not None
+    per_block = q.ne[0] // 4 + 3 + -(-v.ne[0] // 64) * 20 + 14
+    return -(-k.ne[1] // 64) * per_block + q.ne[0] // 64 + 30
+
+
+def fits_cpu_emulated(node: Tensor) -> bool:
+    """Whether a CPU-emulated device runs the node whole: FLASH_ATTN_EXT within LOOP_LIMIT (others: True)."""
+    return node.op is not Op.FLASH_ATTN_EXT or loop_steps(node) <= LOOP_LIMIT
 
 
 def _fa_ok(node: Tensor) -> bool:
@@ -32,14 +52,15 @@ def _fa_ok(node: Tensor) -> bool:
             and k.ne[2] < 65536 and k.ne[3] < 65536)
 
 
-@register(Op.FLASH_ATTN_EXT, supports=_fa_ok)
+@rules.rule(Op.FLASH_ATTN_EXT, accepts=_fa_ok)
 def flash_attn(node: Tensor, p: Planner) -> None:
     q, k, v = node.src[0], node.src[1], node.src[2]
     mask = node.src[3] if len(node.src) > 3 else None
     sinks = node.src[4] if len(node.src) > 4 else None
     assert q is not None and k is not None and v is not None
     prm = node.params
-    m0, m1, nlog2 = alibi(q.ne[2], prm.max_bias)
+    nlog2, m0, m1 = alibi(q.ne[2], prm.max_bias)
+    m0 = m0 if prm.max_bias > 0.0 else 0.0  # m0 = 0: the shader skips the slopes
     mt = mask if mask is not None else q
     push = struct.pack(
         "<26I4fI", q.offset, k.offset, v.offset, mask.offset if mask else 0, sinks.offset if sinks else 0,

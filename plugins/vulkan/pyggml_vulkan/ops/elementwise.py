@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
-from pyggml_vulkan.ops import register
 from pyggml_vulkan.ops.common import PLAIN, generic_pc, groups_for, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
+
+rules: RuleSet[Planner] = RuleSet()
 
 BINARY_CODE = {Op.ADD: 0, Op.SUB: 1, Op.MUL: 2, Op.DIV: 3, Op.ADD1: 0}
 
@@ -21,7 +23,7 @@ def _binary_ok(node: Tensor) -> bool:
     return srcs_ok(node, (PLAIN, PLAIN)) and node.type in PLAIN
 
 
-@register(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.ADD1, supports=_binary_ok)
+@rules.rule(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.ADD1, accepts=_binary_ok)
 def binary(node: Tensor, p: Planner) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None
@@ -57,7 +59,7 @@ def _unary_ok(node: Tensor) -> bool:
     return a is not None and srcs_ok(node, (PLAIN,)) and node.type in PLAIN and a.ne == node.ne
 
 
-@register(Op.UNARY, *MATH_CODE, supports=_unary_ok)
+@rules.rule(Op.UNARY, *MATH_CODE, accepts=_unary_ok)
 def unary(node: Tensor, p: Planner) -> None:
     a = node.src[0]
     assert a is not None
@@ -70,7 +72,7 @@ def _glu_ok(node: Tensor) -> bool:
     return srcs_ok(node, (PLAIN, PLAIN)) and node.type in PLAIN
 
 
-@register(Op.GLU, supports=_glu_ok)
+@rules.rule(Op.GLU, accepts=_glu_ok)
 def glu(node: Tensor, p: Planner) -> None:
     a = node.src[0]
     b = node.src[1] if len(node.src) > 1 else None

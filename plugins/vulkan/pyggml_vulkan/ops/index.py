@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops import register
 from pyggml_vulkan.ops.common import INTS, PLAIN, generic_pc, groups_for, srcs_ok, unit_words, units_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
+
+rules: RuleSet[Planner] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 ANY_PLAIN = PLAIN | INTS
@@ -35,7 +37,7 @@ def _same_type_ok(node: Tensor) -> bool:
     return srcs_ok(node, (ANY_PLAIN, ANY_PLAIN))
 
 
-@register(Op.REPEAT, Op.CONCAT, supports=_same_type_ok)
+@rules.rule(Op.REPEAT, Op.CONCAT, accepts=_same_type_ok)
 def repeat_concat(node: Tensor, p: Planner) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None
@@ -53,7 +55,7 @@ def _f32_ok(node: Tensor) -> bool:
     return srcs_ok(node, (F32,)) and node.type == GGMLType.F32
 
 
-@register(Op.PAD, Op.DIAG, Op.DIAG_MASK_INF, Op.DIAG_MASK_ZERO, Op.ARANGE, supports=_f32_ok)
+@rules.rule(Op.PAD, Op.DIAG, Op.DIAG_MASK_INF, Op.DIAG_MASK_ZERO, Op.ARANGE, accepts=_f32_ok)
 def f32_maps(node: Tensor, p: Planner) -> None:
     a = node.src[0] if node.src else None
     prm = node.params
@@ -84,7 +86,7 @@ def _view_of(t: Tensor, b: Tensor, prm: object) -> Tensor:
     return v
 
 
-@register(Op.SET, Op.ACC, supports=_set_ok)
+@rules.rule(Op.SET, Op.ACC, accepts=_set_ok)
 def set_acc(node: Tensor, p: Planner) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None

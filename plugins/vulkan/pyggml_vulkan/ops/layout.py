@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops import register
 from pyggml_vulkan.ops.common import (
     INTS,
     PLAIN,
@@ -25,6 +25,8 @@ from pyggml_vulkan.recorder import grid
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
 
+rules: RuleSet[Planner] = RuleSet()
+
 T = GGMLType
 I32 = frozenset({T.I32})
 IDS = frozenset({T.I32, T.I64})
@@ -37,7 +39,7 @@ def _get_rows_ok(node: Tensor) -> bool:
     return srcs_ok(node, (READABLE, I32)) and node.type in (T.F32, T.I32)
 
 
-@register(Op.GET_ROWS, supports=_get_rows_ok)
+@rules.rule(Op.GET_ROWS, accepts=_get_rows_ok)
 def get_rows(node: Tensor, p: Planner) -> None:
     a, ids = node.src[0], node.src[1]
     assert a is not None and ids is not None
@@ -78,7 +80,7 @@ def _copy(node: Tensor, p: Planner) -> None:
                    grid(groups_for(node.nelements())))
 
 
-register(Op.CPY, Op.CONT, Op.DUP, supports=_copy_ok)(_copy)
+rules.rule(Op.CPY, Op.CONT, Op.DUP, accepts=_copy_ok)(_copy)
 
 
 def _set_rows_ok(node: Tensor) -> bool:
@@ -87,7 +89,7 @@ def _set_rows_ok(node: Tensor) -> bool:
     return srcs_ok(node, (WRITABLE, frozenset({T.F32}), IDS)) and node.type in PLAIN | INTS
 
 
-@register(Op.SET_ROWS, supports=_set_rows_ok)
+@rules.rule(Op.SET_ROWS, accepts=_set_rows_ok)
 def set_rows(node: Tensor, p: Planner) -> None:
     rows, ids = node.src[1], node.src[2]
     assert rows is not None and ids is not None

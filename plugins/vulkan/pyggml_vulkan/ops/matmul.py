@@ -7,15 +7,17 @@ import os
 import struct
 from typing import TYPE_CHECKING
 
+from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops import register
 from pyggml_vulkan.ops.common import PLAIN, QUANTS, READABLE, generic_pc, groups_for, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
+
+rules: RuleSet[Planner] = RuleSet()
 
 Q8_DOT = QUANTS - {GGMLType.Q8_1}
 """Weights whose product uses activations quantised to ggml's dot partner (Q8_0 / Q8_1 / Q8_K), as ggml's CPU
@@ -23,11 +25,19 @@ backend computes it; this is what makes greedy tokens equal to the CPU backend's
 NC_MAX = 8
 WG = 64
 """Columns of b per work group (each a element loaded once for all of them)."""
+LOOP_BUDGET = 1 << 15
+"""Elements of a row one thread multiplies on a CPU-emulated device. lavapipe (llvmpipe) ends an invocation's loops
+after 65535 iterations, counted over all its loops together (a K-quant super-block's 256-step dequantisation loop
+counts each step), and silently: a K of 70,000 came out 6% low, 131,072 50%. Threads share a row until each has at
+most this many elements; the rest of the 65535 is left to the shader's other loops."""
+MAX_K = WG * LOOP_BUDGET
+"""Longest row (K) a work group of WG threads takes within that budget (2^21, as the norms' MAX_ROW); longer rows
+are left to another backend."""
 
 
 def _mul_mat_ok(node: Tensor) -> bool:
     a = node.src[0]
-    if a is None or not srcs_ok(node, (READABLE, PLAIN)):
+    if a is None or a.ne[0] > MAX_K or not srcs_ok(node, (READABLE, PLAIN)):
         return False
     return a.type in PLAIN or a.ne[0] % 32 == 0
 
@@ -48,12 +58,12 @@ def quantize_activations(a_type: GGMLType, b: Tensor, p: Planner) -> tuple[Tenso
     return q, lay
 
 
-@register(Op.MUL_MAT, supports=_mul_mat_ok)
+@rules.rule(Op.MUL_MAT, accepts=_mul_mat_ok)
 def mul_mat(node: Tensor, p: Planner) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None
     nc = 1 if b.ne[1] == 1 else NC_MAX
-    tpr = threads_per_row(p)
+    tpr = threads_per_row(p, a.ne[0])
     n = -(-a.ne[1] // (WG // tpr)) * -(-b.ne[1] // nc) * b.ne[2] * b.ne[3]
     if a.type in Q8_DOT:
         q, lay = quantize_activations(a.type, b, p)
@@ -63,7 +73,9 @@ def mul_mat(node: Tensor, p: Planner) -> None:
 
 
 def _mul_mat_id_ok(node: Tensor) -> bool:
-    return srcs_ok(node, (READABLE, PLAIN, frozenset({GGMLType.I32}))) and node.type == GGMLType.F32
+    a = node.src[0]
+    return (a is not None and a.ne[0] <= MAX_K and srcs_ok(node, (READABLE, PLAIN, frozenset({GGMLType.I32})))
+            and node.type == GGMLType.F32)
 
 
 def ids_pc(a: Tensor, b: Tensor, d: Tensor, ids: Tensor) -> bytes:
@@ -75,13 +87,13 @@ def ids_pc(a: Tensor, b: Tensor, d: Tensor, ids: Tensor) -> bytes:
     return bytes(pc)
 
 
-@register(Op.MUL_MAT_ID, supports=_mul_mat_id_ok)
+@rules.rule(Op.MUL_MAT_ID, accepts=_mul_mat_id_ok)
 def mul_mat_id(node: Tensor, p: Planner) -> None:
     """One column per (slot, token); the shaders read the expert id of each (NC 1: neighbouring columns may use
     other experts)."""
     a, b, ids = node.src[0], node.src[1], node.src[2]
     assert a is not None and b is not None and ids is not None
-    tpr = threads_per_row(p)
+    tpr = threads_per_row(p, a.ne[0])
     n = -(-a.ne[1] // (WG // tpr)) * node.ne[1] * node.ne[2]
     what = f"an expert id outside 0..{a.ne[2] - 1}"
     if a.type in Q8_DOT:
@@ -93,20 +105,25 @@ def mul_mat_id(node: Tensor, p: Planner) -> None:
                grid(n), checks=what)
 
 
-def threads_per_row(p: Planner) -> int:
-    """One thread per output row on CPU-emulated devices (lavapipe vectorises across rows and work-group
-    barriers are expensive there); a cooperative reduction of 32 threads per row on real GPUs."""
+def threads_per_row(p: Planner, k: int) -> int:
+    """A cooperative reduction of 32 threads per output row on real GPUs. On CPU-emulated devices one thread per
+    row (lavapipe vectorises across rows), or the fewest (a power of two) that keep each thread's share of a row of
+    k elements within LOOP_BUDGET."""
     forced = os.environ.get("PYGGML_VULKAN_TPR", "")
     if forced:
         return max(1, min(WG, int(forced)))
-    return 1 if p.ctx.info.is_cpu else 32
+    if not p.ctx.info.is_cpu:
+        return 32
+    return min(WG, 1 << max(0, -(-k // LOOP_BUDGET) - 1).bit_length())
 
 
 def _out_prod_ok(node: Tensor) -> bool:
-    return srcs_ok(node, (READABLE, PLAIN)) and node.type == GGMLType.F32
+    """One thread per output element loops over k (a.ne[1]): at most LOOP_BUDGET (k = 70,000 was 23% off)."""
+    a = node.src[0]
+    return a is not None and a.ne[1] <= LOOP_BUDGET and srcs_ok(node, (READABLE, PLAIN)) and node.type == GGMLType.F32
 
 
-@register(Op.OUT_PROD, supports=_out_prod_ok)
+@rules.rule(Op.OUT_PROD, accepts=_out_prod_ok)
 def out_prod(node: Tensor, p: Planner) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None

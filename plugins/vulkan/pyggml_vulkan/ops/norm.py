@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import math
 import struct
 from typing import TYPE_CHECKING
 
+from pyggml.backend.op_table import RuleSet
+from pyggml.ops.attention import alibi
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops import register
 from pyggml_vulkan.ops.common import PLAIN, generic_pc, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
+
+rules: RuleSet[Planner] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 NORM_CODE = {Op.NORM: 0, Op.RMS_NORM: 1, Op.L2_NORM: 2}
@@ -34,7 +36,7 @@ def _norm_ok(node: Tensor) -> bool:
     return n <= MAX_ROW and srcs_ok(node, (F32,)) and node.type == GGMLType.F32
 
 
-@register(*NORM_CODE, supports=_norm_ok)
+@rules.rule(*NORM_CODE, accepts=_norm_ok)
 def norm(node: Tensor, p: Planner) -> None:
     a = node.src[0]
     assert a is not None
@@ -42,7 +44,7 @@ def norm(node: Tensor, p: Planner) -> None:
                grid(a.nrows()))
 
 
-@register(Op.GROUP_NORM, supports=_norm_ok)
+@rules.rule(Op.GROUP_NORM, accepts=_norm_ok)
 def group_norm(node: Tensor, p: Planner) -> None:
     a = node.src[0]
     assert a is not None
@@ -51,31 +53,23 @@ def group_norm(node: Tensor, p: Planner) -> None:
     p.dispatch("norm", (3,), [a], node, generic_pc(a, None, node, per_group, (node.params.eps,)), grid(groups))
 
 
-def alibi(n_head: int, max_bias: float) -> tuple[float, float, int]:
-    """(m0, m1, n_head_log2) of ALiBi; m0 = 0 means no slopes."""
-    if max_bias <= 0:
-        return 0.0, 0.0, 0
-    n = 1 << math.floor(math.log2(n_head))
-    return 2.0 ** (-max_bias / n), 2.0 ** (-max_bias / 2.0 / n), n
-
-
 def _soft_max_ok(node: Tensor) -> bool:
     a = node.src[0]
     return (a is not None and a.ne[0] <= MAX_ROW and srcs_ok(node, (F32, PLAIN, F32)) and a.is_contiguous_rows()
             and node.is_contiguous_rows() and node.type == GGMLType.F32)
 
 
-@register(Op.SOFT_MAX, supports=_soft_max_ok)
+@rules.rule(Op.SOFT_MAX, accepts=_soft_max_ok)
 def soft_max(node: Tensor, p: Planner) -> None:
     a, mask = node.src[0], node.src[1] if len(node.src) > 1 else None
     sinks = node.src[2] if len(node.src) > 2 else None
     assert a is not None
     prm = node.params
-    m0, m1, nlog2 = alibi(a.ne[2], prm.max_bias)
+    nlog2, m0, m1 = alibi(a.ne[2], prm.max_bias)
     mt = mask if mask is not None else a
     push = struct.pack(
         "<19I3f2I", a.offset, mask.offset if mask else 0, sinks.offset if sinks else 0, node.offset,
         *a.ne, a.nb[1], a.nb[2], a.nb[3], mt.ne[2], mt.ne[3], mt.nb[1], mt.nb[2], mt.nb[3],
-        node.nb[1], node.nb[2], node.nb[3], prm.scale, m0, m1, nlog2, int(m0 != 0.0))
+        node.nb[1], node.nb[2], node.nb[3], prm.scale, m0, m1, nlog2, int(prm.max_bias > 0.0))
     spec = (int(mt.type), int(mask is not None), int(sinks is not None))
     p.dispatch("soft_max", spec, [a, mask, sinks], node, push, grid(a.nrows()))

@@ -6,15 +6,17 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
+from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops import register
 from pyggml_vulkan.ops.common import PLAIN, generic_pc, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
+
+rules: RuleSet[Planner] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 I32 = frozenset({GGMLType.I32})
@@ -46,7 +48,7 @@ def _with_offsets(push: bytes, oa: int | None = None, od: int | None = None, g: 
     return bytes(pc)
 
 
-@register(*CODE, supports=_ok)
+@rules.rule(*CODE, accepts=_ok)
 def reduce(node: Tensor, p: Planner) -> None:
     a = node.src[0]
     b = node.src[1] if len(node.src) > 1 else None

@@ -6,16 +6,18 @@ import math
 import struct
 from typing import TYPE_CHECKING
 
+from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.ops.rope import ROPE_TYPE_NEOX, RopeParams
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops import register
 from pyggml_vulkan.ops.common import groups_for, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
+
+rules: RuleSet[Planner] = RuleSet()
 
 T = GGMLType
 
@@ -36,7 +38,7 @@ def _rope_ok(node: Tensor) -> bool:
     return srcs_ok(node, (frozenset({T.F32, T.F16}), frozenset({T.I32}), frozenset({T.F32})))
 
 
-@register(Op.ROPE, supports=_rope_ok)
+@rules.rule(Op.ROPE, accepts=_rope_ok)
 def rope(node: Tensor, p: Planner) -> None:
     a, pos = node.src[0], node.src[1]
     ff = node.src[2] if len(node.src) > 2 else None

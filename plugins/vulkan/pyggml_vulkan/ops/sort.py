@@ -7,16 +7,18 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
+from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.ops.reduce import SortOrder
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops import register
 from pyggml_vulkan.ops.common import groups_for, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import Planner
+
+rules: RuleSet[Planner] = RuleSet()
 
 CHUNK = 2048
 """Pairs sorted in shared memory by one work group (16 KiB: every Vulkan device has that much)."""
@@ -32,7 +34,7 @@ def _push(a: Tensor, d: Tensor, np_: int, scratch: int = 0, kk: int = 0, jj: int
                        *a.nb, *d.nb, kk, jj, last)
 
 
-@register(Op.ARGSORT, Op.TOP_K, supports=_sort_ok)
+@rules.rule(Op.ARGSORT, Op.TOP_K, accepts=_sort_ok)
 def sort(node: Tensor, p: Planner) -> None:
     a = node.src[0]
     assert a is not None

@@ -1,0 +1,23 @@
+"""The Vulkan op table: the rules of the op families (`pyggml_vulkan.ops`), listed here once, over core's
+`OpTable`. `supports_op` and the recording both read `TABLE`, so they cannot drift apart."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyggml.backend.op_table import OpTable
+from pyggml.graph import Graph
+from pyggml_vulkan.ops import attention, elementwise, index, layout, matmul, norm, reduce, rope, sort
+
+if TYPE_CHECKING:
+    from pyggml_vulkan.recorder import Planner
+
+TABLE: OpTable[Planner] = OpTable(
+    "Vulkan", attention.rules, elementwise.rules, index.rules, layout.rules, matmul.rules, norm.rules, reduce.rules,
+    rope.rules, sort.rules,
+)
+
+
+def plan_graph(graph: Graph, planner: Planner, who: str = "Vulkan") -> None:
+    """Record the dispatches of every node that needs a kernel into `planner`."""
+    TABLE.build(graph.nodes, planner, who)
