@@ -3,9 +3,9 @@
 the liveness lower bound (computed here, independently of pyggml.alloc), and the time of reserve and of replay.
 
 Prints JSON. Targets (issue: graph allocator): peak within 5% of the lower bound; reserve < 20 ms; replay of
-the unchanged graph (alloc_graph) < 1 ms for about 1,000 nodes. "peak_compute_bytes" is ggml's placement (the
-default); "peak_bytes_ggml_exact" also turns off in-place reuse through views (view_inplace=False);
-"peak_bytes_by_size" is the offline repacking (placement="by_size").
+the unchanged graph (alloc_graph) < 1 ms for about 1,000 nodes. "peak_compute_bytes" is the default placement
+("smallest"); "peak_bytes_ggml_exact" is ggml's plan (placement="ggml", view_inplace=False);
+"peak_bytes_by_size" is the offline repacking alone (placement="by_size").
 
     python benchmarks/bench_gallocr.py [--repeat N]
 """
@@ -91,7 +91,7 @@ def measure(n_tokens: int, n_past: int, repeat: int, n_outputs: int | None = Non
     graphs = [llama.graph(n_tokens, n_past, n_outputs).graph for _ in range(2 * repeat + 3)]
     g = graphs.pop()
     lower_bound, no_reuse = liveness(g, buft)
-    exact = GraphAllocator(buft, view_inplace=False)
+    exact = GraphAllocator(buft, view_inplace=False, placement="ggml")
     exact.reserve(graphs.pop())
     by_size = GraphAllocator(buft, placement="by_size")
     g_by_size = graphs.pop()

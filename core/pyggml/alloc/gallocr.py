@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
 from pyggml.alloc.buffers import MultiBuffer
-from pyggml.alloc.by_size import repack
+from pyggml.alloc.by_size import lower_bound, repack
 from pyggml.alloc.plan import OWNED, Plan, Planner
 from pyggml.alloc.replay import Replay
 from pyggml.alloc.tensor_alloc import TensorAllocator
@@ -45,22 +45,30 @@ class NodeAlloc(NamedTuple):
     """One record per non-empty src slot of the node, in slot order."""
 
 
+Placement = Literal["smallest", "ggml", "by_size"]
+PLACEMENTS: tuple[Placement, ...] = ("smallest", "ggml", "by_size")
+_Candidate = tuple[Plan, list[list[int]]]
+"""A plan and, per allocator, its chunk sizes."""
+
+
 class GraphAllocator:
     """Static memory planning of compute graphs over one or several buffer types (buffer ids index `bufts`).
 
-    `view_inplace=False` reproduces ggml exactly (its in-place reuse through a view parent never runs);
-    the default lets a node take over a dying owner through a zero-offset view of it. `placement="by_size"`
-    repacks the planned blocks offline, largest first, when that gives smaller buffers than ggml's online best
-    fit (same lifetimes, other offsets; docs/allocator.md)."""
+    `view_inplace` lets a node take over a dying data owner through a view of it (ggml's branch for this never
+    runs). `placement`: "ggml" is ggml's online best fit, so `placement="ggml", view_inplace=False` gives ggml's
+    plan exactly; "by_size" also repacks the planned blocks offline, largest first, when that is smaller;
+    "smallest" (the default) plans with `view_inplace` and, where that took a reuse ggml would not, with ggml's
+    rules too, repacks the more promising plan, and keeps the smallest plan that is on no buffer type larger than
+    ggml's own (docs/allocator.md)."""
 
     def __init__(self, bufts: BufferType | Sequence[BufferType], *, view_inplace: bool = True,
-                 placement: Literal["ggml", "by_size"] = "ggml") -> None:
+                 placement: Placement = "smallest") -> None:
         self.bufts: list[BufferType] = [bufts] if isinstance(bufts, BufferType) else list(bufts)
         if not self.bufts:
             raise AllocationError("GraphAllocator needs at least one buffer type")
         self.view_inplace = view_inplace
-        if placement not in ("ggml", "by_size"):
-            raise AllocationError(f"GraphAllocator: placement {placement!r} is not 'ggml' or 'by_size'")
+        if placement not in PLACEMENTS:
+            raise AllocationError(f"GraphAllocator: placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
         self.placement = placement
         self._unique: list[TensorAllocator] = []
         self._slot: list[int] = []
@@ -97,10 +105,7 @@ class GraphAllocator:
         the previous plan and buffers stay as they were."""
         node_ids = self._check_ids(node_buffer_ids, graph.n_nodes, "node")
         leaf_ids = self._check_ids(leaf_buffer_ids, graph.n_leafs, "leaf")
-        plan = Planner(graph, self.bufts, self._allocs, node_ids, leaf_ids, self.owns, self.view_inplace).run()
-        sizes = [a.chunk_sizes() for a in self._unique]
-        if self.placement == "by_size":
-            repack(plan, self._slot, len(self._unique), [a.max_chunk_size for a in self._unique], sizes)
+        plan, sizes = self._make_plan(graph, node_ids, leaf_ids)
         chunk_bufs = self._grown_buffers(sizes)
         for old, new in zip(self._chunk_bufs, chunk_bufs, strict=True):
             for b in old:
@@ -116,6 +121,50 @@ class GraphAllocator:
         if log.isEnabledFor(logging.DEBUG):
             for i in range(len(self.bufts)):
                 log.debug("reserve: %s buffer %d: %d bytes", self.bufts[i].name, i, self.buffer_size(i))
+
+    def _make_plan(self, graph: Graph, node_ids: Sequence[int], leaf_ids: Sequence[int]) -> _Candidate:
+        """The plan of `graph` for this allocator's placement, and each allocator's chunk sizes under it."""
+        n_slots, max_chunk = len(self._unique), [a.max_chunk_size for a in self._unique]
+
+        planner = Planner(graph, self.bufts, self._allocs, node_ids, leaf_ids, self.owns, self.view_inplace)
+
+        def online(ggml_rules: bool = False) -> _Candidate:
+            plan = planner.run_ggml_rules() if ggml_rules else planner.run()
+            return plan, [a.chunk_sizes() for a in self._unique]
+
+        def bound(plan: Plan) -> list[int]:
+            return lower_bound(plan.blocks, self._slot, n_slots)
+
+        first = online()
+        if self.placement == "ggml":
+            return first
+        if self.placement == "by_size":
+            repack(first[0], self._slot, n_slots, max_chunk, first[1], bound(first[0]))
+            return first
+        # "smallest": ggml's own plan is the reference; another plan is taken only where it is nowhere larger
+        candidates = [first]
+        if first[0].beyond_ggml:
+            candidates.append(online(ggml_rules=True))
+        ggml_sizes = [sum(s) for s in candidates[-1][1]]
+
+        def total(sizes: list[list[int]]) -> int:
+            return sum(map(sum, sizes))
+
+        def allowed(sizes: list[list[int]]) -> bool:
+            return all(sum(s) <= g for s, g in zip(sizes, ggml_sizes, strict=True))
+
+        best = min((c for c in candidates if allowed(c[1])), key=lambda c: total(c[1]))
+        # repack the candidate with the lowest liveness bound (packing both costs twice the time for a few bytes),
+        # unless that bound shows that no packing can beat the best online plan
+        bounds = [bound(c[0]) for c in candidates]
+        i = min(range(len(candidates)), key=lambda i: sum(bounds[i]))
+        if sum(bounds[i]) < total(best[1]):
+            plan, sizes = candidates[i][0], [list(s) for s in candidates[i][1]]
+            # repack only ever makes a plan smaller: if this plan was the best, it still is, with the new sizes
+            repack(plan, self._slot, n_slots, max_chunk, sizes, bounds[i])
+            if allowed(sizes) and total(sizes) < total(best[1]):
+                best = plan, sizes
+        return best
 
     def _place(self, buffer_id: int, chunk: int) -> Buffer:
         return self._chunk_bufs[self._slot[buffer_id]][chunk]
@@ -223,4 +272,4 @@ def _record(p: Plan, k: int) -> AllocRecord:
 def _strip(p: Plan) -> Plan:
     """The plan without tensor references (records only), so a reserve does not keep a graph alive."""
     return Plan([], p.n_leafs, p.n_nodes, p.extra_origin, p.node_srcs, p.kind, p.buffer_id, p.chunk, p.offset,
-                p.size, p.block, p.blocks)
+                p.size, p.block, p.blocks, p.beyond_ggml)

@@ -50,6 +50,8 @@ class Plan:
     block: list[int]
     """Per OWNED tensor: the memory block it lives in (in-place results share their parent's block)."""
     blocks: Blocks
+    beyond_ggml: bool = False
+    """Whether an in-place reuse through a view parent (a rule ggml does not apply) was taken."""
 
 
 @dataclass(slots=True)
@@ -72,7 +74,9 @@ def _root(t: Tensor) -> Tensor:
 
 
 class Planner:
-    """One run of the liveness pass; `run` returns the Plan. The allocators are reset first."""
+    """The liveness pass over one graph. The graph is analysed once (ids, data owners, kinds, children and view
+    counts); `run` is one pass with the in-place rules asked for and `run_ggml_rules` one with ggml's, each
+    returning its Plan (the allocators are reset first), so that both cost one analysis."""
 
     def __init__(
         self,
@@ -90,7 +94,7 @@ class Planner:
         self.node_ids = node_ids
         self.leaf_ids = leaf_ids
         self.is_own = is_own
-        self.view_inplace = view_inplace
+        self.rules_view_inplace = view_inplace
         leafs, nodes = graph.leafs, graph.nodes
         self.n_leafs, self.n_nodes = len(leafs), len(nodes)
         self.tensors: list[Tensor] = [*leafs, *nodes]
@@ -104,8 +108,16 @@ class Planner:
         self.kind = [VIEW if r != NO_ROOT else self._kind(t) for t, r in zip(self.tensors, self.root, strict=True)]
         self.flags = [int(t.flags) for t in self.tensors]
         """TensorFlag bits as plain ints (IntFlag arithmetic is slow in the hot loops)."""
-        self.n_children = [0] * n
-        self.n_views = [0] * n
+        self.children0, self.views0, self.inputs = self._count()
+        self._alloc_sizes = [[-1] * n for _ in bufts]
+        """[buffer id][k]: alloc size, computed once for all passes (-1: not yet)."""
+
+    def _reset(self, view_inplace: bool) -> None:
+        """The state of one pass."""
+        n = len(self.tensors)
+        self.view_inplace = view_inplace
+        self.n_children = list(self.children0)
+        self.n_views = list(self.views0)
         self.placed = [False] * n
         self.alive = [False] * n
         """ggml's `allocated` flag: owned and still holding its memory (cleared when freed or donated)."""
@@ -116,6 +128,7 @@ class Planner:
         self.block = [-1] * n
         self.blocks = Blocks([], [], [], [])
         self.tick = 0
+        self.beyond_ggml = False
 
     # ---- ids ------------------------------------------------------------------------------------------------
 
@@ -154,6 +167,16 @@ class Planner:
     # ---- the pass -------------------------------------------------------------------------------------------
 
     def run(self) -> Plan:
+        """One pass with the rules given to the constructor (`view_inplace`: in-place reuse through a view
+        parent, which ggml does not do)."""
+        return self._pass(self.rules_view_inplace)
+
+    def run_ggml_rules(self) -> Plan:
+        """One pass with ggml's in-place rules."""
+        return self._pass(False)
+
+    def _pass(self, view_inplace: bool) -> Plan:
+        self._reset(view_inplace)
         for a in {id(a): a for a in self.allocs}.values():
             a.reset()
         L = self.n_leafs
@@ -162,7 +185,8 @@ class Planner:
         # srcs from outside the graph carry data in, like leafs (ggml would place them at their first use)
         for e, (i, _) in enumerate(self.extra_origin):
             self.allocate(L + self.n_nodes + e, self.node_ids[i], inplace=False)
-        self._count()
+        for k, bid in self.inputs:
+            self.allocate(k, bid, inplace=False)
         n_children, n_views, root, alive = self.n_children, self.n_views, self.root, self.alive
         for i, srcs in enumerate(self.node_srcs):
             bid = self.node_ids[i]
@@ -181,26 +205,37 @@ class Planner:
                 elif r == NO_ROOT and alive[p]:
                     self.free(p)
         return Plan(self.tensors, L, self.n_nodes, self.extra_origin, self.node_srcs, self.kind, self.buffer_id,
-                    self.chunk, self.offset, self.size, self.block, self.blocks)
+                    self.chunk, self.offset, self.size, self.block, self.blocks, self.beyond_ggml)
 
-    def _count(self) -> None:
-        """Children and views of every tensor; INPUT tensors are allocated now, before anything can be freed."""
-        L, tensors, root, n_children, n_views = self.n_leafs, self.tensors, self.root, self.n_children, self.n_views
+    def _count(self) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+        """Children and views of every tensor, and the INPUT tensors (with their buffer ids) in the order ggml's
+        counting pre-pass allocates them: before anything can be freed."""
+        L, tensors, root = self.n_leafs, self.tensors, self.root
+        n_children, n_views = [0] * len(tensors), [0] * len(tensors)
+        inputs: list[tuple[int, int]] = []
         flags, input_flag = self.flags, int(TensorFlag.INPUT)
         for i, srcs in enumerate(self.node_srcs):
             k = L + i
             if root[k] >= 0 and tensors[k].op is not Op.NONE:
                 n_views[root[k]] += 1
             if flags[k] & input_flag:
-                self.allocate(k, self.node_ids[i], inplace=False)
+                inputs.append((k, self.node_ids[i]))
             for p in srcs:
                 n_children[p] += 1
                 if flags[p] & input_flag:
-                    self.allocate(p, self.node_ids[i], inplace=False)
+                    inputs.append((p, self.node_ids[i]))
         # a NONE-op view that has consumers keeps its owner alive too (ggml counts only op != NONE views)
         for k, t in enumerate(tensors):
             if root[k] >= 0 and t.op is Op.NONE and n_children[k]:
                 n_views[root[k]] += 1
+        return n_children, n_views, inputs
+
+    def alloc_size(self, k: int, bid: int) -> int:
+        cache = self._alloc_sizes[bid]
+        size = cache[k]
+        if size < 0:
+            size = cache[k] = self.bufts[bid].alloc_size(self.tensors[k])
+        return size
 
     def allocate(self, k: int, bid: int, *, inplace: bool) -> None:
         if self.placed[k] or self.kind[k] != OWNED:
@@ -209,7 +244,10 @@ class Planner:
         t = self.tensors[k]
         if inplace and t.op in _INPLACE and self._reuse_parent(k, t):
             return
-        size = self.bufts[bid].alloc_size(t)
+        cache = self._alloc_sizes[bid]
+        size = cache[k]
+        if size < 0:
+            size = cache[k] = self.bufts[bid].alloc_size(t)
         try:
             self.chunk[k], self.offset[k] = self.allocs[bid].alloc(size, "it")
         except AllocationError as e:
@@ -225,7 +263,8 @@ class Planner:
         self.tick += 1
 
     def _reuse_parent(self, k: int, t: Tensor) -> bool:
-        """Give node k the memory of a parent whose only remaining consumer it is (ggml's in-place reuse)."""
+        """Give node k the memory of a parent whose only remaining consumer it is (ggml's in-place reuse); with
+        `view_inplace`, also through a zero-offset view parent whose data owner has nothing else left."""
         tensors, kind, root, flags = self.tensors, self.kind, self.root, self.flags
         output = _OUTPUT
         for p in self.node_srcs[k - self.n_leafs]:
@@ -245,13 +284,14 @@ class Planner:
             if r >= 0 and (self.n_views[r] != 1 or self.n_children[r] != 0 or parent.view_offs != 0):
                 continue
             bid = self.buffer_id[owner]
-            size = self.bufts[bid].alloc_size(t)
+            size = self.alloc_size(k, bid)
             if size > self.size[owner]:
                 continue
             self.buffer_id[k], self.chunk[k], self.offset[k] = bid, self.chunk[owner], self.offset[owner]
             self.size[k] = size
             self.block[k] = self.block[owner]
             self.alive[owner] = False
+            self.beyond_ggml |= r >= 0
             align = self.allocs[bid].alignment
             used, held = align_up(size, align), align_up(self.size[owner], align)
             if held > used:
