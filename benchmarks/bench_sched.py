@@ -30,12 +30,12 @@ from typing import Any
 from pyggml.alloc.weights import plan_ranges
 from pyggml.backend.protocol import BufferType, BufferUsage, DeviceType
 from pyggml.backend.sched import Scheduler
-from pyggml.backend.sched.testing import FakeDevice, fake_device
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_llama.model import BuiltGraph
 from pyggml_llama.synthetic import SMOLLM2_135M, SyntheticLlama, synthetic_llama
+from pyggml_testing.devices import FakeDevice, fake_device
 
 BUDGET_MS = 20.0
 

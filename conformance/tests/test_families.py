@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import suite
 
 from pyggml import ops
 from pyggml.ops.base import Op
@@ -13,6 +12,7 @@ from pyggml_conformance.case import Case, Compare
 from pyggml_conformance.compare import check
 from pyggml_conformance.inputs import integers
 from pyggml_conformance.runner import Status, compare_case, open_target
+from pyggml_testing.conformance import suite
 
 
 def _family(tag: str) -> list[Case]:

@@ -7,7 +7,13 @@ import json
 from collections.abc import Callable
 
 import pytest
-from conftest import (
+
+from pyggml.ops.base import Op
+from pyggml_conformance.cli import main
+from pyggml_conformance.runner import Status, compare_case, open_target
+from pyggml_conformance.suite import Options, run
+from pyggml_testing.conformance import (
+    cases_of,
     crash,
     make_nan,
     nothing,
@@ -17,12 +23,6 @@ from conftest import (
     write_before_start,
     write_past_end,
 )
-from helpers import cases_of
-
-from pyggml.ops.base import Op
-from pyggml_conformance.cli import main
-from pyggml_conformance.runner import Status, compare_case, open_target
-from pyggml_conformance.suite import Options, run
 
 ADD = frozenset({Op.ADD})
 

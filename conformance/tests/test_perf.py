@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from helpers import cases_of
 
 from pyggml_conformance import perf
 from pyggml_conformance.runner import Status, open_target, realize
+from pyggml_testing.conformance import cases_of
 
 
 def test_matmul_reports_gflops(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from helpers import suite
-
 from pyggml.ops.base import OPS, Op
 from pyggml_conformance.cases.common import QUANTS
 from pyggml_conformance.runner import Status, compare_case, open_target, realize
+from pyggml_testing.conformance import suite
 
 # Cases per op in ggml's test-backend-ops (eval mode, ggml-org/ggml d99724f2, UNARY and GLU summed over the
 # sub-ops pyggml has): the suite aims for at least as many.

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import suite
 
 from pyggml.backend.protocol import DeviceType
 from pyggml_conformance.runner import available_names, open_target, support_case
 from pyggml_conformance.support import build_matrix, cell, parse, render
+from pyggml_testing.conformance import suite
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 

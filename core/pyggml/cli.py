@@ -1,4 +1,5 @@
-"""The `pyggml` command: devices, plugins, info, graph pictures, and the conformance suite."""
+"""The `pyggml` command: devices, plugins, info, graph pictures, and the subcommands of installed distributions
+(entry points of group pyggml.commands: `conformance` from pyggml-conformance, `rpc-server` from pyggml-rpc)."""
 
 from __future__ import annotations
 
@@ -69,14 +70,19 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
+    """Every entry point of group pyggml.backends: distribution, version, the backend API it declares, status."""
+    from pyggml.backend.protocol import API_VERSION
+
     h = hub()
     h.load()
     rows = [asdict(p) for p in h.plugins]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    print(f"pyggml implements backend API {API_VERSION}")
     for p in rows:
-        print(f"{p['name']:<12} {p['distribution']:<20} {p['version']:<10} {p['status']:<8} "
+        api = "-" if p["api_version"] is None else p["api_version"]
+        print(f"{p['name']:<12} {p['distribution']:<20} {p['version']:<10} api={api!s:<3} {p['status']:<12} "
               f"registries={','.join(p['registries']) or '-'}")
         if p["error"]:
             last = p["error"].strip().splitlines()[-1]
@@ -147,14 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra = plugin_commands()
     if argv and argv[0] in extra:
         return int(extra[argv[0]].load()(argv[1:]))
-    if argv and argv[0] == "conformance":
-        try:
-            conformance = importlib.import_module("pyggml_conformance.cli")
-        except ImportError:
-            print("pyggml conformance needs the pyggml-conformance distribution (pip install ./conformance)",
-                  file=sys.stderr)
-            return 2
-        return int(conformance.main(argv[1:]))
+    if argv and argv[0] == "conformance":  # registered in COMMANDS_GROUP by pyggml-conformance, when installed
+        print("pyggml conformance needs the pyggml-conformance distribution (pip install ./conformance)",
+              file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog="pyggml", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("devices", help="list devices of every loaded backend plugin")
@@ -169,7 +171,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("target", help="MODULE:FUNCTION returning a Graph or Tensor")
     p.add_argument("-o", "--output", help="file.dot or file.svg (default: DOT on stdout)")
     p.set_defaults(fn=cmd_graph)
-    sub.add_parser("conformance", help="run the op conformance suite (pyggml conformance --help)")
     for name, ep in sorted(extra.items()):
         dist = ep.dist.name if ep.dist is not None else "a plugin"
         sub.add_parser(name, help=f"from {dist} ({name} --help)")

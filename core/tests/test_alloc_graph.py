@@ -11,11 +11,11 @@ from pyggml import ops
 from pyggml.alloc import GraphAllocator, alloc_ctx_tensors, verify_allocation
 from pyggml.alloc import gallocr as gallocr_mod
 from pyggml.alloc.plan import Planner
-from pyggml.alloc.testing import TestBufferType
 from pyggml.backend.protocol import BufferUsage
 from pyggml.errors import AllocationError, GraphError
 from pyggml.reference.backend import compute_node
 from pyggml.tensor import Tensor
+from pyggml_testing.buffers import TestBufferType
 
 F32 = gg.F32
 SIZE = 128  # an [8, 4] F32 tensor

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 import pyggml as gg
 from pyggml import ops
 from pyggml.alloc import GraphAllocator, alloc_ctx_tensors, verify_allocation
-from pyggml.alloc.testing import TestBufferType
 from pyggml.ops.base import can_repeat
 from pyggml.reference.backend import compute_node
 from pyggml.tensor import Tensor
+from pyggml_testing.buffers import TestBufferType
 
 SHAPES = [(4, 3, 2, 1), (4, 3, 1, 1), (6, 2, 2, 1), (2, 3, 4, 1), (4, 1, 1, 1), (3, 2, 1, 1)]
 AXES = [(1, 0, 2, 3), (0, 2, 1, 3), (2, 0, 1, 3), (1, 2, 0, 3)]

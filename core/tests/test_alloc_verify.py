@@ -7,9 +7,9 @@ import pytest
 import pyggml as gg
 from pyggml import ops
 from pyggml.alloc import GraphAllocator, verify_allocation
-from pyggml.alloc.testing import TestBufferType
 from pyggml.errors import AllocationError
 from pyggml.tensor import Tensor
+from pyggml_testing.buffers import TestBufferType
 
 
 def _placed() -> tuple[gg.Graph, list[Tensor]]:

@@ -8,9 +8,9 @@ import pytest
 import pyggml as gg
 from pyggml import ops
 from pyggml.alloc import MultiBuffer, alloc_ctx_tensors
-from pyggml.alloc.testing import TestBufferType
 from pyggml.backend.protocol import BufferUsage
 from pyggml.errors import AllocationError
+from pyggml_testing.buffers import TestBufferType
 
 
 def _ctx(*sizes: int) -> gg.Context:

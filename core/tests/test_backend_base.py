@@ -13,8 +13,8 @@ import pytest
 from pyggml.backend.accounting import AllocationTally, alloc_error
 from pyggml.backend.host import HostBufferType
 from pyggml.backend.protocol import Device, DeviceCaps, DeviceType, LazyRegistry
-from pyggml.backend.sched.testing import fake_device
 from pyggml.errors import AllocationError
+from pyggml_testing.devices import fake_device
 
 
 class _Counting(LazyRegistry):

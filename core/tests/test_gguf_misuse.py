@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_gguf_reader import ARCH, gguf_bytes, kv, tinfo
 
 from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile
 from pyggml.gguf_reader import ValueType as V
+from pyggml_testing.gguf import ARCH, gguf_bytes, kv, tinfo
 
 
 def test_overlapping_tensors_are_refused(tmp_path: Path) -> None:

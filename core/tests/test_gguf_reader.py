@@ -6,54 +6,21 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from pyggml.errors import GGUFError, PyGGMLError
+from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile
 from pyggml.gguf_reader import MAX_NESTING, ValueType, read_container
-from pyggml.tools.llama_cpp_ref import VOCAB_DIR
+from pyggml_testing.gguf import ARCH, gguf_bytes, kv, s, tinfo
+from pyggml_testing.llama_cpp_ref import VOCAB_DIR
+from pyggml_testing.models import smollm2_gguf
 
 V = ValueType
-_FMT = {V.UINT8: "B", V.INT8: "b", V.UINT16: "H", V.INT16: "h", V.UINT32: "I", V.INT32: "i", V.FLOAT32: "f",
-        V.BOOL: "?", V.UINT64: "Q", V.INT64: "q", V.FLOAT64: "d"}
-
-
-# ---- a minimal encoder, independent of the reader and of the gguf package --------------------------------------
-
-def s(text: str | bytes) -> bytes:
-    raw = text.encode() if isinstance(text, str) else text
-    return struct.pack("<Q", len(raw)) + raw
-
-
-def val(vt: V, v: Any) -> bytes:
-    """The payload of one value of type vt (no type tag); arrays are (element type, items)."""
-    if vt is V.STRING:
-        return s(v)
-    if vt is V.ARRAY:
-        et, items = v
-        return struct.pack("<IQ", et, len(items)) + b"".join(val(et, x) for x in items)
-    return struct.pack("<" + _FMT[vt], v)
-
-
-def kv(key: str | bytes, vt: V | int, v: Any = None, payload: bytes | None = None) -> bytes:
-    body = payload if payload is not None else val(V(vt), v)
-    return s(key) + struct.pack("<I", vt) + body
-
-
-def tinfo(name: str, dims: tuple[int, ...], type_id: int = 0, offset: int = 0) -> bytes:
-    return s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims) + \
-        struct.pack("<IQ", type_id, offset)
-
-
-def gguf_bytes(kvs: list[bytes], tensors: Sequence[bytes] = (), data: bytes = b"", alignment: int = 32,
-               version: int = 3) -> bytes:
-    head = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)) + b"".join(kvs) + b"".join(tensors)
-    return head + bytes(-len(head) % alignment) + data
 
 
 @pytest.fixture
@@ -105,7 +72,6 @@ def test_alignment_and_tensor_offsets(write: Any) -> None:
 
 # ---- malformed files ---------------------------------------------------------------------------------------------
 
-ARCH = kv("general.architecture", V.STRING, "llama")
 HUGE = 1 << 62
 
 
@@ -152,12 +118,8 @@ def test_malformed_files_name_file_and_fault(write: Any, raw: bytes, match: str)
 def _real_files() -> list[Path]:
     vocabs = Path(os.environ.get("PYGGML_LLAMA_VOCABS", VOCAB_DIR))
     files = sorted(vocabs.glob("ggml-vocab-*.gguf"))
-    try:
-        from pyggml_llama.session import default_model_path
-        files.append(default_model_path())
-    except (ImportError, PyGGMLError):
-        pass
-    return files
+    model = smollm2_gguf()
+    return [*files, model] if model is not None else files
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -4,11 +4,8 @@ plan reuse, asynchronous devices, and bad input refused before anything runs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
-from test_meta_support import Leaf, by_name, leaf, make_meta, nmse, on_meta, place, reference
 
 import pyggml as gg
 from pyggml import ops
@@ -25,33 +22,19 @@ from pyggml.backend.meta import (
     split,
     split_shares,
 )
-from pyggml.backend.sched.testing import FakeRegistry, fake_device
 from pyggml.errors import UnsupportedOpError, UnsupportedTypeError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-
-K, M, T = 64, 96, 5
-
-
-def mlp_leafs(wtype: GGMLType = GGMLType.F32) -> list[Leaf]:
-    return [leaf("w_up", (K, M), wtype, seed=1), leaf("w_down", (M, K), wtype, seed=2), leaf("x", (K, T), seed=3)]
-
-
-def mlp(ts: dict[str, Tensor]) -> Tensor:
-    h = ops.gelu(ops.mul_mat(ts["w_up"], ts["x"]))  # column parallel: h split by rows
-    return ops.scale(ops.mul_mat(ts["w_down"], h), 0.5)  # row parallel: partial sums, then one allreduce
-
-
-def mlp_states(n: int, ratios: Sequence[float] | None = None) -> dict[str, object]:
-    cols = split_shares(M, n, ratios, granularity=32)
-    return {"w_up": split(1, cols), "w_down": split(0, cols)}
+from pyggml_testing.compare import nmse
+from pyggml_testing.devices import FakeRegistry, fake_device
+from pyggml_testing.meta import K, M, T, by_name, leaf, make_meta, mlp, mlp_leafs, mlp_states, on_meta, place, reference
 
 
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("wtype", [GGMLType.F32, GGMLType.Q4_1])
 def test_column_then_row_parallel_equals_one_device(n: int, wtype: GGMLType) -> None:
-    _meta, backend, _ = make_meta(n, mlp_states(n))  # type: ignore[arg-type]
+    _meta, backend, _ = make_meta(n, mlp_states(n))
     out, _g = on_meta(backend, mlp_leafs(wtype), mlp)
     assert nmse(out.numpy(), reference(mlp_leafs(wtype), mlp)) < 1e-12
     assert backend.stats.last_allreduces == 1 and backend.stats.last_subgraphs == 2
@@ -59,7 +42,7 @@ def test_column_then_row_parallel_equals_one_device(n: int, wtype: GGMLType) -> 
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_column_parallel_mul_mat_alone(n: int) -> None:
-    meta, backend, _devs = make_meta(n, mlp_states(n))  # type: ignore[arg-type]
+    meta, backend, _devs = make_meta(n, mlp_states(n))
 
     def col(ts: dict[str, Tensor]) -> Tensor:
         return ops.mul_mat(ts["w_up"], ts["x"])
@@ -119,7 +102,7 @@ def test_registry_comm_extension_and_per_call_fallback(answer: bool) -> None:
     reg = CommRegistry("comm")
     devs = [fake_device(f"c{j}") for j in range(3)]
     devs[0]._reg = reg
-    meta = MetaDevice(devs, by_name(mlp_states(3)))  # type: ignore[arg-type]
+    meta = MetaDevice(devs, by_name(mlp_states(3)))
     backend = MetaBackend(meta)
     assert backend.comm.name == "extension"
     out, _ = on_meta(backend, mlp_leafs(), mlp)
@@ -130,7 +113,7 @@ def test_registry_comm_extension_and_per_call_fallback(answer: bool) -> None:
 @pytest.mark.parametrize("ratios", [[3, 1], [1, 0], [0, 1], [1, 0, 2]])
 def test_uneven_and_zero_shares(ratios: list[float]) -> None:
     n = len(ratios)
-    _meta, backend, devs = make_meta(n, mlp_states(n, ratios))  # type: ignore[arg-type]
+    _meta, backend, devs = make_meta(n, mlp_states(n, ratios))
     out, _ = on_meta(backend, mlp_leafs(), mlp)
     assert nmse(out.numpy(), reference(mlp_leafs(), mlp)) < 1e-12
     for j, r in enumerate(ratios):
@@ -139,7 +122,7 @@ def test_uneven_and_zero_shares(ratios: list[float]) -> None:
 
 
 def test_plans_are_reused_and_rebuilt_when_srcs_change() -> None:
-    _meta, backend, _ = make_meta(2, mlp_states(2))  # type: ignore[arg-type]
+    _meta, backend, _ = make_meta(2, mlp_states(2))
     _out, g = on_meta(backend, mlp_leafs(), mlp)
     backend.graph_compute(g)
     backend.graph_compute(g)
@@ -170,7 +153,7 @@ def test_butterfly_keeps_the_add_graphs_of_many_tensor_sets_until_a_temporary_mo
     assert all(np.array_equal(t.numpy(), want) for t in small)
 
 def test_asynchronous_devices() -> None:
-    _meta, backend, devs = make_meta(3, mlp_states(3), async_ops=True)  # type: ignore[arg-type]
+    _meta, backend, devs = make_meta(3, mlp_states(3), async_ops=True)
     for d in devs:
         d.delay = 0.002
     out, _g = on_meta(backend, mlp_leafs(), mlp)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_meta_support import leaf, make_meta, place
 
 import pyggml as gg
 from pyggml import ops
@@ -14,6 +13,7 @@ from pyggml.backend.meta import MIRRORED, SplitRuleError, partial, segmented, sp
 from pyggml.context import init_view
 from pyggml.errors import ShapeError, UnsupportedOpError, UnsupportedTypeError
 from pyggml.types import GGMLType
+from pyggml_testing.meta import leaf, make_meta, place
 
 
 def _device_values(meta_tensor: object, meta: object) -> list[np.ndarray]:

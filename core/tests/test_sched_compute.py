@@ -9,8 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_sched_passes import weight
-from test_sched_support import Run, Shape, build_graph, make_model, nmse, numpy_backend, run_single, set_inputs
 
 import pyggml as gg
 from pyggml import ops
@@ -18,10 +16,12 @@ from pyggml.alloc import alloc_ctx_tensors
 from pyggml.backend import hub
 from pyggml.backend.protocol import Backend, BufferType, BufferUsage, DeviceType
 from pyggml.backend.sched import Scheduler
-from pyggml.backend.sched.testing import FakeDevice, fake_device
 from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
+from pyggml_testing.compare import nmse
+from pyggml_testing.devices import FakeDevice, fake_device, numpy_backend
+from pyggml_testing.sched import Run, Shape, build_graph, make_model, run_single, set_inputs, weight
 
 
 def mixed(**gpu_kw: Any) -> tuple[FakeDevice, Backend, Backend, Run, Scheduler]:

@@ -6,12 +6,12 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from test_sched_support import build_graph, make_model, numpy_backend
 
 from pyggml.backend.sched import Scheduler
-from pyggml.backend.sched.testing import fake_device
 from pyggml.errors import GraphError
 from pyggml.ops.base import Op
+from pyggml_testing.devices import fake_device, numpy_backend
+from pyggml_testing.sched import build_graph, make_model
 
 
 def planned(level: str | None, monkeypatch: pytest.MonkeyPatch) -> Scheduler:

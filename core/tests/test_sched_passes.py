@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from test_sched_support import numpy_backend
 
 import pyggml as gg
 from pyggml import ops
-from pyggml.alloc import alloc_ctx_tensors
 from pyggml.backend.protocol import Backend, BufferType, BufferUsage
 from pyggml.backend.sched import MAX_BACKENDS, Scheduler, SchedulerConfigError
-from pyggml.backend.sched.testing import FakeDevice, fake_device
 from pyggml.errors import GraphError, UnsupportedOpError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
-
-
-def weight(buft: BufferType, *ne: int, name: str = "w", usage: BufferUsage = BufferUsage.WEIGHTS) -> Tensor:
-    ctx = gg.Context(no_alloc=True)
-    t = ctx.new_tensor(gg.F32, *ne, name=name)
-    alloc_ctx_tensors(ctx, buft, usage)
-    t.set(np.ones(t.nelements(), dtype=np.float32))
-    return t
-
-
-def inp(*ne: int, name: str = "x") -> Tensor:
-    return gg.Context(no_alloc=True).new_tensor(gg.F32, *ne, name=name).set_input()
+from pyggml_testing.devices import FakeDevice, fake_device, numpy_backend
+from pyggml_testing.sched import inp, weight
 
 
 def where(s: Scheduler, t: Tensor) -> tuple[str, str]:

@@ -4,16 +4,16 @@ rewiring and its undoing, the allocation graph, pipeline slots."""
 from __future__ import annotations
 
 import numpy as np
-from test_sched_passes import inp, weight
-from test_sched_support import build_graph, make_model, nmse, numpy_backend, run_single, set_inputs
 
 import pyggml as gg
 from pyggml import ops
 from pyggml.backend.protocol import DeviceType
 from pyggml.backend.sched import Scheduler
-from pyggml.backend.sched.testing import fake_device
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor, TensorFlag
+from pyggml_testing.compare import nmse
+from pyggml_testing.devices import fake_device, numpy_backend
+from pyggml_testing.sched import build_graph, inp, make_model, run_single, set_inputs, weight
 
 
 def backends_of_splits(s: Scheduler) -> list[str]:

@@ -1,5 +1,6 @@
 """--split-mode tensor: the listed devices become one meta device (pyggml.backend.meta), the weights and KV cache
-are split by the llama table, and a CPU backend stays last for the scheduler (llama.cpp's LLAMA_SPLIT_MODE_TENSOR).
+are split by the llama table (split_states.py), and a CPU backend stays last for the scheduler (llama.cpp's
+LLAMA_SPLIT_MODE_TENSOR).
 
 KV heads are split among the devices, so each device needs whole KV heads (more devices than KV heads is an error)
 and attention must run as FLASH_ATTN_EXT, which reads each device's heads of the cache."""
@@ -10,13 +11,14 @@ import logging
 from collections.abc import Sequence
 
 from pyggml.backend.extensions import SET_N_THREADS, SetNThreads
-from pyggml.backend.meta import MetaBackend, MetaBufferType, llama_meta_device
+from pyggml.backend.meta import MetaBackend, MetaBufferType
 from pyggml.backend.meta.mpi import MPICommunicator, MPIWorld, spmd_devices
 from pyggml.backend.protocol import Backend
 from pyggml.backend.registry import get_device
 from pyggml.errors import PyGGMLError
 from pyggml.gguf import GGUFFile
 from pyggml_llama.hparams import HParams
+from pyggml_llama.split_states import llama_meta_device
 
 log = logging.getLogger(__name__)
 

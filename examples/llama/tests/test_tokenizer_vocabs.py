@@ -1,6 +1,6 @@
 """Tokenizers against llama.cpp's own test vectors: for each vocab (SentencePiece: Llama 2, Phi-3; byte-level BPE:
 Llama 3, GPT-2), every test text must give the token ids llama.cpp gives it. The vocab files come from the
-llama-cpp-python source distribution (`python -m pyggml.tools.llama_cpp_ref vocabs`, run by `make test`)."""
+llama-cpp-python source distribution (`python -m pyggml_testing.llama_cpp_ref vocabs`, run by `make test`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile
-from pyggml.tools.llama_cpp_ref import VOCAB_DIR, VOCABS
 from pyggml_llama.tokenizer import Tokenizer
+from pyggml_testing.llama_cpp_ref import VOCAB_DIR, VOCABS
 
 VOCAB_DIR = Path(os.environ.get("PYGGML_LLAMA_VOCABS", VOCAB_DIR))
 SEPARATOR = "\n__ggml_vocab_test__\n"

@@ -19,9 +19,9 @@ from pyggml import quants
 from pyggml.backend.protocol import Backend
 from pyggml.context import Context
 from pyggml.graph import build_graph
-from pyggml.tools.llama_cpp_ref import ggml_library
 from pyggml.types import GGMLType
 from pyggml_cpu import kernels
+from pyggml_testing.llama_cpp_ref import ggml_library
 
 # weight type -> its activations' type (ggml's vec_dot_type)
 PARTNER = {"Q4_0": "q8_0", "Q4_1": "q8_1", "Q5_0": "q8_0", "Q5_1": "q8_1", "Q8_0": "q8_0",

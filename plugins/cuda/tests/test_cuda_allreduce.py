@@ -6,8 +6,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cuda_fakedriver import State
-from cuda_testutil import needs_nvcc
 
 from pyggml.backend.extensions import COMM_INIT
 from pyggml.backend.meta.allreduce import make_communicator
@@ -15,6 +13,8 @@ from pyggml.context import Context
 from pyggml.types import GGMLType
 from pyggml_cuda import allreduce, nccl
 from pyggml_cuda.allreduce import NcclComm, PeerComm, comm_init
+from pyggml_testing.cuda import needs_nvcc
+from pyggml_testing.cuda.fakedriver import State
 
 T = GGMLType
 

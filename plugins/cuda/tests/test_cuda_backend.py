@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_fakedriver import State, fakelib
-from cuda_testutil import needs_nvcc
 
 from pyggml import ops
 from pyggml.context import Context, init_view
@@ -14,6 +12,8 @@ from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml.graph import build_graph
 from pyggml.types import GGMLType
 from pyggml_cuda.backend import CudaBackend
+from pyggml_testing.cuda import needs_nvcc
+from pyggml_testing.cuda.fakedriver import State, fakelib
 
 pytestmark = needs_nvcc
 T = GGMLType

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_fakedriver import State
 
 from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.types import GGMLType
 from pyggml_cuda.buffer import ALIGNMENT, CudaBuffer
+from pyggml_testing.cuda.fakedriver import State
 
 
 def _tensor(buf, offset: int = 0, n: int = 16):  # type: ignore[no-untyped-def]

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from cuda_testutil import needs_nvcc
 
 from pyggml.types import GGMLType
 from pyggml_cuda import compile as cc
@@ -18,6 +17,7 @@ from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, bundle
 from pyggml_cuda.ops.matmul_q import act_spec
 from pyggml_cuda.ops.matmul_q import spec as mmq_spec
 from pyggml_opencl.ops.elementwise import spec as ew_spec
+from pyggml_testing.cuda import needs_nvcc
 
 T = GGMLType
 

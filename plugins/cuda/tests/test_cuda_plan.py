@@ -13,7 +13,7 @@ from pyggml.ops.base import Op
 from pyggml.types import GGMLType
 from pyggml_cuda.op_table import CUDA_RULES, TABLE, build_launches, supports
 from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, check_signature, grid_of, pack
-from pyggml_opencl.op_table import TABLE as SHARED
+from pyggml_opencl.op_table import TABLE as SHARED  # the dialect rules alone
 
 
 def test_grid_is_global_over_local() -> None:
@@ -36,9 +36,9 @@ def test_pack_gives_struct_codes() -> None:
 
 def test_table_is_the_shared_one_with_cuda_fast_paths() -> None:
     assert set(TABLE) == set(SHARED)
-    for op, rule in TABLE.items():
-        assert rule.supports is SHARED[op].supports  # support is decided once, by the shared rules
-        assert (rule.build is SHARED[op].build) == (op not in CUDA_RULES)
+    for op, rule in TABLE.rules.items():
+        assert rule.accepts is SHARED.rules[op].accepts  # support is decided once, by the shared rules
+        assert (rule.build is SHARED.rules[op].build) == (op not in CUDA_RULES)
 
 
 def _mul_mat(wt: GGMLType, n: int, batch: int = 1, k: int = 64):  # type: ignore[no-untyped-def]

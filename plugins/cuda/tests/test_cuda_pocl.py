@@ -1,6 +1,6 @@
-"""The CUDA plugin's plans run on PoCL (see cuda_pocl.py): the conformance suite's quantised MUL_MAT cases through the
-dp4a fast paths, a case of every other op through the shared rules, all compared with the numpy reference by the
-suite's own runner. Skipped without an OpenCL device (PoCL)."""
+"""The CUDA plugin's plans run on PoCL (see pyggml_testing.cuda.pocl): the conformance suite's quantised MUL_MAT
+cases through the dp4a fast paths, a case of every other op through the shared rules, all compared with the numpy
+reference by the suite's own runner. Skipped without an OpenCL device (PoCL)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from cuda_pocl import PoclCudaDevice
 
 from pyggml.types import GGMLType
-from pyggml_opencl.op_table import QUANT32
+from pyggml_opencl.dialect import QUANT32
+from pyggml_testing.cuda.pocl import PoclCudaDevice
 
 T = GGMLType
 

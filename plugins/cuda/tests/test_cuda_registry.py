@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from cuda_fakedriver import GPU, State
 
 from pyggml.backend.extensions import COMM_INIT
 from pyggml.backend.protocol import DeviceType
 from pyggml_cuda.registry import CudaRegistry
+from pyggml_testing.cuda.fakedriver import GPU, State
 
 
 def test_devices_are_named_in_driver_order(gpu_state: State) -> None:

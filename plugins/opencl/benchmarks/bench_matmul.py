@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,9 +25,7 @@ from pyggml.backend.registry import hub
 from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml.types import parse_type
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from helpers import place
+from pyggml_testing.opencl import place
 
 
 def bench(dev: Device, wtype: str, k: int, m: int, n: int, seconds: float) -> dict[str, Any]:

@@ -1,12 +1,9 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 # PoCL: two CPU devices, so the multi-device paths run everywhere PoCL does (other ICDs ignore this)
 os.environ.setdefault("POCL_DEVICES", "pthread pthread")
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import place
 
 from pyggml import ops
 from pyggml.context import Context
 from pyggml.errors import UnsupportedOpError
 from pyggml.graph import build_graph
 from pyggml.types import GGMLType as T
+from pyggml_testing.opencl import place
 
 
 def test_plan_is_built_once_and_replayed(dev) -> None:  # type: ignore[no-untyped-def]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import place, reference_device, run
 
 from pyggml import ops
 from pyggml.backend.protocol import tensor_copy
 from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.types import GGMLType as T
+from pyggml_testing.devices import numpy_device
+from pyggml_testing.opencl import place, run
 
 
 def test_write_read_fill(dev) -> None:  # type: ignore[no-untyped-def]
@@ -41,7 +42,7 @@ def test_copies_same_device_other_device_and_host(dev, dev2) -> None:  # type: i
     a, b, c, h = (ctx.new_tensor(T.F32, 33, 3) for _ in range(4))
     place(ctx, dev.buffer_type(), [a, b])
     place(ctx, dev2.buffer_type(), [c])
-    place(ctx, reference_device().buffer_type(), [h])
+    place(ctx, numpy_device().buffer_type(), [h])
     x = np.random.default_rng(1).standard_normal((3, 33)).astype(np.float32)
     a.set(x)
     tensor_copy(a, b)

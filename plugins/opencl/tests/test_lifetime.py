@@ -7,12 +7,12 @@ import threading
 
 import numpy as np
 import pytest
-from helpers import place
 
 from pyggml import ops
 from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.graph import build_graph
+from pyggml_testing.opencl import place
 
 
 def _graph(dev):  # type: ignore[no-untyped-def]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import place, run
 
 from pyggml import ops
 from pyggml.context import Context
+from pyggml_testing.opencl import place, run
 
 N = (1 << 24) + 3
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pyggml.alloc import alloc_ctx_tensors
-from pyggml.backend.meta import MetaBackend, llama_meta_device
+from pyggml.backend.meta import MetaBackend
 from pyggml.backend.plan_cache import RECENT
 from pyggml.backend.registry import get_device
 from pyggml.backend.sched import Scheduler
@@ -17,6 +17,7 @@ from pyggml.types import GGMLType as T
 
 pytest.importorskip("pyggml_llama")
 from pyggml_llama.hparams import HParams
+from pyggml_llama.split_states import llama_meta_device
 from pyggml_llama.synthetic import synthetic_llama
 
 TINY = HParams(arch="llama", n_layer=8, n_embd=64, n_head=4, n_head_kv=2, n_ff=128, n_vocab=96, n_ctx_train=64,

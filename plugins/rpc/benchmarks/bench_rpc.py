@@ -10,7 +10,7 @@ round, with the ratio pyggml / llama.cpp (higher is better everywhere; the goal 
 
 How it is fair:
 - Same server process for both clients: llama.cpp's `ggml-rpc-server` (built by `python -m
-  pyggml.tools.llama_cpp_ref rpc`) and/or `pyggml rpc-server --device cpu`, started here on 127.0.0.1 at a free port
+  pyggml_testing.llama_cpp_ref rpc`) and/or `pyggml rpc-server --device cpu`, started here on 127.0.0.1 at a free port
   and stopped in `finally`.
 - Same protocol: llama.cpp's clients are llama-bench (decode) and libggml-rpc through ctypes (transfer,
   ggml_rpc_ctypes.py); pyggml's side does what they do. Transfer: one I8 tensor of --mib MiB in a fresh buffer of
@@ -57,9 +57,7 @@ from typing import IO, Any
 import numpy as np
 
 from pyggml.backend.sysinfo import cpu_model
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from servers import free_port, stop, wait_listening
+from pyggml_testing.rpc.servers import free_port, stop, wait_listening
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = Path(__file__).resolve()
@@ -77,14 +75,14 @@ libggml-rpc are also what the ctypes transfer client loads."""
 def bench_cmake_flags() -> list[str]:
     """The project's generic-AVX2 flags (llama_cpp_ref.CMAKE_FLAGS: shared libraries) with RPC on and no network
     or server extras: the same llama.cpp as the interop tests' ggml-rpc-server."""
-    from pyggml.tools.llama_cpp_ref import CMAKE_FLAGS
+    from pyggml_testing.llama_cpp_ref import CMAKE_FLAGS
 
     return [*CMAKE_FLAGS, "-DGGML_RPC=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
             "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=ON"]
 
 
 def default_llama_dir() -> Path:
-    from pyggml.tools.llama_cpp_ref import CACHE
+    from pyggml_testing.llama_cpp_ref import CACHE
 
     return CACHE / "llama-rpc-bench"
 
@@ -93,7 +91,7 @@ def ensure_llama_bench(dest: Path) -> Path:
     """`dest`, holding llama-bench and its shared libraries; built there from the llama-cpp-python sdist if not."""
     if (dest / "llama-bench").is_file() and all((dest / lib).is_file() for lib in BENCH_LIBS):
         return dest
-    from pyggml.tools.llama_cpp_ref import _cmake_build
+    from pyggml_testing.llama_cpp_ref import _cmake_build
 
     print(f"bench_rpc: building llama-bench and libggml-rpc into {dest} (once; several minutes)", file=sys.stderr)
     try:
@@ -106,8 +104,8 @@ def ensure_llama_bench(dest: Path) -> Path:
 
 
 def ensure_ggml_server() -> Path:
-    """llama.cpp's ggml-rpc-server of `python -m pyggml.tools.llama_cpp_ref rpc`, built now if it is not yet."""
-    from pyggml.tools.llama_cpp_ref import build_rpc_tools, rpc_tool
+    """llama.cpp's ggml-rpc-server of `python -m pyggml_testing.llama_cpp_ref rpc`, built now if it is not yet."""
+    from pyggml_testing.llama_cpp_ref import build_rpc_tools, rpc_tool
 
     exe = rpc_tool("ggml-rpc-server")
     if exe is None:
@@ -116,7 +114,7 @@ def ensure_ggml_server() -> Path:
             build_rpc_tools()
         except (subprocess.CalledProcessError, OSError, StopIteration) as e:
             raise SystemExit(f"bench_rpc: ggml-rpc-server is not built and building it failed ({e}); run "
-                             "`python -m pyggml.tools.llama_cpp_ref rpc`") from e
+                             "`python -m pyggml_testing.llama_cpp_ref rpc`") from e
         exe = rpc_tool("ggml-rpc-server")
         if exe is None:
             raise SystemExit("bench_rpc: ggml-rpc-server is still missing after building it")

@@ -36,14 +36,11 @@ from pyggml_rpc.client import RPCRegistry
 from pyggml_rpc.ggml_support import ggml_cpu_runs
 
 from pyggml.backend.sysinfo import cpu_model
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from servers import free_port, stop
-
-from pyggml.tools.llama_cpp_ref import rpc_tool
 from pyggml_conformance.case import Case
 from pyggml_conformance.runner import REFERENCE, CaseResult, Status, Target, compare_case, open_target, realize
 from pyggml_conformance.suite import Options, load_cases
+from pyggml_testing.llama_cpp_ref import rpc_tool
+from pyggml_testing.rpc.servers import free_port, stop
 
 CRASH = "crash"
 LOG_TAIL = 1500

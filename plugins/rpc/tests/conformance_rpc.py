@@ -13,10 +13,8 @@ import argparse
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from servers import NotBuilt, start_ggml_server, start_pyggml_server, stop
+from pyggml_testing.rpc.servers import NotBuilt, start_ggml_server, start_pyggml_server, stop
 
 GGML_PARAMS = r"^(?!.*edge=(special|long))"
 """Cases run through llama.cpp's server: all but the edge family's NaN/infinity and 2^23+-element rows. ggml's CPU

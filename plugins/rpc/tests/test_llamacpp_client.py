@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pyggml.tools.llama_cpp_ref import rpc_tool
+from pyggml_testing.llama_cpp_ref import rpc_tool
 
 pytest.importorskip("pyggml_llama", reason="the llama example (the SmolLM2 locator) is not installed")
 

@@ -45,10 +45,10 @@ from pyggml.context import Context
 from pyggml.errors import PyGGMLError, UnsupportedOpError
 from pyggml.ops import GluOp, Op, SortOrder, UnaryOp
 from pyggml.tensor import Tensor
-from pyggml.tools.llama_cpp_ref import CACHE, ggml_library
 from pyggml.types import GGMLType
 from pyggml_conformance.cases import all_cases
 from pyggml_conformance.runner import realize
+from pyggml_testing.llama_cpp_ref import CACHE, ggml_library
 
 SDIST_INCLUDE = Path("/tmp/sd/llama_cpp_python-0.3.36/vendor/llama.cpp/ggml/include")
 T = GGMLType

@@ -15,7 +15,6 @@ import pytest
 from pyggml_rpc.client import RPCBackend, RPCDevice, RPCRegistry, RPCServer
 from pyggml_rpc.connection import Connection, RPCError
 from pyggml_rpc.fnv import fnv1a64
-from servers import start_pyggml_server, stop
 
 import pyggml as gg
 from pyggml import ops
@@ -24,6 +23,7 @@ from pyggml.backend.protocol import BufferUsage, Device
 from pyggml.backend.registry import get_device, get_registry
 from pyggml.errors import AllocationError
 from pyggml.types import GGMLType
+from pyggml_testing.rpc.servers import start_pyggml_server, stop
 
 
 @pytest.fixture(params=["ggml", "pyggml"])

@@ -13,7 +13,6 @@ import json
 import platform
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -21,9 +20,7 @@ from pyggml import ops
 from pyggml.backend.registry import get_device
 from pyggml.context import Context
 from pyggml.graph import build_graph
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.util import place
+from pyggml_testing.vulkan import place
 
 SHAPES = {"mat_vec": (4096, 4096, 1), "prompt_32": (4096, 4096, 32), "lm_head_vec": (576, 49152, 1)}
 

@@ -13,7 +13,7 @@ from pyggml.context import Context
 from pyggml.errors import ComputeError
 from pyggml.graph import build_graph
 from pyggml.tensor import Tensor
-from tests.util import place
+from pyggml_testing.vulkan import place
 
 Build = Callable[[Context], tuple[dict[str, Tensor], Tensor]]
 

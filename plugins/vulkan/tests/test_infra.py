@@ -12,7 +12,7 @@ from pyggml import ops
 from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.graph import build_graph
-from tests.util import compare, place, rand
+from pyggml_testing.vulkan import compare, place, rand
 
 
 def test_plugin_import_loads_no_vulkan():

@@ -12,7 +12,7 @@ from pyggml import ops
 from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.graph import build_graph
-from tests.util import place
+from pyggml_testing.vulkan import place
 
 
 def _graph(backend):  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ import pytest
 from pyggml import ops
 from pyggml.context import Context
 from pyggml.ops.elementwise import GluOp, UnaryOp
-from tests.util import compare, rand
+from pyggml_testing.vulkan import compare, rand
 
 QTYPES = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K"]
 

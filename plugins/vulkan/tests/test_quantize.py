@@ -11,7 +11,7 @@ from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml.quants import quantize as _quantize
 from pyggml.types import parse_type
-from tests.util import place
+from pyggml_testing.vulkan import place
 
 
 def quantize(x: np.ndarray, qtype: str) -> np.ndarray:

@@ -13,7 +13,7 @@ from pyggml.alloc import alloc_ctx_tensors
 from pyggml.backend.protocol import BufferUsage
 from pyggml.backend.sched import Scheduler
 from pyggml.reference.backend import NumpyRegistry
-from tests.util import rand
+from pyggml_testing.vulkan import rand
 
 
 def _host_input_graph(device, k: int = 64, m: int = 48, n: int = 5):  # type: ignore[no-untyped-def]
@@ -54,7 +54,7 @@ def test_pipeline_slots_reusing_one_graph_read_their_own_inputs(device, sync):
 
 def _slow_graph(device):  # type: ignore[no-untyped-def]
     """A graph that runs for a while on lavapipe, so host access right after the submit overlaps it."""
-    from tests.util import place
+    from pyggml_testing.vulkan import place
 
     ctx = gg.Context(no_alloc=True)
     a = ctx.new_tensor("f32", 1024, 512, name="a")
@@ -92,7 +92,7 @@ def test_host_access_waits_for_the_graph_that_binds_the_buffer(device):
 def test_kv_cache_write_then_view_read_is_behind_a_barrier(device):
     """SET_ROWS into a cache and a view of the cache read later in the same command buffer: the reader waits for
     the write (byte ranges overlap), an unrelated dispatch in between does not."""
-    from tests.util import place
+    from pyggml_testing.vulkan import place
 
     be = device.init_backend()
     ctx = gg.Context(no_alloc=True)

@@ -27,7 +27,8 @@ from pyggml.ops.layout import ContParams, ViewParams
 from pyggml.tensor import MAX_DIMS, Ne, Tensor
 
 SplitStateFn = Callable[[Tensor], SplitState]
-"""The user's choice of state for a stored tensor (weights, KV caches); see pyggml.backend.meta.llama."""
+"""The user's choice of state for a stored tensor (weights, KV caches); the llama example's is
+pyggml_llama.split_states.LlamaSplit."""
 
 
 def axis_bytes(t: Tensor, axis: int, n: int) -> int:

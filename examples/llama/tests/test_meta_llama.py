@@ -1,32 +1,22 @@
-"""Tensor parallelism of llama models: the name-pattern table, a small random llama (two layers) through the
-scheduler on 2 and 3 devices against one device, two allreduces per layer, and bad input refused up front."""
+"""Tensor parallelism of llama models (pyggml_llama.split_states): the name-pattern table, a small random llama (two
+layers) through the scheduler on 2 and 3 fake devices against one device, two allreduces per layer, and bad input
+refused up front."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import numpy as np
 import pytest
-from test_meta_support import devices, nmse, numpy_backend
 
 import pyggml as gg
-from pyggml.alloc import alloc_ctx_tensors
-from pyggml.backend.meta import MIRRORED, Axis, LlamaSplit, MetaBackend, llama_meta_device, split
-from pyggml.backend.protocol import Backend, BufferType, BufferUsage
-from pyggml.backend.sched import Scheduler
+from pyggml.backend.meta import MIRRORED, Axis, MetaBackend, split
 from pyggml.errors import PyGGMLError, ShapeError
-from pyggml.gguf import Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-
-llama = pytest.importorskip("pyggml_llama.model")
-HParams = pytest.importorskip("pyggml_llama.hparams").HParams
-synthetic = pytest.importorskip("pyggml_llama.synthetic")
-
-TINY = HParams(arch="llama", n_layer=2, n_embd=96, n_head=6, n_head_kv=3, n_ff=128, n_vocab=50, n_ctx_train=64,
-               head_dim=16, rope_dims=16, rope_type=0, rope_freq_base=10000.0, rope_freq_scale=1.0, norm_eps=1e-5)
-Q = GGMLType.Q8_0
-
+from pyggml_llama import synthetic
+from pyggml_llama.split_states import LlamaSplit, llama_meta_device
+from pyggml_testing.compare import nmse
+from pyggml_testing.devices import numpy_backend
+from pyggml_testing.llama import STEPS, TINY, run_tiny, tiny_values
+from pyggml_testing.meta import devices
 
 # ---- the table ---------------------------------------------------------------------------------------------
 
@@ -83,78 +73,6 @@ def test_bad_llama_splits() -> None:
 
 
 # ---- a small random llama through the scheduler -----------------------------------------------------------------
-
-
-def tiny_values(hp: HParams, seed: int = 0) -> dict[str, tuple[GGMLType, tuple[int, ...], np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    shapes = {"token_embd.weight": (Q, (hp.n_embd, hp.n_vocab)), "output_norm.weight": (GGMLType.F32, (hp.n_embd,))}
-    for il in range(hp.n_layer):
-        p = f"blk.{il}."
-        shapes |= {
-            p + "attn_norm.weight": (GGMLType.F32, (hp.n_embd,)),
-            p + "attn_q.weight": (Q, (hp.n_embd, hp.n_head * hp.head_dim)),
-            p + "attn_k.weight": (Q, (hp.n_embd, hp.n_embd_kv)),
-            p + "attn_v.weight": (Q, (hp.n_embd, hp.n_embd_kv)),
-            p + "attn_output.weight": (Q, (hp.n_head * hp.head_dim, hp.n_embd)),
-            p + "ffn_norm.weight": (GGMLType.F32, (hp.n_embd,)),
-            p + "ffn_gate.weight": (Q, (hp.n_embd, hp.n_ff)),
-            p + "ffn_up.weight": (Q, (hp.n_embd, hp.n_ff)),
-            p + "ffn_down.weight": (Q, (hp.n_ff, hp.n_embd)),
-        }
-    out = {}
-    for name, (t, ne) in shapes.items():
-        scale = 1.0 if "norm" in name else 0.3
-        v = rng.standard_normal(tuple(reversed(ne))) * scale + (1.0 if "norm" in name else 0.0)
-        out[name] = (t, ne, v.astype(np.float32))
-    return out
-
-
-class TinyKV:
-    def __init__(self, hp: HParams, n_ctx: int, buft: BufferType, v_trans: bool) -> None:
-        ctx = gg.Context(no_alloc=True)
-        self.n_ctx = n_ctx
-        self.v_trans = v_trans
-        v_ne = (n_ctx, hp.n_embd_kv) if v_trans else (hp.n_embd_kv, n_ctx)
-        self.k = [ctx.new_tensor(GGMLType.F16, hp.n_embd_kv, n_ctx, name=f"cache_k_l{i}") for i in range(hp.n_layer)]
-        self.v = [ctx.new_tensor(GGMLType.F16, *v_ne, name=f"cache_v_l{i}") for i in range(hp.n_layer)]
-        buf = alloc_ctx_tensors(ctx, buft)
-        assert buf is not None
-        buf.usage = BufferUsage.ANY
-        buf.clear(0)
-
-
-def run_tiny(backends: list[Backend], buft: BufferType, steps: list[list[int]], flash_attn: bool = True,
-             hp: HParams = TINY) -> list[np.ndarray]:
-    ctx = gg.Context(no_alloc=True)
-    vals = tiny_values(hp)
-    tensors = {name: ctx.new_tensor(t, *ne, name=name) for name, (t, ne, _) in vals.items()}
-    buf = alloc_ctx_tensors(ctx, buft)
-    assert buf is not None
-    buf.usage = BufferUsage.WEIGHTS
-    for name, (_, _, v) in vals.items():
-        tensors[name].set(v)
-    model = llama.LlamaModel(hp, Weights(SimpleNamespace(path="<tiny>"), ctx, tensors))  # type: ignore[arg-type]
-    n_ctx = 32
-    kv = TinyKV(hp, n_ctx, buft, v_trans=not flash_attn)
-    sched = Scheduler(backends, graph_size=4096)
-    out, n_past = [], 0
-    for toks in steps:
-        n = len(toks)
-        g = model.build_graph(llama.GraphKey(n, n_ctx, n), kv, flash_attn=flash_attn)  # type: ignore[arg-type]
-        sched.reset()
-        sched.alloc_graph(g.graph)
-        pos = np.arange(n_past, n_past + n, dtype=np.int32)
-        g.tokens.set(np.asarray(toks, dtype=np.int32))
-        g.set_positions(pos, n_ctx)
-        cols = np.arange(n_ctx)[None, :]
-        g.mask.set(np.where(cols <= pos[:, None], 0.0, -np.inf).astype(np.float32))
-        sched.graph_compute(g.graph)
-        out.append(g.logits.numpy().reshape(n, hp.n_vocab))
-        n_past += n
-    return out
-
-
-STEPS = [[3, 14, 15, 9], [26], [5]]
 
 
 @pytest.mark.parametrize(("n", "ts"), [(2, None), (3, None), (2, (3.0, 1.0)), (3, (1.0, 0.0, 2.0))])

@@ -1,4 +1,4 @@
-"""The fuzzing kit's world (see rpc_fuzz.py): buffers between inaccessible pages with pattern padding, a device
+"""The fuzzing kit's world (see fuzz.py): buffers between inaccessible pages with pattern padding, a device
 whose buffers they are, and the live in-process sessions the messages are built against and delivered to."""
 
 from __future__ import annotations

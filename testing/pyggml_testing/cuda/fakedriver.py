@@ -258,7 +258,7 @@ def make_driver(state: State) -> types.ModuleType:
     for name, obj in dict(locals()).items():
         if name not in ("m", "state"):
             setattr(m, name, obj)
-    m.MemoryError = MemoryError_
+    setattr(m, "MemoryError", MemoryError_)  # noqa: B010 - a name the module type does not declare
     return m
 
 

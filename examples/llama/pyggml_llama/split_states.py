@@ -1,4 +1,5 @@
-"""Split states of llama-family weights and KV caches, by tensor name (seed 001's table).
+"""Split states of llama-family weights and KV caches, by tensor name: the callback this example gives the meta
+device (pyggml.backend.meta.MetaDevice takes any `Tensor -> SplitState` function; the core knows no model).
 
 | tensor                                   | state    | unit                                   |
 | ---------------------------------------- | -------- | -------------------------------------- |
@@ -29,9 +30,8 @@ from dataclasses import dataclass
 from math import lcm
 from typing import Protocol
 
-from pyggml.backend.meta.device import MetaDevice
+from pyggml.backend.meta import MIRRORED, Axis, MetaDevice, SplitState, segmented, split, split_shares
 from pyggml.backend.meta.spmd import Spmd
-from pyggml.backend.meta.state import MIRRORED, Axis, SplitState, segmented, split, split_shares
 from pyggml.backend.protocol import Device
 from pyggml.errors import ShapeError
 from pyggml.tensor import Tensor

@@ -1,7 +1,8 @@
-"""A test-only device that runs the CUDA plugin's plans on PoCL: the CUDA op table and `CudaPlanBuilder` (grids,
-blocks, packed arguments), the same kernel texts nvcc compiles (`pyggml_cuda.compile.variant`, including the dp4a
-fast paths of kernels/mmq.cu, whose CUDA-only intrinsics have portable forms), built by PyOpenCL and launched with
-global size = grid * block. What it cannot show is the CUDA side of the dialect; nvcc compiles that."""
+"""A test-only device (for plugins/cuda/tests/test_cuda_pocl.py) that runs the CUDA plugin's plans on PoCL: the CUDA
+op table and `CudaPlanBuilder` (grids, blocks, packed arguments), the same kernel texts nvcc compiles
+(`pyggml_cuda.compile.variant`, including the dp4a fast paths of kernels/mmq.cu, whose CUDA-only intrinsics have
+portable forms), built by PyOpenCL and launched with global size = grid * block. What it cannot show is the CUDA side
+of the dialect; nvcc compiles that."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from pyggml_cuda.compile import variant
 from pyggml_cuda.op_table import build_launches, supports
 from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, ErrorSites
 from pyggml_opencl.buffer import cl_mem_of
+from pyggml_opencl.device import OpenCLDevice
 from pyggml_opencl.programs import ProgramSpec
 
 CONV = {"q": np.int64, "i": np.int32, "f": np.float32}
 
 
 class PoclCudaDevice(Device):
-    def __init__(self, cl_dev: Any) -> None:
+    def __init__(self, cl_dev: OpenCLDevice) -> None:
         super().__init__(cl_dev.reg, "CUDA-plans-on-PoCL", DeviceType.GPU)
         self.cl = cl_dev
         self._programs: dict[str, Any] = {}
@@ -38,7 +40,7 @@ class PoclCudaDevice(Device):
         return buft is self.cl.buffer_type()
 
     def supports_op(self, op: Tensor) -> bool:
-        return supports(op, self)
+        return supports(op)
 
     def init_backend(self, params: str | None = None) -> Backend:
         return PoclCudaBackend(self)

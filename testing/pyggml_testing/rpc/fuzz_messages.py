@@ -1,4 +1,4 @@
-"""Valid messages of every command for the fuzzing kit (see rpc_fuzz.py), built against a live `World`: transfers
+"""Valid messages of every command for the fuzzing kit (see fuzz.py), built against a live `World`: transfers
 that address real buffers, and GRAPH_COMPUTE payloads of real pyggml graphs serialised by the client's codec."""
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pyggml_rpc.wire import (
     Cmd,
     graph_payload,
 )
-from rpc_fuzz_world import MAIN_SIZE, PAGE, World, alloc
 
 import pyggml as gg
 from pyggml import ops
@@ -35,6 +34,7 @@ from pyggml.backend.protocol import Bytes
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor, contiguous_strides
 from pyggml.types import GGMLType, type_traits
+from pyggml_testing.rpc.fuzz_world import MAIN_SIZE, PAGE, World, alloc
 
 # ---- valid messages ------------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""Helpers for the meta device tests (N distinct fake devices with private memory, graphs run on a meta device and
-on one numpy device), and the meta device's own props: memory summed, caps AND-ed, buffer type limits."""
+"""Helpers of the meta device tests: N distinct fake devices with private memory, leafs placed on a meta device,
+graphs run there and on one numpy device, and a small MLP split column- then row-parallel."""
 
 from __future__ import annotations
 
@@ -8,17 +8,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pytest
 
 import pyggml as gg
+from pyggml import ops
 from pyggml.alloc import GraphAllocator, alloc_ctx_tensors
-from pyggml.backend.meta import MIRRORED, MetaBackend, MetaDevice, SplitState, SplitStateFn
-from pyggml.backend.protocol import Backend, BufferType, DeviceCaps, DeviceType
-from pyggml.backend.sched.testing import FakeDevice, fake_device
-from pyggml.errors import PyGGMLError
-from pyggml.reference.backend import NumpyRegistry
+from pyggml.backend.meta import MIRRORED, MetaBackend, MetaDevice, SplitState, SplitStateFn, split, split_shares
+from pyggml.backend.protocol import Backend, BufferType
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_testing.devices import FakeDevice, fake_device, numpy_backend
 
 Arrays = dict[str, npt.NDArray[np.float32]]
 
@@ -39,11 +37,6 @@ def make_meta(n: int, states: dict[str, SplitState] | SplitStateFn | None = None
     meta = MetaDevice(devs, fn)
     backend = MetaBackend(meta, comm=comm)
     return meta, backend, devs
-
-
-def nmse(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
-    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(((x - y) ** 2).sum() / max((y**2).sum(), 1e-300))
 
 
 @dataclass
@@ -90,10 +83,6 @@ def run(backend: Backend, buft: BufferType, leafs: Sequence[Leaf], build: Builde
     return out, g
 
 
-def numpy_backend() -> Backend:
-    return NumpyRegistry().devices()[0].init_backend()
-
-
 def reference(leafs: Sequence[Leaf], build: Builder) -> npt.NDArray[np.float32]:
     b = numpy_backend()
     out, _ = run(b, b.device.buffer_type(), leafs, build)
@@ -104,38 +93,22 @@ def on_meta(backend: MetaBackend, leafs: Sequence[Leaf], build: Builder) -> tupl
     return run(backend, backend.device.buffer_type(), leafs, build)
 
 
-# ---- the device and its buffer type ---------------------------------------------------------------------------
+# ---- a small MLP: column parallel, then row parallel -----------------------------------------------------------
+
+K, M, T = 64, 96, 5
+"""The MLP's input width, hidden width (three 32-element units per device of three) and token count."""
 
 
-def test_device_props_sum_memory_and_and_caps() -> None:
-    devs = [fake_device("a", async_ops=True), fake_device("b", async_ops=True), fake_device("c")]
-    meta = MetaDevice(devs)
-    p = meta.props()
-    assert p.type is DeviceType.META
-    assert p.name == "Meta(a,b,c)"
-    assert (p.memory_free, p.memory_total) == (3 << 34, 3 << 34)
-    assert p.caps == DeviceCaps(async_ops=False)
-    assert MetaDevice(devs[:2]).caps == DeviceCaps(async_ops=True)  # events and host buffers stay off
-    assert meta.reg.devices() == [meta]
+def mlp_leafs(wtype: GGMLType = GGMLType.F32) -> list[Leaf]:
+    return [leaf("w_up", (K, M), wtype, seed=1), leaf("w_down", (M, K), wtype, seed=2), leaf("x", (K, T), seed=3)]
 
 
-def test_buffer_type_alignment_max_alloc_size_and_full_size_per_device() -> None:
-    meta = MetaDevice(devices(3))
-    buft = meta.buffer_type()
-    assert buft.device is meta and not buft.is_host
-    assert buft.alignment == max(b.alignment for b in buft.simple_bufts)
-    assert buft.max_size == min(b.max_size for b in buft.simple_bufts)
-    buf = buft.alloc_buffer(1000)
-    assert [p.size for p in buf.parts] == [1000] * 3
-    assert meta.supports_buft(buft) and not meta.supports_buft(buft.simple_bufts[0])
-    with pytest.raises(PyGGMLError, match="no flat bytes"):
-        buf.read(0, 4)
+def mlp(ts: dict[str, Tensor]) -> Tensor:
+    h = ops.gelu(ops.mul_mat(ts["w_up"], ts["x"]))  # column parallel: h split by rows
+    return ops.scale(ops.mul_mat(ts["w_down"], h), 0.5)  # row parallel: partial sums, then one allreduce
 
 
-def test_device_count_and_nesting_are_checked() -> None:
-    with pytest.raises(PyGGMLError, match="1 to 16"):
-        MetaDevice([])
-    with pytest.raises(PyGGMLError, match="1 to 16"):
-        MetaDevice(devices(17))
-    with pytest.raises(PyGGMLError, match="another meta device"):
-        MetaDevice([MetaDevice(devices(2))])
+def mlp_states(n: int, ratios: Sequence[float] | None = None) -> dict[str, SplitState]:
+    """w_up split by columns and w_down by rows alike, in 32-element units."""
+    cols = split_shares(M, n, ratios, granularity=32)
+    return {"w_up": split(1, cols), "w_down": split(0, cols)}

@@ -1,5 +1,6 @@
-"""The RPC server's fuzzing kit (tests/test_server_fuzz.py, benchmarks/fuzz_server.py): valid messages of every
-command, built against a live in-process `Session`, and mutators that break them byte by byte and field by field.
+"""The RPC server's fuzzing kit (plugins/rpc: tests/test_server_fuzz.py, benchmarks/fuzz_server.py): valid messages
+of every command, built against a live in-process `Session`, and mutators that break them byte by byte and field
+by field.
 
 `Harness` delivers each mutated message to `Session.handle` and judges it. Allowed: the valid thing, or
 `ProtocolError` / another `PyGGMLError` (the socket loop closes the connection on those, and so does the harness: it
@@ -39,13 +40,13 @@ from pyggml_rpc.wire import (
     U32,
     Cmd,
 )
-from rpc_fuzz_messages import CPY_CODE, GENERATORS, Msg, graph_msg, graph_templates
-from rpc_fuzz_world import HANG_S, MAIN_SIZE, REPLY_SIZES, RESET_EVERY, SLOW_S, World, make_served
 
 from pyggml.errors import PyGGMLError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType, type_traits
+from pyggml_testing.rpc.fuzz_messages import CPY_CODE, GENERATORS, Msg, graph_msg, graph_templates
+from pyggml_testing.rpc.fuzz_world import HANG_S, MAIN_SIZE, REPLY_SIZES, RESET_EVERY, SLOW_S, World, make_served
 
 # ---- mutators ------------------------------------------------------------------------------------------------
 

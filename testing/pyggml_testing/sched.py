@@ -1,5 +1,5 @@
-"""Helpers for the scheduler tests (no tests here): backends, a small llama model with per-layer weight placement,
-NMSE."""
+"""Helpers of the scheduler tests: weights and inputs, a small llama model with per-layer weight placement, and its
+logits on one numpy backend (the reference of the mixed runs)."""
 
 from __future__ import annotations
 
@@ -12,21 +12,24 @@ import numpy as np
 import pyggml as gg
 from pyggml import ops
 from pyggml.alloc import alloc_ctx_tensors
-from pyggml.backend.protocol import Backend, BufferType
+from pyggml.backend.protocol import BufferType, BufferUsage
 from pyggml.backend.sched import Scheduler
-from pyggml.reference.backend import NumpyRegistry
 from pyggml.tensor import Tensor
+from pyggml_testing.devices import numpy_backend
 
 
-def numpy_backend() -> Backend:
-    """A numpy backend on a device (and host buffer type) of its own."""
-    return NumpyRegistry().devices()[0].init_backend()
+def weight(buft: BufferType, *ne: int, name: str = "w", usage: BufferUsage = BufferUsage.WEIGHTS) -> Tensor:
+    """An F32 tensor of ones in a buffer of its own (of `buft`, marked `usage`)."""
+    ctx = gg.Context(no_alloc=True)
+    t = ctx.new_tensor(gg.F32, *ne, name=name)
+    alloc_ctx_tensors(ctx, buft, usage)
+    t.set(np.ones(t.nelements(), dtype=np.float32))
+    return t
 
 
-def nmse(out: np.ndarray[Any, Any], ref: np.ndarray[Any, Any]) -> float:
-    out64, ref64 = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    assert np.isfinite(out64).all(), "output has NaN/inf"
-    return float(((out64 - ref64) ** 2).sum() / max((ref64**2).sum(), 1e-30))
+def inp(*ne: int, name: str = "x") -> Tensor:
+    """An unallocated F32 graph input."""
+    return gg.Context(no_alloc=True).new_tensor(gg.F32, *ne, name=name).set_input()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Shared test helpers (module names are unique across the repository's test folders, which share one run)."""
+"""Test support of the CUDA plugin (imports pyggml_cuda): `fakedriver` (a fake CUDA driver under the plugin), `pocl`
+(the plugin's plans run on PoCL), and `needs_nvcc` for tests that compile kernels."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ reference within NMSE 5e-4 on 2 and 3 devices, greedy tokens identical on the cp
 shares (-ts 3,1) and a zero-share device, two allreduces per layer; more devices than KV heads is refused.
 
 The devices are one host device named several times: each name gets its own backend and its own buffers, so the
-meta device sees distinct devices (tests/test_meta_compute.py covers devices with private memory)."""
+meta device sees distinct devices (core/tests/test_meta_compute.py covers devices with private memory)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,16 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from test_meta_support import nmse
 
 from pyggml.errors import PyGGMLError
+from pyggml_testing.compare import nmse
+from pyggml_testing.llama import GREEDY, PROMPT
 
 session = pytest.importorskip("pyggml_llama.session")
 try:
     MODEL = session.default_model_path()
 except PyGGMLError as e:  # pragma: no cover - depends on the machine
     pytest.skip(f"SmolLM2 GGUF not available: {e}", allow_module_level=True)
-
-PROMPT = "The capital of France is"
 
 
 def _has(name: str) -> bool:
@@ -38,12 +37,6 @@ def logits(names: Sequence[str], mode: str, ts: Sequence[float] | None = None) -
     s = session.Session(MODEL, list(names), n_ctx=64, n_batch=32, split_mode=mode, tensor_split=ts)
     toks = s.tokenizer.encode(PROMPT)[:3]
     return s.eval(toks, all_logits=True), s
-
-
-GREEDY = [(PROMPT, 5), ("1, 2, 3, 4, 5,", 12)]
-"""Prompts and token counts whose greedy choices lead by at least 0.8 logits on one device: the cpu plugin's
-quantised activations make tensor-split logits differ from one device's at NMSE ~1e-3 (the summation order of the
-partial sums changes some roundings), so a near tie (France, token 6: 0.006) may go either way."""
 
 
 def greedy(names: Sequence[str], mode: str, ts: Sequence[float] | None = None) -> tuple[list[list[int]], object]:

@@ -1,15 +1,23 @@
-"""Test helpers: place a context's tensors in one buffer, run a graph on a backend."""
+"""Helpers of the OpenCL tests (and of tests elsewhere that run on OpenCL devices): place a context's tensors in one
+buffer, run a graph on a device with random inputs, and find enough OpenCL devices (PoCL makes as many as
+POCL_DEVICES names, read once per process: `run_with_pocl_devices` reruns a test file in a child that asks for
+more)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from pyggml.backend.protocol import Backend, Buffer, BufferType, Device
 from pyggml.context import Context, init_view
+from pyggml.errors import PyGGMLError
 from pyggml.graph import Graph, build_graph
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
@@ -71,18 +79,41 @@ def run_on(device: Device, build: BuildFn, seed: int = 0) -> list[npt.NDArray[An
     return [o.numpy().astype(np.float64) for o in outs]
 
 
-def nmse(ref: npt.NDArray[Any], got: npt.NDArray[Any]) -> float:
-    if np.isnan(got).any() != np.isnan(ref).any():
-        return float("inf")
-    fin = np.isfinite(ref)
-    if not np.array_equal(fin, np.isfinite(got)) or not np.array_equal(ref[~fin], got[~fin]):
-        return float("inf")
-    r, g = ref[fin], got[fin]
-    den = float((r * r).sum())
-    return float(((r - g) ** 2).sum()) / (den if den else 1.0)
+# ---- enough OpenCL devices ---------------------------------------------------------------------------------------
+
+CHILD = "PYGGML_OPENCL_CHILD"
+"""Set in the child process of `run_with_pocl_devices` (its tests must not start another)."""
 
 
-def reference_device() -> Device:
-    from pyggml.reference.backend import NumpyRegistry
+def opencl_devices() -> list[Device]:
+    """Every OpenCL device of this process (none without the plugin or an ICD)."""
+    from pyggml.backend.registry import devices
 
-    return NumpyRegistry().devices()[0]
+    try:
+        return [d for d in devices() if d.name.startswith("OpenCL")]
+    except PyGGMLError:
+        return []
+
+
+def need(devs: list[Device], n: int) -> list[Device]:
+    """The first n of `devs`, or a skip saying how many there are."""
+    if len(devs) < n:
+        pytest.skip(f"{len(devs)} OpenCL devices here; the test needs {n}")
+    return devs[:n]
+
+
+def in_child() -> bool:
+    return bool(os.environ.get(CHILD))
+
+
+def run_with_pocl_devices(test_file: str, n: int, devs: list[Device]) -> None:
+    """Run `test_file`'s tests in a child process whose PoCL makes `n` CPU devices, and fail with the child's output
+    if any fails. Skips when this process has no OpenCL device at all (no plugin or no ICD)."""
+    if not devs:
+        pytest.skip("no OpenCL device (the opencl plugin or an ICD is missing)")
+    env = dict(os.environ, POCL_DEVICES=" ".join(["pthread"] * n), **{CHILD: "1"})
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test_file],
+                       env=env, capture_output=True, text=True, timeout=900, cwd=os.path.dirname(test_file))
+    tail = (r.stdout + r.stderr)[-3000:]
+    assert r.returncode == 0, tail
+    assert " passed" in r.stdout and " failed" not in r.stdout, tail

@@ -1,14 +1,15 @@
 """llama.cpp's own code and data as test references, fetched from the llama-cpp-python source distribution on
 PyPI (one download, kept under .cache/):
 
-    python -m pyggml.tools.llama_cpp_ref vocabs [DIR]   # its tokenizer test vocabularies (.gguf, .inp, .out)
-    python -m pyggml.tools.llama_cpp_ref ggml [DIR]     # libggml-base/libggml-cpu built for AVX2 (no AVX-512),
-                                                        # the build whose arithmetic the cpu plugin follows
-    python -m pyggml.tools.llama_cpp_ref rpc [DIR]      # ggml-rpc-server, llama-perplexity and llama-completion
-                                                        # with RPC, for generic AVX2 (a few minutes)
+    python -m pyggml_testing.llama_cpp_ref vocabs [DIR]   # its tokenizer test vocabularies (.gguf, .inp, .out)
+    python -m pyggml_testing.llama_cpp_ref ggml [DIR]     # libggml-base/libggml-cpu built for AVX2 (no AVX-512),
+                                                          # the build whose arithmetic the cpu plugin follows
+    python -m pyggml_testing.llama_cpp_ref rpc [DIR]      # ggml-rpc-server, llama-perplexity and llama-completion
+                                                          # with RPC, for generic AVX2 (a few minutes)
 
 `ggml_library(name)` finds such a library for the tests: in $PYGGML_GGML_LIB_DIR, in .cache/ggml-avx2 (made by
-`make llama-cpp-ref`), or in an installed llama-cpp-python. Nothing here is imported by pyggml itself.
+`make llama-cpp-ref`), or in an installed llama-cpp-python. Everything is kept in the checkout's .cache/ (this
+distribution is installed editable from the repository; $PYGGML_REF_CACHE puts it elsewhere).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 SDIST = "llama-cpp-python==0.3.36"
-REPO = Path(__file__).resolve().parents[3]
-CACHE = REPO / ".cache"
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("PYGGML_REF_CACHE") or REPO / ".cache")
 VOCAB_DIR = CACHE / "llama-vocabs"
 GGML_DIR = CACHE / "ggml-avx2"
 VOCABS = ("llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2")

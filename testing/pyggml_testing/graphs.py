@@ -1,5 +1,5 @@
-"""Shared helpers for the reference-kernel tests (no tests here): tensors from numpy arrays, running a graph on
-the numpy backend, and reading results back as float64."""
+"""Helpers of the reference-kernel tests: tensors from numpy arrays, running a graph on the numpy backend, and
+reading results back as float64."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Run a graph on the Vulkan backend and on the numpy reference with the same inputs, compare by NMSE."""
+"""Helpers of the Vulkan tests: place a graph's tensors in one buffer, run a graph on the Vulkan backend and on the
+numpy reference with the same inputs, compare by NMSE."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import numpy as np
 from pyggml.backend.protocol import Backend, BufferType
 from pyggml.context import Context, init_view
 from pyggml.graph import Graph, build_graph
-from pyggml.reference.backend import NumpyRegistry
 from pyggml.tensor import Tensor
+from pyggml_testing.compare import nmse
+from pyggml_testing.devices import numpy_backend
 
 Build = Callable[[Context], tuple[list[Tensor], Tensor]]
 
@@ -53,24 +55,9 @@ def run(build: Build, backend: Backend, data: dict[str, np.ndarray]) -> np.ndarr
     return out.numpy()
 
 
-_NUMPY = NumpyRegistry().devices()[0].init_backend()
-
-
-def nmse(a: np.ndarray, ref: np.ndarray) -> float:
-    a = np.asarray(a, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    if np.isnan(a).any() and not np.array_equal(np.isnan(a), np.isnan(ref)):
-        return float("inf")
-    ok = np.isfinite(ref)
-    if not np.array_equal(np.isfinite(a), ok) or not np.array_equal(a[~ok], ref[~ok]):
-        return float("inf")
-    den = float(np.sum(ref[ok] ** 2))
-    return float(np.sum((a[ok] - ref[ok]) ** 2) / (den if den else 1.0))
-
-
 def compare(build: Build, backend: Backend, data: dict[str, np.ndarray], tol: float = 1e-7) -> float:
     got = run(build, backend, data)
-    ref = run(build, _NUMPY, data)
+    ref = run(build, numpy_backend(), data)
     assert got.shape == ref.shape
     err = nmse(got, ref)
     assert err <= tol, f"NMSE {err:.3e} > {tol:.0e}"

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from pyggml.tools.llama_cpp_ref import rpc_tool
+from pyggml_testing.llama_cpp_ref import rpc_tool
 
 
 class NotBuilt(RuntimeError):

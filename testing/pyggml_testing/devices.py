@@ -1,4 +1,4 @@
-"""Test-only backends that make the scheduler's job real without hardware.
+"""Fake devices that make the scheduler's (and the meta device's) job real without hardware.
 
 `fake_device(name, ...)` makes a device that runs the numpy reference kernels but
 - supports only a chosen subset of ops (`ops=` / `exclude=`), so fallbacks and splits happen;
@@ -9,7 +9,8 @@
   support (the scheduler must never hand it one);
 - optionally runs asynchronously (`async_ops=True`): a worker thread executes queued computes and copies in order,
   events really order work between streams, and `gate` can hold the stream to prove overlap.
-Every computed node name is appended to `device.computed`.
+Every computed node name is appended to `device.computed`. `numpy_device()` / `numpy_backend()`: the reference
+on a registry of its own, so buffers and backends are not shared with the hub's.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from pyggml.backend.protocol import (
 from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
 from pyggml.graph import Graph
 from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.reference.backend import compute_node
-from pyggml.reference.kernels import KERNELS
+from pyggml.reference.backend import NumpyRegistry, compute_node
+from pyggml.reference.table import TABLE
 from pyggml.tensor import Tensor, TensorFlag
 
 _active = threading.local()
@@ -135,7 +136,7 @@ class FakeDevice(Device):
             return True
         if o in self.exclude or (self.ops is not None and o not in self.ops):
             return False
-        return o in KERNELS
+        return TABLE.supports(op)
 
     def supports_buft(self, buft: BufferType) -> bool:
         return buft is self._buft or (buft.is_host and (self.type is DeviceType.CPU or self.reads_host))
@@ -145,6 +146,16 @@ class FakeDevice(Device):
 
     def event_new(self) -> Event:
         return FakeEvent() if self.async_ops else SyncEvent()
+
+
+def numpy_device() -> Device:
+    """The numpy reference device of a new registry."""
+    return NumpyRegistry().devices()[0]
+
+
+def numpy_backend() -> Backend:
+    """A numpy backend on a device (and host buffer type) of its own."""
+    return numpy_device().init_backend()
 
 
 def fake_device(name: str, **kw: object) -> FakeDevice:
