@@ -4,12 +4,16 @@
     pytest --pyggml-backend=cpu --pyggml-op=MUL_MAT,ROPE --pyggml-params 'type_a=q4_0'
 
 Items are named `<backend>::<case name>`; a case the backend does not support is skipped with the reason, a
-failing case fails with the comparison's message. Without --pyggml-backend the plugin adds nothing (and imports
-nothing of pyggml).
+failing case fails with the comparison's message. Each item is also matched by `-k` under its `k_name` (pytest's
+-k grammar cannot take `(`, `)`, `=` or `,`): `-k 'ADD/ and type_a:f32/'`. A backend that refuses view ops gets a
+`ViewOpsWarning` (pytest's warnings summary). Without --pyggml-backend the plugin adds nothing (and imports nothing
+of pyggml).
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +37,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--pyggml-seed", type=int, default=0, help="seed of the random inputs")
 
 
+_NOT_K = re.compile(r"[^\w:+\-.\[\]\\/]")
+"""A character pytest's -k grammar does not take inside an identifier (_pytest/mark/expression.py: word
+characters, ':', '+', '-', '.', '[', ']', backslash and '/' are the ones it takes)."""
+
+
+def k_name(name: str) -> str:
+    """`name` spelled so that -k can select it: '=' becomes ':' and every other character -k cannot take ('(',
+    ')', ',', spaces, quotes, ';', braces) becomes '/'. `numpy::ADD(type=f32,v=0)` -> `numpy::ADD/type:f32/v:0/`."""
+    return _NOT_K.sub(lambda m: ":" if m.group() == "=" else "/", name)
+
+
 class CaseFailed(Exception):
     """A conformance case failed; the message is the comparison's."""
 
@@ -52,6 +67,7 @@ class ConformanceItem(pytest.Item):
         self.reference = reference
         self.seed = seed
         self.add_marker(pytest.mark.pyggml_conformance)
+        self.extra_keyword_matches.add(k_name(self.name))
 
     def runtest(self) -> None:
         from pyggml_conformance.runner import Status, compare_case
@@ -85,6 +101,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from pyggml.errors import PyGGMLError
     from pyggml_conformance.runner import REFERENCE, open_target
     from pyggml_conformance.suite import Options, load_cases
+    from pyggml_conformance.viewops import ViewOpsWarning, view_ops_warning
 
     opts = Options(ops=config.getoption("pyggml_op"), params=config.getoption("pyggml_params"),
                    case_file=config.getoption("pyggml_case_file"))
@@ -94,6 +111,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         reference = open_target(REFERENCE)
     except PyGGMLError as e:
         raise pytest.UsageError(f"pyggml conformance: {e}") from e
+    for target in targets:
+        warning = view_ops_warning(target.name, target.device)
+        if warning is None:
+            continue
+        try:
+            warnings.warn(ViewOpsWarning(warning), stacklevel=1)
+        except ViewOpsWarning as e:  # made an error by -W: stop with the message, not an internal error
+            raise pytest.UsageError(f"pyggml conformance: {e}") from e
     parent = ConformanceCollector.from_parent(session, name="pyggml-conformance", nodeid="pyggml-conformance")
     seed = config.getoption("pyggml_seed")
     for target in targets:

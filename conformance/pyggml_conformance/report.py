@@ -30,6 +30,8 @@ class RunInfo:
     n_cases: int
     every_case: bool = False
     devices: dict[str, str] = field(default_factory=dict)
+    warnings: dict[str, str] = field(default_factory=dict)
+    """Per backend name, what is wrong with it beyond its results (it refuses view ops: `viewops`)."""
 
     def __post_init__(self) -> None:
         self.devices = {t.name: t.description for t in self.targets}
@@ -122,6 +124,8 @@ class ConsoleReporter(Reporter):
         for name, c in self.counts().items():
             desc = self.info.devices.get(name, "")
             print(f"\nBackend {name}: {desc}", file=out)
+            if name in self.info.warnings:
+                print(f"  WARNING: {self.info.warnings[name]}", file=out)
             if self.info.mode == "support":
                 n = c["supported"] + c["unsupported"]
                 print(f"  {c['supported']}/{n} cases supported", file=out)
@@ -135,7 +139,8 @@ class ConsoleReporter(Reporter):
                 for f in failed:
                     print(f"    {f}", file=out)
         fails = sum(c["fail"] for c in self.counts().values())
-        print(f"\n{'FAIL' if fails else 'OK'}", file=out)
+        warned = f" ({len(self.info.warnings)} backend(s) with warnings, see above)" if self.info.warnings else ""
+        print(f"\n{'FAIL' if fails else 'OK'}{warned}", file=out)
 
 
 class JsonReporter(Reporter):
@@ -147,6 +152,7 @@ class JsonReporter(Reporter):
             "devices": [{"backend": k, "description": v} for k, v in self.info.devices.items()],
             "results": [self.record(r) for r in self.results],
             "summary": {k: dict(v) for k, v in self.counts().items()},
+            "warnings": self.info.warnings,
         }
         json.dump(doc, self.out, indent=1)
         self.out.write("\n")

@@ -8,9 +8,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
+from pyggml.ops.base import Op
 from pyggml_conformance.cli import main
 
 ADD_FEW = ["--op", "ADD", "--params", "type_a=f32,type_b=f32,ne=\\[10,5,4,3\\],nr=\\[1,1,1,1\\],v=[01]"]
@@ -165,3 +167,20 @@ def test_bad_options_are_usage_errors_not_tracebacks(capsys: pytest.CaptureFixtu
     """These raised FileNotFoundError / ZeroDivisionError tracebacks (issue 19)."""
     rc, _, err = run_cli(capsys, "--backend", "numpy", *ADD_FEW, *args)
     assert rc == 2 and message in err and "Traceback" not in err
+
+
+def test_a_backend_refusing_view_ops_is_warned_about(capsys: pytest.CaptureFixture[str],
+                                                     register: Callable[..., str]) -> None:
+    """Refusing views made 94 of 141 cases "unsupported" while the run said OK (issue 24): now a warning, in the
+    summary, on stderr and in the json document."""
+    views = frozenset({Op.VIEW, Op.RESHAPE, Op.PERMUTE, Op.TRANSPOSE})
+    name = register("cli_noviews", None, frozenset(), unsupported=views)
+    rc, out, err = run_cli(capsys, "--backend", name, *ADD_FEW)
+    assert rc == 0
+    assert "WARNING: cli_noviews refuses VIEW, RESHAPE, PERMUTE, TRANSPOSE in supports_op" in out
+    assert "backend(s) with warnings" in out.rstrip().splitlines()[-1]
+    assert "warning: cli_noviews refuses" in err
+    rc, out, _ = run_cli(capsys, "--backend", name, "--format", "json", *ADD_FEW)
+    assert "cli_noviews refuses" in json.loads(out)["warnings"][name]
+    rc, out, _ = run_cli(capsys, "--backend", "numpy", "--format", "json", *ADD_FEW)
+    assert json.loads(out)["warnings"] == {}

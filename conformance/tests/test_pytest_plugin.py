@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from conftest import off_by_one_percent
-from helpers import cases_of
 
 from pyggml.ops.base import Op
+from pyggml_testing.conformance import cases_of, off_by_one_percent
 
 PARAMS = "type_a=f32,type_b=f32,ne=\\[10,5,4,3\\],nr=\\[2"
 
@@ -48,3 +47,30 @@ def test_unknown_backend_is_a_usage_error(pytester: pytest.Pytester) -> None:
     res = pytester.runpytest_inprocess("--pyggml-backend=nosuch", "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "no backend named 'nosuch'" in res.stderr.str()
+
+
+def test_k_selects_a_case_by_its_parameters(pytester: pytest.Pytester) -> None:
+    """-k cannot take '=', '(' or ',' (issue 24); each item is also matched under its k_name."""
+    from pyggml_conformance.pytest_plugin import k_name
+
+    case = cases_of("ADD", PARAMS)[0]
+    res = pytester.runpytest_inprocess("--pyggml-backend=numpy", "--pyggml-op=ADD,MUL", "-k", k_name(case.name),
+                                       "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    some = pytester.runpytest_inprocess("--pyggml-backend=numpy", "--pyggml-op=ADD,MUL", "-p", "no:cacheprovider",
+                                        "-k", "ADD/ and type_b:f32/ and ne:[10/5/4/3]/ and not v:1/")
+    n = len([c for c in cases_of("ADD", "type_b=f32,ne=\\[10,5,4,3\\],") if ",v=1," not in c.name])
+    assert n > 1
+    some.assert_outcomes(passed=n)
+
+
+def test_a_backend_refusing_view_ops_is_warned_about(pytester: pytest.Pytester,
+                                                     register: Callable[..., str]) -> None:
+    views = frozenset({Op.VIEW, Op.RESHAPE, Op.PERMUTE, Op.TRANSPOSE})
+    name = register("pt_noviews", None, frozenset(), unsupported=views)
+    res = pytester.runpytest_inprocess(f"--pyggml-backend={name}", "--pyggml-op=ADD", f"--pyggml-params={PARAMS}",
+                                       "-p", "no:cacheprovider")
+    out = res.stdout.str()
+    assert "ViewOpsWarning" in out and "pt_noviews refuses VIEW, RESHAPE, PERMUTE, TRANSPOSE" in out
+    quiet = pytester.runpytest_inprocess("--pyggml-backend=numpy", "--pyggml-op=ARANGE", "-p", "no:cacheprovider")
+    assert "ViewOpsWarning" not in quiet.stdout.str()

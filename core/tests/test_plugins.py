@@ -62,6 +62,8 @@ def test_enumeration_failure_is_recorded(tmp_path: Path) -> None:
     from pyggml.backend.hookspec import hookimpl
     from pyggml.backend.protocol import Registry
 
+    PYGGML_API_VERSION = 1
+
     class Flaky(Registry):
         def __init__(self):
             super().__init__("flaky")
@@ -95,6 +97,8 @@ _HUNG = """
 import threading
 from pyggml.backend.hookspec import hookimpl
 from pyggml.backend.protocol import Registry
+
+PYGGML_API_VERSION = 1
 
 class Hung(Registry):
     def __init__(self):
@@ -132,6 +136,8 @@ _IMPOSTOR = """
 from pyggml.backend.hookspec import hookimpl
 from pyggml.reference.backend import NumpyRegistry
 
+PYGGML_API_VERSION = 1
+
 class Impostor(NumpyRegistry):
     pass
 
@@ -159,6 +165,68 @@ def test_a_registry_name_collision_is_reported_not_resolved_silently(tmp_path: P
     assert out.stdout.strip() == "NumpyRegistry", out.stderr
     strict = _run(["devices"], tmp_path, PYGGML_BACKENDS="", PYGGML_STRICT_PLUGINS="1")
     assert strict.returncode != 0 and "aaa_impostor_demo" in strict.stderr
+
+
+def _versioned(declaration: str, registry: str) -> str:
+    """A plugin module with the given API declaration whose hook registers a working one-device registry; if an
+    incompatible module's hook were called anyway, its registry would show up in `pyggml devices`."""
+    return f"""
+{declaration}
+from pyggml.backend.hookspec import hookimpl
+from pyggml.reference.backend import NumpyDevice, NumpyRegistry
+
+class Reg(NumpyRegistry):
+    def __init__(self):
+        super(NumpyRegistry, self).__init__({registry!r})
+        self._devices = [NumpyDevice(self)]
+
+@hookimpl
+def pyggml_backend_registries():
+    return [Reg()]
+"""
+
+
+def test_a_plugin_of_another_backend_api_is_reported_and_not_loaded(tmp_path: Path) -> None:
+    """The registry's api_version defaulted to the core's own, so no plugin could ever mismatch (issue 24). Now the
+    entry-point module declares PYGGML_API_VERSION; a plugin declaring another one, or none, is reported with both
+    versions, contributes no registry, and the other plugins load."""
+    from pyggml import __version__
+    from pyggml.backend.protocol import API_VERSION
+
+    _throwaway_dist(tmp_path, "pyggml_future_demo", _versioned(f"PYGGML_API_VERSION = {API_VERSION + 1}", "future"),
+                    "future")
+    _throwaway_dist(tmp_path, "pyggml_undeclared_demo", _versioned("", "undeclared"), "undeclared")
+    _throwaway_dist(tmp_path, "pyggml_current_demo", _versioned(f"PYGGML_API_VERSION = {API_VERSION}", "current"),
+                    "current")
+    r = _run(["plugins", "--json"], tmp_path, PYGGML_BACKENDS="")
+    assert r.returncode == 0, r.stderr
+    rows = {p["name"]: p for p in json.loads(r.stdout)}
+    future, undeclared = rows["future"], rows["undeclared"]
+    assert future["status"] == undeclared["status"] == "incompatible"
+    assert future["api_version"] == API_VERSION + 1 and undeclared["api_version"] is None
+    assert future["registries"] == undeclared["registries"] == []
+    assert f"implements backend API {API_VERSION + 1}" in future["error"]
+    assert f"pyggml {__version__} implements backend API {API_VERSION}" in future["error"]
+    assert "pyggml_future_demo 0.0.1" in future["error"]
+    assert "declares no backend API version (PYGGML_API_VERSION missing" in undeclared["error"]
+    assert rows["current"]["status"] == rows["numpy"]["status"] == "loaded"
+    assert rows["current"]["api_version"] == API_VERSION
+
+    text = _run(["plugins"], tmp_path, PYGGML_BACKENDS="")
+    assert text.returncode == 0, text.stderr
+    line = next(ln for ln in text.stdout.splitlines() if ln.startswith("future"))
+    assert f"api={API_VERSION + 1}" in line and "incompatible" in line
+    assert f"implements backend API {API_VERSION + 1}, this pyggml {__version__} implements backend API " \
+           f"{API_VERSION}" in text.stdout
+
+    devs = _run(["devices", "--json"], tmp_path, PYGGML_BACKENDS="")
+    assert devs.returncode == 0, devs.stderr
+    registries = {row["registry"] for row in json.loads(devs.stdout)}
+    assert "current" in registries and "numpy" in registries
+    assert not registries & {"future", "undeclared"}
+
+    strict = _run(["devices"], tmp_path, PYGGML_BACKENDS="", PYGGML_STRICT_PLUGINS="1")
+    assert strict.returncode != 0 and "pyggml_future_demo" in strict.stderr
 
 
 @pytest.mark.parametrize("target", ["missing.mod:f", "pyggml.ops:no_such_function"])

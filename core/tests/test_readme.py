@@ -1,4 +1,5 @@
-"""The README's Python example runs as printed and gives what its comments promise."""
+"""The README's Python example runs as printed, on every device this machine has, and gives what its comments
+promise. The code is read from README.md, so the example cannot drift from what is tested."""
 
 from __future__ import annotations
 
@@ -8,18 +9,30 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+from pyggml.backend import devices
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+DEVICE_LINE = re.compile(r'^device = get_device\("numpy"\)', flags=re.M)
+"""The line that picks the device; the test puts each device's name in it."""
 
 
-def test_readme_python_example_runs() -> None:
+def example() -> str:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
-    assert blocks, "README.md has no python example"
+    assert len(blocks) == 1, "README.md should have exactly one python example"
+    assert len(DEVICE_LINE.findall(blocks[0])) == 1, "the README example no longer picks its device on one line"
+    return str(blocks[0])
+
+
+@pytest.mark.parametrize("name", [d.name for d in devices()])
+def test_readme_python_example_runs_on(name: str) -> None:
+    code = DEVICE_LINE.sub(f"device = get_device({name!r})", example())
     scope: dict[str, object] = {}
-    with contextlib.redirect_stdout(io.StringIO()):
-        for code in blocks:
-            exec(compile(code, str(README), "exec"), scope)
-    y = scope["y"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(README), "exec"), scope)
     x = np.arange(12, dtype=np.float64).reshape(3, 4) + 1.0
     expect = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6)
-    np.testing.assert_allclose(y.numpy(), expect, rtol=1e-5)  # type: ignore[attr-defined]
+    np.testing.assert_allclose(scope["y"].numpy(), expect, rtol=1e-5)  # type: ignore[attr-defined]
+    assert out.getvalue().count("\n") == 3  # the printed 3 x 4 result

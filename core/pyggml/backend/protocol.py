@@ -25,16 +25,24 @@ if TYPE_CHECKING:
     from pyggml.tensor import Tensor
 
 API_VERSION = 1
+"""The backend API this core implements. A plugin declares the version it was written for as the constant
+`PYGGML_API_VERSION` of its entry-point module (a literal, not this name); the loader refuses any other."""
 Bytes = npt.NDArray[np.uint8]
+"""Raw memory as the protocol moves it: a 1-D numpy uint8 array (never `bytes`)."""
 
 
 class BufferUsage(IntEnum):
+    """What a buffer holds (`Buffer.usage`): an op reading a tensor of a WEIGHTS buffer runs, as a rule, on the
+    scheduler backend that can use that buffer (pass 1)."""
+
     ANY = 0
     WEIGHTS = 1
     COMPUTE = 2
 
 
 class DeviceType(Enum):
+    """The kind of device; the scheduler's last backend (the fallback) must be on a CPU device."""
+
     CPU = "cpu"
     GPU = "gpu"
     IGPU = "igpu"
@@ -44,6 +52,8 @@ class DeviceType(Enum):
 
 @dataclass(frozen=True, slots=True)
 class DeviceCaps:
+    """Optional abilities a device announces (they are never probed with hasattr)."""
+
     async_ops: bool = False
     """set/get/copy_tensor_async really overlap with compute."""
     host_buffer: bool = False
@@ -60,6 +70,8 @@ class DeviceCaps:
 
 @dataclass(frozen=True, slots=True)
 class DeviceProps:
+    """What `Device.props()` reports (`pyggml devices` shows it)."""
+
     name: str
     description: str
     type: DeviceType
@@ -74,8 +86,6 @@ class DeviceProps:
 class Registry(ABC):
     """A plugin's entry: cheap to create; touches no driver until `devices()` is called. A subclass passes its name
     to `Registry.__init__`."""
-
-    api_version: int = API_VERSION
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -174,10 +184,13 @@ class Device(ABC):
         return {}
 
     @abstractmethod
-    def init_backend(self, params: str | None = None) -> Backend: ...
+    def init_backend(self, params: str | None = None) -> Backend:
+        """A new backend (stream) on this device. `params`: a device-specific option string (None: defaults);
+        a device that takes none raises on any other value."""
 
     @abstractmethod
-    def buffer_type(self) -> BufferType: ...
+    def buffer_type(self) -> BufferType:
+        """The buffer type of this device's own memory (the same object on every call)."""
 
     def host_buffer_type(self) -> BufferType | None:
         """(optional, caps.host_buffer) a host buffer type fast to copy from/to this device."""
@@ -240,7 +253,8 @@ class BufferType(ABC):
         return tensor.nbytes()
 
     @abstractmethod
-    def alloc_buffer(self, size: int) -> Buffer: ...
+    def alloc_buffer(self, size: int) -> Buffer:
+        """A new buffer of `size` bytes (0 allowed); AllocationError naming the buffer type and size on failure."""
 
     def __repr__(self) -> str:
         return f"<BufferType {self.name}>"
@@ -256,10 +270,12 @@ class Buffer(ABC):
 
     # -- raw bytes (required) --
     @abstractmethod
-    def write(self, offset: int, data: Bytes) -> None: ...
+    def write(self, offset: int, data: Bytes) -> None:
+        """Copy the 1-D uint8 array `data` to bytes [offset, offset + data.size) of the buffer."""
 
     @abstractmethod
-    def read(self, offset: int, size: int) -> Bytes: ...
+    def read(self, offset: int, size: int) -> Bytes:
+        """A new 1-D uint8 array holding bytes [offset, offset + size) of the buffer."""
 
     def fill(self, offset: int, size: int, value: int) -> None:
         self.write(offset, np.full(size, value, dtype=np.uint8))
@@ -320,11 +336,15 @@ class Buffer(ABC):
 
 
 class Event(ABC):
-    @abstractmethod
-    def record(self, backend: Backend) -> None: ...
+    """A point in a backend's stream of work that other streams (or the host) can wait for."""
 
     @abstractmethod
-    def synchronize(self) -> None: ...
+    def record(self, backend: Backend) -> None:
+        """Mark the current end of `backend`'s queued work."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait on the host until the recorded work is done."""
 
 
 class SyncEvent(Event):

@@ -9,6 +9,10 @@ Two plugins registering one registry name are never resolved silently: the plugi
 registry's name keeps it (the cpu plugin keeps "cpu"), the other is rejected; with no such owner every claimant is
 rejected; either way the error names both distributions.
 
+Every plugin declares the backend API it implements: its entry-point module sets `PYGGML_API_VERSION = <int>`.
+A plugin that declares none, or another version than this core's `API_VERSION`, is not registered at all (its hook
+is never called) and `pyggml plugins` shows it as `incompatible` with both versions; the other plugins load.
+
 Devices are enumerated lazily, each registry on its own and on first request only: a driver that hangs in
 `devices()` delays only what asks for that registry, by at most PYGGML_PLUGIN_TIMEOUT seconds (default 30; 0 waits
 forever), after which the registry reports no devices and an error naming its plugin; looking a device up by name
@@ -41,9 +45,11 @@ class PluginInfo:
     distribution: str
     version: str
     status: str = "pending"
-    """loaded | error | disabled"""
+    """loaded | error | incompatible (backend API not declared or not this core's) | disabled"""
     error: str | None = None
     registries: list[str] = field(default_factory=list)
+    api_version: int | None = None
+    """The backend API the plugin declares (`PYGGML_API_VERSION` of its entry-point module); None: not declared."""
 
 
 @dataclass
@@ -57,6 +63,14 @@ class RegistryInfo:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     """Serialises this registry's enumeration (and only this one's)."""
     pending: _Enumeration | None = field(default=None, repr=False)
+
+
+API_CONSTANT = "PYGGML_API_VERSION"
+"""The name of the constant a plugin's entry-point module declares its backend API version in."""
+
+
+class PluginAPIError(PluginLoadError):
+    """A plugin declares no backend API version, or one this core does not implement: it is not loaded."""
 
 
 TIMEOUT_ENV = "PYGGML_PLUGIN_TIMEOUT"
@@ -123,6 +137,7 @@ class BackendHub:
                     continue
                 try:
                     module = ep.load()
+                    _check_api(module, info)
                     pm.register(module, name=ep.name)
                     impls = [i for i in pm.hook.pyggml_backend_registries.get_hookimpls() if i.plugin is module]
                     regs: list[Registry] = []
@@ -132,6 +147,11 @@ class BackendHub:
                         self._check(reg, ep.name)
                     claims.extend((reg, info) for reg in regs)
                     info.status = "loaded"
+                except PluginAPIError as e:
+                    info.status, info.error = "incompatible", str(e)
+                    log.warning("pyggml: %s", e)
+                    if strict:
+                        raise
                 except Exception as e:
                     info.status = "error"
                     info.error = "".join(traceback.format_exception(e)).strip()
@@ -157,10 +177,6 @@ class BackendHub:
     def _check(reg: Registry, plugin: str) -> None:
         if not isinstance(reg, Registry):
             raise PluginLoadError(f"plugin {plugin!r} returned {reg!r}, not a pyggml Registry")
-        if reg.api_version != API_VERSION:
-            raise PluginLoadError(
-                f"plugin {plugin!r}: registry {reg.name!r} speaks backend API {reg.api_version}, pyggml {API_VERSION}"
-            )
 
     def _add_claims(self, claims: list[tuple[Registry, PluginInfo]], strict: bool) -> None:
         """Add the loaded plugins' registries; a name claimed twice goes to the plugin whose entry point carries it
@@ -289,6 +305,27 @@ class BackendHub:
 
 def _strict() -> bool:
     return os.environ.get("PYGGML_STRICT_PLUGINS", "") not in ("", "0")
+
+
+def _check_api(module: object, info: PluginInfo) -> None:
+    """Refuse (PluginAPIError) a plugin module that does not declare this core's backend API version. Checked before
+    the module is registered, so an incompatible plugin contributes nothing. The version is read from the module,
+    never defaulted: a plugin written against another API must not be half-loaded."""
+    from pyggml import __version__
+
+    declared = getattr(module, API_CONSTANT, None)
+    who = f"plugin {info.name!r} ({info.distribution} {info.version})"
+    core = f"this pyggml {__version__} implements backend API {API_VERSION}"
+    if declared is None:
+        raise PluginAPIError(f"{who} declares no backend API version ({API_CONSTANT} missing in {info.value}); "
+                             f"{core}; not loaded")
+    if isinstance(declared, bool) or not isinstance(declared, int):
+        raise PluginAPIError(f"{who}: {API_CONSTANT} = {declared!r} in {info.value} is not an integer; {core}; "
+                             "not loaded")
+    info.api_version = declared
+    if declared != API_VERSION:
+        raise PluginAPIError(f"{who} implements backend API {declared}, {core}; not loaded (install a version of "
+                             f"{info.distribution} made for backend API {API_VERSION})")
 
 
 def _plugin_info(ep: EntryPoint) -> PluginInfo:

@@ -3,9 +3,10 @@ there (`make wheels-smoke`; nothing of the editable install in .venv is reused):
 
     python -m pyggml.tools.wheels_smoke [--dist DIR] [PROJECT_DIR ...]
 
-1. `python -m build --wheel` per distribution (default: the core, every plugin, conformance, examples/*), one after
-   another, each in its own isolated build env, from a copy of the files git lists (tracked or not ignored): nothing
-   an editable install left in the tree (extensions, SPIR-V, egg-info) goes into a wheel;
+1. `python -m build --wheel` per distribution (default: the core, every plugin, conformance, examples/* but the
+   toy backend), one after another, each in its own isolated build env, from a copy of the files git lists
+   (tracked or not ignored): nothing an editable install left in the tree (extensions, SPIR-V, egg-info) goes into
+   a wheel;
 2. a wheel with a compiled extension (pyggml-cpu, pyggml-rpc: cffi, stable ABI) is repaired to manylinux with
    `auditwheel repair`, and `auditwheel show` must name a manylinux platform;
 3. every wheel carries its LICENSE, `License-Expression: MIT` and a long description; the Vulkan wheel one SPIR-V
@@ -40,6 +41,8 @@ REPO = Path(__file__).resolve().parents[3]
 OWN_DISTS = ("pyggml", "pyggml-cpu", "pyggml-opencl", "pyggml-vulkan", "pyggml-cuda", "pyggml-metal", "pyggml-rpc",
              "pyggml-conformance", "pyggml-llama")
 INSTALL = ["pyggml[all]", "pyggml-conformance", "pyggml-llama"]
+EXCLUDED = ("toy_backend",)
+"""examples/ projects that are not part of the release (the example plugin: `make toy-backend` tests it)."""
 EXTENSION_MODULES = {"pyggml-cpu": "pyggml_cpu._pgc", "pyggml-rpc": "pyggml_rpc._fnv"}
 
 
@@ -69,7 +72,7 @@ def projects(dirs: Sequence[str]) -> list[Path]:
         found = [(REPO / d).resolve() for d in dirs]
     else:
         found = [REPO, *sorted(p.parent for p in REPO.glob("plugins/*/pyproject.toml")), REPO / "conformance",
-                 *sorted(p.parent for p in REPO.glob("examples/*/pyproject.toml"))]
+                 *sorted(p.parent for p in REPO.glob("examples/*/pyproject.toml") if p.parent.name not in EXCLUDED)]
     missing = [str(p) for p in found if not (p / "pyproject.toml").is_file() or not p.is_relative_to(REPO)]
     if missing:
         raise SmokeError(f"no pyproject.toml in {', '.join(missing)}")
