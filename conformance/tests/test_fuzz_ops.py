@@ -3,7 +3,8 @@
 outcome must be a PyGGMLError (at record time or at compute) or, on the cpu backend, the numpy reference's result;
 never a crash, a hang or another exception. A backend may not compute a graph the reference refuses.
 
-PYGGML_FUZZ_EXAMPLES sets the number of examples (default 200; the soak run uses 10000)."""
+PYGGML_FUZZ_EXAMPLES sets the number of examples (default 200). The soak run, benchmarks/fuzz_soak.py, draws the same
+recipes in rounds and counts the outcomes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -118,6 +120,33 @@ def _run(rz: Realized, target: Target, data: dict[str, Any]) -> Executed | PyGGM
         return e
 
 
+def outcome(r: Recipe, target: Target, reference: Target) -> str:
+    """What happened to r on target: 'refused' (the op API), 'unsupported' (by the backend), 'error' (a clear
+    PyGGMLError at compute) or 'equal' (the reference's result). AssertionError for anything else: a result that
+    differs, guard bytes changed, or a graph computed that the reference refuses. (The soak run,
+    benchmarks/fuzz_soak.py, counts these.)"""
+    ref_g = _realize(r)
+    if ref_g is None:
+        return "refused"
+    got_g = _realize(r)
+    assert got_g is not None
+    if first_unsupported(got_g.graph, target.device) is not None:
+        return "unsupported"
+    data = generate(ref_g.graph, ref_g.inits, np.random.default_rng(zlib.crc32(repr(r).encode())))
+    ref = _run(ref_g, reference, data)
+    got = _run(got_g, target, data)
+    if isinstance(got, PyGGMLError):
+        return "error"  # a clear refusal
+    assert not got.problems, f"{r}: {got.problems}"
+    assert not isinstance(ref, PyGGMLError), f"{r}: {target.device.name} computed what the reference refuses ({ref})"
+    out = got_g.outputs[0]
+    mode = Compare.SET if r.op == "top_k" else Compare.EXACT if out.type.name.startswith("I") else Compare.NMSE
+    threshold = 5e-4 if r.op in ("mul_mat",) or r.type == "f16" else 1e-6
+    v = check(mode, ref.values[0], got.values[0], threshold, nan_ok=True)
+    assert v.ok, f"{r}: {v.error}"
+    return "equal"
+
+
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
 def test_random_ops_give_the_reference_result_or_a_pyggml_error(backend: str) -> None:
     try:
@@ -129,26 +158,6 @@ def test_random_ops_give_the_reference_result_or_a_pyggml_error(backend: str) ->
     @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(recipes())
     def one(r: Recipe) -> None:
-        ref_g = _realize(r)
-        if ref_g is None:
-            return
-        got_g = _realize(r)
-        assert got_g is not None
-        if first_unsupported(got_g.graph, target.device) is not None:
-            return
-        import numpy as np
-
-        data = generate(ref_g.graph, ref_g.inits, np.random.default_rng(zlib.crc32(repr(r).encode())))
-        ref = _run(ref_g, reference, data)
-        got = _run(got_g, target, data)
-        if isinstance(got, PyGGMLError):
-            return  # a clear refusal
-        assert not got.problems, f"{r}: {got.problems}"
-        assert not isinstance(ref, PyGGMLError), f"{r}: {backend} computed what the reference refuses ({ref})"
-        out = got_g.outputs[0]
-        mode = Compare.SET if r.op == "top_k" else Compare.EXACT if out.type.name.startswith("I") else Compare.NMSE
-        threshold = 5e-4 if r.op in ("mul_mat",) or r.type == "f16" else 1e-6
-        v = check(mode, ref.values[0], got.values[0], threshold, nan_ok=True)
-        assert v.ok, f"{r}: {v.error}"
+        outcome(r, target, reference)
 
     one()

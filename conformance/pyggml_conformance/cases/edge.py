@@ -1,7 +1,8 @@
 """Edge cases every backend must handle as the reference does (issue 19): NaN and infinities in every position of
-reductions, sorts, CLAMP and matrix products; ids out of range (GET_ROWS, SET_ROWS, MUL_MAT_ID), which must raise
-a ComputeError everywhere and write nothing outside the destination; rows of 2^24 elements and more for the
-reductions (float accumulators and loop limits); zero-size and one-element tensors.
+reductions, sorts, CLAMP and matrix products; infinities, NaN and huge values through every UNARY and GLU
+activation (limits, not NaN: GELU(-inf) = 0, TANH(+-inf) = +-1); ids out of range (GET_ROWS, SET_ROWS,
+MUL_MAT_ID), which must raise a ComputeError everywhere and write nothing outside the destination; rows of 2^24
+elements and more for the reductions (float accumulators and loop limits); zero-size and one-element tensors.
 
 Parameter strings carry `edge=...` so `--params edge=` selects the family."""
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from pyggml import ops
 from pyggml.ops.base import Op
+from pyggml.ops.elementwise import GluOp, UnaryOp
 from pyggml.ops.reduce import SortOrder
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
@@ -26,6 +28,7 @@ SPECIALS: dict[str, tuple[float, ...]] = {
     "nan,nan": (NAN, NAN), "inf,inf": (INF, INF), "nan,-inf,inf": (NAN, -INF, INF),
 }
 WHERE = ("first", "mid", "last")
+F16_MAX = 65504.0
 LONG = (1 << 24) + 3
 """Elements of the long rows: past 2^24 (a float counter's last exact integer) and 128 threads x 65535 loop
 iterations (lavapipe's limit per invocation)."""
@@ -119,6 +122,64 @@ def special_mul_mat(ta: GGMLType, special: str, where: str, in_weights: bool = F
                  side="a" if in_weights else "b")
 
 
+ACT_VALUES: dict[str, tuple[float, ...]] = {
+    "inf": (-INF, INF, NAN, 0.0, -0.5, 1.5, -2.0, 3.0),
+    "neg": (-3e38, -1e30, -1e4, -100.0, -20.0, -10.5, -9.0, -3.0, -1.0, -0.5),
+    "pos": (3e38, 1e30, 1e4, 100.0, 20.0, 10.5, 9.0, 3.0, 1.0, 0.5),
+}
+"""Activation inputs in three groups, so that NMSE sees each: the infinities and NaN (limits and NaN positions),
+huge negatives (the gated activations' tails must be about 0, not an ulp of tanh times x: GELU(-1e30) was -3e22 on
+PoCL) and huge positives (kept apart so their squares do not swamp the negatives' errors). In F16 the values past
+65504 become infinities."""
+
+
+def fixed(values: Sequence[float]) -> Init:
+    """`values` along every row (dim 0 has their length); past a 16-bit type's range, infinities (what rounding
+    gives, without numpy's overflow warning)."""
+
+    def init(rng: np.random.Generator, t: Tensor) -> Array:
+        x = np.array(values, dtype=np.float64)
+        if t.type == GGMLType.F16:
+            x = np.where(np.abs(x) > F16_MAX, np.copysign(INF, x), x)
+        return np.broadcast_to(x, tuple(reversed(t.ne))).copy()
+
+    init.__qualname__ = f"fixed({','.join(f'{v:g}' for v in values)})"
+    return init
+
+
+def special_unary(uop: UnaryOp, t: GGMLType, group: str) -> Case:
+    vals = ACT_VALUES[group]
+
+    def build(b: CaseBuilder) -> Tensor:
+        return ops.unary(b.input(t, (len(vals), 2), fixed(vals)), uop)
+
+    return Case(Op.UNARY, fmt_params(edge="special", op=uop, type=t, values=group), build, sub=uop.name, nan_ok=True)
+
+
+TANH_SATURATED = (-INF, INF, NAN, -1e30, 1e30, -100.0, 100.0, -20.0, 20.0, -10.5, 10.5)
+"""TANH of these is exactly +-1 in float (or NaN): compared exactly (PoCL's tanh gave +-0.99999994 for all of
+them, an error NMSE cannot see but 1 + tanh(u) in GELU turns into garbage)."""
+
+
+def saturated_tanh(t: GGMLType) -> Case:
+    def build(b: CaseBuilder) -> Tensor:
+        return ops.unary(b.input(t, (len(TANH_SATURATED), 2), fixed(TANH_SATURATED)), UnaryOp.TANH)
+
+    return Case(Op.UNARY, fmt_params(edge="special", op=UnaryOp.TANH, type=t, values="saturated"), build,
+                sub=UnaryOp.TANH.name, nan_ok=True, compare=Compare.EXACT)
+
+
+def special_glu(gop: GluOp, t: GGMLType, group: str) -> Case:
+    """The activation's input takes the values; the gate is finite (0.5 to 2)."""
+    vals = ACT_VALUES[group]
+
+    def build(b: CaseBuilder) -> Tensor:
+        x = b.input(t, (len(vals), 2), fixed(vals))
+        return ops.glu(x, gop, b.input(t, (len(vals), 2), uniform(0.5, 2.0)))
+
+    return Case(Op.GLU, fmt_params(edge="special", op=gop, type=t, values=group), build, sub=gop.name, nan_ok=True)
+
+
 def special_cases() -> list[Case]:
     out: list[Case] = []
     for op in REDUCE:
@@ -130,6 +191,11 @@ def special_cases() -> list[Case]:
             for n in (37, 5000):
                 out += [special_sort(Op.ARGSORT, special, w, n, order) for order in SortOrder]
                 out.append(special_sort(Op.TOP_K, special, w, n))
+    for t in (F32, F16):
+        out.append(saturated_tanh(t))
+        for group in ACT_VALUES:
+            out += [special_unary(uop, t, group) for uop in UnaryOp]
+            out += [special_glu(gop, t, group) for gop in GluOp]
     for w in WHERE:
         for ta in (F32, F16, T.Q4_0, T.Q8_0, T.Q4_K, T.Q6_K):
             out.append(special_mul_mat(ta, "nan", w))  # quantised activations carry NaN as a NaN scale

@@ -12,6 +12,13 @@ SmolLM2 on two devices, far more than any fixed-size cache of recent plans holds
 gone (released on the next compute) or when the graph's placement changes (its tensors moved). A few plans are also
 kept by placement alone (`recent`, least recently used first out), for a new graph object over the same nodes and
 places (e.g. a graph view made per compute).
+
+The cache keeps nothing alive that its caller dropped: graphs are held weakly, a live graph's placement holds its
+tensors (the graph holds them anyway) but its buffers only by weakref, a dead graph's placement is let go by the
+graph's weakref callback, and a recent plan holds nothing of its placement but weakrefs. A buffer the caller drops
+is freed at once even while a plan over it is kept; that plan is never replayed again (its placement no longer
+holds). A plan object itself should not hold buffers strongly either (the cpu plugin's `Plan.buffers`, the OpenCL
+and Vulkan plans still do).
 """
 
 from __future__ import annotations
@@ -39,9 +46,13 @@ _src = attrgetter("src")
 
 
 class Placement:
-    """A graph's node list and where each node and source lives, as captured when its plan was built."""
+    """A graph's node list and where each node and source lives, as captured when its plan was built.
 
-    __slots__ = ("buffers", "nodes", "offsets", "srcs", "tensors")
+    It holds the nodes and sources (their graph holds them anyway) but the buffers only weakly, by id: a buffer the
+    caller drops while the graph lives is freed at once. A weakref callback marks the placement dead when a buffer
+    it captured goes (a newcomer may then reuse its id), and a dead placement never holds."""
+
+    __slots__ = ("alive", "buffer_ids", "buffer_refs", "nodes", "offsets", "srcs", "tensors")
 
     def __init__(self, graph: Graph) -> None:
         self.nodes = tuple(graph.nodes)
@@ -54,31 +65,74 @@ class Placement:
                     seen.setdefault(id(s), s)
         self.tensors = tuple(seen.values())
         self.offsets: tuple[int, ...] = tuple(map(_offset, self.tensors))
-        self.buffers: tuple[Any, ...] = tuple(map(_buffer, self.tensors))
+        bufs = tuple(map(_buffer, self.tensors))
+        self.buffer_ids: tuple[int, ...] = tuple(map(id, bufs))
+        self.alive = [True]
+        """Cleared by a weakref callback (which may run on any thread) when a captured buffer dies."""
+        kill = _killer(self.alive)
+        self.buffer_refs = tuple(weakref.ref(b, kill) for b in {id(b): b for b in bufs if b is not None}.values())
 
     def holds_for(self, graph: Graph) -> bool:
         """True while `graph` has the same nodes with the same sources, and none of them moved."""
         ts = self.tensors
         nodes = tuple(graph.nodes)
-        return (nodes == self.nodes and tuple(map(_src, nodes)) == self.srcs
-                and tuple(map(_offset, ts)) == self.offsets and tuple(map(_buffer, ts)) == self.buffers)
+        return (self.alive[0] and nodes == self.nodes and tuple(map(_src, nodes)) == self.srcs
+                and tuple(map(_offset, ts)) == self.offsets and tuple(map(id, map(_buffer, ts))) == self.buffer_ids)
 
     def key(self) -> tuple[Any, ...]:
-        """Hashable and equal for equal placements (ids stay valid: this object holds what they name)."""
+        """Hashable and equal for equal placements while every object it names lives (see `_Recent`)."""
         srcs = tuple(tuple(id(s) if s is not None else 0 for s in ss) for ss in self.srcs)
-        return tuple(map(id, self.nodes)), srcs, self.offsets, tuple(map(id, self.buffers))
+        return tuple(map(id, self.nodes)), srcs, self.offsets, self.buffer_ids
 
 
-@dataclass(slots=True)
+class _Recent(Generic[P]):
+    """A plan kept by placement alone, holding nothing of it but weakrefs: its key's ids name the same objects only
+    while `alive` (cleared by a callback when any captured tensor or buffer dies, after which a newcomer may reuse
+    an id and the entry must not be found)."""
+
+    __slots__ = ("alive", "plan", "refs")
+
+    def __init__(self, placement: Placement, plan: P) -> None:
+        self.plan = plan
+        self.alive = [True]
+        kill = _killer(self.alive)
+        self.refs = tuple(weakref.ref(t, kill) for t in placement.tensors) + tuple(
+            weakref.ref(r, kill) for r in map(_deref, placement.buffer_refs) if r is not None)
+
+
+def _deref(ref: weakref.ref[Any]) -> Any:
+    return ref()
+
+
+def _killer(alive: list[bool]) -> Callable[[weakref.ref[Any]], None]:
+    """A weakref callback that only clears the flag (it may run inside any allocation, on any thread)."""
+
+    def kill(_ref: weakref.ref[Any]) -> None:
+        alive[0] = False
+
+    return kill
+
+
+@dataclass(slots=True, weakref_slot=True)
 class _Entry(Generic[P]):
-    graph: weakref.ref[Graph]
-    placement: Placement
+    placement: Placement | None
+    """None once the graph died (cleared by the graph's weakref callback, so its tensors go with it)."""
     plan: P
+    graph: weakref.ref[Graph] | None = None
 
 
-def _on_death(dead: list[int], uid: int) -> Callable[[weakref.ref[Graph]], None]:
-    """A weakref callback that only notes the uid (it may run inside any allocation, on any thread)."""
-    return lambda _ref: dead.append(uid)
+def _on_death(dead: list[int], uid: int, entry: _Entry[Any]) -> Callable[[weakref.ref[Graph]], None]:
+    """A weakref callback that notes the uid and lets go of the placement (it may run inside any allocation, on any
+    thread: it only appends and assigns). It reaches the entry weakly: no cycle keeps a dropped entry alive."""
+    entry_ref = weakref.ref(entry)
+
+    def died(_ref: weakref.ref[Graph]) -> None:
+        e = entry_ref()
+        if e is not None:
+            e.placement = None
+        dead.append(uid)
+
+    return died
 
 
 class PlanCache(Generic[P]):
@@ -94,8 +148,8 @@ class PlanCache(Generic[P]):
         self._by_graph: dict[int, _Entry[P]] = {}
         """graph uid -> the graph (weakly), its placement and plan."""
         self._dead: list[int] = []
-        """uids of graphs that died since the last compute (appended by weakref callbacks, which only do that)."""
-        self._recent: OrderedDict[tuple[Any, ...], tuple[Placement, P]] = OrderedDict()
+        """uids of graphs that died since the last compute (appended by weakref callbacks)."""
+        self._recent: OrderedDict[tuple[Any, ...], _Recent[P]] = OrderedDict()
         self.builds = 0
         """Plans built so far (replays of an unchanged graph build none)."""
 
@@ -106,28 +160,33 @@ class PlanCache(Generic[P]):
         if self._dead:
             self._sweep()
         entry = self._by_graph.get(graph.uid)
-        if entry is not None and entry.placement.holds_for(graph):
+        if entry is not None and entry.placement is not None and entry.placement.holds_for(graph):
             return entry.plan
         placement = Placement(graph)
         key = placement.key()
         hit = self._recent.get(key)
+        if hit is not None and not hit.alive[0]:
+            self._release_unused([self._recent.pop(key).plan])  # something it named died: its ids may be reused
+            hit = None
         if hit is None:
             plan = self._build(graph)  # may raise: the cache is left as it was
             self.builds += 1
-            self._recent[key] = (placement, plan)
-            dropped = [self._recent.popitem(last=False)[1][1] for _ in range(len(self._recent) - self._recent_max)]
+            self._recent[key] = _Recent(placement, plan)
+            dropped = [self._recent.popitem(last=False)[1].plan for _ in range(len(self._recent) - self._recent_max)]
         else:
             self._recent.move_to_end(key)
-            placement, plan = hit
+            plan = hit.plan
             dropped = []
-        self._by_graph[graph.uid] = _Entry(weakref.ref(graph, _on_death(self._dead, graph.uid)), placement, plan)
+        new = _Entry(placement, plan)
+        new.graph = weakref.ref(graph, _on_death(self._dead, graph.uid, new))
+        self._by_graph[graph.uid] = new
         if entry is not None:
             dropped.append(entry.plan)
         self._release_unused(dropped)
         return plan
 
     def clear(self) -> None:
-        plans = [e.plan for e in self._by_graph.values()] + [p for _, p in self._recent.values()]
+        plans = [e.plan for e in self._by_graph.values()] + [r.plan for r in self._recent.values()]
         self._by_graph.clear()
         self._recent.clear()
         self._release_unused(plans)
@@ -138,14 +197,14 @@ class PlanCache(Generic[P]):
         while self._dead:
             uid = self._dead.pop()
             e = self._by_graph.get(uid)
-            if e is not None and e.graph() is None:
+            if e is not None and e.graph is not None and e.graph() is None:
                 gone.append(self._by_graph.pop(uid).plan)
         self._release_unused(gone)
 
     def _release_unused(self, plans: list[P]) -> None:
         if self._release is None or not plans:
             return
-        held = {id(e.plan) for e in self._by_graph.values()} | {id(p) for _, p in self._recent.values()}
+        held = {id(e.plan) for e in self._by_graph.values()} | {id(r.plan) for r in self._recent.values()}
         done: set[int] = set()
         for p in plans:
             if id(p) not in held and id(p) not in done:

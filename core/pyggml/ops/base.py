@@ -139,6 +139,10 @@ def record(
     if inplace:
         if ttype != a.type or ne != a.ne:
             raise ShapeError(f"{op.name} in place: result {ttype} {list(ne)} differs from src[0] {describe(a)}")
+        if overlapping(a):
+            raise ShapeError(f"{op.name} in place: src[0] {describe(a)} nb={list(a.nb)} has elements that share "
+                             "bytes (a stride of 0 or smaller than what it steps over); the result would depend on "
+                             "the order the backend writes them in")
         return record_view(op, srcs, a, a.ne, a.nb, 0, params)
     ctx = context_for(a)
     if ctx is None:
@@ -146,6 +150,22 @@ def record(
     t = Tensor(ttype, ne, op=op, params=params, src=srcs, ctx=ctx)
     ctx.add_tensor(t)
     return t
+
+
+def overlapping(t: Tensor) -> bool:
+    """Whether two elements of t may share bytes: taken by increasing stride, each dim of more than one element
+    (dim 0 in blocks) must step at least over everything the smaller strides span. (A conservative test: an
+    interleaving that happens not to collide also counts, which no op's destination needs.)"""
+    if t.nelements() == 0:
+        return False
+    tr = t.type.traits
+    counts = (t.ne[0] // tr.blck_size if tr.blck_size > 1 else t.ne[0], *t.ne[1:])
+    span = tr.type_size
+    for nb, n in sorted((nb, n) for nb, n in zip(t.nb, counts, strict=True) if n > 1):
+        if nb < span:
+            return True
+        span += nb * (n - 1)
+    return False
 
 
 def record_view(op: Op, srcs: tuple[Tensor | None, ...], of: Tensor, ne: Ne, nb: Ne, offset: int,

@@ -31,6 +31,16 @@ shared float qv[MAXD];
 shared float sc[WGS];
 DEFINE_REDUCE(64u)
 
+// LOOPS: lavapipe ends an invocation's loops after 65535 iterations in all, silently. A thread walks every key
+// block of 64, and per block its key's dot product (Dk) and its output dims' sums over the block's keys (64 per 64
+// dims of Dv); four steps per iteration (same order of the sums) take head size 128 from about 15,000 keys to about
+// 45,000. Longer on a CPU-emulated device: refused (pyggml_vulkan.ops.attention).
+
+// key jj's share of output dim d: e^(s - max) v (a masked key: nothing)
+float vterm(float s, float nm, uint vrow, uint d) {
+    return s == NEG_INF ? 0.0 : exp(s - nm) * V_at(TV, vrow, d, tsize(TV));
+}
+
 void main() {
     uint wid = wg_id();
     uint t = gl_LocalInvocationID.x;
@@ -60,7 +70,14 @@ void main() {
         if (j < pc.nkv) {
             uint krow = kbase + j * pc.knb1;
             float dot = 0.0;
-            for (uint d = 0u; d < pc.Dk; ++d) dot += qv[d] * K_at(TK, krow, d, tsize(TK));
+            uint d = 0u;
+            for (; d + 4u <= pc.Dk; d += 4u) {  // four per iteration: see LOOPS below
+                dot += qv[d] * K_at(TK, krow, d, tsize(TK));
+                dot += qv[d + 1u] * K_at(TK, krow, d + 1u, tsize(TK));
+                dot += qv[d + 2u] * K_at(TK, krow, d + 2u, tsize(TK));
+                dot += qv[d + 3u] * K_at(TK, krow, d + 3u, tsize(TK));
+            }
+            for (; d < pc.Dk; ++d) dot += qv[d] * K_at(TK, krow, d, tsize(TK));
             s = dot * pc.scale;
             if (pc.softcap != 0.0) s = pc.softcap * tanh(s / pc.softcap);
             if (HAS_MASK == 1u) {
@@ -80,10 +97,14 @@ void main() {
             uint d = t + r * WGS;
             if (d >= pc.Dv) break;
             float a = acc[r] * corr;
-            for (uint jj = 0u; jj < nj; ++jj) {
-                float sj = sc[jj];
-                if (sj != NEG_INF) a += exp(sj - nm) * V_at(TV, vbase + (j0 + jj) * pc.vnb1, d, tsize(TV));
+            uint jj = 0u;
+            for (; jj + 4u <= nj; jj += 4u) {
+                a += vterm(sc[jj], nm, vbase + (j0 + jj) * pc.vnb1, d);
+                a += vterm(sc[jj + 1u], nm, vbase + (j0 + jj + 1u) * pc.vnb1, d);
+                a += vterm(sc[jj + 2u], nm, vbase + (j0 + jj + 2u) * pc.vnb1, d);
+                a += vterm(sc[jj + 3u], nm, vbase + (j0 + jj + 3u) * pc.vnb1, d);
             }
+            for (; jj < nj; ++jj) a += vterm(sc[jj], nm, vbase + (j0 + jj) * pc.vnb1, d);
             acc[r] = a;
         }
         m = nm;

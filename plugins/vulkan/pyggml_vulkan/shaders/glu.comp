@@ -19,9 +19,9 @@ GENERIC_PC
 float act(float x) {
     if (ACT == 0u) return x > 0.0 ? x : 0.0;
     if (ACT == 1u) return gelu_tanh(x);
-    if (ACT == 2u) return x * sigm(x);
+    if (ACT == 2u) return xsig(x, x);
     if (ACT == 3u) return gelu_erf(x);
-    return x * sigm(1.702 * x);
+    return xsig(x, 1.702 * x);
 }
 
 void main() {
