@@ -26,7 +26,7 @@ from pyggml.graph import Graph
 from pyggml.ops.base import OPS, VIEW_OPS, Op, ne4, record
 from pyggml.tensor import Tensor, contiguous_strides
 from pyggml.types import parse_type
-from pyggml_conformance.case import Case, CaseBuilder, fmt_params
+from pyggml_conformance.case import BuildFn, Case, CaseBuilder, fmt_params
 from pyggml_conformance.inputs import domain_init
 
 FORMAT = "pyggml-conformance-cases"
@@ -58,7 +58,7 @@ def params_to_json(p: object) -> dict[str, object] | None:
     return {f.name: _to_json(getattr(p, f.name)) for f in dataclasses.fields(p)}
 
 
-def _from_json(hint: Any, v: object) -> object:
+def _from_json(hint: object, v: object) -> object:
     origin = typing.get_origin(hint)
     if isinstance(hint, type) and issubclass(hint, Enum):
         return hint[str(v)]
@@ -151,7 +151,7 @@ def _src(b: CaseBuilder, d: dict[str, Any], op: Op, slot: int, done: Sequence[Te
     return ops.permute(view, axes[0], axes[1], axes[2], axes[3])
 
 
-def _replay_build(rec: dict[str, Any], op: Op) -> Any:
+def _replay_build(rec: dict[str, Any], op: Op) -> BuildFn:
     params = params_from_json(op, rec.get("params"))
 
     def build(b: CaseBuilder) -> Tensor:

@@ -16,14 +16,24 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, TypedDict
 
 from pyggml.backend.registry import hub
 from pyggml_conformance.case import Case
 from pyggml_conformance.runner import REFERENCE, CaseResult, Status, Target, open_target
 from pyggml_conformance.suite import Options, load_cases, run_one
 
-_STATE: dict[str, Any] = {}
+
+class _WorkerState(TypedDict, total=False):
+    """What a worker process keeps between chunks of the same options: the cases by name and the opened targets."""
+
+    key: str
+    cases: dict[str, Case]
+    targets: list[Target]
+    reference: Target | None
+
+
+_STATE: _WorkerState = {}
 CRASH_ENV = "PYGGML_CONFORMANCE_TEST_CRASH"
 """Test hook: a worker dies (abort) when it reaches the case of this name, as a segfaulting kernel would."""
 HANG_ENV = "PYGGML_CONFORMANCE_TEST_HANG"

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pyggml.backend.op_table import needs_kernel
 from pyggml.backend.protocol import Buffer, BufferType
 from pyggml.context import init_view
 from pyggml.graph import Graph
-from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.tensor import Tensor, TensorFlag
+from pyggml.tensor import Tensor
 
 Bytes = npt.NDArray[np.uint8]
 SENTINEL = np.array([0xFD, 0xFE, 0xFF, 0xFF], dtype=np.uint8)
@@ -43,10 +43,6 @@ def graph_tensors(graph: Graph) -> list[Tensor]:
         if t.view_src is not None:
             seen.setdefault(id(t.view_src), t.view_src)
     return list(seen.values())
-
-
-def is_compute(t: Tensor) -> bool:
-    return t.op is not Op.NONE and t.op not in VIEW_OPS and bool(t.flags & TensorFlag.COMPUTE)
 
 
 def unit_offsets(t: Tensor) -> tuple[npt.NDArray[np.int64], int]:
@@ -83,7 +79,7 @@ class Slot:
     """Bytes reserved (the buffer type's alloc_size); the guard starts after them."""
 
 
-class Placement:
+class GuardedArena:
     """A graph's tensors placed in one freshly allocated buffer."""
 
     def __init__(self, graph: Graph, buft: BufferType, guard: int = GUARD) -> None:
@@ -126,7 +122,7 @@ class Placement:
         covered = np.zeros(self.size, dtype=bool)
         written: dict[int, npt.NDArray[np.bool_]] = {}
         for node in self.graph.nodes:
-            if is_compute(node):
+            if needs_kernel(node):  # the nodes a backend writes (views, leaves and empty results write nothing)
                 owner = node.data_owner
                 span = owner.nbytes()
                 m = byte_mask(node, span)

@@ -80,7 +80,7 @@ class ConformanceItem(pytest.Item):
         if res.status is Status.FAIL:
             raise CaseFailed(res.error or "failed")
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None) -> str:
         if isinstance(excinfo.value, CaseFailed):
             return f"{self.target.name}: {self.case.name}\n{excinfo.value}"
         return str(super().repr_failure(excinfo))

@@ -1,7 +1,7 @@
 """Running one case on backends: build, check support, place with guards, upload, compute, read back, compare.
 
 Every backend run builds the case's graph afresh in a `Context(no_alloc=True)` and places it in one buffer of
-its own device (`placement.Placement`); the reference (the numpy backend) runs the same case with identical
+its own device (`placement.GuardedArena`); the reference (the numpy backend) runs the same case with identical
 input bytes, once per case however many backends are tested.
 """
 
@@ -23,7 +23,7 @@ from pyggml.tensor import Tensor
 from pyggml_conformance.case import Case, CaseBuilder
 from pyggml_conformance.compare import Array, check, decode
 from pyggml_conformance.inputs import Bytes, Init, InputUnavailable, case_rng, generate
-from pyggml_conformance.placement import Placement
+from pyggml_conformance.placement import GuardedArena
 
 log = logging.getLogger(__name__)
 REFERENCE = "numpy"
@@ -150,7 +150,7 @@ class Executed:
 
 
 def execute(r: Realized, target: Target, data: dict[str, Bytes]) -> Executed:
-    pl = Placement(r.graph, target.device.buffer_type())
+    pl = GuardedArena(r.graph, target.device.buffer_type())
     try:
         pl.upload(data)
         backend = target.backend
@@ -168,7 +168,7 @@ def execute(r: Realized, target: Target, data: dict[str, Bytes]) -> Executed:
 def execute_failing(r: Realized, target: Target, data: dict[str, Bytes]) -> list[str]:
     """Compute a graph that must fail (ids out of range): what went wrong, or nothing. The compute must raise a
     PyGGMLError; afterwards no guard byte and no input byte may have changed."""
-    pl = Placement(r.graph, target.device.buffer_type())
+    pl = GuardedArena(r.graph, target.device.buffer_type())
     try:
         pl.upload(data)
         backend = target.backend

@@ -137,7 +137,7 @@ class GGUFFile:
 
 # ---- placement ---------------------------------------------------------------------------------------------
 
-Placement = Callable[[GGUFTensorInfo], BufferType]
+TensorPlacer = Callable[[GGUFTensorInfo], BufferType]
 
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
@@ -149,7 +149,7 @@ def layer_of(name: str) -> int | None:
 
 
 def place_by_layers(n_layers: int, bufts: Sequence[BufferType], shares: Sequence[float] | None = None,
-                    host: BufferType | None = None) -> Placement:
+                    host: BufferType | None = None) -> TensorPlacer:
     """Consecutive blocks per buffer type in proportion to `shares` (llama.cpp's --tensor-split with
     --split-mode layer); tensors outside blocks (embeddings, output) go to `host` or the last buft."""
     if not bufts:
@@ -177,7 +177,7 @@ def place_by_layers(n_layers: int, bufts: Sequence[BufferType], shares: Sequence
     return place
 
 
-def with_overrides(base: Placement, overrides: Sequence[tuple[str, BufferType]]) -> Placement:
+def with_overrides(base: TensorPlacer, overrides: Sequence[tuple[str, BufferType]]) -> TensorPlacer:
     """Tensor-name regex overrides checked first (llama.cpp's -ot PATTERN=BUFT)."""
     compiled = [(re.compile(p), b) for p, b in overrides]
 
@@ -214,14 +214,14 @@ class Weights:
         self.buffers.clear()
 
 
-def load_weights(gf: GGUFFile, placement: Placement | BufferType, *, use_mmap: bool = True,
+def load_weights(gf: GGUFFile, placement: TensorPlacer | BufferType, *, use_mmap: bool = True,
                  names: Sequence[str] | None = None) -> Weights:
     """Create a tensor per GGUF tensor (same name, type, ne) and place its data per `placement`. On host buffer
     types with use_mmap the data stays in the file's memory map (no copy); elsewhere one WEIGHTS buffer per buffer
     type is allocated and filled. On failure every buffer made so far is freed."""
     from pyggml.alloc import alloc_ctx_tensors
 
-    place: Placement = placement if callable(placement) else (lambda info, b=placement: b)  # type: ignore[misc]
+    place: TensorPlacer = placement if callable(placement) else (lambda info, b=placement: b)  # type: ignore[misc]
     selected = [gf.tensors[n] for n in names] if names is not None else list(gf.tensors.values())
     ctx = Context(no_alloc=True)
     tensors: dict[str, Tensor] = {}

@@ -10,7 +10,7 @@ import pyggml as gg
 from pyggml import ops
 from pyggml.alloc import GraphAllocator, alloc_ctx_tensors, verify_allocation
 from pyggml.alloc import gallocr as gallocr_mod
-from pyggml.alloc.plan import Planner
+from pyggml.alloc.plan import MemoryPlanner
 from pyggml.backend.protocol import BufferUsage
 from pyggml.errors import AllocationError, GraphError
 from pyggml.reference.backend import compute_node
@@ -34,12 +34,12 @@ def run(graph: gg.Graph) -> None:
 def planner_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     runs: list[int] = []
 
-    class Counting(Planner):
+    class Counting(MemoryPlanner):
         def run(self):  # type: ignore[no-untyped-def]
             runs.append(1)
             return super().run()
 
-    monkeypatch.setattr(gallocr_mod, "Planner", Counting)
+    monkeypatch.setattr(gallocr_mod, "MemoryPlanner", Counting)
     return runs
 
 

@@ -9,7 +9,7 @@ import weakref
 
 from pyggml import ops
 from pyggml.alloc import alloc_ctx_tensors
-from pyggml.backend.plan_cache import Placement, PlanCache
+from pyggml.backend.plan_cache import PlacementSnapshot, PlanCache
 from pyggml.backend.registry import get_device
 from pyggml.context import Context
 from pyggml.graph import build_graph
@@ -76,7 +76,7 @@ def test_a_recent_plan_over_dead_tensors_is_not_found_by_reused_ids() -> None:
     _ctx2, _a2, g2 = _graph()
     fresh = g2.view(0, len(g2.nodes))
     del cache._recent[key]
-    cache._recent[fresh_key := Placement(fresh).key()] = record  # as if every id had been reused
+    cache._recent[fresh_key := PlacementSnapshot(fresh).key()] = record  # as if every id had been reused
     got = cache.get(fresh)
     assert got is not plan and cache.builds == 2 and plan in released
     assert cache._recent[fresh_key].plan is got

@@ -96,11 +96,11 @@ def main() -> None:
     ap.add_argument("--cpu-simd-level", type=int, default=-1, help="pyggml cpu kernel level (-1: best)")
     a = ap.parse_args()
     try:
-        from pyggml_cpu import kernels
+        from pyggml_cpu import native
     except ImportError:  # no cpu plugin: nothing to cap
         simd = None
     else:
-        simd = kernels.set_simd_level(a.cpu_simd_level)
+        simd = native.set_simd_level(a.cpu_simd_level)
     sides: dict[str, tuple[Round, dict[str, Any]]] = {"pyggml": pyggml_round(a.backend or ["cpu"], a.threads,
                                                                               a.pp, a.tg)}
     peer = llama_cpp_round(a.threads, a.pp, a.tg)

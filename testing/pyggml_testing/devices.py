@@ -24,6 +24,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from pyggml.backend.host import HostBufferType
+from pyggml.backend.op_table import FREE_OPS, needs_kernel
 from pyggml.backend.protocol import (
     Backend,
     Buffer,
@@ -38,10 +39,10 @@ from pyggml.backend.protocol import (
 )
 from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
 from pyggml.graph import Graph
-from pyggml.ops.base import VIEW_OPS, Op
+from pyggml.ops.base import Op
 from pyggml.reference.backend import NumpyRegistry, compute_node
 from pyggml.reference.table import TABLE
-from pyggml.tensor import Tensor, TensorFlag
+from pyggml.tensor import Tensor
 
 _active = threading.local()
 
@@ -132,7 +133,7 @@ class FakeDevice(Device):
 
     def supports_op(self, op: Tensor) -> bool:
         o = op.op
-        if o is Op.NONE or o in VIEW_OPS:
+        if o in FREE_OPS:
             return True
         if o in self.exclude or (self.ops is not None and o not in self.ops):
             return False
@@ -184,7 +185,7 @@ class FakeBackend(Backend):
         if dev.dry:
             return todo
         for node in graph.nodes:
-            if node.op is Op.NONE or node.op in VIEW_OPS or not node.flags & TensorFlag.COMPUTE:
+            if not needs_kernel(node):
                 continue
             if not dev.supports_op(node):
                 raise UnsupportedOpError(f"{dev.name}: node '{node.name}' has op {node.op.name}, not supported here")

@@ -16,6 +16,7 @@ FAMILIES = (
     "binary",
     "unary",
     "glu",
+    "moe",
     "scalar",
     "norm",
     "matmul",
@@ -29,6 +30,7 @@ FAMILIES = (
     "rope",
     "attention",
     "views",
+    "custom",
     "edge",
     "misuse",
 )

@@ -14,7 +14,7 @@ import numpy as np
 
 from pyggml import ops
 from pyggml.ops.base import Op
-from pyggml.ops.elementwise import GluOp, UnaryOp
+from pyggml.ops.elementwise import PARAMS_OF_GLU, GluOp, UnaryOp
 from pyggml.ops.reduce import SortOrder
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
@@ -151,7 +151,10 @@ def special_unary(uop: UnaryOp, t: GGMLType, group: str) -> Case:
     vals = ACT_VALUES[group]
 
     def build(b: CaseBuilder) -> Tensor:
-        return ops.unary(b.input(t, (len(vals), 2), fixed(vals)), uop)
+        x = b.input(t, (len(vals), 2), fixed(vals))
+        if uop is UnaryOp.XIELU:  # test-backend-ops' parameters
+            return ops.xielu(x, 4.0, 20.0, 0.5, 1e-7)
+        return ops.unary(x, uop)
 
     return Case(Op.UNARY, fmt_params(edge="special", op=uop, type=t, values=group), build, sub=uop.name, nan_ok=True)
 
@@ -175,9 +178,35 @@ def special_glu(gop: GluOp, t: GGMLType, group: str) -> Case:
 
     def build(b: CaseBuilder) -> Tensor:
         x = b.input(t, (len(vals), 2), fixed(vals))
-        return ops.glu(x, gop, b.input(t, (len(vals), 2), uniform(0.5, 2.0)))
+        g = b.input(t, (len(vals), 2), uniform(0.5, 2.0))
+        if gop is GluOp.SWIGLU_OAI:
+            return ops.swiglu_oai(x, g, 1.702, 7.0)
+        if gop is GluOp.SWIGLU_CLAMP:
+            return ops.swiglu_clamp(x, g, 7.0)
+        return ops.glu(x, gop, g)
 
     return Case(Op.GLU, fmt_params(edge="special", op=gop, type=t, values=group), build, sub=gop.name, nan_ok=True)
+
+
+def special_glu_gate(gop: GluOp, t: GGMLType, group: str) -> Case:
+    """SWIGLU_OAI / SWIGLU_CLAMP clamp the gate too: the gate takes the values, the activation input is finite."""
+    vals = ACT_VALUES[group]
+
+    def build(b: CaseBuilder) -> Tensor:
+        x = b.input(t, (len(vals), 2), uniform(-3.0, 3.0))
+        g = b.input(t, (len(vals), 2), fixed(vals))
+        return ops.swiglu_oai(x, g) if gop is GluOp.SWIGLU_OAI else ops.swiglu_clamp(x, g, 7.0)
+
+    return Case(Op.GLU, fmt_params(edge="special", op=gop, type=t, slot="gate", values=group), build, sub=gop.name,
+                nan_ok=True)
+
+
+def bad_add_id(bad: int) -> Case:
+    def build(b: CaseBuilder) -> Tensor:
+        a = b.input(F32, (32, 2, 3))
+        return ops.add_id(a, b.input(F32, (32, 4)), b.input(I32, (2, 3), bad_id(bad, 4)))
+
+    return _case(Op.ADD_ID, build, edge="bad_id", id=bad, nan_ok=False, expect_error=True)
 
 
 def special_cases() -> list[Case]:
@@ -196,6 +225,7 @@ def special_cases() -> list[Case]:
         for group in ACT_VALUES:
             out += [special_unary(uop, t, group) for uop in UnaryOp]
             out += [special_glu(gop, t, group) for gop in GluOp]
+            out += [special_glu_gate(gop, t, group) for gop in PARAMS_OF_GLU]
     for w in WHERE:
         for ta in (F32, F16, T.Q4_0, T.Q8_0, T.Q4_K, T.Q6_K):
             out.append(special_mul_mat(ta, "nan", w))  # quantised activations carry NaN as a NaN scale
@@ -239,6 +269,7 @@ def bad_id_cases() -> list[Case]:
     for ta in (F32, F16, T.Q4_0):
         out += [bad_get_rows(ta, bad) for bad in (5, 6, -1, -(1 << 31))]
         out += [bad_mul_mat_id(ta, bad) for bad in (4, -1)]
+    out += [bad_add_id(bad) for bad in (4, -1, -(1 << 31))]
     for td in (F32, F16, T.Q8_0):
         out += [bad_set_rows(td, I32, bad) for bad in (4, -1)]
         out += [bad_set_rows(td, T.I64, bad) for bad in (4, -1, 1 << 40, (1 << 32) + 1)]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pyggml.alloc.plan import NEVER, Blocks, Plan
+from pyggml.alloc.plan import NEVER, Blocks, MemoryPlan
 
 _FEW = 48
 """Up to this many overlapping blocks, the gaps are searched in Python (cheaper than numpy's call overhead)."""
@@ -103,7 +103,7 @@ def lower_bound(blocks: Blocks, slot_of: Sequence[int], n_slots: int) -> list[in
     return out
 
 
-def repack(plan: Plan, slot_of: Sequence[int], n_slots: int, max_chunk: Sequence[int],
+def repack(plan: MemoryPlan, slot_of: Sequence[int], n_slots: int, max_chunk: Sequence[int],
            chunk_sizes: list[list[int]], bound: Sequence[int] | None = None) -> None:
     """Repack each allocator's blocks (slot_of[buffer id] -> allocator index) in place in `plan` and
     `chunk_sizes`, where the packed size is smaller than the online plan and fits max_chunk of that allocator.

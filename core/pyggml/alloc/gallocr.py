@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 
 from pyggml.alloc.buffers import MultiBuffer
 from pyggml.alloc.by_size import lower_bound, repack
-from pyggml.alloc.plan import OWNED, Plan, Planner
+from pyggml.alloc.plan import OWNED, MemoryPlan, MemoryPlanner
 from pyggml.alloc.replay import Replay
 from pyggml.alloc.tensor_alloc import TensorAllocator
 from pyggml.backend.protocol import Buffer, BufferType, BufferUsage
@@ -45,9 +45,9 @@ class NodeAlloc(NamedTuple):
     """One record per non-empty src slot of the node, in slot order."""
 
 
-Placement = Literal["smallest", "ggml", "by_size"]
-PLACEMENTS: tuple[Placement, ...] = ("smallest", "ggml", "by_size")
-_Candidate = tuple[Plan, list[list[int]]]
+PlacementPolicy = Literal["smallest", "ggml", "by_size"]
+PLACEMENT_POLICIES: tuple[PlacementPolicy, ...] = ("smallest", "ggml", "by_size")
+_Candidate = tuple[MemoryPlan, list[list[int]]]
 """A plan and, per allocator, its chunk sizes."""
 
 
@@ -62,13 +62,14 @@ class GraphAllocator:
     ggml's own (docs/allocator.md)."""
 
     def __init__(self, bufts: BufferType | Sequence[BufferType], *, view_inplace: bool = True,
-                 placement: Placement = "smallest") -> None:
+                 placement: PlacementPolicy = "smallest") -> None:
         self.bufts: list[BufferType] = [bufts] if isinstance(bufts, BufferType) else list(bufts)
         if not self.bufts:
             raise AllocationError("GraphAllocator needs at least one buffer type")
         self.view_inplace = view_inplace
-        if placement not in PLACEMENTS:
-            raise AllocationError(f"GraphAllocator: placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
+        if placement not in PLACEMENT_POLICIES:
+            raise AllocationError(f"GraphAllocator: placement {placement!r} is not one of "
+                                  f"{', '.join(PLACEMENT_POLICIES)}")
         self.placement = placement
         self._unique: list[TensorAllocator] = []
         self._slot: list[int] = []
@@ -86,7 +87,7 @@ class GraphAllocator:
         self.buffers: list[Buffer | None] = [None] * len(self.bufts)
         self._own: weakref.WeakSet[Buffer] = weakref.WeakSet()
         self._replay: Replay | None = None
-        self._plan: Plan | None = None
+        self._plan: MemoryPlan | None = None
 
     @property
     def n_buffers(self) -> int:
@@ -126,13 +127,13 @@ class GraphAllocator:
         """The plan of `graph` for this allocator's placement, and each allocator's chunk sizes under it."""
         n_slots, max_chunk = len(self._unique), [a.max_chunk_size for a in self._unique]
 
-        planner = Planner(graph, self.bufts, self._allocs, node_ids, leaf_ids, self.owns, self.view_inplace)
+        planner = MemoryPlanner(graph, self.bufts, self._allocs, node_ids, leaf_ids, self.owns, self.view_inplace)
 
         def online(ggml_rules: bool = False) -> _Candidate:
             plan = planner.run_ggml_rules() if ggml_rules else planner.run()
             return plan, [a.chunk_sizes() for a in self._unique]
 
-        def bound(plan: Plan) -> list[int]:
+        def bound(plan: MemoryPlan) -> list[int]:
             return lower_bound(plan.blocks, self._slot, n_slots)
 
         first = online()
@@ -263,13 +264,13 @@ class GraphAllocator:
         self._plan = None
 
 
-def _record(p: Plan, k: int) -> AllocRecord:
+def _record(p: MemoryPlan, k: int) -> AllocRecord:
     if p.kind[k] != OWNED:
         return NOT_OWNED
     return AllocRecord(p.buffer_id[k], p.offset[k], p.size[k], p.chunk[k])
 
 
-def _strip(p: Plan) -> Plan:
+def _strip(p: MemoryPlan) -> MemoryPlan:
     """The plan without tensor references (records only), so a reserve does not keep a graph alive."""
-    return Plan([], p.n_leafs, p.n_nodes, p.extra_origin, p.node_srcs, p.kind, p.buffer_id, p.chunk, p.offset,
+    return MemoryPlan([], p.n_leafs, p.n_nodes, p.extra_origin, p.node_srcs, p.kind, p.buffer_id, p.chunk, p.offset,
                 p.size, p.block, p.blocks, p.beyond_ggml)

@@ -31,7 +31,7 @@ _INPLACE = frozenset(op for op, d in OPS.items() if d.can_inplace)
 
 
 @dataclass(slots=True)
-class Plan:
+class MemoryPlan:
     """Where every tensor of one graph goes. Lists are indexed by tensor id."""
 
     tensors: list[Tensor]
@@ -73,10 +73,10 @@ def _root(t: Tensor) -> Tensor:
     return r
 
 
-class Planner:
+class MemoryPlanner:
     """The liveness pass over one graph. The graph is analysed once (ids, data owners, kinds, children and view
     counts); `run` is one pass with the in-place rules asked for and `run_ggml_rules` one with ggml's, each
-    returning its Plan (the allocators are reset first), so that both cost one analysis."""
+    returning its MemoryPlan (the allocators are reset first), so that both cost one analysis."""
 
     def __init__(
         self,
@@ -166,16 +166,16 @@ class Planner:
 
     # ---- the pass -------------------------------------------------------------------------------------------
 
-    def run(self) -> Plan:
+    def run(self) -> MemoryPlan:
         """One pass with the rules given to the constructor (`view_inplace`: in-place reuse through a view
         parent, which ggml does not do)."""
         return self._pass(self.rules_view_inplace)
 
-    def run_ggml_rules(self) -> Plan:
+    def run_ggml_rules(self) -> MemoryPlan:
         """One pass with ggml's in-place rules."""
         return self._pass(False)
 
-    def _pass(self, view_inplace: bool) -> Plan:
+    def _pass(self, view_inplace: bool) -> MemoryPlan:
         self._reset(view_inplace)
         for a in {id(a): a for a in self.allocs}.values():
             a.reset()
@@ -204,7 +204,7 @@ class Planner:
                         self.free(r)
                 elif r == NO_ROOT and alive[p]:
                     self.free(p)
-        return Plan(self.tensors, L, self.n_nodes, self.extra_origin, self.node_srcs, self.kind, self.buffer_id,
+        return MemoryPlan(self.tensors, L, self.n_nodes, self.extra_origin, self.node_srcs, self.kind, self.buffer_id,
                     self.chunk, self.offset, self.size, self.block, self.blocks, self.beyond_ggml)
 
     def _count(self) -> tuple[list[int], list[int], list[tuple[int, int]]]:

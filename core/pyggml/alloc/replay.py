@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from pyggml.alloc.plan import EXTERNAL, OWNED, VIEW, Plan
+from pyggml.alloc.plan import EXTERNAL, OWNED, VIEW, MemoryPlan
 from pyggml.backend.protocol import Buffer, BufferType
 from pyggml.context import init_view
 from pyggml.tensor import Tensor
@@ -48,7 +48,7 @@ def _calls_init(buf: Buffer) -> bool:
 class ListReplay:
     """The placements of one tensor list (the graph's leafs or its nodes)."""
 
-    def __init__(self, plan: Plan, first: int, count: int, place: Callable[[int, int], Buffer],
+    def __init__(self, plan: MemoryPlan, first: int, count: int, place: Callable[[int, int], Buffer],
                  bufts: Sequence[BufferType]) -> None:
         kinds = plan.kind
         owned = [k for k in range(first, first + count) if kinds[k] == OWNED]
@@ -102,7 +102,7 @@ class ListReplay:
 class ExtraReplay:
     """Tensors met only as srcs of nodes (graph views): fetched as nodes[i].src[j]; a plain Python loop."""
 
-    def __init__(self, plan: Plan, place: Callable[[int, int], Buffer], bufts: Sequence[BufferType]) -> None:
+    def __init__(self, plan: MemoryPlan, place: Callable[[int, int], Buffer], bufts: Sequence[BufferType]) -> None:
         base = plan.n_leafs + plan.n_nodes
         self.items: list[tuple[int, int, int, Any]] = []
         for e, (i, j) in enumerate(plan.extra_origin):
@@ -154,7 +154,7 @@ class ExtraReplay:
 class Replay:
     """Everything alloc_graph needs to place a graph that fits the reserved plan."""
 
-    def __init__(self, plan: Plan, place: Callable[[int, int], Buffer], bufts: Sequence[BufferType]) -> None:
+    def __init__(self, plan: MemoryPlan, place: Callable[[int, int], Buffer], bufts: Sequence[BufferType]) -> None:
         self.n_leafs = plan.n_leafs
         self.n_nodes = plan.n_nodes
         self.leafs = ListReplay(plan, 0, plan.n_leafs, place, bufts)

@@ -1,7 +1,7 @@
 """Plans per graph, for backends that turn a graph into something to replay (the cpu plugin's C descriptors, the
 OpenCL and CUDA plugins' launch lists): a graph that is computed again replays its plan and builds nothing.
 
-A plan is bound to the graph object it was built for and to the graph's `Placement`: its node list, each node's
+A plan is bound to the graph object it was built for and to the graph's `PlacementSnapshot`: its node list, each node's
 sources (the scheduler rewires them to its copies) and the buffer and offset of every node and source. Tensors
 never change type, shape, strides, op or params after they are made, so these identities and places are all a
 plan depends on, and checking them on a replay is a few tuple compares done in C, no walk over ops or shapes.
@@ -17,8 +17,8 @@ The cache keeps nothing alive that its caller dropped: graphs are held weakly, a
 tensors (the graph holds them anyway) but its buffers only by weakref, a dead graph's placement is let go by the
 graph's weakref callback, and a recent plan holds nothing of its placement but weakrefs. A buffer the caller drops
 is freed at once even while a plan over it is kept; that plan is never replayed again (its placement no longer
-holds). A plan object itself should not hold buffers strongly either (the cpu plugin's `Plan.buffers`, the OpenCL
-and Vulkan plans still do).
+holds). A plan object itself should not hold buffers strongly either (the cpu plugin's `CpuGraphPlan.buffers`, the
+OpenCL and Vulkan plans still do).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ _buffer = attrgetter("buffer")
 _src = attrgetter("src")
 
 
-class Placement:
+class PlacementSnapshot:
     """A graph's node list and where each node and source lives, as captured when its plan was built.
 
     It holds the nodes and sources (their graph holds them anyway) but the buffers only weakly, by id: a buffer the
@@ -92,7 +92,7 @@ class _Recent(Generic[P]):
 
     __slots__ = ("alive", "plan", "refs")
 
-    def __init__(self, placement: Placement, plan: P) -> None:
+    def __init__(self, placement: PlacementSnapshot, plan: P) -> None:
         self.plan = plan
         self.alive = [True]
         kill = _killer(self.alive)
@@ -115,7 +115,7 @@ def _killer(alive: list[bool]) -> Callable[[weakref.ref[Any]], None]:
 
 @dataclass(slots=True, weakref_slot=True)
 class _Entry(Generic[P]):
-    placement: Placement | None
+    placement: PlacementSnapshot | None
     """None once the graph died (cleared by the graph's weakref callback, so its tensors go with it)."""
     plan: P
     graph: weakref.ref[Graph] | None = None
@@ -162,7 +162,7 @@ class PlanCache(Generic[P]):
         entry = self._by_graph.get(graph.uid)
         if entry is not None and entry.placement is not None and entry.placement.holds_for(graph):
             return entry.plan
-        placement = Placement(graph)
+        placement = PlacementSnapshot(graph)
         key = placement.key()
         hit = self._recent.get(key)
         if hit is not None and not hit.alive[0]:

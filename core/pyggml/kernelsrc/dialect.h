@@ -16,7 +16,7 @@
  *   INLINE          a device helper function
  *   i64 u64 i32 u32 u8 i8 u16   fixed-width integers
  *   LOAD_HALF(p, i) / STORE_HALF(p, i, v)   IEEE half storage without needing half arithmetic
- *   FMAX FMIN FABS EXP LOG SQRT RSQRT SIN COS TANH ERF POW FLOOR CEIL ROUND RINT TRUNC   float math
+ *   FMAX FMIN FABS EXP EXPM1 LOG SQRT RSQRT SIN COS TANH ERF POW FLOOR CEIL ROUND RINT TRUNC   float math
  *   (ROUND: half away from zero; RINT: half to even)
  *   acc_t           accumulator type of long sums and angles: double where the device has it (the host
  *                   defines PYGGML_FP64 for OpenCL devices with cl_khr_fp64), else float; cos/sin/pow of
@@ -63,6 +63,7 @@ typedef short i16;
 #define FMIN fmin
 #define FABS fabs
 #define EXP exp
+#define EXPM1 expm1
 #define LOG log
 #define SQRT sqrt
 #define RSQRT rsqrt
@@ -163,6 +164,7 @@ static inline float pg_host_rsqrt(float x) { return 1.0f / sqrtf(x); }
 #define FMIN fminf
 #define FABS fabsf
 #define EXP expf
+#define EXPM1 expm1f
 #define LOG logf
 #define SQRT sqrtf
 #define SIN sinf

@@ -14,6 +14,16 @@ from pyggml.ops.attention import (
     soft_max,
 )
 from pyggml.ops.base import OPS, VIEW_OPS, Op, OpDef
+from pyggml.ops.custom import (
+    N_TASKS_MAX,
+    CustomOpParams,
+    CustomParams,
+    custom,
+    custom_inplace,
+    map_custom1,
+    map_custom2,
+    map_custom3,
+)
 from pyggml.ops.elementwise import (
     ClampParams,
     FillParams,
@@ -21,8 +31,11 @@ from pyggml.ops.elementwise import (
     GluParams,
     LeakyReluParams,
     ScaleParams,
+    SwigluClampParams,
+    SwigluOaiParams,
     UnaryOp,
     UnaryParams,
+    XieluParams,
     abs_,
     add,
     add1,
@@ -32,6 +45,7 @@ from pyggml.ops.elementwise import (
     div,
     elu,
     exp,
+    expm1,
     fill,
     floor,
     geglu,
@@ -59,9 +73,12 @@ from pyggml.ops.elementwise import (
     step,
     sub,
     swiglu,
+    swiglu_clamp,
+    swiglu_oai,
     tanh,
     trunc,
     unary,
+    xielu,
 )
 from pyggml.ops.layout import (
     AccParams,
@@ -90,6 +107,7 @@ from pyggml.ops.layout import (
     view,
 )
 from pyggml.ops.matmul import mul_mat, mul_mat_id, out_prod
+from pyggml.ops.moe import add_id
 from pyggml.ops.norm import GroupNormParams, NormParams, group_norm, l2_norm, norm, rms_norm
 from pyggml.ops.reduce import (
     ArgsortParams,
@@ -107,16 +125,17 @@ from pyggml.ops.reduce import (
 from pyggml.ops.rope import ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL, RopeParams, rope
 
 __all__ = [
-    "OPS", "ROPE_TYPE_NEOX", "ROPE_TYPE_NORMAL", "VIEW_OPS", "AccParams", "ArangeParams", "ArgsortParams",
-    "ClampParams", "ConcatParams", "ContParams", "DiagMaskParams", "FillParams", "FlashAttnParams", "GluOp",
-    "GluParams", "GroupNormParams", "LeakyReluParams", "NormParams", "Op", "OpDef", "PadParams", "PermuteParams",
-    "RopeParams", "ScaleParams", "SoftMaxParams", "SortOrder", "TopKParams", "UnaryOp", "UnaryParams",
-    "ViewParams", "abs_", "acc", "add", "add1", "arange", "argmax", "argsort", "ceil", "clamp", "concat", "cont",
-    "cos", "count_equal", "cpy", "cumsum", "diag", "diag_mask_inf", "diag_mask_zero", "div", "dup", "elu", "exp",
-    "fill", "flash_attn_ext", "floor", "geglu", "gelu", "gelu_erf", "gelu_quick", "get_rows", "glu",
-    "group_norm", "hardsigmoid", "hardswish", "l2_norm", "leaky_relu", "log", "mean", "mul", "mul_mat",
-    "mul_mat_id", "neg", "norm", "out_prod", "pad", "pad_ext", "permute", "reglu", "relu", "repeat", "reshape",
-    "rms_norm", "rope", "round_", "scale", "set_", "set_rows", "sgn", "sigmoid", "silu", "sin", "soft_max",
-    "softplus", "sqr", "sqrt", "step", "sub", "sum", "sum_rows", "swiglu", "tanh", "top_k", "transpose", "trunc",
-    "unary", "view",
+    "N_TASKS_MAX", "OPS", "ROPE_TYPE_NEOX", "ROPE_TYPE_NORMAL", "VIEW_OPS", "AccParams", "ArangeParams",
+    "ArgsortParams", "ClampParams", "ConcatParams", "ContParams", "CustomOpParams", "CustomParams", "DiagMaskParams",
+    "FillParams", "FlashAttnParams", "GluOp", "GluParams", "GroupNormParams", "LeakyReluParams", "NormParams", "Op",
+    "OpDef", "PadParams", "PermuteParams", "RopeParams", "ScaleParams", "SoftMaxParams", "SortOrder",
+    "SwigluClampParams", "SwigluOaiParams", "TopKParams", "UnaryOp", "UnaryParams", "ViewParams", "XieluParams",
+    "abs_", "acc", "add", "add1", "add_id", "arange", "argmax", "argsort", "ceil", "clamp", "concat", "cont", "cos",
+    "count_equal", "cpy", "cumsum", "custom", "custom_inplace", "diag", "diag_mask_inf", "diag_mask_zero", "div",
+    "dup", "elu", "exp", "expm1", "fill", "flash_attn_ext", "floor", "geglu", "gelu", "gelu_erf", "gelu_quick",
+    "get_rows", "glu", "group_norm", "hardsigmoid", "hardswish", "l2_norm", "leaky_relu", "log", "map_custom1",
+    "map_custom2", "map_custom3", "mean", "mul", "mul_mat", "mul_mat_id", "neg", "norm", "out_prod", "pad", "pad_ext",
+    "permute", "reglu", "relu", "repeat", "reshape", "rms_norm", "rope", "round_", "scale", "set_", "set_rows", "sgn",
+    "sigmoid", "silu", "sin", "soft_max", "softplus", "sqr", "sqrt", "step", "sub", "sum", "sum_rows", "swiglu",
+    "swiglu_clamp", "swiglu_oai", "tanh", "top_k", "transpose", "trunc", "unary", "view", "xielu"
 ]

@@ -22,6 +22,7 @@ class Op(Enum):
     NONE = auto()
     DUP = auto()
     ADD = auto()
+    ADD_ID = auto()
     ADD1 = auto()
     ACC = auto()
     SUB = auto()
@@ -71,6 +72,10 @@ class Op(Enum):
     FILL = auto()
     FLASH_ATTN_EXT = auto()
     UNARY = auto()
+    MAP_CUSTOM1 = auto()
+    MAP_CUSTOM2 = auto()
+    MAP_CUSTOM3 = auto()
+    CUSTOM = auto()
     GLU = auto()
 
 

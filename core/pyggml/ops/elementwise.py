@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
+from typing import Any
+
+import numpy as np
 
 from pyggml.ops.base import Op, ShapeRule, can_repeat, check_types, define, fail, need, record
 from pyggml.tensor import Ne, Tensor
@@ -32,6 +36,9 @@ class UnaryOp(Enum):
     CEIL = auto()
     ROUND = auto()
     TRUNC = auto()
+    EXPM1 = auto()
+    XIELU = auto()
+    """Needs XieluParams (`xielu`)."""
 
 
 class GluOp(Enum):
@@ -40,6 +47,10 @@ class GluOp(Enum):
     SWIGLU = auto()
     GEGLU_ERF = auto()
     GEGLU_QUICK = auto()
+    SWIGLU_OAI = auto()
+    """Needs SwigluOaiParams (`swiglu_oai`)."""
+    SWIGLU_CLAMP = auto()
+    """Needs SwigluClampParams (`swiglu_clamp`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +59,42 @@ class UnaryParams:
 
 
 @dataclass(frozen=True, slots=True)
+class XieluParams(UnaryParams):
+    """UNARY XIELU's coefficients as ggml keeps them in op_params (already constrained by `xielu`):
+    x > 0: alpha_p x^2 + beta x; else (expm1(min(x, eps)) - x) alpha_n + beta x."""
+
+    alpha_n: float = 0.0
+    alpha_p: float = 0.0
+    beta: float = 0.0
+    eps: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class GluParams:
     op: GluOp
     swapped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SwigluOaiParams(GluParams):
+    """GLU SWIGLU_OAI (gpt-oss): x = min(x, limit), g = clamp(g, -limit, limit), x * sigmoid(alpha x) * (g + 1)."""
+
+    alpha: float = 1.702
+    limit: float = 7.0
+
+
+@dataclass(frozen=True, slots=True)
+class SwigluClampParams(GluParams):
+    """GLU SWIGLU_CLAMP: x = min(x, limit), g = clamp(g, -limit, limit), silu(x) * g."""
+
+    limit: float = 7.0
+
+
+PARAMS_OF_UNARY: dict[UnaryOp, type[UnaryParams]] = {UnaryOp.XIELU: XieluParams}
+"""UNARY sub-ops whose node carries a params subclass (all others carry plain UnaryParams)."""
+PARAMS_OF_GLU: dict[GluOp, type[GluParams]] = {GluOp.SWIGLU_OAI: SwigluOaiParams,
+                                              GluOp.SWIGLU_CLAMP: SwigluClampParams}
+"""GLU sub-ops whose node carries a params subclass (all others carry plain GluParams)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +165,24 @@ for _op in (Op.SQR, Op.SQRT, Op.LOG):
     define(_op, (1, 1), _same(_op), can_inplace=True)
 for _op in (Op.SIN, Op.COS):
     define(_op, (1, 1), _same(_op))
-define(Op.UNARY, (1, 1), _same(Op.UNARY), UnaryParams, can_inplace=True)
+def _check_sub_params(op: Op, params: object, base: type, table: dict[Any, type]) -> None:
+    """The params of a UNARY / GLU node are exactly the class its sub-op needs (XIELU: XieluParams, ...)."""
+    if not isinstance(params, base):
+        raise fail(op, f"params must be {base.__name__}, got {type(params).__name__}")
+    sub = params.op  # type: ignore[attr-defined]
+    want = table.get(sub, base)
+    if type(params) is not want:
+        how = f" (use ops.{sub.name.lower()})" if want is not base else ""
+        raise fail(op, f"{sub.name} needs {want.__name__}, got {type(params).__name__}{how}")
+
+
+def _unary(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
+    _check_sub_params(Op.UNARY, params, UnaryParams, PARAMS_OF_UNARY)
+    a = _float_src0(Op.UNARY, srcs)
+    return a.type, a.ne
+
+
+define(Op.UNARY, (1, 1), _unary, UnaryParams, can_inplace=True)
 define(Op.SCALE, (1, 1), _same(Op.SCALE), ScaleParams, can_inplace=True)
 define(Op.CLAMP, (1, 1), _same(Op.CLAMP), ClampParams)
 define(Op.LEAKY_RELU, (1, 1), _same(Op.LEAKY_RELU), LeakyReluParams)
@@ -129,6 +190,7 @@ define(Op.FILL, (1, 1), _same(Op.FILL), FillParams, can_inplace=True)
 
 
 def _glu(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
+    _check_sub_params(Op.GLU, params, GluParams, PARAMS_OF_GLU)
     a = _float_src0(Op.GLU, srcs)
     b = srcs[1] if len(srcs) > 1 else None
     if b is None:
@@ -221,6 +283,30 @@ floor = _unary_fn(UnaryOp.FLOOR)
 ceil = _unary_fn(UnaryOp.CEIL)
 round_ = _unary_fn(UnaryOp.ROUND)
 trunc = _unary_fn(UnaryOp.TRUNC)
+expm1 = _unary_fn(UnaryOp.EXPM1)
+
+
+def softplus_f32(x: float) -> float:
+    """ggml_compute_softplus_f32: x above 20, else log(1 + exp(x)), in float32 (how ggml_xielu constrains its
+    alphas before storing them)."""
+    v = np.float32(x)
+    if v > np.float32(20.0):
+        return float(v)
+    with np.errstate(over="ignore"):
+        return float(np.log(np.float32(1.0) + np.exp(v)))
+
+
+def xielu(a: Tensor, alpha_n: float, alpha_p: float, beta: float, eps: float, *, inplace: bool = False) -> Tensor:
+    """UNARY XIELU with ggml_xielu's raw parameters; the node keeps ggml's constrained coefficients
+    (XieluParams.alpha_n = beta + softplus(alpha_n), alpha_p = softplus(alpha_p), in float32 as ggml)."""
+    vals = (alpha_n, alpha_p, beta, eps)
+    if not all(math.isfinite(float(v)) for v in vals):
+        raise fail(Op.UNARY, f"XIELU parameters must be finite, got alpha_n={alpha_n}, alpha_p={alpha_p}, "
+                             f"beta={beta}, eps={eps}", a)
+    b32 = float(np.float32(beta))
+    p = XieluParams(UnaryOp.XIELU, float(np.float32(b32 + softplus_f32(alpha_n))), softplus_f32(alpha_p), b32,
+                    float(np.float32(eps)))
+    return record(Op.UNARY, (a,), p, inplace=inplace)
 
 
 def glu(a: Tensor, op: GluOp, b: Tensor | None = None, *, swapped: bool = False) -> Tensor:
@@ -239,6 +325,18 @@ def geglu(a: Tensor, b: Tensor | None = None, *, swapped: bool = False) -> Tenso
 
 def reglu(a: Tensor, b: Tensor | None = None, *, swapped: bool = False) -> Tensor:
     return glu(a, GluOp.REGLU, b, swapped=swapped)
+
+
+def swiglu_oai(a: Tensor, b: Tensor | None = None, alpha: float = 1.702, limit: float = 7.0, *,
+               swapped: bool = False) -> Tensor:
+    """gpt-oss's gated unit (ggml_swiglu_oai): x = min(x, limit), g = clamp(g, -limit, limit),
+    x * sigmoid(alpha x) * (g + 1); x and g as in `glu` (fused halves or split inputs)."""
+    return record(Op.GLU, (a, b), SwigluOaiParams(GluOp.SWIGLU_OAI, swapped, float(alpha), float(limit)))
+
+
+def swiglu_clamp(a: Tensor, b: Tensor | None = None, limit: float = 7.0, *, swapped: bool = False) -> Tensor:
+    """ggml_swiglu_clamp: x = min(x, limit), g = clamp(g, -limit, limit), silu(x) * g."""
+    return record(Op.GLU, (a, b), SwigluClampParams(GluOp.SWIGLU_CLAMP, swapped, float(limit)))
 
 
 def scale(a: Tensor, s: float, b: float = 0.0, *, inplace: bool = False) -> Tensor:

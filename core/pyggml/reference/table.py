@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from pyggml.backend.op_table import OpTable
-from pyggml.reference.kernels import attention, elementwise, layout, matmul, norm, reduce, rope, unary
+from pyggml.reference.kernels import (
+    attention,
+    custom,
+    elementwise,
+    layout,
+    matmul,
+    moe,
+    norm,
+    reduce,
+    rope,
+    unary,
+)
 from pyggml.reference.kernels.rules import Immediate
 
 TABLE: OpTable[Immediate] = OpTable(
     "numpy", attention.rules, elementwise.rules, layout.rules, matmul.rules, norm.rules, reduce.rules, rope.rules,
-    unary.rules,
+    unary.rules, moe.rules, custom.rules,
 )

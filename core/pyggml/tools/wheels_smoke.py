@@ -3,10 +3,10 @@ there (`make wheels-smoke`; nothing of the editable install in .venv is reused):
 
     python -m pyggml.tools.wheels_smoke [--dist DIR] [PROJECT_DIR ...]
 
-1. `python -m build --wheel` per distribution (default: the core, every plugin, conformance, examples/* but the
-   toy backend), one after another, each in its own isolated build env, from a copy of the files git lists
-   (tracked or not ignored): nothing an editable install left in the tree (extensions, SPIR-V, egg-info) goes into
-   a wheel;
+1. `python -m build --wheel` per distribution (default: the core, the GPU plugins' shared dialect kernels, every
+   plugin, conformance, examples/* but the toy backend), one after another, each in its own isolated build env,
+   from a copy of the files git lists (tracked or not ignored): nothing an editable install left in the tree
+   (extensions, SPIR-V, egg-info) goes into a wheel;
 2. a wheel with a compiled extension (pyggml-cpu, pyggml-rpc: cffi, stable ABI) is repaired to manylinux with
    `auditwheel repair`, and `auditwheel show` must name a manylinux platform;
 3. every wheel carries its LICENSE, `License-Expression: MIT` and a long description; the Vulkan wheel one SPIR-V
@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
-OWN_DISTS = ("pyggml", "pyggml-cpu", "pyggml-opencl", "pyggml-vulkan", "pyggml-cuda", "pyggml-metal", "pyggml-rpc",
-             "pyggml-conformance", "pyggml-llama")
+OWN_DISTS = ("pyggml", "pyggml-dialect", "pyggml-cpu", "pyggml-opencl", "pyggml-vulkan", "pyggml-cuda", "pyggml-metal",
+             "pyggml-rpc", "pyggml-conformance", "pyggml-llama")
 INSTALL = ["pyggml[all]", "pyggml-conformance", "pyggml-llama"]
 EXCLUDED = ("toy_backend",)
 """examples/ projects that are not part of the release (the example plugin: `make toy-backend` tests it)."""
@@ -71,7 +71,8 @@ def projects(dirs: Sequence[str]) -> list[Path]:
     if dirs:
         found = [(REPO / d).resolve() for d in dirs]
     else:
-        found = [REPO, *sorted(p.parent for p in REPO.glob("plugins/*/pyproject.toml")), REPO / "conformance",
+        found = [REPO, REPO / "dialect", *sorted(p.parent for p in REPO.glob("plugins/*/pyproject.toml")),
+                 REPO / "conformance",
                  *sorted(p.parent for p in REPO.glob("examples/*/pyproject.toml") if p.parent.name not in EXCLUDED)]
     missing = [str(p) for p in found if not (p / "pyproject.toml").is_file() or not p.is_relative_to(REPO)]
     if missing:
@@ -138,7 +139,7 @@ def repair(raw: Path, dist: Path) -> list[Path]:
 
 
 def check_wheel(whl: Path) -> str:
-    """License, metadata and (Vulkan) SPIR-V of one wheel; returns its distribution name."""
+    """License, metadata, (Vulkan) SPIR-V and (dialect) kernel texts of one wheel; returns its distribution name."""
     with zipfile.ZipFile(whl) as z:
         names = z.namelist()
         meta_name = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
@@ -160,6 +161,10 @@ def check_wheel(whl: Path) -> str:
             spv = {Path(n).stem for n in names if n.startswith("pyggml_vulkan/spv/") and n.endswith(".spv")}
             if not shaders or shaders != spv:
                 problems.append(f"SPIR-V missing for {sorted(shaders - spv) or 'every shader'}")
+        if dist == "pyggml-dialect":
+            texts = {Path(n).name for n in names if n.startswith("pyggml_dialect/kernelsrc/")}
+            if not any(t.endswith(".cl") for t in texts) or "common.h" not in texts:
+                problems.append("no kernel texts (pyggml_dialect/kernelsrc/*.cl, *.h)")
         if problems:
             raise SmokeError(f"{whl.name}: {'; '.join(problems)}")
     return dist

@@ -30,7 +30,8 @@ class Agreement:
 def _log_softmax(logits: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
     x = np.asarray(logits, dtype=np.float64)
     x = x - x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+    out: npt.NDArray[np.float64] = x - np.log(np.exp(x).sum(axis=-1, keepdims=True))  # numpy's sum types as Any
+    return out
 
 
 def agreement(reference: npt.NDArray[np.floating], other: npt.NDArray[np.floating]) -> Agreement:

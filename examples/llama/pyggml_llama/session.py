@@ -20,7 +20,7 @@ from pyggml.backend.protocol import Backend, BufferType
 from pyggml.backend.registry import get_device
 from pyggml.backend.sched import Scheduler
 from pyggml.errors import PyGGMLError
-from pyggml.gguf import GGUFFile, Placement, load_weights, place_by_layers
+from pyggml.gguf import GGUFFile, TensorPlacer, load_weights, place_by_layers
 from pyggml.types import GGMLType
 from pyggml_llama.hparams import HParams
 from pyggml_llama.kv_cache import KVCache
@@ -124,7 +124,7 @@ class Session:
             bufts = [b.device.buffer_type() for b in layered]
         host = self.backends[-1].device.buffer_type()
         self.layer_bufts = _layer_bufts(self.hp.n_layer, bufts, tensor_split)
-        place: Placement = place_by_layers(self.hp.n_layer, bufts, tensor_split, host=bufts[0] if bufts else host)
+        place: TensorPlacer = place_by_layers(self.hp.n_layer, bufts, tensor_split, host=bufts[0] if bufts else host)
         self.weights = load_weights(self.gguf, place)
         self.model = LlamaModel(self.hp, self.weights)
         self.kv = KVCache(self.hp.n_layer, self.hp.n_embd_kv, self.n_ctx, lambda il: self.layer_bufts[il], kv_type,

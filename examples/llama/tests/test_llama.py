@@ -18,7 +18,7 @@ from pyggml_llama.sampling import SamplingParams
 from pyggml_llama.session import Session, default_model_path
 
 try:
-    from pyggml_cpu.kernels import SIMD_LEVELS, set_simd_level, simd_level
+    from pyggml_cpu.native import SIMD_LEVELS, set_simd_level, simd_level
 except ImportError:  # no CPU plugin: the CPU tests skip (no CPU device), the bit test has no levels
     SIMD_LEVELS = {}
 
@@ -55,7 +55,7 @@ def test_tokenizer_matches_llama_cpp(cpu_session: Session, case: dict[str, Any])
 # where llama.cpp's two best logits are closer than NEAR_TIE greedy decoding may pick the other one (README:
 # "Agreement with llama.cpp"). The tests below hold on every level; the bit test runs on the exact ones.
 NEAR_TIE = 1.0
-# kernel levels (pyggml_cpu.kernels.SIMD_LEVELS) whose logits are llama.cpp's bits, and why the others are not
+# kernel levels (pyggml_cpu.native.SIMD_LEVELS) whose logits are llama.cpp's bits, and why the others are not
 EXACT_LEVELS = {1, 2, 3, 4}
 NOT_EXACT = {0: "portable C kernels: quantised dots sum per block in plain C, not in ggml's AVX2 order",
              5: "arm64 NEON: quantised dots sum in other orders than llama.cpp's x86 AVX2 build",

@@ -11,22 +11,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pyggml.backend.op_table import FREE_OPS, needs_kernel
 from pyggml.backend.protocol import Backend
 from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.graph import Graph
-from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.tensor import Tensor, TensorFlag
+from pyggml.ops.base import Op
+from pyggml.ops.elementwise import ScaleParams
+from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_toy.device import ToyBuffer, ToyDevice
+from pyggml_toy.buffer import ToyBuffer
+from pyggml_toy.device import ToyDevice
 
 F32 = npt.NDArray[np.float32]
-FREE_OPS = VIEW_OPS | {Op.NONE}
-"""Ops that do no work: accepted by supports_op, skipped by graph_compute."""
 
 
 def view(t: Tensor) -> F32:
@@ -43,20 +43,20 @@ def repeated(b: F32, shape: tuple[int, ...]) -> F32:
     return b if all(r == 1 or m == 1 for r, m in zip(reps, b.shape, strict=True)) else np.tile(b, reps)
 
 
-def _add(node: Tensor, a: F32, b: F32) -> Any:
+def _add(node: Tensor, a: F32, b: F32) -> F32:
     return a + repeated(b, a.shape)
 
 
-def _mul(node: Tensor, a: F32, b: F32) -> Any:
+def _mul(node: Tensor, a: F32, b: F32) -> F32:
     return a * repeated(b, a.shape)
 
 
-def _scale(node: Tensor, a: F32) -> Any:
-    p = node.params
+def _scale(node: Tensor, a: F32) -> F32:
+    p: ScaleParams = node.params
     return (a.astype(np.float64) * p.s + p.b).astype(np.float32)
 
 
-KERNELS: dict[Op, Callable[..., Any]] = {Op.ADD: _add, Op.MUL: _mul, Op.SCALE: _scale}
+KERNELS: dict[Op, Callable[..., F32]] = {Op.ADD: _add, Op.MUL: _mul, Op.SCALE: _scale}
 
 
 def supports(node: Tensor) -> bool:
@@ -77,7 +77,7 @@ class ToyBackend(Backend):
     def graph_compute(self, graph: Graph) -> None:
         with self._lock:
             for node in graph.nodes:
-                if node.op in FREE_OPS or not node.flags & TensorFlag.COMPUTE or node.nelements() == 0:
+                if not needs_kernel(node):  # core's one filter: leaves, views and empty results do no work
                     continue
                 kernel = KERNELS.get(node.op)
                 if kernel is None or not supports(node):

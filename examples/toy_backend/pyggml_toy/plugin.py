@@ -12,6 +12,6 @@ PYGGML_API_VERSION = 1
 
 @hookimpl
 def pyggml_backend_registries() -> list[Registry]:
-    from pyggml_toy.device import ToyRegistry
+    from pyggml_toy.registry import ToyRegistry
 
     return [ToyRegistry()]

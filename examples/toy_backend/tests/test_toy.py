@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pyggml_toy.device import TOTAL_MEMORY
+from pyggml_toy.buffer import TOTAL_MEMORY
 from pyggml_toy.plugin import PYGGML_API_VERSION
 
 import pyggml as gg

@@ -142,7 +142,7 @@ def replay_case(cpu: Any) -> dict[str, Any]:
 
 
 def main() -> None:
-    from pyggml_cpu import kernels
+    from pyggml_cpu import native
 
     cpu = get_device("cpu").init_backend(f"n_threads={ARGS.threads}")
     blas_devs = get_registry("blas").devices()
@@ -161,8 +161,8 @@ def main() -> None:
                     results.append(quant_case(cpu, ggml, t, k, n, reps if n == 1 else max(3, reps // 3)))
     if "replay" in only:
         results.append(replay_case(cpu))
-    info = {"threads": ARGS.threads, "kernels": kernels.simd_level(),
-            "features": [f for f, on in kernels.cpu_features().items() if on],
+    info = {"threads": ARGS.threads, "kernels": native.simd_level(),
+            "features": [f for f, on in native.cpu_features().items() if on],
             "ggml": ggml.version if ggml is not None else None, "numpy": np.__version__}
     print(json.dumps({"info": info, "results": results}, indent=1))
 

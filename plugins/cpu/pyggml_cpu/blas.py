@@ -11,7 +11,7 @@ import os
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceType, Registry
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
-from pyggml_cpu import kernels
+from pyggml_cpu import native
 from pyggml_cpu._pgc import lib
 from pyggml_cpu.device import CpuDevice
 from pyggml_cpu.executor import Executor
@@ -54,7 +54,7 @@ def load_blas() -> str | None:
     for path, sym, thr in _candidates():
         if lib.pgc_blas_load(path.encode(), sym.encode(), thr.encode()) == 0:
             log.debug("blas: using %s (%s)", path, sym)
-            lib.pgc_blas_set_threads(kernels.default_threads())
+            lib.pgc_blas_set_threads(native.default_threads())
             return None
         tried.append(path)
     return ("no OpenBLAS found (pip install scipy-openblas32, or set PYGGML_BLAS_LIB)" if not tried
@@ -74,7 +74,7 @@ class BlasDevice(CpuDevice):
         return "OpenBLAS sgemm (MUL_MAT of F32/F16/BF16 with many columns)"
 
     def details(self) -> dict[str, str]:
-        return {"threads": str(kernels.default_threads())}
+        return {"threads": str(native.default_threads())}
 
     def init_backend(self, params: str | None = None) -> Backend:
         return BlasBackend(self)

@@ -1,10 +1,10 @@
-"""The cpu registry, device and backend. Memory is core's host memory (shared with the numpy and blas
+"""The cpu device (its backend is in backend.py). Memory is core's host memory (shared with the numpy and blas
 backends); a buffer can also wrap an existing mapping (a GGUF file's weights, without copying)."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
@@ -12,10 +12,9 @@ from pyggml.backend.host import HostBuffer, HostBufferType
 from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
 from pyggml.backend.sysinfo import cpu_model
 from pyggml.errors import AllocationError, PyGGMLError
-from pyggml.graph import Graph
 from pyggml.tensor import Tensor
-from pyggml_cpu import kernels
-from pyggml_cpu.executor import Executor
+from pyggml_cpu import native
+from pyggml_cpu.backend import CpuBackend
 from pyggml_cpu.op_table import TABLE
 
 log = logging.getLogger(__name__)
@@ -29,19 +28,6 @@ def map_file(buft: HostBufferType, path: str, offset: int = 0, size: int | None 
     except (OSError, ValueError) as e:
         raise AllocationError(f"cannot map {path!r} (offset {offset}, size {size}): {e}") from e
     return buft.wrap(cast(Bytes, mm.reshape(-1)))
-
-
-def set_n_threads(backend: Backend, n_threads: int) -> None:
-    """The `set_n_threads` extension of the cpu and blas registries."""
-    ex = getattr(backend, "executor", None)
-    if not isinstance(ex, Executor):
-        raise PyGGMLError(f"set_n_threads: {backend!r} is not a cpu or blas backend")
-    if backend.name == "blas":  # its one C thread only widens operands; OpenBLAS's threads do the work
-        from pyggml_cpu.blas import set_blas_threads
-
-        set_blas_threads(n_threads)
-        return
-    ex.set_n_threads(n_threads)
 
 
 class CpuDevice(Device):
@@ -59,9 +45,9 @@ class CpuDevice(Device):
         return host_memory()
 
     def details(self) -> dict[str, str]:
-        feats = [k for k, v in kernels.cpu_features().items() if v]
-        return {"features": " ".join(feats) or "none", "kernels": kernels.simd_level(),
-                "threads": str(kernels.default_threads())}
+        feats = [k for k, v in native.cpu_features().items() if v]
+        return {"features": " ".join(feats) or "none", "kernels": native.simd_level(),
+                "threads": str(native.default_threads())}
 
     def init_backend(self, params: str | None = None) -> Backend:
         return CpuBackend(self, _threads_from(params))
@@ -92,26 +78,4 @@ def _threads_from(params: str | None) -> int:
                     return max(1, int(val))
                 except ValueError:
                     raise PyGGMLError(f"cpu backend params {params!r}: bad thread count {val!r}") from None
-    return kernels.default_threads()
-
-
-class CpuBackend(Backend):
-    def __init__(self, device: Device, n_threads: int) -> None:
-        super().__init__(device)
-        self.executor = Executor(TABLE, "cpu", n_threads)
-
-    @property
-    def n_threads(self) -> int:
-        return self.executor.n_threads
-
-    def set_n_threads(self, n: int) -> None:
-        self.executor.set_n_threads(n)
-
-    def graph_compute(self, graph: Graph) -> None:
-        self.executor.compute(graph)
-
-    def free(self) -> None:
-        self.executor.free()
-
-    def __getstate__(self) -> Any:
-        raise TypeError("cpu backends cannot be pickled")
+    return native.default_threads()

@@ -3,26 +3,35 @@
 One executor runs one graph at a time: the C pool's threads meet at a barrier per node, so two Python threads
 computing on the same backend at once would both spin in it forever. A lock serialises computes (and thread-count
 changes and free) per backend; separate backends still run in parallel.
+
+Custom ops (MAP_CUSTOM1/2/3, CUSTOM) call Python, so a graph holding them runs as several C calls: the rows before a
+custom node, the node's callable (its tasks on Python threads, `pyggml.backend.custom_call`), the rows after it.
+Why not a cffi callback from the C workers: those threads would each take the GIL for a callable that numpy
+already parallelises, the other workers would spin at the node's barrier for as long as Python runs, and an
+exception would have to be parked in C and the pool unwound. Splitting costs one extra C call per custom node,
+keeps C free of Python, and a raising callable fails only its node: the pool is idle between C calls, so the
+backend stays usable. (A callable must not compute on the backend that runs it: the compute lock is held.)
 """
 
 from __future__ import annotations
 
 import threading
 
+from pyggml.backend.custom_call import run_custom
 from pyggml.backend.op_table import OpTable
 from pyggml.backend.plan_cache import PlanCache
-from pyggml.errors import ComputeError
+from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml_cpu._pgc import ffi
-from pyggml_cpu.kernels import ERRORS, Pool
+from pyggml_cpu.graph_plan import CpuGraphPlan, build_plan
+from pyggml_cpu.native import ERRORS, Pool
 from pyggml_cpu.op_table import Descriptors
-from pyggml_cpu.plan import Plan, build_plan
 
 
 class Executor:
     def __init__(self, table: OpTable[Descriptors], name: str, n_threads: int) -> None:
         self.name = name
-        self.plans: PlanCache[Plan] = PlanCache(lambda g: build_plan(g, table, name))
+        self.plans: PlanCache[CpuGraphPlan] = PlanCache(lambda g: build_plan(g, table, name))
         self.pool = Pool(n_threads)
         self.profile: dict[str, int] | None = None
         """Set to {} to accumulate nanoseconds per (op, src0 type) over the following computes."""
@@ -52,19 +61,34 @@ class Executor:
         ns = None
         if self.profile is not None:
             ns = ffi.new("int64_t[]", n)
-        rc, failed = self.pool.run(plan.ptr, n, ns)
+        start = 0
+        for stop in (*plan.host, n):  # C runs the rows between custom ops; Python runs each custom op
+            if stop > start:
+                rc, failed = self.pool.run(plan.ptr + start, stop - start, None if ns is None else ns + start)
+                if rc:
+                    self._fail(plan, rc, start + failed)
+            if stop < n:
+                node = plan.names[stop]
+                try:
+                    run_custom(node, self.pool.n_threads)
+                except PyGGMLError as e:
+                    raise ComputeError(f"{self.name}: node '{node.name}' ({node.op.name}, {node.type} "
+                                       f"ne={list(node.ne)}): {e}") from e
+            start = stop + 1
         if ns is not None and self.profile is not None:
             for node, t in zip(plan.names, ns, strict=True):
                 key = f"{node.op.name} {node.src[0].type if node.src and node.src[0] is not None else ''}"
                 self.profile[key] = self.profile.get(key, 0) + int(t)
-        if rc:
-            node = plan.names[failed] if 0 <= failed < n else None
-            what = ERRORS.get(rc, f"error {rc}")
-            if node is None:
-                raise ComputeError(f"{self.name}: graph failed: {what}")
-            srcs = ", ".join(f"'{s.name}' {s.type} ne={list(s.ne)}" for s in node.src if s is not None)
-            raise ComputeError(f"{self.name}: node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)};"
-                               f" srcs {srcs}) failed: {what}")
+
+    def _fail(self, plan: CpuGraphPlan, rc: int, failed: int) -> None:
+        n = len(plan.names)
+        bad = plan.names[failed] if 0 <= failed < n else None
+        what = ERRORS.get(rc, f"error {rc}")
+        if bad is None:
+            raise ComputeError(f"{self.name}: graph failed: {what}")
+        srcs = ", ".join(f"'{s.name}' {s.type} ne={list(s.ne)}" for s in bad.src if s is not None)
+        raise ComputeError(f"{self.name}: node '{bad.name}' ({bad.op.name}, {bad.type} ne={list(bad.ne)};"
+                           f" srcs {srcs}) failed: {what}")
 
     def free(self) -> None:
         with self._lock:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pyggml.backend.op_table import OpTable, Rule, srcs
 from pyggml.ops import GluOp, UnaryOp
 from pyggml.ops.base import Op
+from pyggml.ops.custom import CUSTOM_OPS
+from pyggml.ops.elementwise import SwigluClampParams, SwigluOaiParams, XieluParams
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_cpu._pgc import lib
@@ -33,7 +35,8 @@ INT32_MAX = 2**31 - 1
 UNARY_SUB = {u: getattr(lib, f"PGC_U_{u.name}") for u in (
     UnaryOp.ABS, UnaryOp.SGN, UnaryOp.NEG, UnaryOp.STEP, UnaryOp.TANH, UnaryOp.ELU, UnaryOp.RELU,
     UnaryOp.SIGMOID, UnaryOp.GELU, UnaryOp.GELU_QUICK, UnaryOp.GELU_ERF, UnaryOp.SILU, UnaryOp.HARDSWISH,
-    UnaryOp.HARDSIGMOID, UnaryOp.EXP, UnaryOp.SOFTPLUS, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC)}
+    UnaryOp.HARDSIGMOID, UnaryOp.EXP, UnaryOp.SOFTPLUS, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC,
+    UnaryOp.EXPM1, UnaryOp.XIELU)}
 MATH_SUB = {op: getattr(lib, f"PGC_U_{op.name}") for op in (Op.SQR, Op.SQRT, Op.LOG, Op.SIN, Op.COS)}
 GLU_SUB = {g: getattr(lib, f"PGC_G_{g.name}") for g in GluOp}
 BINARY_SUB = {Op.ADD: 0, Op.SUB: 1, Op.MUL: 2, Op.DIV: 3}
@@ -48,10 +51,17 @@ class Descriptors:
     def __init__(self) -> None:
         self.node: Tensor | None = None
         self.rows: list[tuple[Tensor, int, Params]] = []
+        self.host: list[int] = []
+        """Rows that Python computes between C runs (custom ops): NOP descriptors the executor never hands to C."""
 
     def add(self, c_op: int, params: Params) -> None:
         assert self.node is not None
         self.rows.append((self.node, c_op, params))
+
+    def add_host(self) -> None:
+        """The current node runs in Python (a custom op's callable), between the C runs of the rows around it."""
+        self.host.append(len(self.rows))
+        self.add(lib.PGC_OP_NOP, (0, [], []))
 
 
 def _entry(c_op: int, accepts: Callable[[Tensor], bool], params: Callable[[Tensor], Params]) -> Rule[Descriptors]:
@@ -153,6 +163,30 @@ def _set_params(sub: int) -> Callable[[Tensor], Params]:
     return params
 
 
+def _unary_params(t: Tensor) -> Params:
+    p = t.params
+    if isinstance(p, XieluParams):
+        return UNARY_SUB[p.op], [], [p.alpha_n, p.alpha_p, p.beta, p.eps]
+    return UNARY_SUB[p.op], [], []
+
+
+def _glu_params(t: Tensor) -> Params:
+    p = t.params
+    if isinstance(p, SwigluOaiParams):
+        fp = [p.alpha, p.limit]
+    elif isinstance(p, SwigluClampParams):
+        fp = [0.0, p.limit]
+    else:
+        fp = []
+    return GLU_SUB[p.op], [int(p.swapped)], fp
+
+
+def _add_id_ok(t: Tensor) -> bool:
+    a, b, ids = t.src[0], t.src[1], t.src[2]
+    return a is not None and b is not None and ids is not None and ids.type == T.I32 and \
+        all(x.type in FLOAT for x in (t, a, b))
+
+
 def _float_params(*names: str) -> Callable[[Tensor], Params]:
     return lambda t: (0, [], [float(getattr(t.params, n)) for n in names])
 
@@ -165,12 +199,13 @@ RULES: dict[Op, Rule[Descriptors]] = {
     **{op: _entry(lib.PGC_OP_BINARY, _float, _sub(BINARY_SUB[op])) for op in BINARY_SUB},
     Op.ADD1: _entry(lib.PGC_OP_ADD1, _float, _no),
     **{op: _entry(lib.PGC_OP_UNARY, _float, _sub(sub)) for op, sub in MATH_SUB.items()},
-    Op.UNARY: _entry(lib.PGC_OP_UNARY, _float, lambda t: (UNARY_SUB[t.params.op], [], [])),
+    Op.UNARY: _entry(lib.PGC_OP_UNARY, _float, _unary_params),
+    Op.ADD_ID: _entry(lib.PGC_OP_ADD_ID, _add_id_ok, _no),
     Op.CLAMP: _entry(lib.PGC_OP_CLAMP, _float, _float_params("min", "max")),
     Op.LEAKY_RELU: _entry(lib.PGC_OP_LEAKY, _float, _float_params("negative_slope")),
     Op.FILL: _entry(lib.PGC_OP_FILL, _float, _float_params("value")),
     Op.SCALE: _entry(lib.PGC_OP_SCALE, _float, _float_params("s", "b")),
-    Op.GLU: _entry(lib.PGC_OP_GLU, _float, lambda t: (GLU_SUB[t.params.op], [int(t.params.swapped)], [])),
+    Op.GLU: _entry(lib.PGC_OP_GLU, _float, _glu_params),
     Op.NORM: _entry(lib.PGC_OP_NORM, _f32, lambda t: (0, [], [t.params.eps])),
     Op.RMS_NORM: _entry(lib.PGC_OP_NORM, _f32, lambda t: (1, [], [t.params.eps])),
     Op.L2_NORM: _entry(lib.PGC_OP_NORM, _f32, lambda t: (2, [], [t.params.eps])),
@@ -219,5 +254,9 @@ def _blas_ok(t: Tensor) -> bool:
     return big and aligned and a.type in FLOAT and _rows(a) and b.type in FLOAT and t.is_contiguous()
 
 
-TABLE: OpTable[Descriptors] = OpTable("cpu", RULES)
+HOST_RULES: dict[Op, Rule[Descriptors]] = {op: Rule(lambda t: True, lambda node, b: b.add_host()) for op in CUSTOM_OPS}
+"""Custom ops (MAP_CUSTOM1/2/3, CUSTOM): their callable runs in Python between two C runs of the graph (see
+executor.py for why the graph is split rather than called back into from the C threads)."""
+
+TABLE: OpTable[Descriptors] = OpTable("cpu", RULES, HOST_RULES)
 BLAS_TABLE: OpTable[Descriptors] = OpTable("blas", {Op.MUL_MAT: _entry(lib.PGC_OP_MUL_MAT_BLAS, _blas_ok, _no)})

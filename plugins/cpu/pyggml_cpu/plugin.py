@@ -12,6 +12,6 @@ PYGGML_API_VERSION = 1
 
 @hookimpl
 def pyggml_backend_registries() -> list[Registry]:
-    from pyggml_cpu.registries import BlasRegistry, CpuRegistry
+    from pyggml_cpu.registry import BlasRegistry, CpuRegistry
 
     return [CpuRegistry(), BlasRegistry()]

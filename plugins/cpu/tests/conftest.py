@@ -8,7 +8,7 @@ import pytest
 
 from pyggml.backend.protocol import Backend, Device
 from pyggml.backend.registry import get_device
-from pyggml_cpu import kernels
+from pyggml_cpu import native
 
 LEVELS = ["best", "portable"]
 
@@ -28,7 +28,7 @@ def cpu_backend(cpu_device: Device) -> Iterator[Backend]:
 @pytest.fixture(params=LEVELS)
 def simd(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the test with the SIMD kernels, then with the portable ones (restored afterwards)."""
-    before = kernels.simd_level()
-    level = kernels.set_simd_level(0 if request.param == "portable" else -1)
+    before = native.simd_level()
+    level = native.set_simd_level(0 if request.param == "portable" else -1)
     yield level
-    kernels.set_simd_level(-1 if before != "portable" else 0)
+    native.set_simd_level(-1 if before != "portable" else 0)

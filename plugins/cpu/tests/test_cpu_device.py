@@ -16,7 +16,7 @@ from pyggml.backend.protocol import Backend, Device, DeviceType
 from pyggml.backend.registry import get_registry
 from pyggml.context import Context
 from pyggml.graph import build_graph
-from pyggml_cpu import kernels
+from pyggml_cpu import native
 
 
 def test_importing_the_plugin_loads_no_kernels() -> None:
@@ -40,7 +40,7 @@ def test_set_n_threads_extension(cpu_device: Device) -> None:
     be = cpu_device.init_backend()
     ext = get_registry("cpu").get_extension(SET_N_THREADS)
     assert callable(ext)
-    n = min(3, kernels.available_cores())  # more than the cores is capped (test_cpu_misuse)
+    n = min(3, native.available_cores())  # more than the cores is capped (test_cpu_misuse)
     ext(be, n)
     assert be.n_threads == n  # type: ignore[attr-defined]
     ctx = Context(4 << 20)
@@ -56,11 +56,11 @@ def test_thread_count_from_environment() -> None:
     code = "from pyggml.backend.registry import get_device; print(get_device('cpu').init_backend().n_threads)"
     env = {**os.environ, "PYGGML_CPU_THREADS": "3"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    assert out.stdout.strip() == str(min(3, kernels.available_cores()))
+    assert out.stdout.strip() == str(min(3, native.available_cores()))
 
 
 def test_portable_kernels_forced_by_environment() -> None:
-    code = "from pyggml_cpu import kernels; print(kernels.simd_level())"
+    code = "from pyggml_cpu import native; print(native.simd_level())"
     env = {**os.environ, "PYGGML_CPU_PORTABLE": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "portable"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyggml.types import GGMLType
 from pyggml_cpu._pgc import lib
-from pyggml_cpu.kernels import ERRORS
+from pyggml_cpu.native import ERRORS
 from pyggml_cpu.op_table import BLAS_TABLE, TABLE, Descriptors
 
 

@@ -20,13 +20,13 @@ from pyggml.backend.protocol import Backend
 from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml.types import GGMLType
-from pyggml_cpu import kernels
+from pyggml_cpu import native
 from pyggml_testing.llama_cpp_ref import ggml_library
 
 # weight type -> its activations' type (ggml's vec_dot_type)
 PARTNER = {"Q4_0": "q8_0", "Q4_1": "q8_1", "Q5_0": "q8_0", "Q5_1": "q8_1", "Q8_0": "q8_0",
            "Q2_K": "q8_K", "Q3_K": "q8_K", "Q4_K": "q8_K", "Q5_K": "q8_K", "Q6_K": "q8_K"}
-X86_LEVELS = [lv for lv in sorted(kernels.SIMD_LEVELS) if kernels.SIMD_LEVELS[lv].startswith("avx")]
+X86_LEVELS = [lv for lv in sorted(native.SIMD_LEVELS) if native.SIMD_LEVELS[lv].startswith("avx")]
 
 
 def _ggml_cpu() -> ctypes.CDLL:
@@ -50,15 +50,15 @@ def ggml() -> ctypes.CDLL:
     return _ggml_cpu()
 
 
-@pytest.fixture(params=X86_LEVELS, ids=lambda lv: kernels.SIMD_LEVELS[lv])
+@pytest.fixture(params=X86_LEVELS, ids=lambda lv: native.SIMD_LEVELS[lv])
 def level(request: pytest.FixtureRequest) -> Iterator[int]:
-    before = kernels.simd_level()
+    before = native.simd_level()
     try:
-        if kernels.set_simd_level(request.param) != kernels.SIMD_LEVELS[request.param]:
-            pytest.skip(f"this CPU has no {kernels.SIMD_LEVELS[request.param]}")
+        if native.set_simd_level(request.param) != native.SIMD_LEVELS[request.param]:
+            pytest.skip(f"this CPU has no {native.SIMD_LEVELS[request.param]}")
         yield request.param
     finally:
-        kernels.set_simd_level(0 if before == "portable" else -1)
+        native.set_simd_level(0 if before == "portable" else -1)
 
 
 def _quantize_rows(ggml: ctypes.CDLL, partner: str, x: np.ndarray) -> np.ndarray:
@@ -119,5 +119,5 @@ def test_q8_K_activations_are_ggml_bytes(ggml: ctypes.CDLL) -> None:
     x = (rng.standard_normal((40, 512)) * rng.uniform(1e-3, 1e3, (40, 1))).astype(np.float32)
     x[0] = 0.0
     x[1] = np.round(x[1] * 4) / 4
-    np.testing.assert_array_equal(kernels.quantize(x, GGMLType.Q8_K).reshape(40, -1),
+    np.testing.assert_array_equal(native.quantize(x, GGMLType.Q8_K).reshape(40, -1),
                                   _quantize_rows(ggml, "q8_K", x))

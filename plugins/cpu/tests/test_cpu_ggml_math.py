@@ -17,7 +17,7 @@ from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml.ops.rope import ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL
 from pyggml.tensor import Tensor
-from pyggml_cpu import kernels
+from pyggml_cpu import native
 
 RNG = np.random.default_rng(5)
 # rows of 37 values: groups of 8 (the vector loops) and a tail of 5 (expf), values from -110 to 110
@@ -57,15 +57,15 @@ BUILDS: dict[str, Callable[[Context], Tensor]] = {
 
 
 def _compute(backend: Backend, build: Callable[[Context], Tensor], level: int) -> np.ndarray:
-    before = kernels.simd_level()
+    before = native.simd_level()
     try:
-        kernels.set_simd_level(level)
+        native.set_simd_level(level)
         ctx = Context(4 << 20)
         out = build(ctx)
         backend.graph_compute(build_graph(out))
         return out.numpy().copy()
     finally:
-        kernels.set_simd_level(0 if before == "portable" else -1)
+        native.set_simd_level(0 if before == "portable" else -1)
 
 
 @pytest.mark.parametrize("name", BUILDS)
@@ -125,11 +125,11 @@ def _f16_matmul(w: np.ndarray, a: np.ndarray, strided: bool) -> Callable[[Contex
 
 
 def _level_available(level: int) -> bool:
-    before = kernels.simd_level()
+    before = native.simd_level()
     try:
-        return kernels.set_simd_level(level) == kernels.SIMD_LEVELS[level]
+        return native.set_simd_level(level) == native.SIMD_LEVELS[level]
     finally:
-        kernels.set_simd_level(0 if before == "portable" else -1)
+        native.set_simd_level(0 if before == "portable" else -1)
 
 
 F16Shape = tuple[int, int, int, tuple[int, int], tuple[int, int]]
@@ -141,7 +141,7 @@ F16_SHAPES: list[F16Shape] = [(72, 20, n, (1, 2), (1, 2)) for n in range(2, 11)]
 ]
 
 
-@pytest.mark.parametrize("level", sorted(kernels.SIMD_LEVELS))
+@pytest.mark.parametrize("level", sorted(native.SIMD_LEVELS))
 @pytest.mark.parametrize("shape", F16_SHAPES, ids=lambda s: "k{}_m{}_n{}_b{}x{}".format(*s[:3], *s[4]))
 @pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
 def test_f16_prompt_matmul_sums_in_tinyblas_order(cpu_backend: Backend, level: int, strided: bool,
@@ -149,7 +149,7 @@ def test_f16_prompt_matmul_sums_in_tinyblas_order(cpu_backend: Backend, level: i
     """Every output of an F16 x F32 prompt matmul has the bits of one 8-lane FMA chain over k, however many
     outputs a level's kernel computes at once."""
     if not _level_available(level):
-        pytest.skip(f"this CPU has no {kernels.SIMD_LEVELS[level]}")
+        pytest.skip(f"this CPU has no {native.SIMD_LEVELS[level]}")
     k, m, n, wb, ab = shape
     rng = np.random.default_rng(k * n)
     w = rng.standard_normal((*wb, m, k)).astype(np.float16)
@@ -191,7 +191,7 @@ F16_VEC_SHAPES: list[F16Shape] = [(k, 41, 1, (1, 2), (1, 2)) for k in (1, 31, 33
 ]
 
 
-@pytest.mark.parametrize("level", sorted(kernels.SIMD_LEVELS))
+@pytest.mark.parametrize("level", sorted(native.SIMD_LEVELS))
 @pytest.mark.parametrize("shape", F16_VEC_SHAPES, ids=lambda s: "k{}_m{}_n{}_b{}x{}".format(*s[:3], *s[4]))
 @pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
 def test_f16_mat_vec_sums_in_ggml_vec_dot_f16_order(cpu_backend: Backend, level: int, strided: bool,
@@ -199,7 +199,7 @@ def test_f16_mat_vec_sums_in_ggml_vec_dot_f16_order(cpu_backend: Backend, level:
     """Every output of an F16 x F32 mat-vec has the bits of ggml_vec_dot_f16 for its row, however many weight rows
     a level's kernel takes per pass."""
     if not _level_available(level):
-        pytest.skip(f"this CPU has no {kernels.SIMD_LEVELS[level]}")
+        pytest.skip(f"this CPU has no {native.SIMD_LEVELS[level]}")
     k, m, n, wb, ab = shape
     rng = np.random.default_rng(k * m + n)
     w = rng.standard_normal((*wb, m, k)).astype(np.float16)

@@ -7,7 +7,7 @@ import pytest
 
 from pyggml import quants
 from pyggml.types import GGMLType
-from pyggml_cpu import kernels
+from pyggml_cpu import native
 
 T = GGMLType
 LEGACY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
@@ -17,14 +17,14 @@ K_TYPES = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
 @pytest.mark.parametrize("t", LEGACY + K_TYPES)
 def test_quantize_matches_reference_bytes(t: GGMLType) -> None:
     x = np.random.default_rng(int(t)).standard_normal((4, 256)).astype(np.float32)
-    np.testing.assert_array_equal(kernels.quantize(x, t), quants.quantize(x.ravel(), t))
+    np.testing.assert_array_equal(native.quantize(x, t), quants.quantize(x.ravel(), t))
 
 
 @pytest.mark.parametrize("t", LEGACY + K_TYPES)
 def test_dequantize_matches_reference(t: GGMLType) -> None:
     x = np.random.default_rng(int(t)).standard_normal(512).astype(np.float32)
     raw = quants.quantize(x, t)
-    np.testing.assert_array_equal(kernels.dequantize(raw, t, 512).ravel(), quants.dequantize(raw, t, 512))
+    np.testing.assert_array_equal(native.dequantize(raw, t, 512).ravel(), quants.dequantize(raw, t, 512))
 
 
 @pytest.mark.parametrize("t", LEGACY + K_TYPES)
@@ -36,9 +36,9 @@ def test_vec_dot_close_to_float_dot(t: GGMLType, simd: str) -> None:
     wq = quants.quantize(w, t)
     partner = t.traits.vec_dot_type
     assert partner is not None
-    aq = kernels.quantize(a, partner)
+    aq = native.quantize(a, partner)
     prods = quants.dequantize(wq, t, n) * quants.dequantize(aq, partner, n)
-    got = kernels.vec_dot(t, wq, aq, n)
+    got = native.vec_dot(t, wq, aq, n)
     # Q8_1 carries its block sums rounded to fp16, so allow that rounding on the sum of magnitudes
     assert got == pytest.approx(float(prods.sum()), abs=1e-3 * float(np.abs(prods).sum()))
 
@@ -46,15 +46,15 @@ def test_vec_dot_close_to_float_dot(t: GGMLType, simd: str) -> None:
 def test_both_paths_agree_on_q4_0_dot() -> None:
     rng = np.random.default_rng(7)
     wq = quants.quantize(rng.standard_normal(4096).astype(np.float32), T.Q4_0)
-    aq = kernels.quantize(rng.standard_normal(4096).astype(np.float32), T.Q8_0)
-    before = kernels.simd_level()
+    aq = native.quantize(rng.standard_normal(4096).astype(np.float32), T.Q8_0)
+    before = native.simd_level()
     try:
-        kernels.set_simd_level(0)
-        slow = kernels.vec_dot(T.Q4_0, wq, aq, 4096)
-        kernels.set_simd_level(-1)
-        fast = kernels.vec_dot(T.Q4_0, wq, aq, 4096)
+        native.set_simd_level(0)
+        slow = native.vec_dot(T.Q4_0, wq, aq, 4096)
+        native.set_simd_level(-1)
+        fast = native.vec_dot(T.Q4_0, wq, aq, 4096)
     finally:
-        kernels.set_simd_level(0 if before == "portable" else -1)
+        native.set_simd_level(0 if before == "portable" else -1)
     assert fast == pytest.approx(slow, rel=1e-5)
 
 
@@ -65,17 +65,17 @@ def test_every_simd_level_agrees_with_portable(level: int) -> None:
     n = 2048
     rows = {t: quants.quantize(rng.standard_normal(n).astype(np.float32), t) for t in (T.Q4_0, T.Q4_K, T.Q6_K)}
     acts = rng.standard_normal(n).astype(np.float32)
-    partners = {t: kernels.quantize(acts, t.traits.vec_dot_type) for t in rows}  # type: ignore[arg-type]
+    partners = {t: native.quantize(acts, t.traits.vec_dot_type) for t in rows}  # type: ignore[arg-type]
     w32 = rng.standard_normal(n).astype(np.float32)
     try:
-        kernels.set_simd_level(0)
-        want = {t: kernels.vec_dot(t, rows[t], partners[t], n) for t in rows}
-        want_f = kernels.vec_dot(T.F32, w32, acts, n)
-        got_level = kernels.set_simd_level(level)
-        if got_level != kernels.SIMD_LEVELS[level]:
-            pytest.skip(f"this CPU has no {kernels.SIMD_LEVELS[level]}")
+        native.set_simd_level(0)
+        want = {t: native.vec_dot(t, rows[t], partners[t], n) for t in rows}
+        want_f = native.vec_dot(T.F32, w32, acts, n)
+        got_level = native.set_simd_level(level)
+        if got_level != native.SIMD_LEVELS[level]:
+            pytest.skip(f"this CPU has no {native.SIMD_LEVELS[level]}")
         for t in rows:
-            assert kernels.vec_dot(t, rows[t], partners[t], n) == pytest.approx(want[t], rel=1e-5, abs=1e-4)
-        assert kernels.vec_dot(T.F32, w32, acts, n) == pytest.approx(want_f, rel=1e-5, abs=1e-4)
+            assert native.vec_dot(t, rows[t], partners[t], n) == pytest.approx(want[t], rel=1e-5, abs=1e-4)
+        assert native.vec_dot(T.F32, w32, acts, n) == pytest.approx(want_f, rel=1e-5, abs=1e-4)
     finally:
-        kernels.set_simd_level(-1)
+        native.set_simd_level(-1)

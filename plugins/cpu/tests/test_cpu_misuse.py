@@ -15,12 +15,12 @@ from pyggml.backend.registry import get_registry
 from pyggml.context import Context
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import build_graph
-from pyggml_cpu import kernels
+from pyggml_cpu import native
 
 
 def test_two_threads_on_one_backend_neither_hang_nor_mix_up(cpu_device: Device) -> None:
     """Both threads used to spin forever in the C pool's barrier."""
-    be = cpu_device.init_backend(f"n_threads={kernels.available_cores()}")
+    be = cpu_device.init_backend(f"n_threads={native.available_cores()}")
     results: list[bool] = []
 
     def work(seed: int) -> None:
@@ -48,8 +48,8 @@ def test_two_threads_on_one_backend_neither_hang_nor_mix_up(cpu_device: Device) 
 
 def test_threads_beyond_the_cores_are_capped_with_a_warning(cpu_device: Device,
                                                              caplog: pytest.LogCaptureFixture) -> None:
-    cores = kernels.available_cores()
-    with caplog.at_level(logging.WARNING, logger="pyggml_cpu.kernels"):
+    cores = native.available_cores()
+    with caplog.at_level(logging.WARNING, logger="pyggml_cpu.native"):
         be = cpu_device.init_backend("n_threads=1000")
     assert be.n_threads == cores  # type: ignore[attr-defined]
     assert "1000 threads" in caplog.text and f"{cores} cores" in caplog.text
@@ -58,7 +58,7 @@ def test_threads_beyond_the_cores_are_capped_with_a_warning(cpu_device: Device,
 
     ext = get_registry("cpu").get_extension(SET_N_THREADS)
     assert callable(ext)
-    with caplog.at_level(logging.WARNING, logger="pyggml_cpu.kernels"):
+    with caplog.at_level(logging.WARNING, logger="pyggml_cpu.native"):
         ext(be, cores + 31)
     assert be.n_threads == cores and f"{cores + 31} threads" in caplog.text  # type: ignore[attr-defined]
     be.free()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pyggml_cpu import kernels
+from pyggml_cpu import native
 from pyggml_cpu._build import COMPILE_ARGS, CSRC, INCLUDE_DIRS, LIBRARIES
 
 HARNESS = Path(__file__).with_name("simd_harness.c")
@@ -62,7 +62,7 @@ def test_native_levels_match_portable(tmp_path: Path) -> None:
     out = run([str(build(cc, tmp_path / "simd_harness"))])
     machine = platform.machine().lower()
     if machine in ("x86_64", "amd64"):
-        f = kernels.cpu_features()
+        f = native.cpu_features()
         if f["avx2"] and f["fma"] and f["f16c"]:
             assert "avx2" in out["checked"]
         assert set(out["checked"]) | set(out["skipped"]) >= set(X86_LEVELS)

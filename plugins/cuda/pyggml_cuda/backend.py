@@ -28,9 +28,9 @@ from pyggml.tensor import Tensor
 from pyggml_cuda.buffer import CudaBuffer, device_alloc, device_copy, device_ptr, drv
 from pyggml_cuda.cudalib import CudaDriverError, cudalib
 from pyggml_cuda.device import CudaDevice, CudaEvent
+from pyggml_cuda.launch import CudaLaunchBuilder, DevPtr
 from pyggml_cuda.modules import Bound
 from pyggml_cuda.op_table import build_launches
-from pyggml_cuda.plan import CudaPlanBuilder, DevPtr
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
@@ -40,7 +40,7 @@ GRAPHS_ENV = "PYGGML_CUDA_GRAPHS"
 
 
 @dataclass(slots=True)
-class Plan:
+class CudaGraphPlan:
     launches: list[Bound]
     keep: list[Any]
     """Buffers and scratch memory the launches point at, kept alive so the addresses stay valid."""
@@ -51,7 +51,7 @@ class Plan:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def build_plan(dev: CudaDevice, graph: Graph) -> Plan:
+def build_plan(dev: CudaDevice, graph: Graph) -> CudaGraphPlan:
     def ptr_of(t: Tensor) -> DevPtr | None:
         p = device_ptr(t.buffer, dev)
         return None if p is None else DevPtr(p)
@@ -60,14 +60,14 @@ def build_plan(dev: CudaDevice, graph: Graph) -> Plan:
         mem = device_alloc(dev, n)
         return DevPtr(int(mem)), mem
 
-    b = CudaPlanBuilder(dev, ptr_of, alloc, dev.status_ptr(), dev.errors)
+    b = CudaLaunchBuilder(dev, ptr_of, alloc, dev.status_ptr(), dev.errors)
     launches = build_launches(graph.nodes, b, dev.name)
     bound = dev.modules.bind(launches)
     keep = [s.buffer for la in launches for s in (la.node, *la.node.src) if s is not None]
-    return Plan(bound, keep + b.scratch_mems)
+    return CudaGraphPlan(bound, keep + b.scratch_mems)
 
 
-class CudaBackend(PlannedBackend[Plan]):
+class CudaBackend(PlannedBackend[CudaGraphPlan]):
     def __init__(self, device: CudaDevice) -> None:
         super().__init__(device, lambda g: build_plan(device, g), self._destroy_graph)
         self.dev = device
@@ -79,7 +79,7 @@ class CudaBackend(PlannedBackend[Plan]):
         """Computes that ran as one cuGraphLaunch."""
         self.captures = 0
 
-    def replay(self, plan: Plan) -> None:
+    def replay(self, plan: CudaGraphPlan) -> None:
         with self.dev.active():
             if plan.graph_exec:
                 try:
@@ -93,7 +93,7 @@ class CudaBackend(PlannedBackend[Plan]):
                 self._launch_all(plan)
         plan.runs += 1
 
-    def _launch_all(self, plan: Plan) -> None:
+    def _launch_all(self, plan: CudaGraphPlan) -> None:
         cuda = drv()
         la: Bound | None = None
         try:
@@ -104,7 +104,7 @@ class CudaBackend(PlannedBackend[Plan]):
             raise ComputeError(f"{self.dev.name}: launching {where} (kernel {la.symbol if la else '?'}, grid "
                                f"{la.grid if la else '?'}, block {la.block if la else '?'}) failed: {e}") from e
 
-    def _capture(self, plan: Plan) -> None:
+    def _capture(self, plan: CudaGraphPlan) -> None:
         """Record the plan's launches into a CUDA graph and launch it; on any failure run them directly and never
         try this plan again."""
         lib = cudalib()
@@ -185,7 +185,7 @@ class CudaBackend(PlannedBackend[Plan]):
 
     # ---- teardown -----------------------------------------------------------------------------------------
 
-    def _destroy_graph(self, plan: Plan) -> None:
+    def _destroy_graph(self, plan: CudaGraphPlan) -> None:
         lib = cudalib()
         with self.dev.active():
             try:

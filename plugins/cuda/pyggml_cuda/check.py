@@ -23,9 +23,9 @@ from pyggml.errors import PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml_cuda.compile import Bundle, KernelBuildError, KernelCache, Variant, label, variant
+from pyggml_cuda.launch import CudaLaunchBuilder, Launch, check_signature
 from pyggml_cuda.op_table import TABLE
-from pyggml_cuda.plan import CudaPlanBuilder, Launch, check_signature
-from pyggml_opencl.programs import ProgramSpec
+from pyggml_dialect.source import ProgramSpec
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Catalog:
             r = TABLE.get(node.op)
             if r is None or not r.accepts(node):
                 continue
-            b = CudaPlanBuilder()
+            b = CudaLaunchBuilder()
             b.node = node
             try:
                 r.build(node, b)

@@ -1,9 +1,10 @@
 """Kernel compilation with nvcc in a subprocess: no driver and no GPU needed.
 
-A kernel program is the OpenCL plugin's `ProgramSpec` (a file and its defines). Its text is either a shared
-kernel file of pyggml_opencl (through its public `source_of`, so the OpenCL op codes come along) or a fast path of
-this package (`kernels/*.cu`, includes resolved here first, then by the OpenCL loader: its kernel folder, then
-pyggml's shared C-family source, `pyggml.kernelsrc`, where dialect.h lives). Each specialised
+A kernel program is a `pyggml_dialect.source.ProgramSpec` (a file and its defines). Its text is either a dialect
+kernel file of pyggml-dialect (through `pyggml_dialect.source.source_of`, the text the OpenCL plugin compiles too,
+op-code preludes included) or a fast path of this package (`kernelsrc/*.cu`, includes resolved here first, then by
+the dialect's loader: its `kernelsrc/`, then pyggml's shared C-family source, `pyggml.kernelsrc`, where dialect.h
+lives). Each specialised
 text is a `Variant`, tagged by the hash of its text; its kernels are called NAME__TAG on the device.
 
 nvcc runs once per `Bundle`: several variants of one file in one translation unit (the CUDA prelude, then each
@@ -35,11 +36,11 @@ from pathlib import Path
 
 from pyggml.backend.env import cache_dir as plugin_cache_dir
 from pyggml.errors import ComputeError
-from pyggml_opencl.programs import ProgramSpec, expand, source_of
+from pyggml_dialect.source import ProgramSpec, expand, source_of
 
 log = logging.getLogger(__name__)
 
-KERNEL_DIR = Path(__file__).parent / "kernels"
+KERNELSRC_DIR = Path(__file__).parent / "kernelsrc"
 PRELUDE = "prelude.cuh"
 ARCHS = ("80", "90")
 """Machine code targets (sm_XX); PTX of the last one is embedded for newer GPUs."""
@@ -62,11 +63,11 @@ class KernelBuildError(ComputeError):
 
 
 def own_file(name: str) -> bool:
-    return (KERNEL_DIR / name).is_file()
+    return (KERNELSRC_DIR / name).is_file()
 
 
 def _expand_own(name: str, seen: set[str]) -> str:
-    """A file of this package with includes resolved here first, then among the OpenCL plugin's headers."""
+    """A file of this package with includes resolved here first, then among the dialect's headers."""
 
     def repl(m: re.Match[str]) -> str:
         inc = m.group(1)
@@ -77,9 +78,9 @@ def _expand_own(name: str, seen: set[str]) -> str:
         return f"/* ---- {inc} ---- */\n{body}\n/* ---- end {inc} ---- */"
 
     try:
-        text = (KERNEL_DIR / name).read_text()
+        text = (KERNELSRC_DIR / name).read_text()
     except OSError as e:
-        raise KernelBuildError(f"CUDA kernel file {KERNEL_DIR / name} cannot be read: {e}") from e
+        raise KernelBuildError(f"CUDA kernel file {KERNELSRC_DIR / name} cannot be read: {e}") from e
     return _INCLUDE.sub(repl, text)
 
 
@@ -116,7 +117,7 @@ def label(spec: ProgramSpec) -> str:
 
 def bundle_source(variants: Sequence[Variant]) -> tuple[str, list[tuple[int, Variant]]]:
     """The translation unit of `variants` (one file) and the first line of each variant in it."""
-    lines: list[str] = [f"/* pyggml CUDA bundle: {len(variants)} variant(s) */", (KERNEL_DIR / PRELUDE).read_text()]
+    lines: list[str] = [f"/* pyggml CUDA bundle: {len(variants)} variant(s) */", (KERNELSRC_DIR / PRELUDE).read_text()]
     starts: list[tuple[int, Variant]] = []
     for v in variants:
         names = list(v.kernels)

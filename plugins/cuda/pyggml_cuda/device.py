@@ -18,7 +18,7 @@ from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, Dev
 from pyggml.errors import ComputeError
 from pyggml_cuda.buffer import CudaBufferType, CudaHostBufferType, device_alloc, drv
 from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, toolchain
-from pyggml_cuda.plan import DevPtr, ErrorSites
+from pyggml_cuda.launch import DevPtr, ErrorSites
 
 if TYPE_CHECKING:
     from pyggml.tensor import Tensor

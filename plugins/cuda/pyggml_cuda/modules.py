@@ -18,7 +18,7 @@ from pyggml.errors import ComputeError
 from pyggml.tensor import Tensor
 from pyggml_cuda.buffer import drv
 from pyggml_cuda.compile import ARCHS, Bundle, KernelBuildError, KernelCache, variant
-from pyggml_cuda.plan import Launch, check_signature
+from pyggml_cuda.launch import Launch, check_signature
 
 if TYPE_CHECKING:
     from pyggml_cuda.device import CudaDevice

@@ -1,5 +1,5 @@
 """The CUDA op table: the dialect rules of pyggml-opencl (the same kernel texts, launched through
-`CudaPlanBuilder`) with this plugin's fast paths in place of some of them. `supports` and plan building both read
+`CudaLaunchBuilder`) with this plugin's fast paths in place of some of them. `supports` and plan building both read
 `TABLE`."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from pyggml.backend.op_table import OpTable
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
+from pyggml_cuda.launch import CudaLaunchBuilder, Launch
 from pyggml_cuda.ops import matmul_q
-from pyggml_cuda.plan import CudaPlanBuilder, Launch
-from pyggml_opencl.dialect import Builder
-from pyggml_opencl.rules import RULES
+from pyggml_dialect.rules import RULES
+from pyggml_dialect.types import Builder
 
 TABLE: OpTable[Builder] = OpTable("CUDA", *RULES, matmul_q.rules)
 CUDA_RULES: frozenset[Op] = frozenset(matmul_q.rules.rules)
@@ -23,7 +23,7 @@ def supports(node: Tensor) -> bool:
     return TABLE.supports(node)
 
 
-def build_launches(nodes: Sequence[Tensor], b: CudaPlanBuilder, who: str = "CUDA") -> list[Launch]:
+def build_launches(nodes: Sequence[Tensor], b: CudaLaunchBuilder, who: str = "CUDA") -> list[Launch]:
     """Every launch of the compute nodes, in order; UnsupportedOpError / ComputeError name the node."""
     TABLE.build(nodes, b, who)
     return list(b.launches)

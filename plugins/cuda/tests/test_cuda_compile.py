@@ -16,7 +16,7 @@ from pyggml_cuda import compile as cc
 from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, bundle_source, ptx_signatures, variant
 from pyggml_cuda.ops.matmul_q import act_spec
 from pyggml_cuda.ops.matmul_q import spec as mmq_spec
-from pyggml_opencl.ops.elementwise import spec as ew_spec
+from pyggml_dialect.ops.elementwise import spec as ew_spec
 from pyggml_testing.cuda import needs_nvcc
 
 T = GGMLType
@@ -99,13 +99,13 @@ def test_compile_once_then_from_the_disk_cache(tmp_path: Path) -> None:
 
 @needs_nvcc
 def test_a_compile_error_shows_the_source_and_nvccs_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    kdir = tmp_path / "kernels"
+    kdir = tmp_path / "kernelsrc"
     kdir.mkdir()
-    shutil.copy(cc.KERNEL_DIR / cc.PRELUDE, kdir / cc.PRELUDE)
+    shutil.copy(cc.KERNELSRC_DIR / cc.PRELUDE, kdir / cc.PRELUDE)
     (kdir / "broken.cu").write_text('#include "common.h"\nKERNEL void k_x(TENSOR(a)) {\n'
                                     '    undeclared_thing(a_p);\n}\n')
-    monkeypatch.setattr(cc, "KERNEL_DIR", kdir)
-    from pyggml_opencl.programs import ProgramSpec
+    monkeypatch.setattr(cc, "KERNELSRC_DIR", kdir)
+    from pyggml_dialect.source import ProgramSpec
 
     v = variant(ProgramSpec.of("broken.cu", T0="f32"))
     with pytest.raises(KernelBuildError) as ei:

@@ -6,14 +6,18 @@ import numpy as np
 import pytest
 
 from pyggml import ops
+from pyggml.backend.op_table import OpTable
 from pyggml.context import Context
 from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml.graph import build_graph
 from pyggml.ops.base import Op
 from pyggml.types import GGMLType
+from pyggml_cuda.launch import CudaLaunchBuilder, DevPtr, check_signature, grid_of, pack
 from pyggml_cuda.op_table import CUDA_RULES, TABLE, build_launches, supports
-from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, check_signature, grid_of, pack
-from pyggml_opencl.op_table import TABLE as SHARED  # the dialect rules alone
+from pyggml_dialect.rules import RULES
+
+SHARED = OpTable("dialect", *RULES)
+"""The dialect rules alone (pyggml-opencl's table is exactly these)."""
 
 
 def test_grid_is_global_over_local() -> None:
@@ -52,7 +56,7 @@ def _mul_mat(wt: GGMLType, n: int, batch: int = 1, k: int = 64):  # type: ignore
                                                      (9, "k_mmq", (1, 1, 2)), (130, "k_mmq", (1, 3, 2))])
 def test_quantised_mul_mat_uses_the_dp4a_kernels(n: int, kernel: str, grid: tuple[int, int, int]) -> None:
     g = _mul_mat(GGMLType.Q4_0, n, batch=2)
-    b = CudaPlanBuilder()
+    b = CudaLaunchBuilder()
     q, mm = build_launches(g.nodes, b)
     assert (q.kernel, q.spec.file) == ("k_quantize_act", "matmul_q.cl")
     assert dict(q.spec.defines)["QA_SIZE"] == "36"  # the q8_1 layout the dp4a kernels read
@@ -62,7 +66,7 @@ def test_quantised_mul_mat_uses_the_dp4a_kernels(n: int, kernel: str, grid: tupl
 
 
 def test_float_mul_mat_keeps_the_shared_kernels() -> None:
-    (la,) = build_launches(_mul_mat(GGMLType.F16, 4).nodes, CudaPlanBuilder())
+    (la,) = build_launches(_mul_mat(GGMLType.F16, 4).nodes, CudaLaunchBuilder())
     assert (la.kernel, la.spec.file) == ("k_mul_mat_vec", "matmul.cl")
 
 
@@ -72,11 +76,11 @@ def test_unsupported_node_is_named() -> None:
     node.set_name("ffn_out")
     assert not supports(node)
     with pytest.raises(UnsupportedOpError, match="'ffn_out' MUL_MAT -> f32"):
-        build_launches(g.nodes, CudaPlanBuilder())
+        build_launches(g.nodes, CudaLaunchBuilder())
 
 
 def test_signature_check_catches_drift() -> None:
-    (la,) = build_launches(_mul_mat(GGMLType.F32, 1).nodes, CudaPlanBuilder())
+    (la,) = build_launches(_mul_mat(GGMLType.F32, 1).nodes, CudaLaunchBuilder())
     params = ["u64"] * 30
     check_signature(la, params, "k")
     with pytest.raises(ComputeError, match="takes 29 parameters"):

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from pyggml.types import GGMLType
-from pyggml_opencl.dialect import QUANT32
+from pyggml_dialect.types import QUANT32
 from pyggml_testing.cuda.pocl import PoclCudaDevice
 
 T = GGMLType
@@ -65,7 +65,7 @@ def test_quantised_mul_mat_cases_through_the_dp4a_kernels(target, reference) -> 
 
 
 def test_one_case_of_every_op(target, reference) -> None:  # type: ignore[no-untyped-def]
-    """The shared rules through CudaPlanBuilder: grids, blocks and argument order reach the kernels intact."""
+    """The shared rules through CudaLaunchBuilder: grids, blocks and argument order reach the kernels intact."""
     from pyggml_conformance.cases import all_cases
     from pyggml_conformance.runner import first_unsupported, realize
 
@@ -102,13 +102,13 @@ def test_out_of_range_ids_raise_and_name_the_node(target) -> None:  # type: igno
     from pyggml.context import Context
     from pyggml.errors import ComputeError
     from pyggml.graph import build_graph
-    from pyggml_conformance.placement import Placement
+    from pyggml_conformance.placement import GuardedArena
 
     ctx = Context(no_alloc=True)
     out = ops.get_rows(ctx.new_tensor(T.F32, 8, 5, name="table"), ids := ctx.new_tensor(T.I32, 3, name="ids"))
     out.set_name("rows")
     g = build_graph(out)
-    pl = Placement(g, target.device.buffer_type())
+    pl = GuardedArena(g, target.device.buffer_type())
     try:
         ids.buffer.set_tensor(ids, np.array([0, 7, 1], np.int32).view(np.uint8))
         with pytest.raises(ComputeError, match=r"node 'rows' \(GET_ROWS.*a row id outside 0\.\.4"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyggml.backend.plan_cache import PlannedBackend
 from pyggml.backend.protocol import Backend, Bytes, Event
@@ -20,7 +20,7 @@ from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
 from pyggml_opencl.buffer import OpenCLBuffer, OpenCLHostBuffer, cl_mem_of, device_copy, src_device
 from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
-from pyggml_opencl.op_table import TABLE, Launch, PlanBuilder
+from pyggml_opencl.op_table import TABLE, Launch, OpenCLLaunchBuilder
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
@@ -29,29 +29,29 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
-class Plan:
+class OpenCLGraphPlan:
     launches: list[Launch]
-    keep: list[Any]
+    keep: list[object]
     """Buffers the plan's kernels point at, kept alive so the fingerprint's ids stay unique."""
-    buffers: list[Any]
+    buffers: list[OpenCLBuffer | OpenCLHostBuffer]
     """The distinct pyggml buffers of this plugin the kernels point into (a replay checks none was freed)."""
 
 
-def build_plan(dev: OpenCLDevice, graph: Graph) -> Plan:
-    b = PlanBuilder(dev)
+def build_plan(dev: OpenCLDevice, graph: Graph) -> OpenCLGraphPlan:
+    b = OpenCLLaunchBuilder(dev)
     nodes = TABLE.build(graph.nodes, b, dev.name)
-    keep: list[Any] = [s.buffer for node in nodes for s in (node, *node.src) if s is not None]
+    keep: list[object] = [s.buffer for node in nodes for s in (node, *node.src) if s is not None]
     own = {id(x): x for x in keep if isinstance(x, OpenCLBuffer | OpenCLHostBuffer)}
-    return Plan(b.launches, keep + b.scratch_mems, list(own.values()))
+    return OpenCLGraphPlan(b.launches, keep + b.scratch_mems, list(own.values()))
 
 
-class OpenCLBackend(PlannedBackend[Plan]):
+class OpenCLBackend(PlannedBackend[OpenCLGraphPlan]):
     def __init__(self, device: OpenCLDevice) -> None:
         super().__init__(device, lambda g: build_plan(device, g))
         self.dev = device
-        self._pending: list[Any] = []
+        self._pending: list[object] = []
 
-    def replay(self, plan: Plan) -> None:
+    def replay(self, plan: OpenCLGraphPlan) -> None:
         import pyopencl as cl
 
         q = self.dev.queue

@@ -14,7 +14,7 @@ under it).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +24,8 @@ from pyggml.backend.protocol import Buffer, BufferType, Bytes
 from pyggml.errors import AllocationError
 
 if TYPE_CHECKING:
+    import pyopencl as cl
+
     from pyggml_opencl.device import OpenCLDevice
 
 log = logging.getLogger(__name__)
@@ -42,13 +44,13 @@ class OpenCLBuffer(Buffer):
         if size > buft.max_size:
             raise alloc_error(dev, size, f"the device limit CL_DEVICE_MAX_MEM_ALLOC_SIZE is {buft.max_size} bytes")
         try:
-            self.clmem: Any = cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, max(size, 1))
+            self.clmem: cl.Buffer = cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, max(size, 1))
         except cl.Error as e:
             raise alloc_error(dev, size, f"{e} (device memory {dev.memory()[1]} bytes)") from e
         self._untrack = dev.allocations.track(self, size)
         self.freed = False
 
-    def live(self) -> Any:
+    def live(self) -> cl.Buffer:
         """The cl.Buffer, or AllocationError after free (call under the device's mem_lock)."""
         if self.freed:
             raise AllocationError(f"{self.buft.name}: buffer of {self.size} bytes used after free")
@@ -160,11 +162,11 @@ class OpenCLHostBuffer(HostBuffer):
         self.dev = dev
         flags = cl.mem_flags.USE_HOST_PTR | cl.mem_flags.READ_WRITE
         try:
-            self.clmem: Any = cl.Buffer(dev.ctx, flags, hostbuf=array if array.size else np.zeros(1, np.uint8))
+            self.clmem: cl.Buffer = cl.Buffer(dev.ctx, flags, hostbuf=array if array.size else np.zeros(1, np.uint8))
         except cl.Error as e:
             raise alloc_error(dev, array.size, str(e)) from e
 
-    def live(self) -> Any:
+    def live(self) -> cl.Buffer:
         """The cl.Buffer, or AllocationError after free (call under the device's mem_lock)."""
         if self.freed:
             raise AllocationError(f"{self.buft.name}: buffer of {self.size} bytes used after free")
@@ -222,7 +224,7 @@ class OpenCLHostBufferType(_DeviceBufferType):
         return OpenCLHostBuffer(self, self.dev, array)
 
 
-def cl_mem_of(buf: Buffer) -> Any | None:
+def cl_mem_of(buf: Buffer) -> cl.Buffer | None:
     """The cl.Buffer behind a pyggml buffer of this plugin, or None; AllocationError when it was freed."""
     if isinstance(buf, OpenCLBuffer | OpenCLHostBuffer):
         return buf.live()
@@ -234,8 +236,8 @@ def src_device(buf: Buffer) -> OpenCLDevice:
     return buf.dev
 
 
-def device_copy(dst_dev: OpenCLDevice, dst: Any, dst_offset: int, src_dev: OpenCLDevice, src: Any, src_offset: int,
-                size: int, wait: bool = True) -> Any:
+def device_copy(dst_dev: OpenCLDevice, dst: cl.Buffer, dst_offset: int, src_dev: OpenCLDevice, src: cl.Buffer,
+                src_offset: int, size: int, wait: bool = True) -> cl.Event | None:
     """Copy on dst_dev's queue, after everything queued on src_dev's queue (same context)."""
     import pyopencl as cl
 

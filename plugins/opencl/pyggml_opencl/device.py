@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +15,8 @@ from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostB
 from pyggml_opencl.programs import BUILD_OPTIONS, EXACT_DIV_SQRT, ProgramCache
 
 if TYPE_CHECKING:
+    import pyopencl as cl
+
     from pyggml.tensor import Tensor
 
 
@@ -48,7 +50,7 @@ class DeviceInfo:
         return DeviceType.ACCEL
 
     @staticmethod
-    def query(d: Any) -> DeviceInfo:
+    def query(d: cl.Device) -> DeviceInfo:
         import pyopencl as cl
 
         ext = d.extensions.split()
@@ -76,7 +78,7 @@ class OpenCLEvent(Event):
 
     def __init__(self, dev: OpenCLDevice) -> None:
         self.dev = dev
-        self.cl_event: Any = None
+        self.cl_event: cl.Event | None = None
 
     def record(self, backend: Backend) -> None:
         import pyopencl as cl
@@ -90,7 +92,7 @@ class OpenCLEvent(Event):
 
 
 class OpenCLDevice(Device):
-    def __init__(self, reg: Registry, ctx: Any, cl_device: Any, name: str) -> None:
+    def __init__(self, reg: Registry, ctx: cl.Context, cl_device: cl.Device, name: str) -> None:
         import pyopencl as cl
 
         info = DeviceInfo.query(cl_device)
@@ -100,7 +102,7 @@ class OpenCLDevice(Device):
         self.ctx = ctx
         self.cl_device = cl_device
         self.info = info
-        self.queue: Any = cl.CommandQueue(ctx, cl_device)
+        self.queue: cl.CommandQueue = cl.CommandQueue(ctx, cl_device)
         """The device's one in-order queue: buffer transfers and every backend of the device use it."""
         options = f"{BUILD_OPTIONS} {EXACT_DIV_SQRT}" if self.info.exact_div_sqrt else BUILD_OPTIONS
         self.programs = ProgramCache(ctx, cl_device, name, (("PYGGML_FP64", str(int(self.info.fp64))),), options)
@@ -113,7 +115,7 @@ class OpenCLDevice(Device):
         self._lock = threading.RLock()
         """Guards the error sites. Re-entrant, as garbage collection may run finalizers inside a locked section on
         the same thread (a buffer's finalizer once took this lock there and deadlocked a conformance worker)."""
-        self.status_mem: Any = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+        self.status_mem: cl.Buffer = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                                          hostbuf=np.zeros(1, np.int32))
         """Status word kernels set to a nonzero code when an index is out of range (see check_status)."""
         self._error_sites: list[str] = []

@@ -1,4 +1,4 @@
-"""The op table of the OpenCL backend: the dialect rules (`pyggml_opencl.rules`) over core's `OpTable`, and the
+"""The op table of the OpenCL backend: the dialect rules (`pyggml_dialect.rules`) over core's `OpTable`, and the
 plan builder they launch through here.
 
 `supports_op` and the plan builder both read `TABLE`, so support and dispatch cannot drift apart. A rule's
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,12 +18,15 @@ from pyggml.backend.launch import LaunchBuilder
 from pyggml.backend.op_table import OpTable
 from pyggml.errors import ComputeError
 from pyggml.tensor import Tensor
+from pyggml_dialect.rules import RULES
+from pyggml_dialect.source import ProgramSpec
+from pyggml_dialect.types import Builder
 from pyggml_opencl.buffer import cl_mem_of
-from pyggml_opencl.dialect import Builder
-from pyggml_opencl.programs import ProgramSpec
-from pyggml_opencl.rules import RULES
 
 if TYPE_CHECKING:
+    import pyopencl as cl
+    from pyopencl.typing import KernelArg
+
     from pyggml_opencl.device import OpenCLDevice
 
 TABLE: OpTable[Builder] = OpTable("OpenCL", *RULES)
@@ -31,23 +34,23 @@ TABLE: OpTable[Builder] = OpTable("OpenCL", *RULES)
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    kernel: Any
+    kernel: cl.Kernel
     gsize: tuple[int, ...]
     lsize: tuple[int, ...] | None
     node: Tensor
 
 
-class PlanBuilder(LaunchBuilder[ProgramSpec]):
+class OpenCLLaunchBuilder(LaunchBuilder[ProgramSpec]):
     """Collects the launches of one graph for one OpenCL device."""
 
     def __init__(self, dev: OpenCLDevice) -> None:
         self.dev = dev
         self.launches: list[Launch] = []
         self.node: Tensor | None = None
-        self.scratch_mems: list[Any] = []
+        self.scratch_mems: list[cl.Buffer] = []
         self._scratch_size = 0
 
-    def scratch(self, nbytes: int) -> Any:
+    def scratch(self, nbytes: int) -> cl.Buffer:
         """A device buffer of at least nbytes for intermediates of one node; the plan keeps it. Launches run in
         queue order, so nodes share one (a larger request replaces it for the nodes that follow)."""
         import pyopencl as cl
@@ -58,7 +61,7 @@ class PlanBuilder(LaunchBuilder[ProgramSpec]):
         return self.scratch_mems[-1]
 
     def launch(self, spec: ProgramSpec, name: str, gsize: Sequence[int], lsize: Sequence[int] | None,
-               *args: Any) -> None:
+               *args: KernelArg) -> None:
         if any(g == 0 for g in gsize):
             return
         k = self.dev.programs.kernel(spec, name)
@@ -66,12 +69,12 @@ class PlanBuilder(LaunchBuilder[ProgramSpec]):
         assert self.node is not None
         self.launches.append(Launch(k, tuple(gsize), tuple(lsize) if lsize else None, self.node))
 
-    def error_args(self, what: str) -> list[Any]:
+    def error_args(self, what: str) -> list[KernelArg]:
         """ERR_ARGS of a kernel that checks indices: the device's status word and a code naming this node."""
         assert self.node is not None
         return [self.dev.status_mem, np.int32(self.dev.error_site(self.node, what))]
 
-    def tensor(self, t: Tensor | None) -> list[Any]:
+    def tensor(self, t: Tensor | None) -> list[KernelArg]:
         """The 10 TENSOR(x) kernel arguments of t: buffer, byte offset, ne[4], nb[4]."""
         if t is None:
             raise ComputeError(f"{self.dev.name}: node '{self._node_name()}' is missing a src")

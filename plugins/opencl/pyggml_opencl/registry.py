@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from typing import Any
 
 from pyggml.backend.env import device_selection, is_selected
 from pyggml.backend.protocol import Device, LazyRegistry
@@ -43,7 +42,7 @@ class OpenCLRegistry(LazyRegistry):
         seen = 0
         for platform in platforms:
             try:
-                cl_devices: list[Any] = platform.get_devices()
+                cl_devices: list[cl.Device] = platform.get_devices()
             except cl.Error as e:
                 log.warning("OpenCL platform %r lists no devices: %s", platform.name, e)
                 continue

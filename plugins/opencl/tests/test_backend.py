@@ -70,7 +70,8 @@ def test_two_devices_with_events(dev, dev2) -> None:  # type: ignore[no-untyped-
 
 
 def test_build_failure_shows_source_and_log(dev) -> None:  # type: ignore[no-untyped-def]
-    from pyggml_opencl.programs import KernelBuildError, ProgramSpec
+    from pyggml_dialect.source import ProgramSpec
+    from pyggml_opencl.programs import KernelBuildError
 
     spec = ProgramSpec.of("elementwise.cl", T0="no_such_type", T1="f32", TD="f32", RAWCOPY=0)
     with pytest.raises(KernelBuildError) as e:
@@ -80,7 +81,8 @@ def test_build_failure_shows_source_and_log(dev) -> None:  # type: ignore[no-unt
 
 
 def test_programs_are_cached_on_disk(dev, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from pyggml_opencl.programs import ProgramCache, ProgramSpec
+    from pyggml_dialect.source import ProgramSpec
+    from pyggml_opencl.programs import ProgramCache
 
     monkeypatch.setenv("PYGGML_CACHE_DIR", str(tmp_path))
     spec = ProgramSpec.of("layout.cl", T0="f32", T1="f32")

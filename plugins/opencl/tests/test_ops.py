@@ -12,6 +12,7 @@ from pyggml.ops.elementwise import GluOp, UnaryOp
 from pyggml.ops.reduce import SortOrder
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType as T
+from pyggml_testing.activations import any_glu, any_unary
 from pyggml_testing.compare import nmse
 from pyggml_testing.devices import numpy_device
 from pyggml_testing.opencl import run_on
@@ -38,15 +39,15 @@ for _t in (T.F32, T.F16):
 case("add_bcast_permuted")(lambda c: [ops.add(ops.permute(nt(c, T.F32, 8, 6, 4), 1, 0, 2, 3), nt(c, T.F32, 6, 8))])
 case("add1")(lambda c: [ops.add1(nt(c, T.F32, 10, 3), nt(c, T.F32, 1))])
 for _u in UnaryOp:
-    case(f"unary_{_u.name}")(lambda c, u=_u: [ops.unary(nt(c, T.F32, 33, 4), u)])
+    case(f"unary_{_u.name}")(lambda c, u=_u: [any_unary(nt(c, T.F32, 33, 4), u)])
 case("sqr_sqrt_log")(lambda c: [ops.sqr(a := nt(c, T.F32, 20, 3)), ops.sqrt(ops.sqr(a)), ops.log(ops.sqr(a)),
                                 ops.sin(a), ops.cos(a)])
 case("scale_clamp_leaky_fill")(lambda c: [ops.scale(a := nt(c, T.F32, 20, 3), 0.5, 1.0), ops.clamp(a, -0.5, 0.5),
                                           ops.leaky_relu(a, 0.1), ops.fill(a, 3.0)])
 for _g in GluOp:
-    case(f"glu_{_g.name}")(lambda c, g=_g: [ops.glu(nt(c, T.F32, 32, 3), g), ops.glu(a := nt(c, T.F32, 16, 3), g,
-                                            nt(c, T.F32, 16, 3)), ops.glu(a, g, nt(c, T.F32, 16, 3), swapped=True),
-                                            ops.glu(nt(c, T.F32, 32, 3), g, swapped=True)])
+    case(f"glu_{_g.name}")(lambda c, g=_g: [any_glu(nt(c, T.F32, 32, 3), g), any_glu(a := nt(c, T.F32, 16, 3), g,
+                                            nt(c, T.F32, 16, 3)), any_glu(a, g, nt(c, T.F32, 16, 3), swapped=True),
+                                            any_glu(nt(c, T.F32, 32, 3), g, swapped=True)])
 case("cpy_f32_f16_cont")(lambda c: [ops.cpy(a := nt(c, T.F32, 12, 5), nt(c, T.F16, 12, 5)),
                                     ops.cont(ops.transpose(a)), ops.cont(a, 60), ops.dup(a)])
 case("cpy_i32")(lambda c: [ops.cpy(nt(c, T.I32, 7, 3), nt(c, T.I32, 21)), ops.cpy(nt(c, T.F32, 7, 3), nt(c, T.I32, 21)),

@@ -14,7 +14,7 @@ from pyggml.graph import build_graph
 from pyggml.quants import quantize
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType as T
-from pyggml_opencl.dialect import KQUANTS, QUANT32, QUANT_WRITE
+from pyggml_dialect.types import KQUANTS, QUANT32, QUANT_WRITE
 from pyggml_testing.opencl import place
 
 F32 = npt.NDArray[np.float32]

@@ -224,7 +224,7 @@ def _best_transfer(set_once: Callable[[], None], get_once: Callable[[], None], s
 def child_transfer_pyggml(endpoint: str, size: int, reps: int) -> dict[str, Any]:
     """pyggml's client: an RPCBuffer of `size` bytes, `write` then a 1-byte `read` (the write is fire-and-forget),
     and a full `read`."""
-    from pyggml_rpc.client import RPCRegistry
+    from pyggml_rpc.registry import RPCRegistry
 
     from pyggml.backend.registry import get_registry
 
@@ -271,7 +271,8 @@ def child_transfer_ggml(endpoint: str, size: int, reps: int, libdir: Path) -> di
 
 def child_decode_pyggml(endpoint: str, threads: int, pp: int, tg: int, flash_attn: bool) -> dict[str, Any]:
     """pyggml-llama's Session on RPC0 (every layer remote), measured as llama-bench measures (see the module doc)."""
-    from pyggml_rpc.client import RPCBackend, RPCRegistry
+    from pyggml_rpc.client import RPCBackend
+    from pyggml_rpc.registry import RPCRegistry
 
     from pyggml.backend.registry import get_registry
     from pyggml_llama.session import Session

@@ -32,8 +32,8 @@ from typing import IO, Any
 
 import pyggml_rpc.client as rpc_client
 from pyggml_rpc import opcodes
-from pyggml_rpc.client import RPCRegistry
 from pyggml_rpc.ggml_support import ggml_cpu_runs
+from pyggml_rpc.registry import RPCRegistry
 
 from pyggml.backend.sysinfo import cpu_model
 from pyggml_conformance.case import Case

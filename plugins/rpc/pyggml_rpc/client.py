@@ -1,4 +1,4 @@
-"""Remote devices: the RPC registry, one device per device of each server, their buffers and backends.
+"""Remote devices: one device per device of each server (`registry.py` lists them), their buffers and backends.
 
 `PYGGML_RPC_SERVERS=host:port,...` names servers at start-up; `get_registry("RPC").add_server("host:port")` adds
 one later. Devices are numbered across servers in the order they were added: RPC0, RPC1, ... Each server gets one
@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pyggml.backend.extensions import ADD_SERVER
 from pyggml.backend.plan_cache import PlannedBackend
 from pyggml.backend.protocol import (
     Buffer,
@@ -32,10 +29,10 @@ from pyggml.backend.protocol import (
 from pyggml.errors import AllocationError, UnsupportedOpError
 from pyggml.types import GGMLType, type_traits
 from pyggml_rpc import opcodes
-from pyggml_rpc.connection import Connection, RPCError
+from pyggml_rpc.connection import Connection
 from pyggml_rpc.fnv import fnv1a64
 from pyggml_rpc.ggml_support import ggml_cpu_runs
-from pyggml_rpc.graph_codec import GraphPlan, build_plan, check_wire_shape
+from pyggml_rpc.graph_codec import RPCGraphPlan, build_plan, check_wire_shape
 from pyggml_rpc.wire import (
     CLEAR_REQ,
     DEVICE_U64,
@@ -52,91 +49,15 @@ from pyggml_rpc.wire import (
 if TYPE_CHECKING:
     from pyggml.graph import Graph
     from pyggml.tensor import Tensor
+    from pyggml_rpc.registry import RemoteServer
 
 SPAN_MAX = (1 << 32) - 1
 """Bytes one wire tensor can span (ne is 32-bit): larger transfers go in pieces."""
 _I8 = opcodes.ggml_type(GGMLType.I8)
 
 
-class RPCServer:
-    """One endpoint: its connection, device count and the graph each of its devices holds for GRAPH_RECOMPUTE."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint
-        self.conn = Connection(endpoint)
-        self.n_devices = U32.unpack(self.conn.call(Cmd.DEVICE_COUNT, b"", U32.size))[0]
-        self.stored: dict[int, tuple[int, GraphPlan]] = {}
-        """device -> (connection generation, the plan whose graph the server keeps for that device)."""
-
-    def query_u64(self, cmd: Cmd, device: int) -> int:
-        return int(U64.unpack(self.conn.call(cmd, U32.pack(device), U64.size))[0])
-
-
-class RPCRegistry(Registry):
-    def __init__(self) -> None:
-        super().__init__("RPC")
-        self._lock = threading.Lock()
-        self._devices: list[RPCDevice] = []
-        self._servers: dict[str, RPCServer] = {}
-        self._errors: list[str] = []
-        self._env_done = False
-
-    def devices(self) -> Sequence[Device]:
-        with self._lock:
-            if not self._env_done:
-                self._env_done = True
-                for ep in filter(None, (e.strip() for e in os.environ.get("PYGGML_RPC_SERVERS", "").split(","))):
-                    try:
-                        self._add(ep)
-                    except RPCError as e:
-                        self._errors.append(str(e))
-            return list(self._devices)
-
-    def unavailable_reason(self) -> str | None:
-        if self.devices():
-            return None
-        if self._errors:
-            return "; ".join(self._errors)
-        return "no RPC servers: set PYGGML_RPC_SERVERS=host:port,... or call get_registry('RPC').add_server()"
-
-    def get_extension(self, name: str) -> object | None:
-        return self.add_server if name == ADD_SERVER else None
-
-    def add_server(self, endpoint: str) -> list[RPCDevice]:
-        """Connect to a server and add its devices. Again for a known server: its devices, reconnected first if
-        the connection was lost."""
-        self.devices()
-        with self._lock:
-            devs = self._add(endpoint)
-        from pyggml.backend.registry import hub
-
-        hub().refresh(self.name)
-        return devs
-
-    def _add(self, endpoint: str) -> list[RPCDevice]:
-        known = self._servers.get(endpoint)
-        if known is not None:
-            devs = [d for d in self._devices if d.server is known]
-            if known.conn.broken is None:
-                return devs
-            # reconnect: the same devices (names, backends) over a new connection; buffers made on the lost one
-            # stay unusable, as their memory is gone on the server
-            server = RPCServer(endpoint)
-            if server.n_devices != len(devs):
-                raise RPCError(f"RPC server {endpoint} now has {server.n_devices} devices, not {len(devs)}")
-            self._servers[endpoint] = server
-            for d in devs:
-                d.server = server
-            return devs
-        server = RPCServer(endpoint)
-        self._servers[endpoint] = server
-        devs = [RPCDevice(self, server, k, f"RPC{len(self._devices) + k}") for k in range(server.n_devices)]
-        self._devices.extend(devs)
-        return devs
-
-
 class RPCDevice(Device):
-    def __init__(self, reg: Registry, server: RPCServer, index: int, name: str) -> None:
+    def __init__(self, reg: Registry, server: RemoteServer, index: int, name: str) -> None:
         # ids out of range: ggml's server aborts, pyggml's closes the connection; the protocol has no error reply
         super().__init__(reg, name, DeviceType.GPU, DeviceCaps(async_ops=True, checks_indices=False))
         self.server = server
@@ -213,7 +134,7 @@ class RPCBufferType(BufferType):
 class RPCBuffer(Buffer):
     """Server memory: every transfer addresses a byte span as a one-dimensional I8 wire tensor."""
 
-    def __init__(self, buft: RPCBufferType, server: RPCServer, handle: int, base: int, size: int) -> None:
+    def __init__(self, buft: RPCBufferType, server: RemoteServer, handle: int, base: int, size: int) -> None:
         super().__init__(buft, size)
         self.server = server
         self.handle = handle
@@ -318,7 +239,7 @@ class RPCBuffer(Buffer):
         return f"<RPCBuffer {self.buft.name} {self.size} bytes>"
 
 
-class RPCBackend(PlannedBackend[GraphPlan]):
+class RPCBackend(PlannedBackend[RPCGraphPlan]):
     """A stream on a remote device. Graphs go out as GRAPH_COMPUTE once and as GRAPH_RECOMPUTE (a few bytes)
     while the server still holds the same graph for this device."""
 
@@ -327,7 +248,7 @@ class RPCBackend(PlannedBackend[GraphPlan]):
         self.rpc_device = device
         self.recomputes = 0
 
-    def _build(self, graph: Graph) -> GraphPlan:
+    def _build(self, graph: Graph) -> RPCGraphPlan:
         server = self.rpc_device.server
 
         held: dict[int, RPCBuffer] = {}
@@ -342,7 +263,7 @@ class RPCBackend(PlannedBackend[GraphPlan]):
         plan = build_plan(graph, self.rpc_device.index, locate, f"{server.endpoint} ({self.name})")
         return dataclasses.replace(plan, buffers=tuple(held.values()))
 
-    def replay(self, plan: GraphPlan) -> None:
+    def replay(self, plan: RPCGraphPlan) -> None:
         server = self.rpc_device.server
         conn = server.conn
         with conn.lock:  # no free from another thread between the check and the send

@@ -159,6 +159,28 @@ def slot_desc(slot: str, t: Tensor) -> str:
 # ---- op-specific rules -----------------------------------------------------------------------------------------
 
 
+def _custom(node: Tensor) -> str | None:
+    return "a custom op's Python callable lives in this process: the server cannot call it"
+
+
+def _xielu_layout(node: Tensor) -> str | None:
+    """XIELU runs through unary-ops.cpp's unary_op_functor, which asserts ggml_is_contiguous_1 (the other sub-ops
+    take any rows)."""
+    if node.params.op is not UnaryOp.XIELU:
+        return None
+    return contiguous(1, "src0", "dst")(node)
+
+
+def _glu_clamp_types(node: Tensor) -> str | None:
+    """ops.cpp's swiglu_oai has an F32 kernel only, swiglu_clamp F32 and F16 (others: GGML_ABORT)."""
+    op = node.params.op
+    if op is GluOp.SWIGLU_OAI and node.type != T.F32:
+        return f"swiglu_oai has no {node.type} kernel (GGML_ABORT)"
+    if op is GluOp.SWIGLU_CLAMP and node.type not in F32_F16:
+        return f"swiglu_clamp has no {node.type} kernel (GGML_ABORT)"
+    return None
+
+
 def _binary(node: Tensor) -> str | None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None
@@ -300,8 +322,10 @@ RULES: dict[Op, tuple[Check, ...]] = {
              contiguous(0, "src0", "dst")),
     Op.SET: (types("src0", F32_ONLY, "set"), rows("src1"), contiguous(0, "src0", "dst")),
     **{op: _UNARY_KERNEL for op in (Op.SQR, Op.SQRT, Op.LOG, Op.SIN, Op.COS)},
-    Op.UNARY: (*_UNARY_KERNEL, _f16_table),
-    Op.GLU: (types("src0", FLOATS, "glu"), contiguous(1, "src0", "src1", "dst"), _f16_table),
+    Op.UNARY: (*_UNARY_KERNEL, _f16_table, _xielu_layout),
+    Op.GLU: (types("src0", FLOATS, "glu"), contiguous(1, "src0", "src1", "dst"), _f16_table, _glu_clamp_types),
+    **{op: (_custom,) for op in (Op.MAP_CUSTOM1, Op.MAP_CUSTOM2, Op.MAP_CUSTOM3, Op.CUSTOM)},
+    Op.ADD_ID: (types("src0", F32_ONLY, "add_id"), types("src1", F32_ONLY, "add_id"), rows("src0", "src1", "dst")),
     Op.SCALE: (types("src0", frozenset({T.F32, T.BF16}), "scale"), contiguous(0, "src0", "dst")),
     Op.CLAMP: (types("src0", F32_F16, "clamp"), rows("src0", "dst"), contiguous(1, "src0", "dst")),
     Op.LEAKY_RELU: (types("src0", F32_F16, "leaky_relu"), rows("src0", "dst"), contiguous(1, "src0", "dst")),

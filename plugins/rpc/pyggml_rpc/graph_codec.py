@@ -28,7 +28,7 @@ Locate = Callable[[Tensor], tuple[int, int] | None]
 
 
 @dataclass(frozen=True, slots=True)
-class GraphPlan:
+class RPCGraphPlan:
     device: int
     payload: bytes
     n_nodes: int
@@ -43,7 +43,7 @@ def check_wire_shape(t: Tensor, what: str) -> None:
                                  "dimensions and strides in 32 bits")
 
 
-def build_plan(graph: Graph, device: int, locate: Locate, server: str) -> GraphPlan:
+def build_plan(graph: Graph, device: int, locate: Locate, server: str) -> RPCGraphPlan:
     """The payload of `graph` for `device`. View nodes of data elsewhere are left out (the scheduler keeps a view
     in the split where it stands, as ggml's does, though nothing reads it there); any other tensor not on this
     server is an error naming it."""
@@ -108,4 +108,4 @@ def build_plan(graph: Graph, device: int, locate: Locate, server: str) -> GraphP
             rec["flags"] = int(t.flags) & ~int(TensorFlag.COMPUTE)
         rec["use_count"] = graph.use_count(t)
     ids = np.fromiter((id(n) for n in nodes), dtype=np.uint64, count=len(nodes))
-    return GraphPlan(device, graph_payload(device, ids, recs), len(nodes))
+    return RPCGraphPlan(device, graph_payload(device, ids, recs), len(nodes))

@@ -22,8 +22,11 @@ from pyggml.ops.elementwise import (
     GluParams,
     LeakyReluParams,
     ScaleParams,
+    SwigluClampParams,
+    SwigluOaiParams,
     UnaryOp,
     UnaryParams,
+    XieluParams,
 )
 from pyggml.ops.layout import AccParams, ArangeParams, ConcatParams, ContParams, PadParams, PermuteParams, ViewParams
 from pyggml.ops.norm import GroupNormParams, NormParams
@@ -60,16 +63,17 @@ GGML_OP_NAMES: tuple[str, ...] = (
 U = UnaryOp
 UNARY_CODES: dict[UnaryOp, int] = {
     U.ABS: 0, U.SGN: 1, U.NEG: 2, U.STEP: 3, U.TANH: 4, U.ELU: 5, U.RELU: 6, U.SIGMOID: 7, U.GELU: 8,
-    U.GELU_QUICK: 9, U.SILU: 10, U.HARDSWISH: 11, U.HARDSIGMOID: 12, U.EXP: 13, U.SOFTPLUS: 15, U.GELU_ERF: 16,
-    U.FLOOR: 18, U.CEIL: 19, U.ROUND: 20, U.TRUNC: 21,
+    U.GELU_QUICK: 9, U.SILU: 10, U.HARDSWISH: 11, U.HARDSIGMOID: 12, U.EXP: 13, U.EXPM1: 14, U.SOFTPLUS: 15,
+    U.GELU_ERF: 16, U.XIELU: 17, U.FLOOR: 18, U.CEIL: 19, U.ROUND: 20, U.TRUNC: 21,
 }
 GGML_UNARY_COUNT = 22
-UNARY_GGML_ONLY = {14: "EXPM1", 17: "XIELU"}
+UNARY_GGML_ONLY: dict[int, str] = {}
 
 G = GluOp
-GLU_CODES: dict[GluOp, int] = {G.REGLU: 0, G.GEGLU: 1, G.SWIGLU: 2, G.GEGLU_ERF: 4, G.GEGLU_QUICK: 5}
+GLU_CODES: dict[GluOp, int] = {G.REGLU: 0, G.GEGLU: 1, G.SWIGLU: 2, G.SWIGLU_OAI: 3, G.GEGLU_ERF: 4,
+                                G.GEGLU_QUICK: 5, G.SWIGLU_CLAMP: 6}
 GGML_GLU_COUNT = 7
-GLU_GGML_ONLY = {3: "SWIGLU_OAI", 6: "SWIGLU_CLAMP"}
+GLU_GGML_ONLY: dict[int, str] = {}
 
 SORT_CODES: dict[SortOrder, int] = {SortOrder.ASC: 0, SortOrder.DESC: 1}
 ROPE_MODES: dict[int, int] = {ROPE_TYPE_NORMAL: 0, ROPE_TYPE_NEOX: 2}
@@ -138,6 +142,9 @@ class Entry:
     """Words ggml may set that change nothing pyggml computes: decode validates and drops them, encode writes 0."""
     inplace_slot: int | None = None
     """ACC / SET: ggml records in-place-ness in this word (1 when the result is a view of src0)."""
+    wire: type | None = None
+    """The dataclass `fields` are read from and decoded into when it is not `params`: a class with every word of
+    the op's sub-ops (UNARY: XieluParams, GLU: SwigluOaiParams); to_wire / from_wire convert to and from it."""
     to_wire: ToWire | None = None
     from_wire: FromWire | None = None
     check: Check | None = None
@@ -165,15 +172,49 @@ def _set_rows_from(srcs: Srcs, p: Any, dtype: GGMLType, ne: Ne) -> tuple[Srcs, A
 
 
 def _glu_to(srcs: Srcs, p: GluParams, node: Tensor) -> tuple[Srcs, Any]:
+    alpha = p.alpha if isinstance(p, SwigluOaiParams) else 0.0
+    limit = p.limit if isinstance(p, SwigluOaiParams | SwigluClampParams) else 0.0
+    wire = SwigluOaiParams(p.op, p.swapped, alpha, limit)  # every GLU's words: op, swapped, alpha, limit
     if len(srcs) > 1 and srcs[1] is not None and p.swapped:  # ggml's split form has no swap: exchange the srcs
-        return (srcs[1], srcs[0]), dataclasses.replace(p, swapped=False)
-    return srcs, p
+        return (srcs[1], srcs[0]), dataclasses.replace(wire, swapped=False)
+    return srcs, wire
 
 
-def _glu_from(srcs: Srcs, p: GluParams, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
-    if len(srcs) > 1 and srcs[1] is not None and p.swapped:  # every ggml kernel ignores the flag when split
-        return srcs, dataclasses.replace(p, swapped=False)
-    return srcs, p
+def _glu_from(srcs: Srcs, w: SwigluOaiParams, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+    swapped = w.swapped and not (len(srcs) > 1 and srcs[1] is not None)  # ggml's kernels ignore it when split
+    if w.op is GluOp.SWIGLU_OAI:
+        return srcs, SwigluOaiParams(w.op, swapped, w.alpha, w.limit)
+    if w.alpha != 0:
+        raise ParamError("alpha", f"{w.alpha} where {w.op.name} expects 0 (only SWIGLU_OAI has an alpha)")
+    if w.op is GluOp.SWIGLU_CLAMP:
+        return srcs, SwigluClampParams(w.op, swapped, w.limit)
+    if w.limit != 0:
+        raise ParamError("limit", f"{w.limit} where {w.op.name} expects 0 (only the SWIGLU_* clamps have a limit)")
+    return srcs, GluParams(w.op, swapped)
+
+
+def _unary_to(srcs: Srcs, p: UnaryParams, node: Tensor) -> tuple[Srcs, Any]:
+    if isinstance(p, XieluParams):
+        return srcs, p
+    return srcs, XieluParams(p.op)  # every UNARY's words: op, then XIELU's four coefficients (0 for the others)
+
+
+def _unary_from(srcs: Srcs, w: XieluParams, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+    if w.op is UnaryOp.XIELU:
+        return srcs, w
+    for name in ("alpha_n", "alpha_p", "beta", "eps"):
+        if getattr(w, name) != 0:
+            raise ParamError(name, f"{getattr(w, name)} where {w.op.name} expects 0 (only XIELU has it)")
+    return srcs, UnaryParams(w.op)
+
+
+def _no_custom(srcs: Srcs, p: Any, node: Tensor) -> tuple[Srcs, Any]:
+    raise ParamError("fn", "a custom op's Python callable cannot travel over RPC (the server runs in another "
+                           "process); a host backend of this process runs it")
+
+
+def _no_custom_from(srcs: Srcs, p: Any, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+    raise ParamError("fn", "a custom op's function pointer belongs to the client's process; nothing here can call it")
 
 
 def _top_k_from(srcs: Srcs, p: Any, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
@@ -304,9 +345,16 @@ ENTRIES: dict[Op, Entry] = {
                                                              _f32("logit_softcap", 2)),
                              extra=(Field("acc_prec", 3, "enum", codes=_PREC), Field("n_kv_max", 4, lo=0)),
                              to_wire=_flash_to),
-    Op.UNARY: Entry(91, (1, 1), UnaryParams, (Field("op", 0, "enum", codes=UNARY_CODES, missing=UNARY_GGML_ONLY),)),
+    Op.UNARY: Entry(91, (1, 1), UnaryParams, (Field("op", 0, "enum", codes=UNARY_CODES, missing=UNARY_GGML_ONLY),
+                                              _f32("alpha_n", 1), _f32("alpha_p", 2), _f32("beta", 3), _f32("eps", 4)),
+                    wire=XieluParams, to_wire=_unary_to, from_wire=_unary_from),
     Op.GLU: Entry(100, (1, 2), GluParams, (Field("op", 0, "enum", codes=GLU_CODES, missing=GLU_GGML_ONLY),
-                                          Field("swapped", 1, "bool")), to_wire=_glu_to, from_wire=_glu_from),
+                                          Field("swapped", 1, "bool"), _f32("alpha", 2), _f32("limit", 3)),
+                  wire=SwigluOaiParams, to_wire=_glu_to, from_wire=_glu_from),
+    Op.ADD_ID: Entry(3, (3, 3)),
+    **{op: Entry(code, n, to_wire=_no_custom, from_wire=_no_custom_from)
+       for op, code, n in ((Op.MAP_CUSTOM1, 92, (1, 1)), (Op.MAP_CUSTOM2, 93, (2, 2)), (Op.MAP_CUSTOM3, 94, (3, 3)),
+                           (Op.CUSTOM, 95, (0, GGML_MAX_SRC)))},
 }
 """Every pyggml op but NONE (ggml op 0, a leaf)."""
 

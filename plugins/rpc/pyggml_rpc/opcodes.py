@@ -6,9 +6,9 @@ ggml client sent back into a pyggml op, params dataclass and srcs, refusing (Opc
 Both directions run one table, `pyggml_rpc.opcode_table.ENTRIES`. Type ids: pyggml's GGMLType values already are
 ggml's ids (so GGUF maps 1:1); `ggml_type` / `pyggml_type` check them.
 
-Every pyggml op has a ggml number; ggml ops pyggml lacks (ADD_ID, the *_BACK ops, convolutions, pooling, SSM,
-RWKV, custom ops, ...), UNARY EXPM1 / XIELU, GLU SWIGLU_OAI / SWIGLU_CLAMP, types Q2_0 and the removed ids are
-refused by decode.
+Every pyggml op has a ggml number; ggml ops pyggml lacks (the *_BACK ops, convolutions, pooling, SSM, RWKV, ...),
+types Q2_0 and the removed ids are refused by decode. Custom ops (MAP_CUSTOM1/2/3, CUSTOM) have their numbers but
+never travel: a Python callable cannot be sent, and a ggml client's function pointer cannot be called here.
 
 Where pyggml and ggml differ (all handled here, exactly, or refused):
 
@@ -24,6 +24,9 @@ Where pyggml and ggml differ (all handled here, exactly, or refused):
 - CONT: ggml has no params (ggml_cont_4d just shapes the result); decode gives ContParams(ne) when ne differs
   from src0's, else None (pyggml's `cont(a)` and `cont(a, *a.ne)` are the same op).
 - TOP_K: ggml has no params; k is the result's ne[0].
+- UNARY: words 1-4 are XIELU's coefficients (ggml_xielu stores them already constrained, as XieluParams holds
+  them); every other sub-op has them 0. GLU: words 2-3 are SWIGLU_OAI's alpha and limit (SWIGLU_CLAMP: limit in
+  word 3, word 2 0), 0 for the others.
 - GLU: ggml's split form ignores `swapped` (every backend); pyggml's split+swapped computes act(b) * a, which
   encode sends as ggml's split op over (b, a). Decode drops a swapped flag on a split GLU, as ggml's kernels do.
 - ACC / SET: word 4 is ggml's in-place flag; encode sets it when the node is a view (in place), decode accepts
@@ -227,7 +230,8 @@ def _attr(params: Any, name: str) -> Any:
 
 
 def _build(entry: Entry, words: list[int]) -> Any:
-    if entry.params is None or not entry.fields:
+    cls = entry.wire or entry.params
+    if cls is None or not entry.fields:
         return None
     kw: dict[str, Any] = {}
     for f in entry.fields:
@@ -239,7 +243,7 @@ def _build(entry: Entry, words: list[int]) -> Any:
     for k, v in kw.items():
         if isinstance(v, dict):
             kw[k] = tuple(v[i] for i in range(len(v)))
-    return entry.params(**kw)
+    return cls(**kw)
 
 
 def _strip(srcs: Srcs) -> Srcs:
@@ -404,5 +408,6 @@ def wire_params(op: Op, params: Any) -> Any:
     entry = ENTRIES.get(op)
     if entry is None or entry.params is None or params is None:
         return params
-    changes = {f.name: _word_f32(_f32_word(float(getattr(params, f.name)))) for f in entry.fields if f.kind == "f32"}
+    changes = {f.name: _word_f32(_f32_word(float(getattr(params, f.name)))) for f in entry.fields
+               if f.kind == "f32" and hasattr(params, f.name)}
     return dataclasses.replace(params, **changes) if changes else params

@@ -12,6 +12,6 @@ PYGGML_API_VERSION = 1
 
 @hookimpl
 def pyggml_backend_registries() -> list[Registry]:
-    from pyggml_rpc.client import RPCRegistry
+    from pyggml_rpc.registry import RPCRegistry
 
     return [RPCRegistry()]

@@ -44,6 +44,8 @@ from pyggml import ops
 from pyggml.context import Context
 from pyggml.errors import PyGGMLError, UnsupportedOpError
 from pyggml.ops import GluOp, Op, SortOrder, UnaryOp
+from pyggml.ops.custom import CUSTOM_OPS
+from pyggml.ops.elementwise import PARAMS_OF_GLU, PARAMS_OF_UNARY
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_conformance.cases import all_cases
@@ -198,9 +200,12 @@ def test_round_trip_every_conformance_node() -> None:
                 assert srcs[1] is not None and srcs[1].ne == node.ne and srcs[1].op is Op.NONE
                 continue
             assert len(srcs) == len(expected_srcs) and all(a is b for a, b in zip(srcs, expected_srcs, strict=True))
-    assert set(seen) == set(Op) - {Op.NONE}, f"ops the suite never built: {set(Op) - set(seen) - {Op.NONE}}"
-    # the only nodes ggml cannot express: FLASH_ATTN_EXT with an F32 mask (ggml's kernels read masks as F16)
-    assert set(refused) == {"FLASH_ATTN_EXT"}, refused
+    never = set(Op) - set(seen) - {Op.NONE} - CUSTOM_OPS
+    assert not never, f"ops the suite never built: {never}"
+    # the only nodes ggml cannot express: FLASH_ATTN_EXT with an F32 mask (ggml's kernels read masks as F16), and
+    # custom ops (a Python callable cannot travel)
+    assert set(refused) == {"FLASH_ATTN_EXT"} | {op.name for op in CUSTOM_OPS}, refused
+    assert all("callable" in refused[op.name] for op in CUSTOM_OPS)
     assert "mask" in refused["FLASH_ATTN_EXT"] and "F16" in refused["FLASH_ATTN_EXT"]
 
 
@@ -402,13 +407,45 @@ def test_layout_acc_set_glu_unary(ctx: Context) -> None:
     assert (w.op, w.srcs, list(w.params)) == (100, (a, x), words(2, 0))
     assert decode(100, np.array(words(2, 1), np.int32), (x, a), T.F32, x.ne)[1] == ops.GluParams(GluOp.SWIGLU)
     for u in UnaryOp:
-        assert list(roundtrip(ops.unary(x, u)).params) == words(UNARY_CODES[u])
-    for bad_unary in (14, 17, 22, -1):
+        if u not in PARAMS_OF_UNARY:
+            assert list(roundtrip(ops.unary(x, u)).params) == words(UNARY_CODES[u])
+    for bad_unary in (22, -1):
         with pytest.raises(OpcodeError, match="op"):
             decode(91, np.array(words(bad_unary), np.int32), (x,), T.F32, x.ne)
-    for bad_glu in (3, 6, 7):
+    for bad_glu in (7, -1):
         with pytest.raises(OpcodeError, match="op"):
             decode(100, np.array(words(bad_glu), np.int32), (x,), T.F32, (4, 4, 1, 1))
+
+
+def test_layout_issue21_ops(ctx: Context) -> None:
+    """XIELU's coefficients in words 1-4, SWIGLU_OAI's alpha / limit in 2-3, SWIGLU_CLAMP's limit in 3; stray
+    words refused; ADD_ID's srcs; custom ops refused both ways."""
+    x = ctx.new_tensor(T.F32, 8, 4)
+    p = ops.xielu(x, 4.0, 20.0, 0.5, 1e-7).params
+    w = roundtrip(ops.xielu(x, 4.0, 20.0, 0.5, 1e-7))
+    assert list(w.params) == words(17, f32(p.alpha_n), f32(p.alpha_p), f32(0.5), f32(1e-7))
+    assert list(roundtrip(ops.expm1(x)).params) == words(14)
+    with pytest.raises(OpcodeError, match=r"alpha_n.*only XIELU"):
+        decode(91, np.array(words(14, f32(1.0)), np.int32), (x,), T.F32, x.ne)
+    assert list(roundtrip(ops.swiglu_oai(x, alpha=1.702, limit=7.0, swapped=True)).params) == \
+        words(3, 1, f32(1.702), f32(7.0))
+    assert list(roundtrip(ops.swiglu_clamp(x, x, 10.0)).params) == words(6, 0, 0, f32(10.0))
+    with pytest.raises(OpcodeError, match=r"alpha.*only SWIGLU_OAI"):
+        decode(100, np.array(words(6, 0, f32(1.0), f32(2.0)), np.int32), (x, x), T.F32, x.ne)
+    with pytest.raises(OpcodeError, match=r"limit.*SWIGLU_"):
+        decode(100, np.array(words(2, 0, 0, f32(2.0)), np.int32), (x, x), T.F32, x.ne)
+    a, b = ctx.new_tensor(T.F32, 8, 2, 3), ctx.new_tensor(T.F32, 8, 5)
+    ids = ctx.new_tensor(T.I32, 2, 3)
+    w = roundtrip(ops.add_id(a, b, ids))
+    assert (w.op, w.srcs, list(w.params)) == (3, (a, b, ids), words())
+
+    def fn(*args: Any) -> None:
+        pass
+
+    assert not opcodes.supported(ops.map_custom1(x, fn))
+    for code in (92, 93, 94, 95):
+        with pytest.raises(OpcodeError, match="fn"):
+            decode(code, np.array(words(), np.int32), (x, x, x)[: code - 91 if code < 95 else 1], T.F32, x.ne)
 
 
 def test_layout_rows_repeat_sort_norm(ctx: Context) -> None:
@@ -538,9 +575,19 @@ def _twin_cases() -> list[tuple[str, Callable[[Twin], Any]]]:
 
     def unaries(tw: Twin) -> list[tuple[Tensor, int]]:
         pa, ga = tw.input(T.F32, 8, 4)
-        res = [(ops.unary(pa, u), tw.call("ggml_unary", "pi", ga, UNARY_CODES[u])) for u in UnaryOp]
+        res = [(ops.unary(pa, u), tw.call("ggml_unary", "pi", ga, UNARY_CODES[u])) for u in UnaryOp
+               if u not in PARAMS_OF_UNARY]
+        res.append((ops.xielu(pa, 4.0, 20.0, 0.5, 1e-7), tw.call("ggml_xielu", "pffff", ga, 4.0, 20.0, 0.5, 1e-7)))
         pb, gb = tw.input(T.F32, 8, 4)
+        res.append((ops.swiglu_oai(pa, pb, 1.702, 7.0), tw.call("ggml_swiglu_oai", "ppff", ga, gb, 1.702, 7.0)))
+        res.append((ops.swiglu_clamp(pa, pb, 10.0), tw.call("ggml_swiglu_clamp", "ppf", ga, gb, 10.0)))
+        pa3, ga3 = tw.input(T.F32, 8, 2, 3)
+        pbias, gbias = tw.input(T.F32, 8, 5)
+        pids, gids = tw.input(T.I32, 2, 3)
+        res.append((ops.add_id(pa3, pbias, pids), tw.call("ggml_add_id", "ppp", ga3, gbias, gids)))
         for g, code in GLU_CODES.items():
+            if g in PARAMS_OF_GLU:
+                continue
             res.append((ops.glu(pa, g, swapped=True), tw.call("ggml_glu", "pib", ga, code, True)))
             res.append((ops.glu(pa, g, pb), tw.call("ggml_glu_split", "ppi", ga, gb, code)))
         return res
@@ -630,7 +677,7 @@ def test_ggml_constructor_cases_cover_every_op(ggml_base: ctypes.CDLL) -> None:
     finally:
         tw.close()
     covered = {n.op for made in built for n, _ in (made if isinstance(made, list) else [made])}
-    assert covered == set(Op) - {Op.NONE}
+    assert covered == set(Op) - {Op.NONE} - CUSTOM_OPS  # custom ops never travel
 
 
 @pytest.mark.parametrize(("name", "build"), _twin_cases(), ids=[n for n, _ in _twin_cases()])

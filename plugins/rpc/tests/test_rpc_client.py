@@ -12,9 +12,10 @@ from typing import cast
 
 import numpy as np
 import pytest
-from pyggml_rpc.client import RPCBackend, RPCDevice, RPCRegistry, RPCServer
+from pyggml_rpc.client import RPCBackend, RPCDevice
 from pyggml_rpc.connection import Connection, RPCError
 from pyggml_rpc.fnv import fnv1a64
+from pyggml_rpc.registry import RemoteServer, RPCRegistry
 
 import pyggml as gg
 from pyggml import ops
@@ -120,7 +121,7 @@ def test_server_gone_is_a_clear_error() -> None:
     endpoint, t = fake_server(7, lambda s: s.recv(9))  # reads DEVICE_COUNT, closes without answering
     with pytest.raises(RPCError, match=f"{endpoint}: the server closed the connection while waiting for the reply "
                        "to DEVICE_COUNT"):
-        RPCServer(endpoint)
+        RemoteServer(endpoint)
     t.join()
 
 
@@ -159,7 +160,7 @@ def test_weights_by_hash_from_the_server_cache(tmp_path: Path) -> None:
     try:
         data = np.random.default_rng(3).integers(0, 256, 11 << 20, dtype=np.uint8)
         for attempt in range(2):
-            server = RPCServer(endpoint)
+            server = RemoteServer(endpoint)
             dev = RPCDevice(get_registry("RPC"), server, 0, "RPCx")
             buf = dev.buffer_type().alloc_buffer(data.size)
             buf.usage = BufferUsage.WEIGHTS

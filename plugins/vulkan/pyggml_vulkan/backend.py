@@ -11,20 +11,21 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyggml.backend.plan_cache import PlanCache
-from pyggml.backend.protocol import Backend, Bytes, Event
+from pyggml.backend.protocol import Backend, Buffer, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
-from pyggml_vulkan.recorder import Planner, Recording
+from pyggml_vulkan.recorder import DispatchBuilder, Recording
 from pyggml_vulkan.status import StatusWord
 
 if TYPE_CHECKING:
     from pyggml_vulkan.buffer import VulkanBuffer
     from pyggml_vulkan.context import DeviceContext
     from pyggml_vulkan.device import VulkanDevice
+    from pyggml_vulkan.vk import CData
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class Stats:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def _referenced(graph: Graph) -> list[object]:
+def _referenced(graph: Graph) -> list[Buffer | None]:
     """The buffers a recording binds, kept alive with it."""
     return [t.buffer for t in graph.nodes] + [s.buffer for t in graph.nodes for s in t.src if s is not None]
 
@@ -53,7 +54,7 @@ class VulkanBackend(Backend):
         self.ctx = ctx
         self.timeline = ctx.timeline()
         self.submitted = 0
-        self._pending_waits: list[tuple[Any, int]] = []
+        self._pending_waits: list[tuple[CData, int]] = []
         self._recordings: PlanCache[Recording] = PlanCache(self.record, self._retire)
         self.stats = Stats()
         self._scratch: VulkanBuffer | None = None
@@ -68,7 +69,7 @@ class VulkanBackend(Backend):
         from pyggml_vulkan.op_table import plan_graph
 
         t0 = time.perf_counter()
-        planner = Planner(self.ctx, self._scratch_buffer, self.status)
+        planner = DispatchBuilder(self.ctx, self._scratch_buffer, self.status)
         plan_graph(graph, planner, self.name)
         rec = Recording(self.ctx, planner.dispatches)
         rec.keep = _referenced(graph)
@@ -116,6 +117,8 @@ class VulkanBackend(Backend):
             raise ComputeError(f"{self.name}: recording graph {graph.uid} failed: {type(e).__name__}: {e}") from e
         with self.ctx.lock:  # a buffer freed from another thread is either refused here or waited for by free()
             rec.check_alive(self.name)
+            if rec.cb is None:  # a cached recording is freed only when retired, so never seen here
+                raise ComputeError(f"{self.name}: graph {graph.uid}'s recording was freed")
             waits, self._pending_waits = self._pending_waits, []
             value = self.submitted + 1
             self.ctx.submit(rec.cb, waits, (self.timeline, value))
@@ -187,12 +190,12 @@ class VulkanEvent(Event):
 
     def __init__(self) -> None:
         self.ctx: DeviceContext | None = None
-        self.semaphore: Any = None
+        self.semaphore: CData | None = None
         self.value = 0
 
     def record(self, backend: Backend) -> None:
         backend.event_record(self)
 
     def synchronize(self) -> None:
-        if self.ctx is not None and self.value:
+        if self.ctx is not None and self.semaphore is not None and self.value:
             self.ctx.wait_timeline(self.semaphore, self.value)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pyggml.backend.accounting import check_size
 from pyggml.backend.protocol import Buffer, BufferType, Bytes
 from pyggml.errors import AllocationError
-from pyggml_vulkan.vk import ffi, lib, new
+from pyggml_vulkan.vk import CData, ffi, lib, new
 
 if TYPE_CHECKING:
     from pyggml_vulkan.context import DeviceContext
@@ -144,7 +144,7 @@ class VulkanBuffer(Buffer):
             return True
         return self.write_from_host(src, src_offset, dst_offset, size)
 
-    def _copy(self, src: Any, src_off: int, dst: Any, dst_off: int, size: int) -> None:
+    def _copy(self, src: CData, src_off: int, dst: CData, dst_off: int, size: int) -> None:
         region = new("VkBufferCopy", srcOffset=src_off, dstOffset=dst_off, size=size)
         self.ctx.one_shot(lambda cb: lib.vkCmdCopyBuffer(cb, src, dst, 1, region))
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pyggml.errors import AllocationError
 from pyggml_vulkan.physical import PhysicalInfo
-from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, DeviceLostError, check, ffi, lib, new, out
+from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, CData, DeviceLostError, check, ffi, lib, new, out
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +33,10 @@ class DeviceContext:
         self.info = info
         self.lost = False
         self.lock = threading.RLock()
-        self._keep: list[Any] = []
-        self._in_flight: list[tuple[Any, int, frozenset[int]]] = []
+        self._keep: list[CData] = []
+        self._in_flight: list[tuple[CData, int, frozenset[int]]] = []
         """Submitted graphs not known to be done: (timeline semaphore, value it signals, bound buffer handles)."""
-        self._done: dict[Any, int] = {}
+        self._done: dict[CData, int] = {}
         """The highest value each timeline semaphore is known to have reached (waits below it return at once)."""
         prio = ffi.new("float[]", [1.0])
         qinfo = new("VkDeviceQueueCreateInfo", sType=C.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -63,14 +68,14 @@ class DeviceContext:
         check(lib.vkCreateFence(self.device, new("VkFenceCreateInfo", sType=C.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO),
                                 NULL, fence), "vkCreateFence")
         self._fence = fence[0]
-        self._staging: tuple[Any, Any, Any] | None = None
+        self._staging: tuple[CData, CData, npt.NDArray[np.uint8]] | None = None
         from pyggml_vulkan.pipelines import PipelineCache
 
         self.pipelines = PipelineCache(self)
 
     # ---- layouts ------------------------------------------------------------------------------------------
 
-    def _layouts(self) -> tuple[Any, Any]:
+    def _layouts(self) -> tuple[CData, CData]:
         bindings = ffi.new("VkDescriptorSetLayoutBinding[]", [
             {"binding": i, "descriptorType": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 1,
              "stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT} for i in range(N_BINDINGS)])
@@ -109,7 +114,7 @@ class DeviceContext:
                     return t.index
         raise AllocationError(f"Vulkan {self.info.name}: no memory type fits (bits {bits:#x}, host {host_visible})")
 
-    def create_buffer(self, size: int, host_visible: bool) -> tuple[Any, Any, Any]:
+    def create_buffer(self, size: int, host_visible: bool) -> tuple[CData, CData, CData | None]:
         """(VkBuffer, VkDeviceMemory, mapped cffi pointer or None) of `size` bytes."""
         self.ensure_alive()
         usage = (C.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | C.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
@@ -137,7 +142,7 @@ class DeviceContext:
             ptr = pp[0]
         return buf[0], mem[0], ptr
 
-    def staging(self, size: int) -> tuple[Any, Any]:
+    def staging(self, size: int) -> tuple[CData, npt.NDArray[np.uint8]]:
         """(VkBuffer, uint8 numpy view) of the context's host-visible staging buffer, grown to `size`; used
         under one_shot's serialisation by the buffers' transfers."""
         import numpy as np
@@ -152,7 +157,7 @@ class DeviceContext:
             self._staging = (buf, mem, np.frombuffer(ffi.buffer(ptr, n), dtype=np.uint8))
         return self._staging[0], self._staging[2]
 
-    def destroy_buffer(self, buf: Any, mem: Any) -> None:
+    def destroy_buffer(self, buf: CData, mem: CData) -> None:
         if self.lost:
             return
         lib.vkDestroyBuffer(self.device, buf, NULL)
@@ -160,19 +165,20 @@ class DeviceContext:
 
     # ---- command buffers ----------------------------------------------------------------------------------
 
-    def allocate_command_buffer(self) -> Any:
+    def allocate_command_buffer(self) -> CData:
         cb = out("VkCommandBuffer")
         self.check(lib.vkAllocateCommandBuffers(self.device, new(
             "VkCommandBufferAllocateInfo", sType=C.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
             commandPool=self.command_pool, level=C.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1), cb),
             "vkAllocateCommandBuffers")
-        return cb[0]
+        handle: CData = cb[0]
+        return handle
 
-    def free_command_buffer(self, cb: Any) -> None:
+    def free_command_buffer(self, cb: CData) -> None:
         if not self.lost:
             lib.vkFreeCommandBuffers(self.device, self.command_pool, 1, ffi.new("VkCommandBuffer[]", [cb]))
 
-    def one_shot(self, record: Any) -> None:
+    def one_shot(self, record: Callable[[CData], object]) -> None:
         """Record `record(cb)` into a command buffer, submit it and wait (transfers outside graphs)."""
         with self.lock:
             self.ensure_alive()
@@ -191,7 +197,7 @@ class DeviceContext:
             self.check(lib.vkQueueSubmit(self.queue, 1, submit, self._fence), "vkQueueSubmit (transfer)")
             self.check(lib.vkWaitForFences(self.device, 1, fences, 1, 0xFFFFFFFFFFFFFFFF), "vkWaitForFences")
 
-    def submit(self, cb: Any, wait: list[tuple[Any, int]], signal: tuple[Any, int]) -> None:
+    def submit(self, cb: CData, wait: list[tuple[CData, int]], signal: tuple[CData, int]) -> None:
         """Submit a recorded command buffer, waiting on and signalling timeline semaphore values."""
         with self.lock:
             self.ensure_alive()
@@ -211,16 +217,17 @@ class DeviceContext:
 
     # ---- timeline semaphores ------------------------------------------------------------------------------
 
-    def timeline(self) -> Any:
+    def timeline(self) -> CData:
         ti = new("VkSemaphoreTypeCreateInfo", sType=C.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
                  semaphoreType=C.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0)
         s = out("VkSemaphore")
         self.check(lib.vkCreateSemaphore(self.device, new(
             "VkSemaphoreCreateInfo", sType=C.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, pNext=ti), NULL, s),
             "vkCreateSemaphore")
-        return s[0]
+        sem: CData = s[0]
+        return sem
 
-    def wait_timeline(self, sem: Any, value: int) -> None:
+    def wait_timeline(self, sem: CData, value: int) -> None:
         if self._done.get(sem, 0) >= value:
             return
         sems = ffi.new("VkSemaphore[]", [sem])
@@ -231,19 +238,19 @@ class DeviceContext:
         self.check(lib.vkWaitSemaphores(self.device, info, 0xFFFFFFFFFFFFFFFF), "vkWaitSemaphores")
         self._note_done(sem, value)
 
-    def _note_done(self, sem: Any, value: int) -> None:
+    def _note_done(self, sem: CData, value: int) -> None:
         with self.lock:
             if self._done.get(sem, 0) < value:
                 self._done[sem] = value
 
-    def destroy_semaphore(self, sem: Any) -> None:
+    def destroy_semaphore(self, sem: CData) -> None:
         self.forget(sem)
         if not self.lost:
             lib.vkDestroySemaphore(self.device, sem, NULL)
 
     # ---- work in flight: host access to mapped memory waits for the graphs that bind it --------------------
 
-    def track(self, sem: Any, value: int, handles: frozenset[int]) -> None:
+    def track(self, sem: CData, value: int, handles: frozenset[int]) -> None:
         """Note a submitted graph that signals sem = value and binds the buffers `handles`."""
         with self.lock:
             self._in_flight = [e for e in self._in_flight if not self._reached(e[0], e[1])]
@@ -257,14 +264,14 @@ class DeviceContext:
         for s, v in pending:
             self.wait_timeline(s, v)
 
-    def forget(self, sem: Any) -> None:
+    def forget(self, sem: CData) -> None:
         """Drop what is known of a timeline semaphore about to be destroyed (its backend synchronised): a new one
         may get the same handle."""
         with self.lock:
             self._in_flight = [e for e in self._in_flight if e[0] != sem]
             self._done.pop(sem, None)
 
-    def _reached(self, sem: Any, value: int) -> bool:
+    def _reached(self, sem: CData, value: int) -> bool:
         if self.lost or self._done.get(sem, 0) >= value:
             return True
         v = ffi.new("uint64_t*")

@@ -1,19 +1,16 @@
-"""The Vulkan registry and devices: `Vulkan0`, `Vulkan1`, ... over the physical devices, real GPUs first.
+"""The Vulkan device: one physical device (`registry.py` lists them), its memory, buffer types and backends.
 
-PYGGML_VULKAN_DEVICES=0,2 (physical device indices) or =llvmpipe,RTX (name substrings) filters the list.
-A CPU-emulated device (llvmpipe/lavapipe) is listed last and marked `emulated` in its details.
+A CPU-emulated device (llvmpipe/lavapipe) is marked `emulated` in its details.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pyggml.backend.accounting import AllocationTally
-from pyggml.backend.env import device_selection, is_selected
-from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, LazyRegistry
+from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, Registry
 
 if TYPE_CHECKING:
     from pyggml.tensor import Tensor
@@ -22,48 +19,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEVICES_ENV = "PYGGML_VULKAN_DEVICES"
-
-
-def _selected(infos: list[PhysicalInfo]) -> list[PhysicalInfo]:
-    selection = device_selection(DEVICES_ENV)
-    return [info for info in infos if is_selected(selection, info.index, info.name)]
-
-
-class VulkanRegistry(LazyRegistry):
-    def __init__(self) -> None:
-        super().__init__("Vulkan")
-
-    def _enumerate(self) -> Sequence[Device]:
-        try:
-            from pyggml_vulkan.instance import instance
-            from pyggml_vulkan.physical import PREFERENCE, query
-        except OSError as e:  # libvulkan missing
-            return self._unavailable(f"cannot load the Vulkan loader: {e}")
-        inst = instance()
-        infos = [query(h, i) for i, h in enumerate(inst.physical_devices())]
-        usable = []
-        for info in infos:
-            missing = [f for f, ok in (("storageBuffer16BitAccess", info.fp16_storage),
-                                        ("storageBuffer8BitAccess", info.int8_storage),
-                                        ("shaderInt8", info.int8_math), ("shaderInt16", info.int16_math),
-                                        ("timelineSemaphore", info.timeline_semaphore),
-                                        ("a compute queue", info.compute_queue_family >= 0)) if not ok]
-            if missing:
-                log.info("Vulkan device %s skipped: lacks %s", info.name, ", ".join(missing))
-            else:
-                usable.append(info)
-        chosen = _selected(usable)
-        chosen.sort(key=lambda i: (PREFERENCE.index(i.device_type) if i.device_type in PREFERENCE else 9, i.index))
-        if not chosen:
-            return self._unavailable("no Vulkan device with compute, 8/16-bit storage and arithmetic, timeline "
-                                     "semaphores" if not infos or not usable
-                                     else f"{DEVICES_ENV} selects none of the devices")
-        return [VulkanDevice(self, info, n) for n, info in enumerate(chosen)]
-
-
 class VulkanDevice(Device):
-    def __init__(self, reg: VulkanRegistry, info: PhysicalInfo, number: int) -> None:
+    def __init__(self, reg: Registry, info: PhysicalInfo, number: int) -> None:
         from pyggml_vulkan.buffer import VulkanBufferType
 
         super().__init__(reg, f"Vulkan{number}", DeviceType.GPU, DeviceCaps(async_ops=True, events=True))

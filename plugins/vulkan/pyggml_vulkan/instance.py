@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
-from pyggml_vulkan.vk import API_VERSION_1_2, NULL, C, check, cstr, ffi, lib, new, out
+from pyggml_vulkan.vk import API_VERSION_1_2, NULL, C, CData, check, cstr, ffi, lib, new, out
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ class Instance:
             log.warning("Vulkan validation requested but %s is not installed", VALIDATION_LAYER)
         self.errors: list[str] = []
         self.warnings: list[str] = []
-        self._keep: list[Any] = []
+        self._keep: list[CData] = []
         use_debug = self.validation and DEBUG_UTILS in exts
         layer_names = [ffi.new("char[]", VALIDATION_LAYER.encode())] if self.validation else []
         ext_names = [ffi.new("char[]", DEBUG_UTILS.encode())] if use_debug else []
@@ -63,17 +62,17 @@ class Instance:
         handle = out("VkInstance")
         check(lib.vkCreateInstance(info, NULL, handle), "vkCreateInstance")
         self.handle = handle[0]
-        self._messenger: Any = None
+        self._messenger: CData | None = None
         if use_debug:
             self._install_messenger()
 
-    def _k(self, obj: Any) -> Any:
+    def _k(self, obj: CData) -> CData:
         self._keep.append(obj)
         return obj
 
     def _install_messenger(self) -> None:
         @ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT")
-        def callback(severity: int, types: int, data: Any, user: Any) -> int:
+        def callback(severity: int, types: int, data: CData, user: CData) -> int:
             msg = cstr(data.pMessage) if data.pMessage != NULL else "?"
             if severity & C.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT:
                 self.errors.append(msg)
@@ -100,7 +99,7 @@ class Instance:
         self._messenger = handle[0]
         self._k(info)
 
-    def physical_devices(self) -> list[Any]:
+    def physical_devices(self) -> list[CData]:
         n = out("uint32_t")
         check(lib.vkEnumeratePhysicalDevices(self.handle, n, NULL), "vkEnumeratePhysicalDevices")
         arr = ffi.new("VkPhysicalDevice[]", n[0])

@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING
 
 from pyggml.backend.op_table import OpTable
 from pyggml.graph import Graph
-from pyggml_vulkan.ops import attention, elementwise, index, layout, matmul, norm, reduce, rope, sort
+from pyggml_vulkan.ops import attention, elementwise, index, layout, matmul, moe, norm, reduce, rope, sort
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-TABLE: OpTable[Planner] = OpTable(
+TABLE: OpTable[DispatchBuilder] = OpTable(
     "Vulkan", attention.rules, elementwise.rules, index.rules, layout.rules, matmul.rules, norm.rules, reduce.rules,
-    rope.rules, sort.rules,
+    rope.rules, sort.rules, moe.rules,
 )
 
 
-def plan_graph(graph: Graph, planner: Planner, who: str = "Vulkan") -> None:
+def plan_graph(graph: Graph, planner: DispatchBuilder, who: str = "Vulkan") -> None:
     """Record the dispatches of every node that needs a kernel into `planner`."""
     TABLE.build(graph.nodes, planner, who)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from pyggml_vulkan.vk import C, cstr, ffi, lib, new
+from pyggml_vulkan.vk import C, CData, cstr, ffi, lib, new
 
 TYPE_NAMES = {
     C.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete GPU",
@@ -30,7 +29,7 @@ class MemoryType:
 
 @dataclass(frozen=True)
 class PhysicalInfo:
-    handle: Any
+    handle: CData
     index: int
     name: str
     device_type: int
@@ -81,7 +80,7 @@ def _version(v: int) -> str:
     return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
 
 
-def query(handle: Any, index: int) -> PhysicalInfo:
+def query(handle: CData, index: int) -> PhysicalInfo:
     v11p = new("VkPhysicalDeviceVulkan11Properties", sType=C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES)
     v12p = new("VkPhysicalDeviceVulkan12Properties", sType=C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES,
                pNext=v11p)

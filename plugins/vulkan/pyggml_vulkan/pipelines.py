@@ -10,10 +10,10 @@ import logging
 import struct
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyggml_vulkan.shaderc import spirv
-from pyggml_vulkan.vk import NULL, C, ffi, lib, new, out
+from pyggml_vulkan.vk import NULL, C, CData, ffi, lib, new, out
 
 if TYPE_CHECKING:
     from pyggml_vulkan.context import DeviceContext
@@ -31,8 +31,8 @@ def spec_bytes(spec: Spec) -> bytes:
 class PipelineCache:
     def __init__(self, ctx: DeviceContext) -> None:
         self.ctx = ctx
-        self._modules: dict[str, Any] = {}
-        self._pipelines: dict[tuple[str, Spec], Any] = {}
+        self._modules: dict[str, CData] = {}
+        self._pipelines: dict[tuple[str, Spec], CData] = {}
         self._lock = threading.Lock()
         pc = out("VkPipelineCache")
         ctx.check(lib.vkCreatePipelineCache(ctx.device, new(
@@ -44,7 +44,7 @@ class PipelineCache:
     def __len__(self) -> int:
         return len(self._pipelines)
 
-    def module(self, name: str) -> Any:
+    def module(self, name: str) -> CData:
         m = self._modules.get(name)
         if m is None:
             code = spirv(name)
@@ -56,7 +56,7 @@ class PipelineCache:
             m = self._modules[name] = h[0]
         return m
 
-    def get(self, name: str, spec: Spec = ()) -> Any:
+    def get(self, name: str, spec: Spec = ()) -> CData:
         key = (name, spec)
         p = self._pipelines.get(key)
         if p is not None:
@@ -67,7 +67,7 @@ class PipelineCache:
                 p = self._pipelines[key] = self._create(name, spec)
         return p
 
-    def _create(self, name: str, spec: Spec) -> Any:
+    def _create(self, name: str, spec: Spec) -> CData:
         t0 = time.perf_counter()
         module = self.module(name)
         data = spec_bytes(spec)
@@ -88,4 +88,5 @@ class PipelineCache:
         dt = time.perf_counter() - t0
         self.compile_seconds += dt
         log.debug("pipeline %s%s created in %.1f ms", name, spec, dt * 1e3)
-        return h[0]
+        pipeline: CData = h[0]
+        return pipeline

@@ -12,6 +12,6 @@ PYGGML_API_VERSION = 1
 
 @hookimpl
 def pyggml_backend_registries() -> list[Registry]:
-    from pyggml_vulkan.device import VulkanRegistry
+    from pyggml_vulkan.registry import VulkanRegistry
 
     return [VulkanRegistry()]

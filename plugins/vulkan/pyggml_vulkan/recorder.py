@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyggml.errors import AllocationError
 from pyggml.ops.base import Op
@@ -20,7 +20,7 @@ from pyggml.types import GGMLType
 from pyggml_vulkan.context import N_BINDINGS, N_SOURCES
 from pyggml_vulkan.pipelines import Spec
 from pyggml_vulkan.status import with_code
-from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, ffi, lib, new, out
+from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, CData, ffi, lib, new, out
 
 if TYPE_CHECKING:
     from pyggml_vulkan.buffer import VulkanBuffer
@@ -36,7 +36,7 @@ Range = tuple[int, int, int]
 
 @dataclass(slots=True)
 class Dispatch:
-    pipeline: Any
+    pipeline: CData
     buffers: tuple[VulkanBuffer, ...]
     push: bytes
     groups: tuple[int, int, int]
@@ -69,7 +69,7 @@ def tensor_range(t: Tensor) -> Range:
     return (buf.handle_id, t.offset, t.offset + t.nbytes())
 
 
-class Planner:
+class DispatchBuilder:
     """Collects the dispatches of a graph; op implementations call `dispatch` (and `scratch` for temporaries)."""
 
     def __init__(self, ctx: DeviceContext, scratch: Callable[[int], VulkanBuffer] | None = None,
@@ -153,7 +153,7 @@ class Recording:
         self.handles = frozenset(self._buffers)
         """The buffers the command buffer binds (host access to them waits while it runs)."""
         self.pool = None
-        self.cb = ctx.allocate_command_buffer()
+        self.cb: CData | None = ctx.allocate_command_buffer()
         try:
             sets = self._descriptor_sets(dispatches)
             self._record(dispatches, sets)
@@ -167,9 +167,9 @@ class Recording:
             if b.freed:
                 raise AllocationError(f"{who}: the graph's buffer {b!r} was freed (buffer used after free)")
 
-    def _descriptor_sets(self, dispatches: list[Dispatch]) -> dict[tuple[int, ...], Any]:
+    def _descriptor_sets(self, dispatches: list[Dispatch]) -> dict[tuple[int, ...], CData]:
         ctx = self.ctx
-        keys: dict[tuple[int, ...], tuple[Any, ...]] = {}
+        keys: dict[tuple[int, ...], tuple[VulkanBuffer, ...]] = {}
         for d in dispatches:
             keys.setdefault(d.set_key, d.buffers)
         n = max(1, len(keys))
@@ -197,7 +197,7 @@ class Recording:
         lib.vkUpdateDescriptorSets(ctx.device, len(keys) * N_BINDINGS, writes, 0, NULL)
         return {key: handles[k] for k, key in enumerate(keys)}
 
-    def _record(self, dispatches: list[Dispatch], sets: dict[tuple[int, ...], Any]) -> None:
+    def _record(self, dispatches: list[Dispatch], sets: dict[tuple[int, ...], CData]) -> None:
         ctx = self.ctx
         cb = self.cb
         ctx.check(lib.vkBeginCommandBuffer(cb, new(

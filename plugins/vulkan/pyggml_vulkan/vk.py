@@ -7,7 +7,8 @@ entry point never does. Hot paths call `lib.vk*` directly (the binding's Python 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import vulkan as _vk
 
@@ -15,8 +16,37 @@ from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 
 log = logging.getLogger(__name__)
 
-ffi: Any = _vk.ffi
+
+class CData(Protocol):
+    """A cffi object of the binding: a Vulkan handle, a struct pointer or an array. The binding ships no types, so
+    its items and fields (ints, floats or other cffi objects, by the C declaration) are Any; a name typed CData
+    says which values are Vulkan objects rather than Python ones."""
+
+    def __getitem__(self, i: int) -> Any: ...
+    def __setitem__(self, i: int, v: object) -> None: ...
+    def __getattr__(self, name: str) -> Any: ...
+    def __setattr__(self, name: str, v: object) -> None: ...
+    def __int__(self) -> int: ...
+    def __add__(self, n: int) -> CData: ...
+    def __call__(self, *args: object) -> Any: ...
+
+
+class FFI(Protocol):
+    """The calls of the binding's cffi `FFI` this plugin makes."""
+
+    NULL: CData
+
+    def new(self, cdecl: str, init: object = ...) -> CData: ...
+    def cast(self, cdecl: str, value: object) -> CData: ...
+    def buffer(self, cdata: CData, size: int = ...) -> memoryview: ...
+    def from_buffer(self, cdecl: str, python_buffer: object) -> CData: ...
+    def string(self, cdata: CData) -> bytes: ...
+    def callback(self, cdecl: str) -> Callable[[Callable[..., int]], CData]: ...
+
+
+ffi: FFI = _vk.ffi
 lib: Any = _vk.lib
+"""The binding's C functions (vk*): hundreds of them, untyped by the binding, called with CData and ints."""
 C: Any = _vk
 """The binding's module, for constants (C.VK_SUCCESS, ...)."""
 
@@ -46,7 +76,7 @@ def result_name(code: int) -> str:
     return _NAMES.get(code, f"VkResult {code}")
 
 
-def check(code: int, what: str, on_lost: Any = None) -> int:
+def check(code: int, what: str, on_lost: Callable[[], object] | None = None) -> int:
     """Raise the pyggml error matching a failed VkResult (what: the call and its subject)."""
     if code >= 0:
         return code
@@ -60,14 +90,14 @@ def check(code: int, what: str, on_lost: Any = None) -> int:
     raise VulkanError(f"Vulkan call failed: {what}: {name}")
 
 
-def new(ctype: str, **fields: Any) -> Any:
+def new(ctype: str, **fields: object) -> CData:
     """A zero-initialised struct pointer `ctype*` with the given fields (keep the returned object alive)."""
     return ffi.new(ctype + "*", fields)
 
 
-def out(ctype: str) -> Any:
+def out(ctype: str) -> CData:
     return ffi.new(ctype + "*")
 
 
-def cstr(x: Any) -> str:
-    return str(ffi.string(x).decode("utf-8", "replace"))
+def cstr(x: CData) -> str:
+    return ffi.string(x).decode("utf-8", "replace")

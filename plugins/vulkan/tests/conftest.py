@@ -13,7 +13,7 @@ os.environ.setdefault("PYGGML_VULKAN_VALIDATION", "1")
 
 def _device():  # type: ignore[no-untyped-def]
     try:
-        from pyggml_vulkan.device import VulkanRegistry
+        from pyggml_vulkan.registry import VulkanRegistry
     except OSError as e:  # pragma: no cover - no loader
         pytest.skip(f"no Vulkan loader: {e}")
     reg = VulkanRegistry()

@@ -42,7 +42,7 @@ def test_device_props(device):
 
 
 def test_device_filter(monkeypatch):
-    from pyggml_vulkan.device import VulkanRegistry
+    from pyggml_vulkan.registry import VulkanRegistry
 
     monkeypatch.setenv("PYGGML_VULKAN_DEVICES", "no-such-gpu")
     reg = VulkanRegistry()

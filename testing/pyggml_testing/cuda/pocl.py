@@ -1,5 +1,5 @@
 """A test-only device (for plugins/cuda/tests/test_cuda_pocl.py) that runs the CUDA plugin's plans on PoCL: the CUDA
-op table and `CudaPlanBuilder` (grids, blocks, packed arguments), the same kernel texts nvcc compiles
+op table and `CudaLaunchBuilder` (grids, blocks, packed arguments), the same kernel texts nvcc compiles
 (`pyggml_cuda.compile.variant`, including the dp4a fast paths of kernels/mmq.cu, whose CUDA-only intrinsics have
 portable forms), built by PyOpenCL and launched with global size = grid * block. What it cannot show is the CUDA side
 of the dialect; nvcc compiles that."""
@@ -15,11 +15,11 @@ from pyggml.errors import ComputeError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml_cuda.compile import variant
+from pyggml_cuda.launch import CudaLaunchBuilder, DevPtr, ErrorSites
 from pyggml_cuda.op_table import build_launches, supports
-from pyggml_cuda.plan import CudaPlanBuilder, DevPtr, ErrorSites
+from pyggml_dialect.source import ProgramSpec
 from pyggml_opencl.buffer import cl_mem_of
 from pyggml_opencl.device import OpenCLDevice
-from pyggml_opencl.programs import ProgramSpec
 
 CONV = {"q": np.int64, "i": np.int32, "f": np.float32}
 
@@ -83,7 +83,7 @@ class PoclCudaBackend(Backend):
 
         status = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=np.zeros(1, np.int32))
         errors = ErrorSites()
-        b = CudaPlanBuilder(None, ptr_of, alloc, register(status), errors)
+        b = CudaLaunchBuilder(None, ptr_of, alloc, register(status), errors)
         for la in build_launches(graph.nodes, b, self.dev.name):
             k = self.dev.kernel(la.spec, la.kernel)
             k.set_args(*[mems[v] if c == "P" else CONV[c](v) for c, v in zip(la.fmt, la.args, strict=True)])

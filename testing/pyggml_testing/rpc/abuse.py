@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pyggml_rpc.client import RPCRegistry
+from pyggml_rpc.registry import RPCRegistry
 from pyggml_rpc.server import GRAPH_PAYLOAD_MAX
 from pyggml_rpc.wire import DEVICE_U64, HEADER, HELLO_RSP, REQUEST_SIZES, TWO_U64, U32, U64, Cmd
 

@@ -166,6 +166,16 @@ def glu(node: Tensor, states: States, sync: bool) -> SplitState:
                              "halves (e.g. gate/up as one segment repeated twice)")
 
 
+def add_id(node: Tensor, states: States, sync: bool) -> SplitState:
+    """a + b[ids]: a and b split alike on axis 0 (each device adds its slice of the bias rows) with whole ids keep
+    that split; anything else needs whole tensors."""
+    sa, sb, si = states[0], states[1], states[2]
+    if (sa is not None and sb is not None and si is not None and sa.axis == Axis.AXIS_0
+            and sb.axis == Axis.AXIS_0 and same_extents(sa, sb) and not si.is_split and si.axis != Axis.PARTIAL):
+        return sa
+    return whole_only(node, states, sync)
+
+
 def repeat(node: Tensor, states: States, sync: bool) -> SplitState:
     s0, a = states[0], node.src[0]
     assert s0 is not None and a is not None
@@ -340,7 +350,9 @@ RULES: dict[Op, Rule] = {
     Op.GET_ROWS: get_rows, Op.SET_ROWS: set_rows,
     Op.SUM: whole_only, Op.COUNT_EQUAL: whole_only, Op.OUT_PROD: whole_only, Op.ADD1: whole_only,
     Op.SET: whole_only, Op.ACC: whole_only, Op.DIAG: whole_only, Op.DIAG_MASK_INF: whole_only,
-    Op.DIAG_MASK_ZERO: whole_only, Op.ARANGE: no_srcs,
+    Op.DIAG_MASK_ZERO: whole_only, Op.ARANGE: no_srcs, Op.ADD_ID: add_id,
+    # a custom op's callable sees whole host tensors (and device backends refuse it anyway)
+    Op.MAP_CUSTOM1: whole_only, Op.MAP_CUSTOM2: whole_only, Op.MAP_CUSTOM3: whole_only, Op.CUSTOM: whole_only,
 }
 """The rule of every op the meta device can split; an op missing here is refused."""
 

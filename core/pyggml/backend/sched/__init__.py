@@ -8,8 +8,16 @@ Modules: `table` (backends, buffer types, capability caches), `passes` (passes 1
 
 from pyggml.backend.sched.compute import EvalCallback
 from pyggml.backend.sched.scheduler import SchedStats, Scheduler
-from pyggml.backend.sched.splits import Plan, Split
+from pyggml.backend.sched.splits import Split, SplitPlan
 from pyggml.backend.sched.table import MAX_BACKENDS, MAX_COPIES, SchedulerConfigError
 
-__all__ = ["MAX_BACKENDS", "MAX_COPIES", "EvalCallback", "Plan", "SchedStats", "Scheduler", "SchedulerConfigError",
-           "Split"]
+__all__ = [
+           "MAX_BACKENDS",
+           "MAX_COPIES",
+           "EvalCallback",
+           "SchedStats",
+           "Scheduler",
+           "SchedulerConfigError",
+           "Split",
+           "SplitPlan",
+]

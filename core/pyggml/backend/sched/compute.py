@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pyggml.backend.protocol import Backend, Event, tensor_copy
-from pyggml.backend.sched.splits import Plan
+from pyggml.backend.sched.splits import SplitPlan
 from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor, TensorFlag
@@ -28,7 +28,7 @@ after the node was computed (its backend synchronised); returning False stops th
 Events = Sequence[Sequence[Event | None]]
 
 
-def compute_splits(backends: Sequence[Backend], plan: Plan, slot: int, events: Events | None,
+def compute_splits(backends: Sequence[Backend], plan: SplitPlan, slot: int, events: Events | None,
                    eval_cb: EvalCallback | None) -> bool:
     """Run every split of `plan` with pipeline slot `slot`. False when the eval callback stopped the graph."""
     for i, split in enumerate(plan.splits):

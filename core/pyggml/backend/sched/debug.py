@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from pyggml.backend.sched.splits import Plan
+from pyggml.backend.sched.splits import SplitPlan
 from pyggml.backend.sched.table import BackendTable
 from pyggml.ops.base import VIEW_OPS
 from pyggml.tensor import Tensor
@@ -24,13 +24,13 @@ def _size(t: Tensor) -> str:
     return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
-def _where(tab: BackendTable, plan: Plan, t: Tensor) -> str:
+def _where(tab: BackendTable, plan: SplitPlan, t: Tensor) -> str:
     b = plan.backend_of.get(id(t), -1)
     name = tab.backends[b].name if b >= 0 else "?"
     return f"[{name} {plan.cause.get(id(t), '')}]".replace(" ]", "]")
 
 
-def format_plan(tab: BackendTable, plan: Plan, level: int = 1) -> str:
+def format_plan(tab: BackendTable, plan: SplitPlan, level: int = 1) -> str:
     g = plan.graph
     lines = [f"scheduler: graph {g.uid}, {plan.n_nodes} nodes, {plan.n_leafs} leafs -> {len(plan.splits)} splits, "
              f"{plan.n_split_inputs} inputs copied; backends {tab.names()}"]
@@ -60,7 +60,7 @@ def _dot_label(t: Tensor, extra: str = "") -> str:
     return f"{t.op.name}\\n{name}\\n{t.type} {list(t.ne)}{extra}"
 
 
-def to_dot(tab: BackendTable, plan: Plan) -> str:
+def to_dot(tab: BackendTable, plan: SplitPlan) -> str:
     g = plan.graph
     ids: dict[int, str] = {}
     out = ["digraph sched {", "  rankdir=TB; compound=true;",
@@ -98,7 +98,7 @@ def to_dot(tab: BackendTable, plan: Plan) -> str:
     return "\n".join(out)
 
 
-def to_svg(tab: BackendTable, plan: Plan) -> str:
+def to_svg(tab: BackendTable, plan: SplitPlan) -> str:
     """Lanes (one per backend) x rows (execution order): every node and input copy is a box in its backend's lane;
     a dashed line marks each split boundary; a red arrow runs from a copied tensor to its copy."""
     g = plan.graph

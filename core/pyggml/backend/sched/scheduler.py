@@ -25,7 +25,7 @@ from pyggml.backend.protocol import Backend, Buffer, BufferType, Event
 from pyggml.backend.sched import debug
 from pyggml.backend.sched.compute import EvalCallback, compute_splits
 from pyggml.backend.sched.passes import assign_backends
-from pyggml.backend.sched.splits import Plan, Split, cut_splits
+from pyggml.backend.sched.splits import Split, SplitPlan, cut_splits
 from pyggml.backend.sched.table import MAX_COPIES, BackendTable, SchedulerConfigError
 from pyggml.errors import AllocationError, GraphError
 from pyggml.graph import DEFAULT_GRAPH_SIZE, Graph
@@ -70,7 +70,7 @@ class Scheduler:
         self._next_copy = 0
         self._user: dict[int, tuple[Tensor, int]] = {}
         self._dirty = False
-        self._plan: Plan | None = None
+        self._plan: SplitPlan | None = None
         self._is_alloc = False
         self._prev_groups: tuple[list[int], list[int]] | None = None
         self._eval_cb: EvalCallback | None = None
@@ -117,7 +117,7 @@ class Scheduler:
         return 0 if self._plan is None else self._plan.n_split_inputs
 
     @property
-    def plan(self) -> Plan | None:
+    def plan(self) -> SplitPlan | None:
         return self._plan
 
     def backend_index(self, backend: Backend | int) -> int:
@@ -160,7 +160,7 @@ class Scheduler:
 
     # ---- planning ---------------------------------------------------------------------------------------------
 
-    def split_graph(self, graph: Graph) -> Plan:
+    def split_graph(self, graph: Graph) -> SplitPlan:
         """Passes 1-5 on `graph` (dropping any previous plan); nothing is allocated."""
         self._drop_plan()
         n = graph.n_nodes + graph.n_leafs
@@ -206,13 +206,13 @@ class Scheduler:
         finally:
             self.reset()
 
-    def _reserve(self, plan: Plan) -> None:
+    def _reserve(self, plan: SplitPlan) -> None:
         assert self._galloc is not None
         self._galloc.reserve(plan.alloc_graph, plan.node_ids, plan.leaf_ids)
         self._prev_groups = self._groups(plan)
         self.stats.reserves += 1
 
-    def _groups(self, plan: Plan) -> tuple[list[int], list[int]]:
+    def _groups(self, plan: SplitPlan) -> tuple[list[int], list[int]]:
         group = self._tab.group
         return [group[b] for b in plan.node_ids], [group[b] for b in plan.leaf_ids]
 
@@ -227,7 +227,7 @@ class Scheduler:
         plan = self.split_graph(graph)
         self._alloc(plan)
 
-    def _alloc(self, plan: Plan) -> None:
+    def _alloc(self, plan: SplitPlan) -> None:
         galloc = self._galloc
         assert galloc is not None
         self.stats.allocs += 1

@@ -5,7 +5,7 @@ A split is a run of consecutive nodes on one backend. A src living where the spl
 split input: it gets `n_copies` copies on that backend (one per pipeline slot), named `<backend>#<tensor>#<c>`,
 created once per (tensor, backend) and shared by later splits on that backend, and the consuming node's src is
 rewired to the copy of the current slot. The user's graph is changed only through those src slots, and
-`Plan.restore()` puts the original srcs back.
+`SplitPlan.restore()` puts the original srcs back.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Split:
 
 
 @dataclass(slots=True)
-class Plan:
+class SplitPlan:
     """Everything decided for one graph: assignments, splits, copies, rewiring and the allocation graph."""
 
     graph: Graph
@@ -83,7 +83,7 @@ class Plan:
 
 
 def cut_splits(tab: BackendTable, graph: Graph, backend_of: dict[int, int], cause: dict[int, str],
-               n_copies: int, slot: int) -> Plan:
+               n_copies: int, slot: int) -> SplitPlan:
     """Pass 5 and the allocation graph. backend_of must cover every leaf, node and src (passes 1-4)."""
     nodes = graph.nodes
     splits: list[Split] = []
@@ -160,7 +160,7 @@ def _make_copy(tab: BackendTable, s: Tensor, b: int, c: int, n_copies: int, caus
 
 def _finish(tab: BackendTable, graph: Graph, backend_of: dict[int, int], cause: dict[int, str],
             splits: list[Split], copies: dict[tuple[int, int], list[Tensor]],
-            rewired: list[tuple[Tensor, Srcs, list[Srcs]]], n_copies: int, slot: int) -> Plan:
+            rewired: list[tuple[Tensor, Srcs, list[Srcs]]], n_copies: int, slot: int) -> SplitPlan:
     nodes = graph.nodes
     alloc_nodes: list[Tensor] = []
     node_ids: list[int] = []
@@ -200,5 +200,5 @@ def _finish(tab: BackendTable, graph: Graph, backend_of: dict[int, int], cause: 
     ag = Graph(max(len(alloc_nodes), 1))
     ag.nodes = alloc_nodes
     ag.leafs = leafs
-    return Plan(graph, len(nodes), len(graph.leafs), backend_of, cause, splits, copies, rewired, ag, node_ids,
+    return SplitPlan(graph, len(nodes), len(graph.leafs), backend_of, cause, splits, copies, rewired, ag, node_ids,
                 leaf_ids, slot)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from pyggml.ops.base import Op
-from pyggml.ops.elementwise import GluOp, UnaryOp
+from pyggml.ops.elementwise import GluOp, SwigluClampParams, SwigluOaiParams, UnaryOp, XieluParams
 from pyggml.reference.access import load, store
 from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import Array, opt_src, src
@@ -101,13 +101,27 @@ UNARY: dict[UnaryOp, Callable[[Array], Array]] = {
     UnaryOp.CEIL: np.ceil,
     UnaryOp.ROUND: round_half_away,
     UnaryOp.TRUNC: np.trunc,
+    UnaryOp.EXPM1: np.expm1,
 }
+
+
+def xielu(x: Array, p: XieluParams) -> Array:
+    """ggml's xIELU with its stored coefficients: x > 0: alpha_p x^2 + beta x; else
+    (expm1(min(x, eps)) - x) alpha_n + beta x (C's fminf: a NaN x takes eps, and stays NaN through - x).
+    At x = -inf the formula is inf - inf; the limit is +-inf by the sign of alpha_n - beta (-alpha_n if 0)."""
+    neg = (np.expm1(np.fmin(x, p.eps)) - x) * p.alpha_n + p.beta * x
+    y = np.where(x > 0, p.alpha_p * x * x + p.beta * x, neg)
+    d = p.alpha_n - p.beta
+    limit = np.inf if d > 0 else (-np.inf if d < 0 else -p.alpha_n)
+    return np.where(np.isneginf(x), limit, y)
 
 
 @rules.kernel(Op.UNARY)
 def unary(dst: Tensor) -> None:
+    p = dst.params
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        store(dst, UNARY[dst.params.op](load(src(dst, 0))))
+        x = load(src(dst, 0))
+        store(dst, xielu(x, p) if isinstance(p, XieluParams) else UNARY[p.op](x))
 
 
 GLU_ACT: dict[GluOp, Callable[[Array], Array]] = {
@@ -117,6 +131,31 @@ GLU_ACT: dict[GluOp, Callable[[Array], Array]] = {
     GluOp.GEGLU_ERF: gelu_erf,
     GluOp.GEGLU_QUICK: gelu_quick,
 }
+
+
+def c_min(x: Array, hi: float) -> Array:
+    """std::min(x, hi): hi only where hi < x (a NaN x stays NaN; a NaN hi clamps nothing)."""
+    return np.where(hi < x, hi, x)
+
+
+def c_clamp(x: Array, lim: float) -> Array:
+    """std::clamp(x, -lim, lim) with C comparisons (NaN passes through)."""
+    return np.where(x < -lim, -lim, np.where(lim < x, lim, x))
+
+
+def swiglu_oai(x: Array, g: Array, p: SwigluOaiParams) -> Array:
+    """gpt-oss: x' = min(x, limit), g' = clamp(g, -limit, limit); x' sigmoid(alpha x') (g' + 1). x' = -inf
+    gives the gate's limit 0 when alpha > 0 (the formula is -inf / inf there)."""
+    xc = c_min(x, p.limit)
+    act = xc / (1.0 + np.exp(-p.alpha * xc))
+    if p.alpha > 0:
+        act = zero_at_neg_inf(xc, act)
+    return act * (c_clamp(g, p.limit) + 1.0)
+
+
+def swiglu_clamp(x: Array, g: Array, p: SwigluClampParams) -> Array:
+    """silu(min(x, limit)) * clamp(g, -limit, limit)."""
+    return silu(c_min(x, p.limit)) * c_clamp(g, p.limit)
 
 
 @rules.kernel(Op.GLU)
@@ -130,7 +169,13 @@ def glu(dst: Tensor) -> None:
         x, g = a[..., :half], a[..., half:]
     else:
         x, g = a, load(b_t)
-    if dst.params.swapped:
+    p = dst.params
+    if p.swapped:
         x, g = g, x
     with np.errstate(over="ignore", invalid="ignore"):
-        store(dst, GLU_ACT[dst.params.op](x) * g)
+        if isinstance(p, SwigluOaiParams):
+            store(dst, swiglu_oai(x, g, p))
+        elif isinstance(p, SwigluClampParams):
+            store(dst, swiglu_clamp(x, g, p))
+        else:
+            store(dst, GLU_ACT[p.op](x) * g)

@@ -3,8 +3,6 @@ with llama.cpp's pre-tokenizer expressions per `tokenizer.ggml.pre`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tokenizers import Regex, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
@@ -55,7 +53,8 @@ class BPEModel:
         except Exception as e:  # the tokenizers library raises a bare Exception for a merge of unknown tokens
             raise GGUFError(f"{path}: tokenizer.ggml.merges do not fit the vocabulary: {e}") from e
         self._tok = HFTokenizer(bpe)
-        splits: list[Any] = [pre_tokenizers.Split(Regex(rx), behavior="isolated") for rx in exprs]
+        splits: list[pre_tokenizers.PreTokenizer] = [
+            pre_tokenizers.Split(Regex(rx), behavior="isolated") for rx in exprs]
         self._tok.pre_tokenizer = pre_tokenizers.Sequence(
             [*splits, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         self.tokens = tokens

@@ -236,7 +236,7 @@ static int apply_unary(int kind, float *a, int64_t ne0, const float *fp) {
     case PGC_U_LOG: for (int64_t k = 0; k < ne0; k++) a[k] = logf(a[k]); break;
     case PGC_U_SIN: for (int64_t k = 0; k < ne0; k++) a[k] = sinf(a[k]); break;
     case PGC_U_COS: for (int64_t k = 0; k < ne0; k++) a[k] = cosf(a[k]); break;
-    default: (void)fp; return PGC_E_OP;
+    default: return pgc_unary_ext(kind, a, ne0, fp);
     }
     return PGC_OK;
 }
@@ -300,7 +300,10 @@ int pgc_k_glu(const pgc_node *n, const pgc_tctx *c) {
         case PGC_G_SWIGLU: swiglu_row(nc, g, v); break;
         case PGC_G_GEGLU_ERF: for (int64_t k = 0; k < nc; k++) g[k] = gelu_erf(g[k]) * v[k]; break;
         case PGC_G_GEGLU_QUICK: for (int64_t k = 0; k < nc; k++) g[k] = gelu_quick(g[k]) * v[k]; break;
-        default: return PGC_E_OP;
+        default: {
+            int rc = pgc_glu_ext(n->sub, g, v, nc, n->fp);
+            if (rc) return rc;
+        }
         }
         store_row(n, pgc_ptr(n, 0, 0, i1, i2, i3), g, nc);
     }

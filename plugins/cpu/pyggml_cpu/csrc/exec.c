@@ -67,6 +67,7 @@ static pgc_kernel kernel_of(int op) {
     case PGC_OP_SUM: case PGC_OP_SUM_ROWS: case PGC_OP_CUMSUM: case PGC_OP_ARGMAX: case PGC_OP_COUNT_EQUAL:
         return pgc_k_reduce;
     case PGC_OP_ARGSORT: return pgc_k_argsort;
+    case PGC_OP_ADD_ID: return pgc_k_add_id;
     default: return NULL;
     }
 }

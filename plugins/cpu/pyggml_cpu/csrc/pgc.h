@@ -33,6 +33,7 @@ enum {
     PGC_OP_LEAKY = 6,
     PGC_OP_FILL = 7,
     PGC_OP_ADD1 = 8,
+    PGC_OP_ADD_ID = 9,    /* moe.c */
     PGC_OP_NORM = 10,     /* sub: 0 norm 1 rms 2 l2; fp[0] eps */
     PGC_OP_GROUP_NORM = 11,
     PGC_OP_SOFT_MAX = 12,
@@ -64,9 +65,11 @@ enum {
 enum { PGC_U_ABS, PGC_U_SGN, PGC_U_NEG, PGC_U_STEP, PGC_U_TANH, PGC_U_ELU, PGC_U_RELU, PGC_U_SIGMOID,
        PGC_U_GELU, PGC_U_GELU_QUICK, PGC_U_GELU_ERF, PGC_U_SILU, PGC_U_HARDSWISH, PGC_U_HARDSIGMOID,
        PGC_U_EXP, PGC_U_SOFTPLUS, PGC_U_FLOOR, PGC_U_CEIL, PGC_U_ROUND, PGC_U_TRUNC,
+       PGC_U_EXPM1, PGC_U_XIELU, /* moe.c: pgc_unary_ext, fp[0..3] XIELU's alpha_n alpha_p beta eps */
        PGC_U_SQR = 32, PGC_U_SQRT, PGC_U_LOG, PGC_U_SIN, PGC_U_COS };
 
-enum { PGC_G_REGLU, PGC_G_GEGLU, PGC_G_SWIGLU, PGC_G_GEGLU_ERF, PGC_G_GEGLU_QUICK };
+enum { PGC_G_REGLU, PGC_G_GEGLU, PGC_G_SWIGLU, PGC_G_GEGLU_ERF, PGC_G_GEGLU_QUICK,
+       PGC_G_SWIGLU_OAI, PGC_G_SWIGLU_CLAMP /* moe.c: pgc_glu_ext, fp[0] alpha, fp[1] limit */ };
 
 /* ggml type ids */
 enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8, T_Q8_1 = 9,
@@ -118,6 +121,10 @@ int pgc_k_diag(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_arange(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_reduce(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_argsort(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_add_id(const pgc_node *n, const pgc_tctx *c);
+/* rows of the parameterised activations (moe.c), called by pgc_k_unary / pgc_k_glu */
+int pgc_unary_ext(int kind, float *a, int64_t ne0, const float *fp);
+int pgc_glu_ext(int kind, float *g, const float *v, int64_t nc, const float *fp);
 
 /* work memory each op needs: shared bytes, and bytes per thread */
 size_t pgc_work_shared(const pgc_node *n, int nth);

@@ -10,9 +10,9 @@ from pyggml.backend.op_table import Rule, RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.dialect import QUANT32, Builder, tname
-from pyggml_opencl.ops import matmul as shared
-from pyggml_opencl.programs import ProgramSpec
+from pyggml_dialect.ops import matmul as shared
+from pyggml_dialect.source import ProgramSpec
+from pyggml_dialect.types import QUANT32, Builder, tname
 
 FILE = "mmq.cu"
 QA = 36

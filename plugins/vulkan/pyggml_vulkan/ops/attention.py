@@ -14,9 +14,9 @@ from pyggml_vulkan.ops.common import READABLE, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-rules: RuleSet[Planner] = RuleSet()
+rules: RuleSet[DispatchBuilder] = RuleSet()
 
 T = GGMLType
 MAX_HEAD = 640
@@ -53,7 +53,7 @@ def _fa_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.FLASH_ATTN_EXT, accepts=_fa_ok)
-def flash_attn(node: Tensor, p: Planner) -> None:
+def flash_attn(node: Tensor, p: DispatchBuilder) -> None:
     q, k, v = node.src[0], node.src[1], node.src[2]
     mask = node.src[3] if len(node.src) > 3 else None
     sinks = node.src[4] if len(node.src) > 4 else None

@@ -7,14 +7,15 @@ from typing import TYPE_CHECKING
 
 from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
+from pyggml.ops.elementwise import SwigluClampParams, SwigluOaiParams, XieluParams
 from pyggml.tensor import Tensor
 from pyggml_vulkan.ops.common import PLAIN, generic_pc, groups_for, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-rules: RuleSet[Planner] = RuleSet()
+rules: RuleSet[DispatchBuilder] = RuleSet()
 
 BINARY_CODE = {Op.ADD: 0, Op.SUB: 1, Op.MUL: 2, Op.DIV: 3, Op.ADD1: 0}
 
@@ -24,7 +25,7 @@ def _binary_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.ADD1, accepts=_binary_ok)
-def binary(node: Tensor, p: Planner) -> None:
+def binary(node: Tensor, p: DispatchBuilder) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None
     spec = (int(a.type), int(b.type), int(node.type), BINARY_CODE[node.op])
@@ -43,6 +44,8 @@ def _unary_code(node: Tensor) -> int:
 
 def _unary_params(node: Tensor) -> tuple[float, ...]:
     p = node.params
+    if isinstance(p, XieluParams):
+        return (p.alpha_n, p.alpha_p, p.beta, p.eps)
     if node.op is Op.SCALE:
         return (p.s, p.b)
     if node.op is Op.CLAMP:
@@ -60,7 +63,7 @@ def _unary_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.UNARY, *MATH_CODE, accepts=_unary_ok)
-def unary(node: Tensor, p: Planner) -> None:
+def unary(node: Tensor, p: DispatchBuilder) -> None:
     a = node.src[0]
     assert a is not None
     spec = (int(a.type), int(node.type), _unary_code(node))
@@ -73,10 +76,12 @@ def _glu_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.GLU, accepts=_glu_ok)
-def glu(node: Tensor, p: Planner) -> None:
+def glu(node: Tensor, p: DispatchBuilder) -> None:
     a = node.src[0]
     b = node.src[1] if len(node.src) > 1 else None
     assert a is not None
     prm = node.params
     spec = (int(a.type), int(node.type), int(prm.op.value) - 1, int(b is not None), int(prm.swapped))
-    p.dispatch("glu", spec, [a, b], node, generic_pc(a, b, node), grid(groups_for(node.nelements())))
+    f = (prm.alpha, prm.limit) if isinstance(prm, SwigluOaiParams) else \
+        (0.0, prm.limit) if isinstance(prm, SwigluClampParams) else ()
+    p.dispatch("glu", spec, [a, b], node, generic_pc(a, b, node, 0, f), grid(groups_for(node.nelements())))

@@ -12,9 +12,9 @@ from pyggml_vulkan.ops.common import INTS, PLAIN, generic_pc, groups_for, srcs_o
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-rules: RuleSet[Planner] = RuleSet()
+rules: RuleSet[DispatchBuilder] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 ANY_PLAIN = PLAIN | INTS
@@ -22,7 +22,7 @@ CODE = {Op.REPEAT: 0, Op.CONCAT: 1, Op.PAD: 2, Op.DIAG: 3, Op.DIAG_MASK_INF: 4, 
         Op.ARANGE: 6, Op.SET: 7, Op.ACC: 8}
 
 
-def _gather(node: Tensor, p: Planner, a: Tensor | None, b: Tensor | None, d: Tensor, u0: int = 0,
+def _gather(node: Tensor, p: DispatchBuilder, a: Tensor | None, b: Tensor | None, d: Tensor, u0: int = 0,
             f: tuple[float, ...] = ()) -> None:
     ta = int(a.type) if a is not None else int(d.type)
     spec = (ta, int(d.type), CODE[node.op])
@@ -38,7 +38,7 @@ def _same_type_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.REPEAT, Op.CONCAT, accepts=_same_type_ok)
-def repeat_concat(node: Tensor, p: Planner) -> None:
+def repeat_concat(node: Tensor, p: DispatchBuilder) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None
     if node.op is Op.REPEAT:
@@ -56,7 +56,7 @@ def _f32_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.PAD, Op.DIAG, Op.DIAG_MASK_INF, Op.DIAG_MASK_ZERO, Op.ARANGE, accepts=_f32_ok)
-def f32_maps(node: Tensor, p: Planner) -> None:
+def f32_maps(node: Tensor, p: DispatchBuilder) -> None:
     a = node.src[0] if node.src else None
     prm = node.params
     if node.op is Op.PAD:
@@ -87,7 +87,7 @@ def _view_of(t: Tensor, b: Tensor, prm: object) -> Tensor:
 
 
 @rules.rule(Op.SET, Op.ACC, accepts=_set_ok)
-def set_acc(node: Tensor, p: Planner) -> None:
+def set_acc(node: Tensor, p: DispatchBuilder) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None
     if not (a.buffer is node.buffer and a.offset == node.offset):

@@ -23,9 +23,9 @@ from pyggml_vulkan.ops.common import (
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-rules: RuleSet[Planner] = RuleSet()
+rules: RuleSet[DispatchBuilder] = RuleSet()
 
 T = GGMLType
 I32 = frozenset({T.I32})
@@ -40,7 +40,7 @@ def _get_rows_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.GET_ROWS, accepts=_get_rows_ok)
-def get_rows(node: Tensor, p: Planner) -> None:
+def get_rows(node: Tensor, p: DispatchBuilder) -> None:
     a, ids = node.src[0], node.src[1]
     assert a is not None and ids is not None
     p.dispatch("get_rows", (int(a.type), int(node.type)), [a, ids], node, generic_pc(a, ids, node),
@@ -64,7 +64,7 @@ def _copy_ok(node: Tensor) -> bool:
     return not a.type.traits.is_quantized or a.is_contiguous()
 
 
-def _copy(node: Tensor, p: Planner) -> None:
+def _copy(node: Tensor, p: DispatchBuilder) -> None:
     a = node.src[0]
     assert a is not None
     if a.type == node.type and _block_dst(node):
@@ -90,7 +90,7 @@ def _set_rows_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.SET_ROWS, accepts=_set_rows_ok)
-def set_rows(node: Tensor, p: Planner) -> None:
+def set_rows(node: Tensor, p: DispatchBuilder) -> None:
     rows, ids = node.src[1], node.src[2]
     assert rows is not None and ids is not None
     what = f"a row id outside 0..{node.ne[1] - 1}"

@@ -15,9 +15,9 @@ from pyggml_vulkan.ops.common import PLAIN, QUANTS, READABLE, generic_pc, groups
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-rules: RuleSet[Planner] = RuleSet()
+rules: RuleSet[DispatchBuilder] = RuleSet()
 
 Q8_DOT = QUANTS - {GGMLType.Q8_1}
 """Weights whose product uses activations quantised to ggml's dot partner (Q8_0 / Q8_1 / Q8_K), as ggml's CPU
@@ -42,7 +42,7 @@ def _mul_mat_ok(node: Tensor) -> bool:
     return a.type in PLAIN or a.ne[0] % 32 == 0
 
 
-def quantize_activations(a_type: GGMLType, b: Tensor, p: Planner) -> tuple[Tensor, Tensor]:
+def quantize_activations(a_type: GGMLType, b: Tensor, p: DispatchBuilder) -> tuple[Tensor, Tensor]:
     """b quantised to a_type's dot partner in scratch memory: (the scratch bytes, a layout tensor over them with
     ne = (blocks per row, ne1, ne2, ne3) and nb = (block bytes, row bytes, ...) for the push constants)."""
     qk = a_type.traits.blck_size
@@ -59,7 +59,7 @@ def quantize_activations(a_type: GGMLType, b: Tensor, p: Planner) -> tuple[Tenso
 
 
 @rules.rule(Op.MUL_MAT, accepts=_mul_mat_ok)
-def mul_mat(node: Tensor, p: Planner) -> None:
+def mul_mat(node: Tensor, p: DispatchBuilder) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None
     nc = 1 if b.ne[1] == 1 else NC_MAX
@@ -88,7 +88,7 @@ def ids_pc(a: Tensor, b: Tensor, d: Tensor, ids: Tensor) -> bytes:
 
 
 @rules.rule(Op.MUL_MAT_ID, accepts=_mul_mat_id_ok)
-def mul_mat_id(node: Tensor, p: Planner) -> None:
+def mul_mat_id(node: Tensor, p: DispatchBuilder) -> None:
     """One column per (slot, token); the shaders read the expert id of each (NC 1: neighbouring columns may use
     other experts)."""
     a, b, ids = node.src[0], node.src[1], node.src[2]
@@ -105,7 +105,7 @@ def mul_mat_id(node: Tensor, p: Planner) -> None:
                grid(n), checks=what)
 
 
-def threads_per_row(p: Planner, k: int) -> int:
+def threads_per_row(p: DispatchBuilder, k: int) -> int:
     """A cooperative reduction of 32 threads per output row on real GPUs. On CPU-emulated devices one thread per
     row (lavapipe vectorises across rows), or the fewest (a power of two) that keep each thread's share of a row of
     k elements within LOOP_BUDGET."""
@@ -124,7 +124,7 @@ def _out_prod_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.OUT_PROD, accepts=_out_prod_ok)
-def out_prod(node: Tensor, p: Planner) -> None:
+def out_prod(node: Tensor, p: DispatchBuilder) -> None:
     a, b = node.src[0], node.src[1]
     assert a is not None and b is not None
     p.dispatch("out_prod", (int(a.type), int(b.type)), [a, b], node, generic_pc(a, b, node),

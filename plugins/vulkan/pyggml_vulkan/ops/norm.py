@@ -14,9 +14,9 @@ from pyggml_vulkan.ops.common import PLAIN, generic_pc, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-rules: RuleSet[Planner] = RuleSet()
+rules: RuleSet[DispatchBuilder] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 NORM_CODE = {Op.NORM: 0, Op.RMS_NORM: 1, Op.L2_NORM: 2}
@@ -37,7 +37,7 @@ def _norm_ok(node: Tensor) -> bool:
 
 
 @rules.rule(*NORM_CODE, accepts=_norm_ok)
-def norm(node: Tensor, p: Planner) -> None:
+def norm(node: Tensor, p: DispatchBuilder) -> None:
     a = node.src[0]
     assert a is not None
     p.dispatch("norm", (NORM_CODE[node.op],), [a], node, generic_pc(a, None, node, 0, (node.params.eps,)),
@@ -45,7 +45,7 @@ def norm(node: Tensor, p: Planner) -> None:
 
 
 @rules.rule(Op.GROUP_NORM, accepts=_norm_ok)
-def group_norm(node: Tensor, p: Planner) -> None:
+def group_norm(node: Tensor, p: DispatchBuilder) -> None:
     a = node.src[0]
     assert a is not None
     per_group = -(-a.ne[2] // node.params.n_groups)
@@ -60,7 +60,7 @@ def _soft_max_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.SOFT_MAX, accepts=_soft_max_ok)
-def soft_max(node: Tensor, p: Planner) -> None:
+def soft_max(node: Tensor, p: DispatchBuilder) -> None:
     a, mask = node.src[0], node.src[1] if len(node.src) > 1 else None
     sinks = node.src[2] if len(node.src) > 2 else None
     assert a is not None

@@ -14,9 +14,9 @@ from pyggml_vulkan.ops.common import PLAIN, generic_pc, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-rules: RuleSet[Planner] = RuleSet()
+rules: RuleSet[DispatchBuilder] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 I32 = frozenset({GGMLType.I32})
@@ -49,7 +49,7 @@ def _with_offsets(push: bytes, oa: int | None = None, od: int | None = None, g: 
 
 
 @rules.rule(*CODE, accepts=_ok)
-def reduce(node: Tensor, p: Planner) -> None:
+def reduce(node: Tensor, p: DispatchBuilder) -> None:
     a = node.src[0]
     b = node.src[1] if len(node.src) > 1 else None
     assert a is not None

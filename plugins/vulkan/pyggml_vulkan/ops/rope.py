@@ -15,9 +15,9 @@ from pyggml_vulkan.ops.common import groups_for, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-rules: RuleSet[Planner] = RuleSet()
+rules: RuleSet[DispatchBuilder] = RuleSet()
 
 T = GGMLType
 
@@ -39,7 +39,7 @@ def _rope_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.ROPE, accepts=_rope_ok)
-def rope(node: Tensor, p: Planner) -> None:
+def rope(node: Tensor, p: DispatchBuilder) -> None:
     a, pos = node.src[0], node.src[1]
     ff = node.src[2] if len(node.src) > 2 else None
     assert a is not None and pos is not None

@@ -16,9 +16,9 @@ from pyggml_vulkan.ops.common import groups_for, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import Planner
+    from pyggml_vulkan.recorder import DispatchBuilder
 
-rules: RuleSet[Planner] = RuleSet()
+rules: RuleSet[DispatchBuilder] = RuleSet()
 
 CHUNK = 2048
 """Pairs sorted in shared memory by one work group (16 KiB: every Vulkan device has that much)."""
@@ -35,7 +35,7 @@ def _push(a: Tensor, d: Tensor, np_: int, scratch: int = 0, kk: int = 0, jj: int
 
 
 @rules.rule(Op.ARGSORT, Op.TOP_K, accepts=_sort_ok)
-def sort(node: Tensor, p: Planner) -> None:
+def sort(node: Tensor, p: DispatchBuilder) -> None:
     a = node.src[0]
     assert a is not None
     desc = node.op is Op.TOP_K or node.params.order is SortOrder.DESC

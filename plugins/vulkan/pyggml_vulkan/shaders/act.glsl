@@ -19,3 +19,32 @@ float erf_approx(float x) {
 }
 float gelu_erf(float x) { return neg_inf(x) ? 0.0 : 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
 float hardswish(float x) { return neg_inf(x) ? 0.0 : x * min(1.0, max(0.0, (x + 3.0) / 6.0)); }
+// expm1 without exp(x) - 1's cancellation near 0 (Kahan: u = e^x, (u - 1) x / log u, for |x| < 1 only, where
+// nothing overflows); GLSL has no expm1
+float expm1_k(float x) {
+    float u = exp(x);
+    if (!(abs(x) < 1.0)) return u - 1.0;
+    if (u == 1.0) return x;
+    return (u - 1.0) * x / log(u);
+}
+// UNARY XIELU with ggml's stored coefficients (an = beta + softplus(alpha_n), ap = softplus(alpha_p)); -inf gives
+// the limit, +-inf by the sign of an - b (docs/op-semantics.md)
+float xielu(float x, float an, float ap, float b, float eps) {
+    if (neg_inf(x)) { float d = an - b; return d > 0.0 ? 1.0 / 0.0 : (d < 0.0 ? -1.0 / 0.0 : -an); }
+    if (x > 0.0) return ap * x * x + b * x;
+    return (expm1_k(x < eps ? x : eps) - x) * an + b * x; // fminf: a NaN x takes eps (and - x keeps NaN)
+}
+// ggml's std::min(x, hi) and std::clamp(x, -l, l): comparisons only, a NaN x stays NaN
+float min_hi(float x, float hi) { return hi < x ? hi : x; }
+float clamp_sym(float x, float l) { return x < -l ? -l : (l < x ? l : x); }
+// GLU SWIGLU_OAI (gpt-oss): min(x, limit) sigmoid(alpha x') (clamp(g, -limit, limit) + 1)
+float swiglu_oai(float x, float g, float alpha, float limit) {
+    float xc = min_hi(x, limit);
+    float act = (alpha > 0.0 && neg_inf(xc)) ? 0.0 : xc / (1.0 + exp(-alpha * xc));
+    return act * (clamp_sym(g, limit) + 1.0);
+}
+// GLU SWIGLU_CLAMP: silu(min(x, limit)) clamp(g, -limit, limit)
+float swiglu_clamp(float x, float g, float limit) {
+    float xc = min_hi(x, limit);
+    return xsig(xc, xc) * clamp_sym(g, limit);
+}

@@ -1,6 +1,7 @@
 #version 450
 // GLU: d = act(x) * g; fused (SPLIT 0): x, g are the halves of a's rows (exchanged when SWAPPED);
-// split: x = a, g = b (exchanged when SWAPPED). ACT: 0 relu, 1 gelu (tanh), 2 silu, 3 gelu_erf, 4 gelu_quick.
+// split: x = a, g = b (exchanged when SWAPPED). ACT: 0 relu, 1 gelu (tanh), 2 silu, 3 gelu_erf, 4 gelu_quick,
+// 5 swiglu_oai (f0 alpha, f1 limit), 6 swiglu_clamp (f1 limit): those clamp and combine x and g themselves.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 layout(local_size_x = 256) in;
@@ -40,5 +41,6 @@ void main() {
         x = SWAPPED == 1u ? v : u;
         y = SWAPPED == 1u ? u : v;
     }
-    d_st(TD, pc.od + i.x * pc.nb0 + i.y * pc.nb1 + i.z * pc.nb2 + i.w * pc.nb3, act(x) * y);
+    float r = ACT == 5u ? swiglu_oai(x, y, pc.f0, pc.f1) : (ACT == 6u ? swiglu_clamp(x, y, pc.f1) : act(x) * y);
+    d_st(TD, pc.od + i.x * pc.nb0 + i.y * pc.nb1 + i.z * pc.nb2 + i.w * pc.nb3, r);
 }

@@ -1,5 +1,5 @@
 #version 450
-// UNARY (op codes 0..19 in UnaryOp order), SQR 32, SQRT 33, LOG 34, SIN 35, COS 36, SCALE 40 (x*f0+f1),
+// UNARY (op codes 0..21 in UnaryOp order; XIELU 21: f0..f3 alpha_n alpha_p beta eps), SQR 32, SQRT 33, LOG 34, SIN 35, COS 36, SCALE 40 (x*f0+f1),
 // CLAMP 41 (f0..f1), LEAKY_RELU 42 (slope f0), FILL 43 (f0): d[i] = f(a[i]), same shape, any strides.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -35,6 +35,8 @@ float apply(float x) {
     case 17u: return ceil(x);
     case 18u: return x < 0.0 ? -floor(-x + 0.5) : floor(x + 0.5);
     case 19u: return trunc(x);
+    case 20u: return expm1_k(x);
+    case 21u: return xielu(x, pc.f0, pc.f1, pc.f2, pc.f3);
     case 32u: return x * x;
     case 33u: return sqrt(x);
     case 34u: return log(x);

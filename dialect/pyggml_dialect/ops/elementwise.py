@@ -5,13 +5,13 @@ from __future__ import annotations
 from pyggml.backend.launch import f32, i32
 from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op, can_repeat
-from pyggml.ops.elementwise import GluOp, GluParams, UnaryOp
+from pyggml.ops.elementwise import GluOp, GluParams, SwigluClampParams, SwigluOaiParams, UnaryOp, XieluParams
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.dialect import PLAIN, Builder, tname
-from pyggml_opencl.ops.layout import build_copy_raw
-from pyggml_opencl.ops.rows import block_copy_ok, build_block_copy
-from pyggml_opencl.programs import ProgramSpec, set_prelude
+from pyggml_dialect.ops.layout import build_copy_raw
+from pyggml_dialect.ops.rows import block_copy_ok, build_block_copy
+from pyggml_dialect.source import ProgramSpec, set_prelude
+from pyggml_dialect.types import PLAIN, Builder, tname
 
 rules: RuleSet[Builder] = RuleSet()
 
@@ -52,29 +52,31 @@ def _unary_ok(node: Tensor) -> bool:
     return _plain_all(node, node.src[0])
 
 
-def _unary_code_params(node: Tensor) -> tuple[str, float, float]:
+def _unary_code_params(node: Tensor) -> tuple[str, float, float, float, float]:
     p = node.params
     match node.op:
         case Op.UNARY:
-            return p.op.name, 0.0, 0.0
+            if isinstance(p, XieluParams):
+                return "XIELU", p.alpha_n, p.alpha_p, p.beta, p.eps
+            return p.op.name, 0.0, 0.0, 0.0, 0.0
         case Op.SCALE:
-            return "SCALE", p.s, p.b
+            return "SCALE", p.s, p.b, 0.0, 0.0
         case Op.CLAMP:
-            return "CLAMP", p.min, p.max
+            return "CLAMP", p.min, p.max, 0.0, 0.0
         case Op.LEAKY_RELU:
-            return "LEAKY_RELU", p.negative_slope, 0.0
+            return "LEAKY_RELU", p.negative_slope, 0.0, 0.0, 0.0
         case Op.FILL:
-            return "FILL", p.value, 0.0
-    return node.op.name, 0.0, 0.0
+            return "FILL", p.value, 0.0, 0.0, 0.0
+    return node.op.name, 0.0, 0.0, 0.0, 0.0
 
 
 @rules.rule(Op.SQR, Op.SQRT, Op.LOG, Op.SIN, Op.COS, Op.UNARY, Op.SCALE, Op.CLAMP, Op.LEAKY_RELU, Op.FILL,
             accepts=_unary_ok)
 def build_unary(node: Tensor, b: Builder) -> None:
     a = src(node, 0)
-    name, p0, p1 = _unary_code_params(node)
+    name, *fp = _unary_code_params(node)
     b.launch_1d(spec(a.type, a.type, node.type), "k_unary", node.nelements(), *b.tensor(a), *b.tensor(node),
-                i32(UOPS.index(name)), f32(p0), f32(p1))
+                i32(UOPS.index(name)), *map(f32, fp))
 
 
 def _glu_ok(node: Tensor) -> bool:
@@ -88,7 +90,16 @@ def build_glu(node: Tensor, b: Builder) -> None:
     p: GluParams = node.params
     b.launch_1d(spec(a.type, a.type, node.type), "k_glu", node.nelements(), *b.tensor(a),
                 *b.tensor(g if g is not None else a), *b.tensor(node), i32(GLUOPS.index(p.op.name)),
-                i32(int(p.swapped)), i32(int(g is not None)))
+                i32(int(p.swapped)), i32(int(g is not None)), *map(f32, _glu_floats(p)))
+
+
+def _glu_floats(p: GluParams) -> tuple[float, float]:
+    """k_glu's p0, p1: SWIGLU_OAI's alpha and limit, SWIGLU_CLAMP's limit (in p1)."""
+    if isinstance(p, SwigluOaiParams):
+        return p.alpha, p.limit
+    if isinstance(p, SwigluClampParams):
+        return 0.0, p.limit
+    return 0.0, 0.0
 
 
 def _copy_ok(node: Tensor) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -13,6 +13,9 @@ import numpy.typing as npt
 from pyggml.errors import ComputeError, UnsupportedTypeError
 from pyggml.types import GGMLType, row_size
 from pyggml_cpu._pgc import ffi, lib
+
+if TYPE_CHECKING:
+    from pyggml_cpu._pgc import CData
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +99,7 @@ class Pool:
         self._fin = weakref.finalize(self, lib.pgc_pool_free, self.ptr)
         self._failed = ffi.new("int *")
 
-    def run(self, ptr: Any, n: int, node_ns: Any = None) -> tuple[int, int]:
+    def run(self, ptr: CData, n: int, node_ns: CData | None = None) -> tuple[int, int]:
         """Run n descriptors; (error code, failing descriptor index). node_ns: an int64 cffi array of n entries
         to receive each node's time in nanoseconds (profiling), or None."""
         if not self._fin.alive:

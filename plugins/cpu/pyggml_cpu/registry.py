@@ -19,11 +19,11 @@ class CpuRegistry(LazyRegistry):
 
     def get_extension(self, name: str) -> object | None:
         if name == SET_N_THREADS:
-            from pyggml_cpu.device import set_n_threads
+            from pyggml_cpu.backend import set_n_threads
 
             return set_n_threads
         if name == CPU_FEATURES:
-            from pyggml_cpu.kernels import cpu_features
+            from pyggml_cpu.native import cpu_features
 
             return cpu_features
         return None

@@ -1,7 +1,7 @@
 """Launch plans: the op rules' launches turned into CUDA grids, blocks and packed arguments.
 
 The op rules (the shared dialect's, plus this plugin's fast paths) describe a launch as OpenCL does: a program
-spec, a kernel name, a global size, a local size and the arguments. `CudaPlanBuilder` implements core's
+spec, a kernel name, a global size, a local size and the arguments. `CudaLaunchBuilder` implements core's
 `LaunchBuilder` for them: the grid is global / local in each dimension (the rules always round the global size up to a
 multiple of the local one), tensors become (device pointer, byte offset, ne[4], nb[4]), and each argument gets its
 struct code for PyCUDA's prepared calls ('P' pointer, 'q' int64, 'i' int32, 'f' float32).
@@ -24,7 +24,7 @@ import numpy as np
 from pyggml.backend.launch import LaunchBuilder
 from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml.tensor import Tensor
-from pyggml_opencl.programs import ProgramSpec
+from pyggml_dialect.source import ProgramSpec
 
 MAX_BLOCK = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -117,7 +117,7 @@ class ErrorSites:
         return self._sites[code - 1] if 0 < code <= len(self._sites) else f"kernel status code {code}"
 
 
-class CudaPlanBuilder(LaunchBuilder[ProgramSpec]):
+class CudaLaunchBuilder(LaunchBuilder[ProgramSpec]):
     """The dialect rules' builder interface (launch, launch_1d, tensor, scratch) producing CUDA launches."""
 
     def __init__(self, dev: Any = None, ptr_of: Callable[[Tensor], DevPtr | None] | None = None,

@@ -8,8 +8,8 @@ from pyggml.backend.op_table import RuleSet, src, srcs
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.dialect import PLAIN, Builder, tname
-from pyggml_opencl.programs import ProgramSpec
+from pyggml_dialect.source import ProgramSpec
+from pyggml_dialect.types import PLAIN, Builder, tname
 
 rules: RuleSet[Builder] = RuleSet()
 

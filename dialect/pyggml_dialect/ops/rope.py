@@ -9,8 +9,8 @@ from pyggml.ops.rope import ROPE_TYPE_NEOX, RopeParams
 from pyggml.reference.kernels.rope import yarn_corr_dims
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.dialect import Builder, tname
-from pyggml_opencl.programs import ProgramSpec
+from pyggml_dialect.source import ProgramSpec
+from pyggml_dialect.types import Builder, tname
 
 rules: RuleSet[Builder] = RuleSet()
 

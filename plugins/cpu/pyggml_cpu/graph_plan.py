@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +18,10 @@ from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml_cpu._pgc import ffi
 from pyggml_cpu.op_table import Descriptors
+
+if TYPE_CHECKING:
+    from pyggml.backend.protocol import Buffer
+    from pyggml_cpu._pgc import CData
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +59,15 @@ def address_of(t: Tensor, node: Tensor) -> int:
 
 
 @dataclass
-class Plan:
+class CpuGraphPlan:
     array: np.ndarray
     names: list[Tensor]
     """The node of each descriptor (for error messages)."""
-    ptr: Any
-    buffers: list[Any]
+    ptr: CData
+    buffers: list[Buffer]
     """The distinct buffers the descriptors point into: a replay first checks none was freed since."""
+    host: tuple[int, ...] = ()
+    """Descriptors Python computes (custom ops), in order: the executor runs the C rows between them."""
 
     def check_alive(self) -> None:
         for b in self.buffers:
@@ -69,7 +75,7 @@ class Plan:
                 raise AllocationError(f"cpu: the graph's buffer {b!r} was freed (buffer used after free)")
 
 
-def build_plan(graph: Graph, table: OpTable[Descriptors], backend_name: str) -> Plan:
+def build_plan(graph: Graph, table: OpTable[Descriptors], backend_name: str) -> CpuGraphPlan:
     d = Descriptors()
     work = table.build(graph.nodes, d, backend_name)
     arr = np.zeros(len(d.rows), dtype=NODE_DTYPE)
@@ -91,5 +97,5 @@ def build_plan(graph: Graph, table: OpTable[Descriptors], backend_name: str) -> 
     ptr = ffi.cast("pgc_node *", ffi.from_buffer(arr)) if len(arr) else ffi.NULL
     bufs = {id(t.buffer): t.buffer for node in work for t in (node, *node.src[: NSLOT - 1])
             if t is not None and t.buffer is not None}
-    return Plan(arr, work, ptr, list(bufs.values()))
+    return CpuGraphPlan(arr, work, ptr, list(bufs.values()), tuple(d.host))
 

@@ -1,12 +1,12 @@
-"""What the kernel dialect's host side shares between the OpenCL and the CUDA plugin: the type sets the kernel
-texts (kernels/*.cl and their headers) read and write, the type names they are specialised by, and the builder
-type the op rules launch through (`pyggml.backend.launch.LaunchBuilder` over this plugin's `ProgramSpec`)."""
+"""The host side of the dialect kernels' types: the type sets the kernel texts (kernelsrc/*.cl and their headers)
+read and write, the type names they are specialised by, and the builder type the op rules launch through
+(`pyggml.backend.launch.LaunchBuilder` over `ProgramSpec`; the OpenCL and the CUDA plugin each implement one)."""
 
 from __future__ import annotations
 
 from pyggml.backend.launch import LaunchBuilder
 from pyggml.types import GGMLType
-from pyggml_opencl.programs import ProgramSpec
+from pyggml_dialect.source import ProgramSpec
 
 T = GGMLType
 PLAIN = frozenset({T.F32, T.F16, T.BF16})

@@ -6,8 +6,8 @@ from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_opencl.dialect import PLAIN, QUANT_READ, QUANT_WRITE, Builder, tname
-from pyggml_opencl.programs import ProgramSpec
+from pyggml_dialect.source import ProgramSpec
+from pyggml_dialect.types import PLAIN, QUANT_READ, QUANT_WRITE, Builder, tname
 
 rules: RuleSet[Builder] = RuleSet()
 

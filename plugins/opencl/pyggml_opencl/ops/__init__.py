@@ -1,1 +1,0 @@
-"""Op families of the dialect kernels; each module collects its rules in `rules`, listed in `pyggml_opencl.rules`."""
