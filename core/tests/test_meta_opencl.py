@@ -1,8 +1,7 @@
-"""The meta device over real OpenCL devices (PoCL: POCL_DEVICES="pthread pthread pthread" gives three): column and
-row parallel MUL_MAT equal the numpy reference (the llama example's tests run a small llama and SmolLM2 there).
-
-PoCL reads POCL_DEVICES once per process, so when this process sees fewer than three OpenCL devices the tests run
-again in a child process that asks PoCL for three."""
+"""The meta device over real OpenCL devices (PoCL: POCL_DEVICES="pthread pthread pthread" gives three): column and row
+parallel MUL_MAT equal the numpy reference (the llama example's tests run a small llama and SmolLM2 there). With
+fewer than three OpenCL devices here the tests rerun in a child process that asks PoCL for three
+(`pyggml_testing.opencl.pocl_rerun_test`)."""
 
 from __future__ import annotations
 
@@ -13,14 +12,12 @@ from pyggml.errors import PyGGMLError
 from pyggml.types import GGMLType
 from pyggml_testing.compare import nmse
 from pyggml_testing.meta import by_name, mlp, mlp_leafs, mlp_states, on_meta, reference
-from pyggml_testing.opencl import in_child, need, opencl_devices, run_with_pocl_devices
+from pyggml_testing.opencl import need, opencl_devices, pocl_rerun_test
 
 DEVS = opencl_devices()
 
 
-@pytest.mark.skipif(len(DEVS) >= 3 or in_child(), reason="the OpenCL devices are here already")
-def test_in_a_child_process_with_three_pocl_devices() -> None:
-    run_with_pocl_devices(__file__, 3, DEVS)
+test_in_a_child_process_with_three_pocl_devices = pocl_rerun_test(__file__, 3, DEVS)
 
 
 @pytest.mark.parametrize("n", [2, 3])

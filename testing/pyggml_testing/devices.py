@@ -10,7 +10,8 @@
 - optionally runs asynchronously (`async_ops=True`): a worker thread executes queued computes and copies in order,
   events really order work between streams, and `gate` can hold the stream to prove overlap.
 Every computed node name is appended to `device.computed`. `numpy_device()` / `numpy_backend()`: the reference
-on a registry of its own, so buffers and backends are not shared with the hub's.
+on a registry of its own, so buffers and backends are not shared with the hub's. `devices_or_skip(reg, what)`: a
+plugin's devices for its tests, or a skip that gives the registry's reason.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
+import pytest
 
 from pyggml.backend.host import HostBufferType
 from pyggml.backend.op_table import FREE_OPS, needs_kernel
@@ -147,6 +149,15 @@ class FakeDevice(Device):
 
     def event_new(self) -> Event:
         return FakeEvent() if self.async_ops else SyncEvent()
+
+
+def devices_or_skip(reg: Registry, what: str) -> list[Device]:
+    """The registry's devices, or a pytest skip saying `what` is missing and why (the registry's own reason: no
+    driver, no ICD, an environment variable hiding them...), so a machine without the hardware skips, not fails."""
+    devs = list(reg.devices())
+    if not devs:
+        pytest.skip(f"{what}: {reg.unavailable_reason()}")
+    return devs
 
 
 def numpy_device() -> Device:

@@ -1,14 +1,17 @@
 """Helpers of the reference-kernel tests: tensors from numpy arrays, running a graph on the numpy backend, and
-reading results back as float64."""
+reading results back as float64; the long chain whose replay the cpu plugin's test and benchmark measure, and the
+MUL_MAT graph the GPU plugins' matmul benchmarks time."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 import pyggml as gg
+from pyggml import ops
 from pyggml.backend import init_backend
 from pyggml.reference.access import raw_bytes
 from pyggml.types import GGMLType
@@ -72,3 +75,31 @@ def q8_0_tensor(ctx: gg.Context, rows: Array) -> tuple[gg.Tensor, Array, Array]:
     t = ctx.new_tensor(GGMLType.Q8_0, *rows.shape[::-1])
     raw_bytes(t)[...] = raw
     return t, raw, held
+
+
+def scale_chain(n_nodes: int = 1000) -> gg.Graph:
+    """n_nodes SCALE-by-1 nodes in a chain over a small allocated f32 tensor of ones: a graph whose compute is
+    almost free, so replaying it measures (or, in a test, counts) a backend's per-graph overhead such as planning."""
+    ctx = gg.Context(64 << 20)
+    x = ctx.new_tensor("f32", 32, 4)
+    x.set(np.ones((4, 32), np.float32))
+    t = x
+    for _ in range(n_nodes):
+        t = ops.scale(t, 1.0)
+    return gg.build_graph(t)
+
+
+def mul_mat_graph(wtype: str | GGMLType, k: int, m: int, n: int) -> tuple[gg.Context, gg.Graph, list[gg.Tensor]]:
+    """Weights [k, m] of wtype times f32 activations [k, n]: the context (no_alloc, for the caller to place on its
+    device), the graph, and its two inputs (weights first) for set_normal once they are placed."""
+    ctx = gg.Context(no_alloc=True)
+    w = ctx.new_tensor(wtype, k, m, name="w")
+    x = ctx.new_tensor("f32", k, n, name="x")
+    return ctx, gg.build_graph(ops.mul_mat(w, x)), [w, x]
+
+
+def set_normal(tensors: Sequence[gg.Tensor], seed: int = 0) -> None:
+    """Standard normal values into each (placed) tensor in turn, all drawn from one generator seeded `seed`."""
+    rng = np.random.default_rng(seed)
+    for t in tensors:
+        t.set(rng.standard_normal(t.ne[::-1]).astype(np.float32))

@@ -8,12 +8,14 @@ PyPI (one download, kept under .cache/):
                                                           # with RPC, for generic AVX2 (a few minutes)
 
 `ggml_library(name)` finds such a library for the tests: in $PYGGML_GGML_LIB_DIR, in .cache/ggml-avx2 (made by
-`make llama-cpp-ref`), or in an installed llama-cpp-python. Everything is kept in the checkout's .cache/ (this
+`make llama-cpp-ref`), or in an installed llama-cpp-python; `load_ggml_cpu()` loads and initialises libggml-cpu for a
+test (or skips it, saying why). Everything is kept in the checkout's .cache/ (this
 distribution is installed editable from the repository; $PYGGML_REF_CACHE puts it elsewhere).
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import shutil
@@ -23,6 +25,8 @@ import tarfile
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 SDIST = "llama-cpp-python==0.3.36"
 REPO = Path(__file__).resolve().parents[2]
@@ -127,6 +131,21 @@ def ggml_library(name: str) -> Path | None:
         if (d / f"libggml-{name}.so").is_file():
             return d / f"libggml-{name}.so"
     return None
+
+
+def load_ggml_cpu() -> ctypes.CDLL:
+    """ggml's libggml-cpu, loaded (libggml-base first, both global: cpu links against base) and initialised
+    (ggml_cpu_init fills its conversion tables), or a pytest skip saying what is missing or does not load."""
+    base, cpu_path = ggml_library("base"), ggml_library("cpu")
+    if base is None or cpu_path is None:
+        pytest.skip("ggml's libggml-cpu (the reference) is not here: `make llama-cpp-ref` builds it")
+    try:
+        ctypes.CDLL(str(base), mode=ctypes.RTLD_GLOBAL)
+        cpu = ctypes.CDLL(str(cpu_path), mode=ctypes.RTLD_GLOBAL)
+    except OSError as e:
+        pytest.skip(f"ggml's libraries in {cpu_path.parent} do not load: {e}")
+    cpu.ggml_cpu_init()
+    return cpu
 
 
 def main(argv: list[str]) -> int:

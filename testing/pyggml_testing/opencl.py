@@ -1,6 +1,6 @@
 """Helpers of the OpenCL tests (and of tests elsewhere that run on OpenCL devices): place a context's tensors in one
 buffer, run a graph on a device with random inputs, and find enough OpenCL devices (PoCL makes as many as
-POCL_DEVICES names, read once per process: `run_with_pocl_devices` reruns a test file in a child that asks for
+POCL_DEVICES names, read once per process: `pocl_rerun_test` reruns a test file in a child that asks for
 more)."""
 
 from __future__ import annotations
@@ -117,3 +117,15 @@ def run_with_pocl_devices(test_file: str, n: int, devs: list[Device]) -> None:
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
     assert " passed" in r.stdout and " failed" not in r.stdout, tail
+
+
+def pocl_rerun_test(test_file: str, n: int, devs: list[Device]) -> Callable[[], None]:
+    """The test a module that needs n OpenCL devices binds to a test_ name: PoCL reads POCL_DEVICES once per
+    process, so when this process sees fewer than n devices it reruns `test_file` in a child process that asks PoCL
+    for n (`run_with_pocl_devices`); it is skipped where the devices are here already, or in that child."""
+
+    @pytest.mark.skipif(len(devs) >= n or in_child(), reason="the OpenCL devices are here already")
+    def test() -> None:
+        run_with_pocl_devices(test_file, n, devs)
+
+    return test

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_conformance.case import Case
+from pyggml_conformance.case import Case, CaseBuilder
+from pyggml_conformance.inputs import uniform
 
 T = GGMLType
 F32, F16, BF16, I32 = T.F32, T.F16, T.BF16, T.I32
@@ -26,6 +28,18 @@ def unique(cases: Iterable[Case]) -> list[Case]:
             seen.add(c.name)
             out.append(c)
     return out
+
+
+def varied_input(b: CaseBuilder, t: GGMLType, ne: Sequence[int], v: int, lo: float, hi: float) -> Tensor:
+    """An input of type t and shape ne, uniform in [lo, hi], laid out as variant v asks: 0 contiguous, 1 strided
+    rows and planes, 2 permuted (dims 1 and 2 swapped in memory). The element-wise families (unary, xielu) run
+    each case on all three, so a kernel that assumes contiguous rows fails."""
+    init = uniform(lo, hi)
+    if v == 1:
+        return b.strided(t, ne, pad=(3, 1, 1, 0), init=init)
+    if v == 2:
+        return b.permuted(t, ne, (0, 2, 1, 3), init)
+    return b.input(t, ne, init)
 
 
 def ne4(ne: Sequence[int]) -> tuple[int, int, int, int]:

@@ -14,7 +14,7 @@ from pyggml.ops.elementwise import GluOp, UnaryOp
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_conformance.case import Case, CaseBuilder, fmt_params
-from pyggml_conformance.cases.common import F16, F32, FLOATS, I32, unique
+from pyggml_conformance.cases.common import F16, F32, FLOATS, I32, unique, varied_input
 from pyggml_conformance.inputs import distinct_ids, integers, uniform
 
 XIELU_PARAMS = ((4.0, 20.0, 0.5, 1e-7), (0.8, 0.8, 0.5, -1e-6))
@@ -40,15 +40,6 @@ def add_id_case(ta: GGMLType, tb: GGMLType, n_embd: int, n_mats: int, n_used: in
     return Case(Op.ADD_ID, params, build)
 
 
-def _act_input(b: CaseBuilder, t: GGMLType, ne: Sequence[int], v: int, lo: float, hi: float) -> Tensor:
-    init = uniform(lo, hi)
-    if v == 1:
-        return b.strided(t, ne, pad=(3, 1, 1, 0), init=init)
-    if v == 2:
-        return b.permuted(t, ne, (0, 2, 1, 3), init)
-    return b.input(t, ne, init)
-
-
 def xielu_case(t: GGMLType, ne: Sequence[int], prm: tuple[float, float, float, float], v: int = 0,
                inplace: bool = False, lo: float = -1.0, hi: float = 1.0) -> Case:
     an, ap, beta, eps = prm
@@ -56,7 +47,7 @@ def xielu_case(t: GGMLType, ne: Sequence[int], prm: tuple[float, float, float, f
                         eps=eps) + f",range=[{lo:g},{hi:g}]"
 
     def build(b: CaseBuilder) -> Tensor:
-        return ops.xielu(_act_input(b, t, ne, v, lo, hi), an, ap, beta, eps, inplace=inplace)
+        return ops.xielu(varied_input(b, t, ne, v, lo, hi), an, ap, beta, eps, inplace=inplace)
 
     return Case(Op.UNARY, params, build, sub=UnaryOp.XIELU.name)
 

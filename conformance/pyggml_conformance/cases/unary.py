@@ -12,8 +12,7 @@ from pyggml.ops.elementwise import PARAMS_OF_UNARY, UnaryOp
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_conformance.case import Case, CaseBuilder, fmt_params
-from pyggml_conformance.cases.common import F16, F32, FLOATS, HALF
-from pyggml_conformance.inputs import uniform
+from pyggml_conformance.cases.common import F16, F32, FLOATS, HALF, varied_input
 
 SHAPES = ((128, 2, 2, 2), (5, 7, 11, 13), (1025, 3, 1, 1))
 MATH: dict[Op, Callable[..., Tensor]] = {Op.SQR: ops.sqr, Op.SQRT: ops.sqrt, Op.LOG: ops.log, Op.SIN: ops.sin,
@@ -21,16 +20,6 @@ MATH: dict[Op, Callable[..., Tensor]] = {Op.SQR: ops.sqr, Op.SQRT: ops.sqrt, Op.
 MATH_INPLACE = frozenset({Op.SQR, Op.SQRT, Op.LOG})
 POSITIVE = frozenset({Op.SQRT, Op.LOG})
 ROUNDING = frozenset({UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC})
-
-
-def _input(b: CaseBuilder, t: GGMLType, ne: Sequence[int], v: int, lo: float, hi: float) -> Tensor:
-    """v=0 contiguous, v=1 strided rows and planes, v=2 permuted (dims 1 and 2 swapped in memory)."""
-    init = uniform(lo, hi)
-    if v == 1:
-        return b.strided(t, ne, pad=(3, 1, 1, 0), init=init)
-    if v == 2:
-        return b.permuted(t, ne, (0, 2, 1, 3), init)
-    return b.input(t, ne, init)
 
 
 def _range(lo: float, hi: float) -> str:
@@ -42,7 +31,7 @@ def unary_case(uop: UnaryOp, t: GGMLType, ne: Sequence[int], v: int = 0, inplace
     params = fmt_params(op=uop, type=t, ne=ne, v=v, inplace=inplace) + f",range={_range(lo, hi)}"
 
     def build(b: CaseBuilder) -> Tensor:
-        return ops.unary(_input(b, t, ne, v, lo, hi), uop, inplace=inplace)
+        return ops.unary(varied_input(b, t, ne, v, lo, hi), uop, inplace=inplace)
 
     return Case(Op.UNARY, params, build, sub=uop.name)
 
@@ -55,7 +44,7 @@ def math_case(op: Op, t: GGMLType, ne: Sequence[int], v: int = 0, inplace: bool 
     lo_, hi_ = lo, hi
 
     def build(b: CaseBuilder) -> Tensor:
-        a = _input(b, t, ne, v, lo_, hi_)
+        a = varied_input(b, t, ne, v, lo_, hi_)
         return MATH[op](a, inplace=inplace)
 
     return Case(op, params, build)

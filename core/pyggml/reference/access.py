@@ -35,16 +35,21 @@ def elements(t: Tensor) -> Array:
     return t.element_view(raw_bytes(t))
 
 
+def _quantized_rows(t: Tensor) -> tuple[npt.NDArray[np.uint8], int]:
+    """A quantized tensor's bytes and row size: its blocks are (de)quantized a row at a time, so each row must be
+    contiguous (rows, planes and batches may be strided)."""
+    if not t.is_contiguous_rows():
+        raise ShapeError(f"quantized tensor '{t.name}' needs contiguous rows")
+    return raw_bytes(t), t.row_size()
+
+
 def load(t: Tensor, dtype: npt.DTypeLike | None = np.float64) -> Array:
     """The tensor's values as a new 4-D array (ne[::-1]) of `dtype` (None: integer types keep theirs)."""
     tr = t.type.traits
     if tr.is_quantized:
         from pyggml.quants import dequantize
 
-        if not t.is_contiguous_rows():
-            raise ShapeError(f"quantized tensor '{t.name}' needs contiguous rows")
-        raw = raw_bytes(t)
-        rs = t.row_size()
+        raw, rs = _quantized_rows(t)
         out = np.empty(t.ne[::-1], dtype=np.float32)
         for i3 in range(t.ne[3]):
             for i2 in range(t.ne[2]):
@@ -73,10 +78,7 @@ def store(t: Tensor, values: npt.ArrayLike) -> None:
     if tr.is_quantized:
         from pyggml.quants import quantize
 
-        if not t.is_contiguous_rows():
-            raise ShapeError(f"quantized tensor '{t.name}' needs contiguous rows")
-        raw = raw_bytes(t)
-        rs = t.row_size()
+        raw, rs = _quantized_rows(t)
         for i3 in range(t.ne[3]):
             for i2 in range(t.ne[2]):
                 for i1 in range(t.ne[1]):

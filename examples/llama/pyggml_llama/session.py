@@ -142,7 +142,7 @@ class Session:
 
         devs = [get_device(n) for n in names]
         if not any(d.type.value == "cpu" for d in devs):
-            devs.append(get_device("cpu") if _has("cpu") else get_device("numpy"))
+            devs.append(get_device("cpu") if has_device("cpu") else get_device("numpy"))
         devs.sort(key=lambda d: d.type.value == "cpu")  # the scheduler wants a CPU backend last
         backends = [d.init_backend() for d in devs]
         if n_threads:
@@ -262,7 +262,8 @@ def _layer_bufts(n_layer: int, bufts: Sequence[BufferType], shares: Sequence[flo
     return [place(GGUFTensorInfo(f"blk.{il}.x", GGMLType.F32, (1, 1, 1, 1), 0, 0)) for il in range(n_layer)]
 
 
-def _has(name: str) -> bool:
+def has_device(name: str) -> bool:
+    """Whether a device of that name is registered (the cpu plugin is optional: the numpy device stands in)."""
     try:
         get_device(name)
         return True

@@ -23,16 +23,6 @@ except PyGGMLError as e:  # pragma: no cover - depends on the machine
     pytest.skip(f"SmolLM2 GGUF not available: {e}", allow_module_level=True)
 
 
-def _has(name: str) -> bool:
-    from pyggml.backend.registry import get_device
-
-    try:
-        get_device(name)
-        return True
-    except PyGGMLError:
-        return False
-
-
 def logits(names: Sequence[str], mode: str, ts: Sequence[float] | None = None) -> tuple[np.ndarray, object]:
     s = session.Session(MODEL, list(names), n_ctx=64, n_batch=32, split_mode=mode, tensor_split=ts)
     toks = s.tokenizer.encode(PROMPT)[:3]
@@ -55,7 +45,7 @@ def numpy_reference() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def cpu_reference() -> list[list[int]]:
-    if not _has("cpu"):
+    if not session.has_device("cpu"):
         pytest.skip("the cpu plugin is not installed")
     return greedy(["cpu"], "none")[0]
 

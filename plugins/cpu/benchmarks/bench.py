@@ -48,6 +48,7 @@ from pyggml.backend.registry import get_device, get_registry  # noqa: E402
 from pyggml.context import Context  # noqa: E402
 from pyggml.graph import build_graph  # noqa: E402
 from pyggml.types import GGMLType, from_f32, parse_type  # noqa: E402
+from pyggml_testing.graphs import scale_chain  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ggml_ref  # noqa: E402
@@ -125,13 +126,7 @@ def quant_case(cpu: Any, ggml: ggml_ref.GGML | None, t: GGMLType, k: int, n: int
 
 
 def replay_case(cpu: Any) -> dict[str, Any]:
-    ctx = Context(64 << 20)
-    x = ctx.new_tensor("f32", 32, 4)
-    x.set(np.ones((4, 32), np.float32))
-    t = x
-    for _ in range(1000):
-        t = O.scale(t, 1.0)
-    g = build_graph(t)
+    g = scale_chain(1000)
     total = timeit(lambda: cpu.graph_compute(g), 50)
     ex = cpu.executor
     lookup = timeit(lambda: ex.plans.get(g), 50)

@@ -9,15 +9,12 @@ import pyggml.ops as O
 from pyggml.backend.registry import get_registry, hub
 from pyggml.context import Context
 from pyggml.graph import build_graph
+from pyggml_testing.devices import devices_or_skip
 
 
 @pytest.fixture(scope="module")
 def blas_device():  # type: ignore[no-untyped-def]
-    reg = get_registry("blas")
-    devs = reg.devices()
-    if not devs:
-        pytest.skip(f"no BLAS library here: {reg.unavailable_reason()}")
-    return devs[0]
+    return devices_or_skip(get_registry("blas"), "no BLAS library here")[0]
 
 
 @pytest.mark.parametrize("wtype", ["f32", "f16", "bf16"])

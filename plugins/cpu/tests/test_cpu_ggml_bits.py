@@ -21,7 +21,7 @@ from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml.types import GGMLType
 from pyggml_cpu import native
-from pyggml_testing.llama_cpp_ref import ggml_library
+from pyggml_testing.llama_cpp_ref import ggml_library, load_ggml_cpu
 
 # weight type -> its activations' type (ggml's vec_dot_type)
 PARTNER = {"Q4_0": "q8_0", "Q4_1": "q8_1", "Q5_0": "q8_0", "Q5_1": "q8_1", "Q8_0": "q8_0",
@@ -31,17 +31,9 @@ X86_LEVELS = [lv for lv in sorted(native.SIMD_LEVELS) if native.SIMD_LEVELS[lv].
 
 def _ggml_cpu() -> ctypes.CDLL:
     """ggml's AVX2 libggml-cpu (with libggml-base loaded first), or a skip saying why not."""
-    base, cpu_path = ggml_library("base"), ggml_library("cpu")
-    if base is None or cpu_path is None:
-        pytest.skip("ggml's AVX2 libggml-cpu (the reference) is not here: `make llama-cpp-ref` builds it")
-    try:
-        ctypes.CDLL(str(base), mode=ctypes.RTLD_GLOBAL)
-        cpu = ctypes.CDLL(str(cpu_path), mode=ctypes.RTLD_GLOBAL)
-    except OSError as e:
-        pytest.skip(f"ggml's libraries in {cpu_path.parent} do not load: {e}")
+    cpu = load_ggml_cpu()
     if cpu.ggml_cpu_has_avx512() or not cpu.ggml_cpu_has_avx2():
-        pytest.skip(f"{cpu_path} is not ggml's AVX2 build (the order matched is AVX2's)")
-    cpu.ggml_cpu_init()
+        pytest.skip(f"{ggml_library('cpu')} is not ggml's AVX2 build (the order matched is AVX2's)")
     return cpu
 
 

@@ -18,7 +18,7 @@ from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing.llama_cpp_ref import ggml_library
+from pyggml_testing.llama_cpp_ref import load_ggml_cpu
 
 T = GGMLType
 P = ctypes.c_void_p
@@ -70,16 +70,7 @@ class Ggml:
 
 @pytest.fixture(scope="module")
 def ggml_cpu() -> ctypes.CDLL:
-    base, cpu_path = ggml_library("base"), ggml_library("cpu")
-    if base is None or cpu_path is None:
-        pytest.skip("ggml's libggml-cpu (the reference) is not here: `make llama-cpp-ref` builds it")
-    try:
-        ctypes.CDLL(str(base), mode=ctypes.RTLD_GLOBAL)
-        cpu = ctypes.CDLL(str(cpu_path), mode=ctypes.RTLD_GLOBAL)
-    except OSError as e:
-        pytest.skip(f"ggml's libraries in {cpu_path.parent} do not load: {e}")
-    cpu.ggml_cpu_init()
-    return cpu
+    return load_ggml_cpu()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pyggml.context import Context
 from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml.graph import build_graph
 from pyggml.tensor import TensorFlag
+from pyggml_testing.graphs import scale_chain
 
 
 def _inputs(ctx: Context) -> tuple[object, object, np.ndarray, np.ndarray]:
@@ -104,13 +105,7 @@ def test_tensor_outside_its_buffer_is_refused(cpu_backend: Backend) -> None:
 
 def test_replay_overhead_of_a_big_graph_is_small(cpu_backend: Backend) -> None:
     """Not a timing assertion: the replay path must not re-plan (`bench.py --only replay` times it)."""
-    ctx = Context(64 << 20)
-    x = ctx.new_tensor("f32", 32, 4)
-    x.set(np.ones((4, 32), np.float32))
-    t = x
-    for _ in range(1000):
-        t = O.scale(t, 1.0)
-    g = build_graph(t)
+    g = scale_chain(1000)
     for _ in range(3):
         cpu_backend.graph_compute(g)
     assert cpu_backend.executor.plans.builds == 1  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ import pytest
 from pyggml import ops
 from pyggml.errors import AllocationError
 from pyggml.types import GGMLType
+from pyggml_testing.devices import devices_or_skip
 
 T = GGMLType
 
@@ -17,11 +18,7 @@ T = GGMLType
 def devices():  # type: ignore[no-untyped-def]
     from pyggml_cuda.registry import CudaRegistry
 
-    reg = CudaRegistry()
-    devs = list(reg.devices())
-    if not devs:
-        pytest.skip(f"no CUDA device: {reg.unavailable_reason()}")
-    return devs
+    return devices_or_skip(CudaRegistry(), "no CUDA device")
 
 
 def _compare(dev, build, name: str = "case") -> None:  # type: ignore[no-untyped-def]

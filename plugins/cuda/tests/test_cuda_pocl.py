@@ -12,6 +12,7 @@ import pytest
 from pyggml.types import GGMLType
 from pyggml_dialect.types import QUANT32
 from pyggml_testing.cuda.pocl import PoclCudaDevice
+from pyggml_testing.devices import devices_or_skip
 
 T = GGMLType
 
@@ -21,10 +22,7 @@ def target():  # type: ignore[no-untyped-def]
     from pyggml_conformance.runner import Target
     from pyggml_opencl.registry import OpenCLRegistry
 
-    reg = OpenCLRegistry()
-    devs = list(reg.devices())
-    if not devs:
-        pytest.skip(f"no OpenCL device to run the kernel texts on: {reg.unavailable_reason()}")
+    devs = devices_or_skip(OpenCLRegistry(), "no OpenCL device to run the kernel texts on")
     dev = PoclCudaDevice(devs[0])
     return Target(dev.name, dev)
 

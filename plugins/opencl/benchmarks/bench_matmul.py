@@ -17,27 +17,17 @@ import platform
 import time
 from typing import Any
 
-import numpy as np
-
-from pyggml import ops
 from pyggml.backend.protocol import Device
 from pyggml.backend.registry import hub
-from pyggml.context import Context
-from pyggml.graph import build_graph
 from pyggml.types import parse_type
+from pyggml_testing.graphs import mul_mat_graph, set_normal
 from pyggml_testing.opencl import place
 
 
 def bench(dev: Device, wtype: str, k: int, m: int, n: int, seconds: float) -> dict[str, Any]:
-    ctx = Context(no_alloc=True)
-    w = ctx.new_tensor(parse_type(wtype), k, m)
-    x = ctx.new_tensor("f32", k, n)
-    y = ops.mul_mat(w, x)
-    g = build_graph(y)
+    ctx, g, inputs = mul_mat_graph(parse_type(wtype), k, m, n)
     place(ctx, dev.buffer_type())
-    rng = np.random.default_rng(0)
-    w.set(rng.standard_normal((m, k)).astype(np.float32))
-    x.set(rng.standard_normal((n, k)).astype(np.float32))
+    set_normal(inputs)
     be = dev.init_backend()
     t0 = time.perf_counter()
     be.graph_compute(g)

@@ -11,12 +11,9 @@ os.environ.setdefault("POCL_DEVICES", "pthread pthread")
 @pytest.fixture(scope="session")
 def cl_devices():  # type: ignore[no-untyped-def]
     from pyggml_opencl.registry import OpenCLRegistry
+    from pyggml_testing.devices import devices_or_skip
 
-    reg = OpenCLRegistry()
-    devs = list(reg.devices())
-    if not devs:
-        pytest.skip(f"no OpenCL device: {reg.unavailable_reason()}")
-    return devs
+    return devices_or_skip(OpenCLRegistry(), "no OpenCL device")
 
 
 @pytest.fixture(scope="session")

@@ -13,25 +13,38 @@ from typing import Any
 
 import numpy as np
 
-from pyggml.ops.attention import DiagMaskParams, FlashAttnParams, SoftMaxParams
-from pyggml.ops.base import Op
-from pyggml.ops.elementwise import (
+from pyggml.ops import (
+    ROPE_TYPE_NEOX,
+    ROPE_TYPE_NORMAL,
+    AccParams,
+    ArangeParams,
+    ArgsortParams,
     ClampParams,
+    ConcatParams,
+    ContParams,
+    DiagMaskParams,
     FillParams,
+    FlashAttnParams,
     GluOp,
     GluParams,
+    GroupNormParams,
     LeakyReluParams,
+    NormParams,
+    Op,
+    PadParams,
+    PermuteParams,
+    RopeParams,
     ScaleParams,
+    SoftMaxParams,
+    SortOrder,
     SwigluClampParams,
     SwigluOaiParams,
+    TopKParams,
     UnaryOp,
     UnaryParams,
+    ViewParams,
     XieluParams,
 )
-from pyggml.ops.layout import AccParams, ArangeParams, ConcatParams, ContParams, PadParams, PermuteParams, ViewParams
-from pyggml.ops.norm import GroupNormParams, NormParams
-from pyggml.ops.reduce import ArgsortParams, SortOrder, TopKParams
-from pyggml.ops.rope import ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL, RopeParams
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import GGMLType
 

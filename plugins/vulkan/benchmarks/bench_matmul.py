@@ -14,12 +14,8 @@ import platform
 import sys
 import time
 
-import numpy as np
-
-from pyggml import ops
 from pyggml.backend.registry import get_device
-from pyggml.context import Context
-from pyggml.graph import build_graph
+from pyggml_testing.graphs import mul_mat_graph, set_normal
 from pyggml_testing.vulkan import place
 
 SHAPES = {"mat_vec": (4096, 4096, 1), "prompt_32": (4096, 4096, 32), "lm_head_vec": (576, 49152, 1)}
@@ -28,15 +24,9 @@ SHAPES = {"mat_vec": (4096, 4096, 1), "prompt_32": (4096, 4096, 32), "lm_head_ve
 def bench(device_name: str, atype: str, k: int, m: int, n: int, repeat: int) -> dict[str, float]:
     dev = get_device(device_name)
     be = dev.init_backend()
-    ctx = Context(no_alloc=True)
-    a = ctx.new_tensor(atype, k, m, name="a")
-    b = ctx.new_tensor("f32", k, n, name="b")
-    out = ops.mul_mat(a, b)
-    g = build_graph(out)
+    _ctx, g, inputs = mul_mat_graph(atype, k, m, n)
     place(g, dev.buffer_type())
-    rng = np.random.default_rng(0)
-    a.set(rng.standard_normal((m, k)).astype(np.float32))
-    b.set(rng.standard_normal((n, k)).astype(np.float32))
+    set_normal(inputs)
     be.graph_compute(g)
     t0 = time.perf_counter()
     for _ in range(repeat):

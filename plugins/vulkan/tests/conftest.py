@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from pyggml_testing.devices import devices_or_skip
+
 os.environ.setdefault("PYGGML_VULKAN_VALIDATION", "1")
 
 
@@ -16,11 +18,7 @@ def _device():  # type: ignore[no-untyped-def]
         from pyggml_vulkan.registry import VulkanRegistry
     except OSError as e:  # pragma: no cover - no loader
         pytest.skip(f"no Vulkan loader: {e}")
-    reg = VulkanRegistry()
-    devs = reg.devices()
-    if not devs:
-        pytest.skip(f"no Vulkan device: {reg.unavailable_reason()}")
-    return devs[0]
+    return devices_or_skip(VulkanRegistry(), "no Vulkan device")[0]
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,6 @@ free from another thread during a compute waits for the GPU; a second free does 
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -12,6 +10,7 @@ from pyggml import ops
 from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.graph import build_graph
+from pyggml_testing.buffers import check_free_during_compute, check_use_after_free
 from pyggml_testing.vulkan import place
 
 
@@ -28,25 +27,11 @@ def _graph(backend):  # type: ignore[no-untyped-def]
 def test_compute_after_free_raises(backend) -> None:  # type: ignore[no-untyped-def]
     _a, y, g, buf = _graph(backend)
     backend.graph_compute(g)
-    buf.free()
-    with pytest.raises(AllocationError, match="used after free"):
-        backend.graph_compute(g)
-    with pytest.raises(AllocationError, match="used after free"):
-        y.numpy()
-    buf.free()
+    check_use_after_free(backend, g, y, buf)
 
 
 def test_free_from_another_thread_during_compute(backend) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(10):
-        _a, _y, g, buf = _graph(backend)
-        t = threading.Thread(target=buf.free)
-        backend.graph_compute_async(g)
-        t.start()
-        backend.synchronize()
-        t.join(30)
-        assert not t.is_alive()
-        with pytest.raises(AllocationError, match="used after free"):
-            backend.graph_compute(g)
+    check_free_during_compute(backend, lambda: _graph(backend)[2:])  # (graph, buffer)
 
 
 def test_memory_accounting_and_bad_sizes(device) -> None:  # type: ignore[no-untyped-def]

@@ -12,31 +12,14 @@ import pytest
 
 from pyggml import ops
 from pyggml.context import Context
-from pyggml.graph import build_graph
 from pyggml.quants import dequantize, quantize
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_testing.vulkan import run_separately
 from pyggml_vulkan.ops.attention import LOOP_LIMIT, loop_steps
 from pyggml_vulkan.ops.matmul import LOOP_BUDGET, MAX_K
 
 T = GGMLType
-
-
-def _run(backend, out: Tensor, inputs: dict[Tensor, np.ndarray]) -> np.ndarray:  # type: ignore[no-untyped-def]
-    g = build_graph(out)
-    buft = backend.device.buffer_type()
-    bufs = []
-    for t in [*g.leafs, *g.nodes]:
-        if t.view_src is None and t.buffer is None:
-            bufs.append(buft.alloc_buffer(max(t.nbytes(), 1)))
-            t.buffer, t.offset = bufs[-1], 0
-    for t, x in inputs.items():
-        t.set(x)
-    backend.graph_compute(g)
-    res = out.numpy()
-    for b in bufs:
-        b.free()
-    return res
 
 
 def _weights(t: GGMLType, x: np.ndarray) -> np.ndarray:
@@ -57,7 +40,7 @@ def test_mul_mat_of_long_rows(backend, ta: GGMLType, k: int, n: int) -> None:  #
     b_val = rng.uniform(0.5, 1.5, (n, k)).astype(np.float32)
     ctx = Context(no_alloc=True)
     a, b = ctx.new_tensor(ta, k, 2, name="a"), ctx.new_tensor("f32", k, n, name="b")
-    got = _run(backend, ops.mul_mat(a, b), {a: a_val, b: b_val})
+    got = run_separately(backend, ops.mul_mat(a, b), {a: a_val, b: b_val})
     ref = b_val.astype(np.float64) @ _weights(ta, a_val).T
     assert np.max(np.abs(got - ref) / ref) < 1e-4  # Q8 activations: about 1e-5; a lost tail: >= 1e-2
 
@@ -71,7 +54,7 @@ def test_mul_mat_id_of_long_rows(backend) -> None:  # type: ignore[no-untyped-de
     ctx = Context(no_alloc=True)
     e, x = ctx.new_tensor("f32", k, 2, 3, name="e"), ctx.new_tensor("f32", k, 1, 2, name="x")
     ids = ctx.new_tensor("i32", 1, 2, name="ids")
-    got = _run(backend, ops.mul_mat_id(e, x, ids), {e: e_val, x: x_val, ids: ids_val})
+    got = run_separately(backend, ops.mul_mat_id(e, x, ids), {e: e_val, x: x_val, ids: ids_val})
     ref = np.stack([e_val[ids_val[t, 0]].astype(np.float64) @ x_val[t, 0].astype(np.float64) for t in range(2)])
     assert np.max(np.abs(got.reshape(2, 2) - ref) / ref) < 1e-5
 
@@ -105,7 +88,7 @@ def test_flash_attn_over_many_keys(backend) -> None:  # type: ignore[no-untyped-
         ctx.new_tensor("f16", d, n, name="v")
     out = ops.flash_attn_ext(q, k, v, scale=0.125)
     assert backend.device.supports_op(out)
-    got = _run(backend, out, {q: q_val.reshape(2, 1, d), k: k_val, v: v_val}).reshape(2, d)
+    got = run_separately(backend, out, {q: q_val.reshape(2, 1, d), k: k_val, v: v_val}).reshape(2, d)
     ref = _attention_ref(q_val, k_val, v_val, 0.125)
     assert np.sum((got - ref) ** 2) / np.sum(ref**2) < 1e-8
 

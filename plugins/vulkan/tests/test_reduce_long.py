@@ -8,29 +8,10 @@ import pytest
 
 from pyggml import ops
 from pyggml.context import Context
-from pyggml.graph import build_graph
-from pyggml.tensor import Tensor
+from pyggml_testing.vulkan import run_separately
 from pyggml_vulkan.ops.reduce import SPAN
 
 N = (1 << 24) + 3
-
-
-def _run(backend, out: Tensor, inputs: dict[Tensor, np.ndarray]) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Each tensor of the graph in its own buffer (lavapipe binds at most 128 MiB)."""
-    g = build_graph(out)
-    buft = backend.device.buffer_type()
-    bufs = []
-    for t in [*g.leafs, *g.nodes]:
-        if t.view_src is None and t.buffer is None:
-            bufs.append(buft.alloc_buffer(max(t.nbytes(), 1)))
-            t.buffer, t.offset = bufs[-1], 0
-    for t, x in inputs.items():
-        t.set(x)
-    backend.graph_compute(g)
-    res = out.numpy()
-    for b in bufs:
-        b.free()
-    return res
 
 
 @pytest.mark.parametrize("op", ["sum", "sum_rows", "mean"])
@@ -38,7 +19,7 @@ def test_sums_of_long_rows(backend, op) -> None:  # type: ignore[no-untyped-def]
     x = (np.random.default_rng(0).random(N, dtype=np.float32) + 0.5).astype(np.float32)
     ctx = Context(no_alloc=True)
     a = ctx.new_tensor("f32", N, name="a")
-    got = float(_run(backend, getattr(ops, op)(a), {a: x}).ravel()[0])
+    got = float(run_separately(backend, getattr(ops, op)(a), {a: x}).ravel()[0])
     ref = float(x.astype(np.float64).sum()) / (N if op == "mean" else 1)
     assert abs(got - ref) / ref < 1e-5, (got, ref)  # NMSE < 1e-10; was 50-99 % off
 
@@ -48,7 +29,7 @@ def test_sum_rows_of_several_long_rows(backend) -> None:  # type: ignore[no-unty
     x = np.ones((3, n), np.float32) * np.array([[1.0], [2.0], [0.5]], np.float32)
     ctx = Context(no_alloc=True)
     a = ctx.new_tensor("f32", n, 3, name="a")
-    got = _run(backend, ops.sum_rows(a), {a: x}).ravel()
+    got = run_separately(backend, ops.sum_rows(a), {a: x}).ravel()
     assert np.array_equal(got, np.array([n, 2 * n, n / 2], np.float32))
 
 
@@ -60,7 +41,7 @@ def test_argmax_of_long_rows(backend) -> None:  # type: ignore[no-untyped-def]
     x[2, SPAN + 1] = x[2, 3 * SPAN] = 2.0  # ties across work groups
     ctx = Context(no_alloc=True)
     a = ctx.new_tensor("f32", n, 3, name="a")
-    assert list(_run(backend, ops.argmax(a), {a: x}).ravel()) == [n - 2, 7, SPAN + 1]
+    assert list(run_separately(backend, ops.argmax(a), {a: x}).ravel()) == [n - 2, 7, SPAN + 1]
 
 
 def test_count_equal_beyond_float_precision(backend) -> None:  # type: ignore[no-untyped-def]
@@ -70,7 +51,7 @@ def test_count_equal_beyond_float_precision(backend) -> None:  # type: ignore[no
     ctx = Context(no_alloc=True)
     a = ctx.new_tensor("i32", N, name="a")
     b = ctx.new_tensor("i32", N, name="b")
-    assert int(_run(backend, ops.count_equal(a, b), {a: x, b: y}).ravel()[0]) == N - 2
+    assert int(run_separately(backend, ops.count_equal(a, b), {a: x, b: y}).ravel()[0]) == N - 2
 
 
 def test_long_cumsum_is_refused_not_wrong(backend) -> None:  # type: ignore[no-untyped-def]
