@@ -30,12 +30,18 @@ ROOT = Path(__file__).resolve().parents[3]
 QUICK_OPS = "MUL_MAT,MUL_MAT_ID,GET_ROWS,SET_ROWS,SOFT_MAX,FLASH_ATTN_EXT,CPY"
 
 
-def _libasan() -> str:
+def _runtime(name: str) -> str:
     cc = os.environ.get("CC", "gcc")
-    path = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True, check=True).stdout
+    path = subprocess.run([cc, f"-print-file-name={name}"], capture_output=True, text=True, check=True).stdout
     if not os.path.isabs(path.strip()):
-        sys.exit(f"run_sanitized: {cc} does not know libasan.so (install gcc's libasan)")
+        sys.exit(f"run_sanitized: {cc} does not know {name} (install gcc's {name.split('.')[0]})")
     return path.strip()
+
+
+def _preload() -> str:
+    """libasan first, then libstdc++: ASan resolves its C++ interceptors (__cxa_throw) once at start, so a C++
+    library dlopen-ed later (ggml's CPU library, which the bit tests load) would abort ASan on its first throw."""
+    return " ".join([_runtime("libasan.so"), _runtime("libstdc++.so.6")])
 
 
 def _asan_options(log: Path) -> str:
@@ -45,7 +51,7 @@ def _asan_options(log: Path) -> str:
 def _env(san_dir: Path, reports: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(san_dir), *filter(None, [env.get("PYTHONPATH")])])
-    env["LD_PRELOAD"] = _libasan()
+    env["LD_PRELOAD"] = _preload()
     env["ASAN_OPTIONS"] = _asan_options(reports / "asan")
     env["UBSAN_OPTIONS"] = f"halt_on_error=1:print_stacktrace=1:log_path={reports / 'ubsan'}"
     return env
