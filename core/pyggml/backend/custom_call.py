@@ -1,7 +1,7 @@
 """Running a custom op's Python callable on host memory: what every host backend (numpy, cpu) does for
 MAP_CUSTOM1/2/3 and CUSTOM nodes, so the call convention lives in one place.
 
-`run_custom(node, n_threads, who)` builds numpy views of the node's tensors (dst writable, srcs read-only; numpy
+`run_custom(node, n_threads)` builds numpy views of the node's tensors (dst writable, srcs read-only; numpy
 order, the tensors' own strides; BF16 as its uint16 bits), works out nth with ggml's rule (`CustomParams.tasks`),
 and calls the callable once per ith, tasks 1.. on threads of their own and task 0 on the caller's, as ggml's
 thread pool does. numpy releases the GIL in its loops, so tasks over disjoint rows do run in parallel.
