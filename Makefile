@@ -106,7 +106,7 @@ llama-cpp-ref: venv
 # `pip install --no-index --find-links dist 'pyggml[all]' pyggml-conformance pyggml-llama` (third-party
 # dependencies downloaded first), pip check, then pyggml devices / plugins and conformance MUL_MAT on every device
 wheels-smoke: venv
-	$(PY) -m pyggml.tools.wheels_smoke --dist dist . $(SHARED) $(PLUGINS) $(EXTRAS)
+	$(PY) -m pyggml_testing.wheels_smoke --dist dist . $(SHARED) $(PLUGINS) $(EXTRAS)
 
 docs-ops: venv
 	$(VENV)/bin/pyggml conformance --mode support --format markdown > docs/ops.md

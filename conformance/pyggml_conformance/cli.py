@@ -18,7 +18,7 @@ from pyggml.errors import PyGGMLError
 from pyggml_conformance.report import FORMATS, RunInfo, make_reporter, write_list
 from pyggml_conformance.runner import REFERENCE, BackendNotFound, Status, open_target, open_targets
 from pyggml_conformance.suite import MODES, Options, load_cases, run
-from pyggml_conformance.viewops import view_ops_warning
+from pyggml_conformance.viewops import view_ops_warnings
 
 
 def build_parser(prog: str = "pyggml conformance") -> argparse.ArgumentParser:
@@ -107,11 +107,9 @@ def _run(opts: Options, fmt: str, out: TextIO, every_case: bool = False) -> int:
             raise PyGGMLError(f"test mode compares with the {REFERENCE!r} reference backend, which is not "
                               f"loaded (is it excluded by PYGGML_BACKENDS?): {e}") from None
     info = RunInfo(opts.mode, targets, len(cases), every_case)
-    for t in targets:
-        warning = view_ops_warning(t.name, t.device)
-        if warning is not None:
-            info.warnings[t.name] = warning
-            print(f"pyggml conformance: warning: {warning}", file=sys.stderr)
+    info.warnings.update(view_ops_warnings(targets))
+    for warning in info.warnings.values():
+        print(f"pyggml conformance: warning: {warning}", file=sys.stderr)
     reporter = make_reporter(fmt, info, out)
     run(cases, targets, opts, reporter.add)
     reporter.finish()

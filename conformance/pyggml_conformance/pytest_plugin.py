@@ -101,7 +101,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from pyggml.errors import PyGGMLError
     from pyggml_conformance.runner import REFERENCE, open_target
     from pyggml_conformance.suite import Options, load_cases
-    from pyggml_conformance.viewops import ViewOpsWarning, view_ops_warning
+    from pyggml_conformance.viewops import ViewOpsWarning, view_ops_warnings
 
     opts = Options(ops=config.getoption("pyggml_op"), params=config.getoption("pyggml_params"),
                    case_file=config.getoption("pyggml_case_file"))
@@ -111,10 +111,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         reference = open_target(REFERENCE)
     except PyGGMLError as e:
         raise pytest.UsageError(f"pyggml conformance: {e}") from e
-    for target in targets:
-        warning = view_ops_warning(target.name, target.device)
-        if warning is None:
-            continue
+    for warning in view_ops_warnings(targets).values():
         try:
             warnings.warn(ViewOpsWarning(warning), stacklevel=1)
         except ViewOpsWarning as e:  # made an error by -W: stop with the message, not an internal error

@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pyggml.backend.protocol import Backend, Device
 from pyggml.backend.registry import hub
@@ -24,6 +25,8 @@ from pyggml_conformance.case import Case, CaseBuilder
 from pyggml_conformance.compare import Array, check, decode
 from pyggml_conformance.inputs import Bytes, Init, InputUnavailable, case_rng, generate
 from pyggml_conformance.placement import GuardedArena
+
+_T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 REFERENCE = "numpy"
@@ -149,10 +152,19 @@ class Executed:
     time_us: float
 
 
-def execute(r: Realized, target: Target, data: dict[str, Bytes]) -> Executed:
+def _on_arena(r: Realized, target: Target, data: dict[str, Bytes], run: Callable[[GuardedArena], _T]) -> _T:
+    """Place r's graph in a fresh guarded arena of the target's device, upload `data`, `run`, then free the arena
+    (also when `run` raises)."""
     pl = GuardedArena(r.graph, target.device.buffer_type())
     try:
         pl.upload(data)
+        return run(pl)
+    finally:
+        pl.free()
+
+
+def execute(r: Realized, target: Target, data: dict[str, Bytes]) -> Executed:
+    def run(pl: GuardedArena) -> Executed:
         backend = target.backend
         t0 = time.perf_counter()
         backend.graph_compute(r.graph)
@@ -161,27 +173,23 @@ def execute(r: Realized, target: Target, data: dict[str, Bytes]) -> Executed:
         problems = pl.check()
         values = [decode(o, pl.buffer.get_tensor(o)) for o in r.outputs]
         return Executed(values, problems, dt)
-    finally:
-        pl.free()
+
+    return _on_arena(r, target, data, run)
 
 
 def execute_failing(r: Realized, target: Target, data: dict[str, Bytes]) -> list[str]:
     """Compute a graph that must fail (ids out of range): what went wrong, or nothing. The compute must raise a
     PyGGMLError; afterwards no guard byte and no input byte may have changed."""
-    pl = GuardedArena(r.graph, target.device.buffer_type())
-    try:
-        pl.upload(data)
-        backend = target.backend
+
+    def run(pl: GuardedArena) -> list[str]:
         try:
-            backend.graph_compute(r.graph)
-            backend.synchronize()
+            target.backend.graph_compute(r.graph)
+            target.backend.synchronize()
         except PyGGMLError:
-            pass
-        else:
-            return ["computed without an error; the case's ids are out of range and must raise ComputeError"]
-        return pl.check()
-    finally:
-        pl.free()
+            return pl.check()
+        return ["computed without an error; the case's ids are out of range and must raise ComputeError"]
+
+    return _on_arena(r, target, data, run)
 
 
 def error_text(e: BaseException) -> str:

@@ -9,11 +9,17 @@ summary, json `warnings`) and by the pytest plugin (pytest's warnings summary).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 from pyggml import ops
 from pyggml.backend.protocol import Device
 from pyggml.context import Context
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+
+if TYPE_CHECKING:
+    from pyggml_conformance.runner import Target
 
 
 class ViewOpsWarning(UserWarning):
@@ -54,3 +60,14 @@ def view_ops_warning(name: str, device: Device) -> str | None:
     return (f"{name} refuses {', '.join(refused)} in supports_op: every case whose graph holds such a node is "
             "reported unsupported, not run. supports_op must accept NONE, VIEW, RESHAPE, PERMUTE and TRANSPOSE "
             "(they do no work; graph_compute skips them): see docs/backend-protocol.md")
+
+
+def view_ops_warnings(targets: Iterable[Target]) -> dict[str, str]:
+    """The view-ops warning of each target that refuses view ops, by target name (in the targets' order): the
+    command line and the pytest plugin report the same warnings, each in its own way."""
+    found: dict[str, str] = {}
+    for t in targets:
+        warning = view_ops_warning(t.name, t.device)
+        if warning is not None:
+            found[t.name] = warning
+    return found

@@ -11,6 +11,10 @@ from pyggml_dialect.source import ProgramSpec
 T = GGMLType
 PLAIN = frozenset({T.F32, T.F16, T.BF16})
 """Float types every element-wise kernel reads and writes."""
+COPY_TYPES = PLAIN | frozenset({T.I32, T.I16, T.I8})
+"""Types CPY / DUP convert between element by element (elementwise.cl)."""
+SAME_TYPE = COPY_TYPES | frozenset({T.I64})
+"""Types the layout kernels move unchanged, source and destination of one type (layout.cl)."""
 QUANT32 = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL})
 """Block types with 32-element blocks that kernels read element by element (quants.h)."""
 KQUANTS = frozenset({T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K})

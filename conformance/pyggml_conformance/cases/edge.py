@@ -20,6 +20,7 @@ from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_conformance.case import Case, CaseBuilder, Compare, fmt_params
 from pyggml_conformance.cases.common import F16, F32, I32, T, unique
+from pyggml_conformance.cases.moe import XIELU_PARAMS
 from pyggml_conformance.inputs import UNIFORM, Array, Init, distinct, integers, uniform
 
 NAN, INF = float("nan"), float("inf")
@@ -153,7 +154,7 @@ def special_unary(uop: UnaryOp, t: GGMLType, group: str) -> Case:
     def build(b: CaseBuilder) -> Tensor:
         x = b.input(t, (len(vals), 2), fixed(vals))
         if uop is UnaryOp.XIELU:  # test-backend-ops' parameters
-            return ops.xielu(x, 4.0, 20.0, 0.5, 1e-7)
+            return ops.xielu(x, *XIELU_PARAMS[0])
         return ops.unary(x, uop)
 
     return Case(Op.UNARY, fmt_params(edge="special", op=uop, type=t, values=group), build, sub=uop.name, nan_ok=True)

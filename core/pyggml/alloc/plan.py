@@ -244,10 +244,7 @@ class MemoryPlanner:
         t = self.tensors[k]
         if inplace and t.op in _INPLACE and self._reuse_parent(k, t):
             return
-        cache = self._alloc_sizes[bid]
-        size = cache[k]
-        if size < 0:
-            size = cache[k] = self.bufts[bid].alloc_size(t)
+        size = self.alloc_size(k, bid)
         try:
             self.chunk[k], self.offset[k] = self.allocs[bid].alloc(size, "it")
         except AllocationError as e:

@@ -87,9 +87,9 @@ class HostBufferType(BufferType):
         """`size` bytes of fresh host memory; a negative size, or one beyond the machine's memory, raises
         AllocationError."""
         from pyggml.backend.accounting import check_size
-        from pyggml.backend.sysinfo import host_memory
+        from pyggml.backend.sysinfo import host_memory_total
 
-        size = check_size(self.name, size, host_memory()[1])
+        size = check_size(self.name, size, host_memory_total())
         return HostBuffer(self, aligned_empty(max(size, 1))[:size] if size else aligned_empty(0))
 
     def wrap(self, array: Bytes) -> HostBuffer:

@@ -7,12 +7,15 @@ memory and an index-error site look on its API.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from pyggml.alloc.tensor_alloc import align_up
 from pyggml.tensor import Tensor
 
 S = TypeVar("S")
@@ -22,8 +25,8 @@ WG = 64
 """Work-group size of 1-D element launches and row reductions."""
 
 
-def round_up(n: int, m: int) -> int:
-    return (n + m - 1) // m * m
+round_up = align_up
+"""n rounded up to a multiple of m (kernel global sizes); the allocator's helper under the launch-side name."""
 
 
 def f32(x: float) -> np.float32:
@@ -63,3 +66,30 @@ class LaunchBuilder(ABC, Generic[S]):
     @abstractmethod
     def error_args(self, what: str) -> list[Any]:
         """ERR_ARGS of a kernel that checks indices: the status word and a code naming this node and `what`."""
+
+
+class ErrorSites:
+    """The codes (>= 1) kernels store in a device's status word when an index is out of range (the dialect's
+    ERR_ARGS / CHECK_INDEX, Vulkan's DECLARE_STATUS), each naming a node and the violated condition. One code per
+    distinct description, so replays and re-records of the same graph reuse codes instead of growing the list."""
+
+    def __init__(self, lock: AbstractContextManager[Any] | None = None) -> None:
+        """lock: a device lock to share (it must be re-entrant if finalizers may take it); default: a new RLock."""
+        self._codes: dict[str, int] = {}
+        self._sites: list[str] = []
+        self._lock: AbstractContextManager[Any] = lock if lock is not None else threading.RLock()
+
+    def code(self, node: Tensor, what: str) -> int:
+        """The code (>= 1) that names node and the violated condition."""
+        site = f"node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)}): {what}"
+        with self._lock:
+            code = self._codes.get(site)
+            if code is None:
+                self._sites.append(site)
+                code = self._codes[site] = len(self._sites)
+            return code
+
+    def describe(self, code: int, unknown: str = "code") -> str:
+        """What `code` names; `unknown` prefixes a code no site was given (a stray or corrupted word)."""
+        with self._lock:
+            return self._sites[code - 1] if 0 < code <= len(self._sites) else f"{unknown} {code}"

@@ -26,12 +26,13 @@ from __future__ import annotations
 import weakref
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pyggml.backend.protocol import Backend, Device
+from pyggml.errors import AllocationError
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -239,3 +240,11 @@ class PlannedBackend(Backend, Generic[P]):
 
     def free(self) -> None:
         self.plans.clear()
+
+
+def check_not_freed(buffers: Iterable[object], who: str) -> None:
+    """AllocationError when one of the buffers a recorded plan points into was freed since it was recorded: a
+    replay would otherwise read and write memory that is gone (or now another buffer's). `who` names the backend."""
+    for b in buffers:
+        if getattr(b, "freed", False):
+            raise AllocationError(f"{who}: the graph's buffer {b!r} was freed (buffer used after free)")

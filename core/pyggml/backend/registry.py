@@ -206,8 +206,13 @@ class BackendHub:
                 info.error = f"{info.error}\n{msg}" if info.error else msg
 
     def _add(self, reg: Registry, info: PluginInfo) -> None:
-        self._regs[reg.name.lower()] = RegistryInfo(reg, info.name, distribution=f"{info.distribution} {info.version}")
+        """A loaded plugin's registry: stored, and listed on the plugin."""
+        self._put(reg, info.name, f"{info.distribution} {info.version}")
         info.registries.append(reg.name)
+
+    def _put(self, reg: Registry, plugin: str, distribution: str = "?") -> None:
+        """The one place a registry enters the table (from a plugin or by hand)."""
+        self._regs[reg.name.lower()] = RegistryInfo(reg, plugin, distribution=distribution)
 
     def register(self, reg: Registry, plugin: str = "<in-process>") -> None:
         """Add a registry by hand (tests, embedded backends); a name in use raises PluginLoadError naming both."""
@@ -218,7 +223,7 @@ class BackendHub:
             if old is not None:
                 raise PluginLoadError(f"plugin {plugin!r}: a registry named {reg.name!r} exists already (from plugin "
                                       f"{old.plugin!r}, {old.distribution})")
-            self._regs[reg.name.lower()] = RegistryInfo(reg, plugin)
+            self._put(reg, plugin)
 
     def unregister(self, name: str) -> None:
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 
@@ -16,6 +17,13 @@ def host_memory() -> tuple[int, int]:
         pages = os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
         size = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 0
         return pages * size, pages * size
+
+
+@functools.cache
+def host_memory_total() -> int:
+    """Total host memory in bytes, read once: it does not change while the process runs, and the host buffer type
+    checks every allocation against it (reading /proc/meminfo each time would cost more than small allocations)."""
+    return host_memory()[1]
 
 
 def cpu_model() -> str:

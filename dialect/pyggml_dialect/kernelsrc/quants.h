@@ -33,11 +33,11 @@
 #define BLK(T) PG_CAT(BLK_, T)
 
 INLINE float elem_q4_0(GLOBAL const char *row, i64 k) {
-    GLOBAL const char *b = row + (k / 32) * 18;
+    GLOBAL const char *b = row + (k / 32) * TSZ_q4_0;
     return LOAD_HALF(b, 0) * (float)(pg_nibble((GLOBAL const u8 *)(b + 2), (i32)(k % 32)) - 8);
 }
 INLINE float elem_q4_1(GLOBAL const char *row, i64 k) {
-    GLOBAL const char *b = row + (k / 32) * 20;
+    GLOBAL const char *b = row + (k / 32) * TSZ_q4_1;
     return LOAD_HALF(b, 0) * (float)pg_nibble((GLOBAL const u8 *)(b + 4), (i32)(k % 32)) + LOAD_HALF(b, 1);
 }
 /* 5-bit level j of a q5 block: its nibble and bit j of the little-endian u32 qh */
@@ -45,19 +45,19 @@ INLINE i32 pg_q5_level(GLOBAL const char *qh, GLOBAL const char *qs, i32 j) {
     return pg_nibble((GLOBAL const u8 *)qs, j) | (i32)(((pg_u32le((GLOBAL const u8 *)qh) >> j) & 1u) << 4);
 }
 INLINE float elem_q5_0(GLOBAL const char *row, i64 k) {
-    GLOBAL const char *b = row + (k / 32) * 22;
+    GLOBAL const char *b = row + (k / 32) * TSZ_q5_0;
     return LOAD_HALF(b, 0) * (float)(pg_q5_level(b + 2, b + 6, (i32)(k % 32)) - 16);
 }
 INLINE float elem_q5_1(GLOBAL const char *row, i64 k) {
-    GLOBAL const char *b = row + (k / 32) * 24;
+    GLOBAL const char *b = row + (k / 32) * TSZ_q5_1;
     return LOAD_HALF(b, 0) * (float)pg_q5_level(b + 4, b + 8, (i32)(k % 32)) + LOAD_HALF(b, 1);
 }
 INLINE float elem_q8_0(GLOBAL const char *row, i64 k) {
-    GLOBAL const char *b = row + (k / 32) * 34;
+    GLOBAL const char *b = row + (k / 32) * TSZ_q8_0;
     return LOAD_HALF(b, 0) * (float)((GLOBAL const i8 *)(b + 2))[k % 32];
 }
 INLINE float elem_iq4_nl(GLOBAL const char *row, i64 k) {
-    GLOBAL const char *b = row + (k / 32) * 18;
+    GLOBAL const char *b = row + (k / 32) * TSZ_iq4_nl;
     return LOAD_HALF(b, 0) * pg_iq4nl_value(pg_nibble((GLOBAL const u8 *)(b + 2), (i32)(k % 32)));
 }
 #endif

@@ -11,7 +11,7 @@ from pyggml.types import GGMLType
 from pyggml_dialect.ops.layout import build_copy_raw
 from pyggml_dialect.ops.rows import block_copy_ok, build_block_copy
 from pyggml_dialect.source import ProgramSpec, set_prelude
-from pyggml_dialect.types import PLAIN, Builder, tname
+from pyggml_dialect.types import COPY_TYPES, PLAIN, Builder, tname
 
 rules: RuleSet[Builder] = RuleSet()
 
@@ -20,7 +20,6 @@ EXTRA_UNARY = ("SQR", "SQRT", "LOG", "SIN", "COS", "SCALE", "CLAMP", "LEAKY_RELU
 UOPS = [u.name for u in UnaryOp] + list(EXTRA_UNARY)
 BINOPS = {Op.ADD: 0, Op.SUB: 1, Op.MUL: 2, Op.DIV: 3, Op.ADD1: 0}
 GLUOPS = [g.name for g in GluOp]
-COPY_TYPES = PLAIN | frozenset({GGMLType.I32, GGMLType.I16, GGMLType.I8})
 
 set_prelude(FILE, "".join(f"#define UOP_{n} {i}\n" for i, n in enumerate(UOPS))
             + "#define BIN_ADD 0\n#define BIN_SUB 1\n#define BIN_MUL 2\n#define BIN_DIV 3\n"

@@ -9,13 +9,12 @@ from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_dialect.source import ProgramSpec
-from pyggml_dialect.types import PLAIN, Builder, tname
+from pyggml_dialect.types import PLAIN, SAME_TYPE, Builder, tname
 
 rules: RuleSet[Builder] = RuleSet()
 
 FILE = "layout.cl"
 T = GGMLType
-SAME_TYPE = PLAIN | frozenset({T.I32, T.I16, T.I8, T.I64})
 
 
 def spec(t0: GGMLType = T.F32, t1: GGMLType = T.F32) -> ProgramSpec:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pyggml.backend.op_table import OpTable
+from pyggml.backend.plan_cache import check_not_freed
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -70,9 +71,7 @@ class CpuGraphPlan:
     """Descriptors Python computes (custom ops), in order: the executor runs the C rows between them."""
 
     def check_alive(self) -> None:
-        for b in self.buffers:
-            if getattr(b, "freed", False):
-                raise AllocationError(f"cpu: the graph's buffer {b!r} was freed (buffer used after free)")
+        check_not_freed(self.buffers, "cpu")
 
 
 def build_plan(graph: Graph, table: OpTable[Descriptors], backend_name: str) -> CpuGraphPlan:

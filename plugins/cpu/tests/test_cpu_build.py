@@ -3,40 +3,32 @@ message that names what is missing and how to get it, instead of a compiler erro
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from pyggml_testing.build import load_setup
 
 PROJECT = Path(__file__).resolve().parents[1]
 
 
-def setup_module_of(project: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_setup_{project.name}", project / "setup.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # setup() runs only under __main__
-    return mod
-
-
 def test_toolchain_present_here() -> None:
-    assert setup_module_of(PROJECT).toolchain_problems() == []
+    assert load_setup(PROJECT).toolchain_problems() == []
 
 
 def test_missing_compiler_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CC", "/nonexistent/gcc -pthread")
-    problems = setup_module_of(PROJECT).toolchain_problems()
+    problems = load_setup(PROJECT).toolchain_problems()
     assert problems == ["the C compiler '/nonexistent/gcc' (named by the CC variable)"]
 
 
 def test_missing_headers_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    mod = setup_module_of(PROJECT)
+    mod = load_setup(PROJECT)
     monkeypatch.setattr(sysconfig, "get_path", lambda name, *a, **k: str(tmp_path))
     assert mod.toolchain_problems() == [f"Python's headers ({tmp_path}/Python.h)"]
 

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pyggml.backend.accounting import AllocationTally
+from pyggml.backend.launch import ErrorSites
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, Registry
 from pyggml.errors import ComputeError
 from pyggml_cuda.buffer import CudaBufferType, CudaHostBufferType, device_alloc, drv
 from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, toolchain
-from pyggml_cuda.launch import DevPtr, ErrorSites
+from pyggml_cuda.launch import DevPtr
 
 if TYPE_CHECKING:
     from pyggml.tensor import Tensor
@@ -178,7 +179,8 @@ class CudaDevice(Device):
             if code:
                 cuda.memset_d8(int(self._status), 0, 4)
         if code:
-            raise ComputeError(f"{self.name}: {self.errors.describe(code)}; the node's output is incomplete")
+            site = self.errors.describe(code, "kernel status code")
+            raise ComputeError(f"{self.name}: {site}; the node's output is incomplete")
 
     # ---- identity and facts ----------------------------------------------------------------------------------
 

@@ -14,13 +14,13 @@ with a clear error instead of a wrong launch.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from pyggml.backend.launch import ErrorSites as ErrorSites  # re-exported: the pocl test harness imports it here
 from pyggml.backend.launch import LaunchBuilder
 from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml.tensor import Tensor
@@ -98,23 +98,6 @@ def check_signature(launch: Launch, params: list[str] | None, symbol: str) -> No
     for i, (code, p) in enumerate(zip(launch.fmt, params, strict=True)):
         if p not in _PTX_CLASS[code]:
             raise ComputeError(f"{where}: parameter {i} is .{p} in the PTX, the launch packs '{code}'")
-
-
-class ErrorSites:
-    """The codes (>= 1) kernels store in a device's status word when an index is out of range (the dialect's
-    ERR_ARGS / CHECK_INDEX), each naming a node and the violated condition."""
-
-    def __init__(self) -> None:
-        self._sites: list[str] = []
-        self._lock = threading.Lock()
-
-    def code(self, node: Tensor, what: str) -> int:
-        with self._lock:
-            self._sites.append(f"node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)}): {what}")
-            return len(self._sites)
-
-    def describe(self, code: int) -> str:
-        return self._sites[code - 1] if 0 < code <= len(self._sites) else f"kernel status code {code}"
 
 
 class CudaLaunchBuilder(LaunchBuilder[ProgramSpec]):

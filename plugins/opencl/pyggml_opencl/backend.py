@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyggml.backend.plan_cache import PlannedBackend
+from pyggml.backend.plan_cache import PlannedBackend, check_not_freed
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
@@ -59,10 +59,7 @@ class OpenCLBackend(PlannedBackend[OpenCLGraphPlan]):
         launch = None
         try:
             with self.dev.mem_lock:  # a free from another thread waits for the enqueueing, then for the kernels
-                for buf in plan.buffers:
-                    if buf.freed:
-                        raise AllocationError(f"{self.dev.name}: the graph's buffer {buf!r} was freed (buffer used "
-                                              "after free)")
+                check_not_freed(plan.buffers, self.dev.name)
                 for launch in plan.launches:
                     enqueue(q, launch.kernel, launch.gsize, launch.lsize)
         except cl.Error as e:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pyggml.backend.accounting import AllocationTally
+from pyggml.backend.launch import ErrorSites
 from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Event, Registry
 from pyggml.errors import ComputeError, UnsupportedOpError
 from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
@@ -112,21 +113,16 @@ class OpenCLDevice(Device):
         """Bytes this plugin's live buffers hold: `memory()` reports the rest as free."""
         self.mem_lock = threading.RLock()
         """Held while a buffer is freed and while transfers and plans that use buffers are enqueued (buffer.py)."""
-        self._lock = threading.RLock()
-        """Guards the error sites. Re-entrant, as garbage collection may run finalizers inside a locked section on
-        the same thread (a buffer's finalizer once took this lock there and deadlocked a conformance worker)."""
         self.status_mem: cl.Buffer = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                                          hostbuf=np.zeros(1, np.int32))
         """Status word kernels set to a nonzero code when an index is out of range (see check_status)."""
-        self._error_sites: list[str] = []
+        self._lock = threading.RLock()
+        """Guards the error sites. Re-entrant, as garbage collection may run finalizers inside a locked section on
+        the same thread (a buffer's finalizer once took this lock there and deadlocked a conformance worker)."""
+        self.errors = ErrorSites(self._lock)
+        """What each code a kernel stores in the status word means (see check_status)."""
 
     # ---- errors found by kernels ----------------------------------------------------------------------
-
-    def error_site(self, node: Tensor, what: str) -> int:
-        """A code (>= 1) for the status word that names node and the violated condition."""
-        with self._lock:
-            self._error_sites.append(f"node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)}): {what}")
-            return len(self._error_sites)
 
     def check_status(self) -> None:
         """After the queue drained: raise ComputeError if a kernel reported an out-of-range index (and clear)."""
@@ -137,8 +133,7 @@ class OpenCLDevice(Device):
         code = int(word[0])
         if code:
             cl.enqueue_fill_buffer(self.queue, self.status_mem, np.zeros(1, np.int32), 0, 4).wait()
-            site = self._error_sites[code - 1] if 0 < code <= len(self._error_sites) else f"code {code}"
-            raise ComputeError(f"{self.name}: {site}; the node's output is incomplete")
+            raise ComputeError(f"{self.name}: {self.errors.describe(code)}; the node's output is incomplete")
 
     # ---- identity and facts -----------------------------------------------------------------------------------
 

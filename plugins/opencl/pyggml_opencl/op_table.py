@@ -72,7 +72,7 @@ class OpenCLLaunchBuilder(LaunchBuilder[ProgramSpec]):
     def error_args(self, what: str) -> list[KernelArg]:
         """ERR_ARGS of a kernel that checks indices: the device's status word and a code naming this node."""
         assert self.node is not None
-        return [self.dev.status_mem, np.int32(self.dev.error_site(self.node, what))]
+        return [self.dev.status_mem, np.int32(self.dev.errors.code(self.node, what))]
 
     def tensor(self, t: Tensor | None) -> list[KernelArg]:
         """The 10 TENSOR(x) kernel arguments of t: buffer, byte offset, ne[4], nb[4]."""

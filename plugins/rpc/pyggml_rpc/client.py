@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pyggml.backend.plan_cache import PlannedBackend
+from pyggml.backend.plan_cache import PlannedBackend, check_not_freed
 from pyggml.backend.protocol import (
     Buffer,
     BufferType,
@@ -267,9 +267,7 @@ class RPCBackend(PlannedBackend[RPCGraphPlan]):
         server = self.rpc_device.server
         conn = server.conn
         with conn.lock:  # no free from another thread between the check and the send
-            freed = [b for b in plan.buffers if isinstance(b, RPCBuffer) and b.freed]
-            if freed:
-                raise AllocationError(f"{self.name}: the graph's tensors are in {freed[0]!r}, which was freed")
+            check_not_freed((b for b in plan.buffers if isinstance(b, RPCBuffer)), self.name)
             stored = server.stored.get(plan.device)
             if stored is not None and stored[1] is plan and stored[0] == conn.generation:
                 conn.send(Cmd.GRAPH_RECOMPUTE, U32.pack(plan.device))

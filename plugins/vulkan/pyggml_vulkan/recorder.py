@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyggml.backend.plan_cache import check_not_freed
 from pyggml.errors import AllocationError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_vulkan.context import N_BINDINGS, N_SOURCES
+from pyggml_vulkan.ops.common import patch_pc
 from pyggml_vulkan.pipelines import Spec
-from pyggml_vulkan.status import with_code
 from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, CData, ffi, lib, new, out
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ class DispatchBuilder:
         writes = (tensor_range(dst), *(tensor_range(t) for t in extra_writes))
         node = self.node
         if checks:
-            push = with_code(push, self.error_code(checks))
+            push = patch_pc(push, f3=self.error_code(checks))
         self.dispatches.append(Dispatch(self.ctx.pipelines.get(shader, spec), tuple(bufs), push, groups,
                                         tuple(reads), writes, node.name if node is not None else shader,
                                         bool(checks)))
@@ -163,9 +164,7 @@ class Recording:
 
     def check_alive(self, who: str) -> None:
         """AllocationError when a buffer the command buffer binds was freed since it was recorded."""
-        for b in self._buffers.values():
-            if b.freed:
-                raise AllocationError(f"{who}: the graph's buffer {b!r} was freed (buffer used after free)")
+        check_not_freed(self._buffers.values(), who)
 
     def _descriptor_sets(self, dispatches: list[Dispatch]) -> dict[tuple[int, ...], CData]:
         ctx = self.ctx

@@ -3,34 +3,22 @@ index is out of range (common.glsl `DECLARE_STATUS`) and skip the write; after t
 the word and raises ComputeError naming the node, as the numpy reference, the cpu and OpenCL backends do.
 
 Codes are assigned when a command buffer is recorded (one per distinct node description, so replays and re-records
-of the same graph reuse them) and travel in the push constants' last float (f3) as its bits.
+of the same graph reuse them) and travel in the push constants' last float (f3) as its bits (`ops.common.patch_pc`).
 """
 
 from __future__ import annotations
 
-import struct
-import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pyggml.backend.launch import ErrorSites
 from pyggml.errors import ComputeError
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
     from pyggml_vulkan.buffer import VulkanBufferType
     from pyggml_vulkan.context import DeviceContext
-
-CODE_OFFSET = 124
-"""Byte offset of GENERIC_PC's f3, which carries the code (28 uints, then f0..f3)."""
-
-
-def with_code(push: bytes, code: int) -> bytes:
-    """The push constants with `code` in f3's bits."""
-    pc = bytearray(push)
-    struct.pack_into("<I", pc, CODE_OFFSET, code)
-    return bytes(pc)
-
 
 class StatusWord:
     def __init__(self, buft: VulkanBufferType, ctx: DeviceContext, name: str) -> None:
@@ -39,21 +27,13 @@ class StatusWord:
         self.name = name
         self.buffer = VulkanBuffer(buft, ctx, 16)
         self.buffer.write(0, np.zeros(16, np.uint8))
-        self._codes: dict[str, int] = {}
-        self._sites: list[str] = []
-        self._lock = threading.Lock()
+        self.errors = ErrorSites()
         self.armed = False
         """A submitted command buffer has index checks: the next synchronize reads the word."""
 
     def code(self, node: Tensor, what: str) -> int:
         """The code (>= 1) that names node and the violated condition."""
-        site = f"node '{node.name}' ({node.op.name}, {node.type} ne={list(node.ne)}): {what}"
-        with self._lock:
-            code = self._codes.get(site)
-            if code is None:
-                self._sites.append(site)
-                code = self._codes[site] = len(self._sites)
-            return code
+        return self.errors.code(node, what)
 
     def check(self) -> None:
         """After the backend's work finished: raise ComputeError if a shader reported an index (and clear)."""
@@ -63,9 +43,7 @@ class StatusWord:
         code = int(self.buffer.read(0, 4).view(np.uint32)[0])
         if code:
             self.buffer.write(0, np.zeros(4, np.uint8))
-            with self._lock:
-                site = self._sites[code - 1] if 0 < code <= len(self._sites) else f"code {code}"
-            raise ComputeError(f"{self.name}: {site}; the node's output is incomplete")
+            raise ComputeError(f"{self.name}: {self.errors.describe(code)}; the node's output is incomplete")
 
     def free(self) -> None:
         self.buffer.free()

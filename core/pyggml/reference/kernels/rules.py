@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyggml.backend.op_table import Rule, RuleSet, accept_all
+from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 
@@ -30,8 +30,7 @@ class KernelRules(RuleSet[Immediate]):
         """Decorator registering a reference kernel for one or more ops."""
 
         def deco(fn: Kernel) -> Kernel:
-            for op in ops:
-                self.add(op, Rule(accept_all, _run(fn)))
+            self.rule(*ops)(_run(fn))
             return fn
 
         return deco

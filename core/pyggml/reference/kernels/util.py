@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pyggml.backend.op_table import opt_src as opt_src  # re-exported: the kernels take both helpers from here
 from pyggml.errors import ShapeError
 from pyggml.ops.base import Op
 from pyggml.tensor import Ne, Tensor
@@ -15,16 +16,12 @@ Array = npt.NDArray[Any]
 
 
 def src(dst: Tensor, i: int) -> Tensor:
-    """dst.src[i], which the op requires."""
+    """dst.src[i], which the op requires: op_table's lookup, but a missing src is a ShapeError here (a reference
+    kernel fails on the graph's shape, not on the backend's compute)."""
     t = opt_src(dst, i)
     if t is None:
         raise ShapeError(f"{dst.op.name}: src[{i}] is missing on node '{dst.name}'")
     return t
-
-
-def opt_src(dst: Tensor, i: int) -> Tensor | None:
-    """dst.src[i], or None when the optional slot is empty."""
-    return dst.src[i] if i < len(dst.src) else None
 
 
 def tiled(b: Array, shape: tuple[int, ...]) -> Array:

@@ -10,7 +10,7 @@ from pyggml.ops.attention import KV_TYPES, alibi
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import READABLE, srcs_ok
+from pyggml_vulkan.ops.common import LAVAPIPE_LOOPS, READABLE, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
@@ -22,9 +22,10 @@ T = GGMLType
 MAX_HEAD = 640
 
 
-LOOP_LIMIT = 49152
-"""Loop iterations one invocation may take on a CPU-emulated device: lavapipe ends an invocation's loops after 65535
-in all, silently (head size 128 went wrong past about 15,000 keys); a quarter is left as the estimate's margin."""
+LOOP_LIMIT = (LAVAPIPE_LOOPS + 1) // 4 * 3
+"""Loop iterations one invocation may take on a CPU-emulated device (49152): lavapipe ends an invocation's loops
+after LAVAPIPE_LOOPS in all, silently (head size 128 went wrong past about 15,000 keys); a quarter is left as the
+estimate's margin."""
 
 
 def loop_steps(node: Tensor) -> int:

@@ -16,6 +16,15 @@ QUANTS = frozenset({T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q8_1, T.Q2_K, T.Q3
 READABLE = PLAIN | INTS | QUANTS
 WG = 256
 MAX_U32 = 0xFFFFFFFF
+LAVAPIPE_LOOPS = 65535
+"""Loop iterations lavapipe (llvmpipe) lets one shader invocation take, counted over all its loops together; past
+it the loops end silently with a wrong result, so ops size their per-thread work from this on CPU-emulated
+devices."""
+
+
+def loop_share(passes: int) -> int:
+    """The largest power of two of iterations per pass that keeps `passes` passes within LAVAPIPE_LOOPS."""
+    return 1 << ((LAVAPIPE_LOOPS // passes).bit_length() - 1)
 
 
 def aligned(t: Tensor | None) -> bool:
@@ -51,6 +60,23 @@ def generic_pc(a: Tensor | None, b: Tensor | None, d: Tensor, u0: int = 0,
     words = [a.offset if a else 0, b.offset if b else 0, d.offset, *ne_nb(a, units), *ne_nb(b, units),
              *ne_nb(d, units), u0]
     return struct.pack("<28I4f", *(w & MAX_U32 for w in words), *fs)
+
+
+GENERIC_PC_WORDS: dict[str, int] = {name: i for i, name in enumerate((
+    "oa", "ob", "od", *(f"{t}_{k}{i}" for t in "abd" for k in ("ne", "nb") for i in range(4)),
+    "u0", "f0", "f1", "f2", "f3"))}
+"""Word index of each GENERIC_PC field (as common.glsl lays it out): e.g. b_nb2 is b's nb[2], f3 the last float."""
+
+
+def patch_pc(push: bytes, **words: int) -> bytes:
+    """GENERIC_PC push constants with the named fields (GENERIC_PC_WORDS) replaced by uint32 values; a float
+    field so named takes the value's bits (Vulkan's status code travels that way in f3)."""
+    pc = bytearray(push)
+    for name, value in words.items():
+        if name not in GENERIC_PC_WORDS:
+            raise KeyError(f"GENERIC_PC has no field '{name}' (fields: {', '.join(GENERIC_PC_WORDS)})")
+        struct.pack_into("<I", pc, 4 * GENERIC_PC_WORDS[name], value)
+    return bytes(pc)
 
 
 def groups_for(n: int, per_group: int = WG) -> int:

@@ -4,14 +4,13 @@ shaders, the expert of each column looked up in the ids); OUT_PROD."""
 from __future__ import annotations
 
 import os
-import struct
 from typing import TYPE_CHECKING
 
 from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import PLAIN, QUANTS, READABLE, generic_pc, groups_for, srcs_ok
+from pyggml_vulkan.ops.common import PLAIN, QUANTS, READABLE, generic_pc, groups_for, loop_share, patch_pc, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
@@ -25,11 +24,11 @@ backend computes it; this is what makes greedy tokens equal to the CPU backend's
 NC_MAX = 8
 WG = 64
 """Columns of b per work group (each a element loaded once for all of them)."""
-LOOP_BUDGET = 1 << 15
+LOOP_BUDGET = loop_share(1)
 """Elements of a row one thread multiplies on a CPU-emulated device. lavapipe (llvmpipe) ends an invocation's loops
 after 65535 iterations, counted over all its loops together (a K-quant super-block's 256-step dequantisation loop
 counts each step), and silently: a K of 70,000 came out 6% low, 131,072 50%. Threads share a row until each has at
-most this many elements; the rest of the 65535 is left to the shader's other loops."""
+most this many elements (2^15); the rest of LAVAPIPE_LOOPS is left to the shader's other loops."""
 MAX_K = WG * LOOP_BUDGET
 """Longest row (K) a work group of WG threads takes within that budget (2^21, as the norms' MAX_ROW); longer rows
 are left to another backend."""
@@ -81,10 +80,7 @@ def _mul_mat_id_ok(node: Tensor) -> bool:
 def ids_pc(a: Tensor, b: Tensor, d: Tensor, ids: Tensor) -> bytes:
     """GENERIC_PC of MUL_MAT_ID: u0 = ids' offset; a's nb03 and b's nb13 (3-D tensors, unused) carry ids' nb0 and
     nb1."""
-    pc = bytearray(generic_pc(a, b, d, ids.offset))
-    struct.pack_into("<I", pc, 4 * 10, ids.nb[0])
-    struct.pack_into("<I", pc, 4 * 18, ids.nb[1])
-    return bytes(pc)
+    return patch_pc(generic_pc(a, b, d, ids.offset), a_nb3=ids.nb[0], b_nb3=ids.nb[1])
 
 
 @rules.rule(Op.MUL_MAT_ID, accepts=_mul_mat_id_ok)

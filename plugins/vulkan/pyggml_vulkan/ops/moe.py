@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
 from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import PLAIN, generic_pc, groups_for, srcs_ok
+from pyggml_vulkan.ops.common import PLAIN, generic_pc, groups_for, patch_pc, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
@@ -18,8 +17,6 @@ if TYPE_CHECKING:
 rules: RuleSet[DispatchBuilder] = RuleSet()
 
 I32 = frozenset({GGMLType.I32})
-NB12_WORD, NB13_WORD = 4 * 17, 4 * 18
-"""Byte positions of b's nb[2] and nb[3] in GENERIC_PC (oa ob od, a's ne/nb, b's ne0..3 nb0..1 before them)."""
 
 
 def _add_id_ok(node: Tensor) -> bool:
@@ -30,8 +27,6 @@ def _add_id_ok(node: Tensor) -> bool:
 def add_id(node: Tensor, p: DispatchBuilder) -> None:
     a, b, ids = node.src[0], node.src[1], node.src[2]
     assert a is not None and b is not None and ids is not None
-    pc = bytearray(generic_pc(a, b, node, ids.offset))
-    struct.pack_into("<I", pc, NB12_WORD, ids.nb[0])
-    struct.pack_into("<I", pc, NB13_WORD, ids.nb[1])
-    p.dispatch("add_id", (int(a.type), int(b.type), int(node.type)), [a, b, ids], node, bytes(pc),
+    pc = patch_pc(generic_pc(a, b, node, ids.offset), b_nb2=ids.nb[0], b_nb3=ids.nb[1])
+    p.dispatch("add_id", (int(a.type), int(b.type), int(node.type)), [a, b, ids], node, pc,
                grid(groups_for(node.nelements())), checks=f"a row id of src1 outside 0..{b.ne[1] - 1}")

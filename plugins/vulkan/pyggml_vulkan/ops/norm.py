@@ -10,7 +10,7 @@ from pyggml.ops.attention import alibi
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import PLAIN, generic_pc, srcs_ok
+from pyggml_vulkan.ops.common import PLAIN, generic_pc, loop_share, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
@@ -20,9 +20,9 @@ rules: RuleSet[DispatchBuilder] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 NORM_CODE = {Op.NORM: 0, Op.RMS_NORM: 1, Op.L2_NORM: 2}
-MAX_ROW = 1 << 21
-"""Longest row (GROUP_NORM: group) one work group of 128 threads normalises: three passes of n / 128 iterations per
-thread stay under lavapipe's 65535 loop iterations per invocation; longer rows are left to another backend."""
+MAX_ROW = 128 * loop_share(3)
+"""Longest row (GROUP_NORM: group) one work group of 128 threads normalises (2^21): three passes of n / 128
+iterations per thread stay within LAVAPIPE_LOOPS; longer rows are left to another backend."""
 
 
 def _norm_ok(node: Tensor) -> bool:

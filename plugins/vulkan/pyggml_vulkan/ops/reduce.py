@@ -3,14 +3,13 @@ most SPAN elements, their partials combined by a second dispatch), CUMSUM (a wor
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
 from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import PLAIN, generic_pc, srcs_ok
+from pyggml_vulkan.ops.common import PLAIN, generic_pc, loop_share, patch_pc, srcs_ok
 from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
@@ -23,8 +22,9 @@ I32 = frozenset({GGMLType.I32})
 CODE = {Op.SUM_ROWS: 0, Op.MEAN: 1, Op.ARGMAX: 2, Op.CUMSUM: 3, Op.SUM: 4, Op.COUNT_EQUAL: 5}
 SPAN = 128 * 1024
 """Elements one work group reduces (1024 per thread): as reduce.comp's SPAN."""
-CUMSUM_MAX_ROW = 1 << 21
-"""CUMSUM scans a row with one work group: two passes of ne0 / 128 iterations per thread, under lavapipe's 65535."""
+CUMSUM_MAX_ROW = 128 * loop_share(2)
+"""CUMSUM scans a row with one work group: two passes of ne0 / 128 iterations per thread, within LAVAPIPE_LOOPS
+(2^21)."""
 
 
 def _ok(node: Tensor) -> bool:
@@ -39,13 +39,12 @@ def _ok(node: Tensor) -> bool:
 
 def _with_offsets(push: bytes, oa: int | None = None, od: int | None = None, g: int = 1) -> bytes:
     """GENERIC_PC with a's or d's byte offset replaced (the partials' scratch) and u0 = G."""
-    pc = bytearray(push)
+    words = {"u0": g}
     if oa is not None:
-        struct.pack_into("<I", pc, 0, oa)
+        words["oa"] = oa
     if od is not None:
-        struct.pack_into("<I", pc, 8, od)
-    struct.pack_into("<I", pc, 4 * 27, g)
-    return bytes(pc)
+        words["od"] = od
+    return patch_pc(push, **words)
 
 
 @rules.rule(*CODE, accepts=_ok)

@@ -1,7 +1,7 @@
 """Build every distribution of this repository as a wheel, install the wheels into a fresh venv and smoke-test them
 there (`make wheels-smoke`; nothing of the editable install in .venv is reused):
 
-    python -m pyggml.tools.wheels_smoke [--dist DIR] [PROJECT_DIR ...]
+    python -m pyggml_testing.wheels_smoke [--dist DIR] [PROJECT_DIR ...]
 
 1. `python -m build --wheel` per distribution (default: the core, the GPU plugins' shared dialect kernels, every
    plugin, conformance, examples/* but the toy backend), one after another, each in its own isolated build env,
@@ -28,7 +28,6 @@ import email.parser
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,9 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+from pyggml_testing.rpc.servers import free_port, stop, wait_listening
+
+REPO = Path(__file__).resolve().parents[2]
 OWN_DISTS = ("pyggml", "pyggml-dialect", "pyggml-cpu", "pyggml-opencl", "pyggml-vulkan", "pyggml-cuda", "pyggml-metal",
              "pyggml-rpc", "pyggml-conformance", "pyggml-llama")
 INSTALL = ["pyggml[all]", "pyggml-conformance", "pyggml-llama"]
@@ -170,25 +171,6 @@ def check_wheel(whl: Path) -> str:
     return dist
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[str], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SmokeError(f"pyggml rpc-server exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise SmokeError(f"pyggml rpc-server did not listen on port {port} within {seconds:.0f} s")
-
-
 def smoke(venv: Path, dist: Path, wheels: list[Path]) -> None:
     bindir = venv / "bin"
     py = bindir / "python"
@@ -232,9 +214,12 @@ def smoke(venv: Path, dist: Path, wheels: list[Path]) -> None:
         server_log = dist / "build-logs" / "rpc-server.log"
         with server_log.open("w") as out:
             server = subprocess.Popen([str(pyggml), "rpc-server", "--device", "cpu", "--port", str(port)], cwd=cwd,
-                                      env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+                                      env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
-            wait_for_port(port, server)
+            try:
+                wait_listening(port, server)
+            except RuntimeError as e:
+                raise SmokeError(f"pyggml rpc-server: {e}") from None
             env["PYGGML_RPC_SERVERS"] = f"127.0.0.1:{port}"
             devices = json.loads(run([pyggml, "devices", "--json"], cwd=cwd, env=env, capture=True))
             names = [d["device"] for d in devices if d["device"] and d["device"] != "numpy"]
@@ -242,11 +227,7 @@ def smoke(venv: Path, dist: Path, wheels: list[Path]) -> None:
                 raise SmokeError(f"the rpc-server's device is not listed: {names}")
             run([pyggml, "conformance", "--op", "MUL_MAT", "--backend", ",".join(names)], cwd=cwd, env=env)
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            stop(server)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
