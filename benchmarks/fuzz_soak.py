@@ -1,6 +1,7 @@
-"""Fuzz soak of the public op API (issue 19): conformance/tests/test_fuzz_ops.py's random recipes (ops over random
-shapes, zero-size ones included, types, views with random strides and offsets, permutes, in-place results, random
-ids) run in rounds of hypothesis examples on each backend against the numpy reference. Every outcome must be the
+"""Fuzz soak of the public op API (issue 19): the random recipes of pyggml_testing.fuzz_ops, of which
+conformance/tests/test_fuzz_ops.py draws a few hundred in CI (ops over random shapes, zero-size ones included, types,
+views with random strides and offsets, permutes, in-place results, random ids), run in rounds of hypothesis examples
+on each backend against the numpy reference. Every outcome must be the
 reference's result or a PyGGMLError; anything else (a different result, a changed guard byte, a graph computed that
 the reference refuses, another exception) is a failure, reported with its shrunk recipe, and the soak goes on with
 the next round. A crash or a hang ends the process, which is the other way to fail. Prints JSON.
@@ -16,36 +17,21 @@ once that much time has gone.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
 import traceback
 from collections import Counter
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from hypothesis import HealthCheck, given, seed, settings
 
 from pyggml.backend.sysinfo import cpu_model
 from pyggml.errors import PyGGMLError
-
-FUZZ_TEST = Path(__file__).resolve().parents[1] / "conformance" / "tests" / "test_fuzz_ops.py"
-
-
-def fuzz_module() -> ModuleType:
-    """test_fuzz_ops.py, loaded by path (the tests folder is not a package): its strategies and its check."""
-    spec = importlib.util.spec_from_file_location("pyggml_fuzz_ops", FUZZ_TEST)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+from pyggml_testing import fuzz_ops
 
 
 def soak(backend: str, examples: int, round_size: int, first_seed: int, deadline: float) -> dict[str, Any]:
-    fz = fuzz_module()
     from pyggml_conformance.runner import open_target
 
     try:
@@ -62,10 +48,10 @@ def soak(backend: str, examples: int, round_size: int, first_seed: int, deadline
 
         @seed(first_seed + rounds)
         @settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-        @given(fz.recipes())
+        @given(fuzz_ops.recipes())
         def one(r: Any) -> None:
             counts["drawn"] += 1
-            counts[fz.outcome(r, target, reference)] += 1
+            counts[fuzz_ops.outcome(r, target, reference)] += 1
 
         before = counts["drawn"]
         try:
