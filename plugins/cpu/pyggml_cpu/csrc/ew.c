@@ -48,9 +48,10 @@ static inline float sum8_tree(const float *v) {
     return (t0 + t2) + (t1 + t3);
 }
 
-/* the gated activations (SILU, GELU*, HARDSWISH) give their limit 0 at x = -inf, where the formulas are
-   -inf * 0 = NaN (docs/op-semantics.md); finite x need no care */
-static inline float silu(float x) { return x == -INFINITY ? 0.0f : x / (1.0f + expf(-x)); }
+/* the gated activations x * gate(x) (SILU, GELU*, HARDSWISH) give their limit 0 at x = -inf, where the formulas
+   are -inf * 0 = NaN (docs/op-semantics.md); finite x need no care */
+#define GATED(x, formula) ((x) == -INFINITY ? 0.0f : (formula))
+static inline float silu(float x) { return GATED(x, x / (1.0f + expf(-x))); }
 
 /* the portable loops: whole groups of 8 with expv1, the tail with expf, as ggml */
 static double exp_sum_portable(int64_t n, float *y, const float *x, float mx) {
@@ -69,7 +70,7 @@ static void swiglu_portable(int64_t n, float *g, const float *v) {
     for (; i + 8 <= n; i += 8)
         for (int l = 0; l < 8; l++) {
             const float a = g[i + l];
-            g[i + l] = (a == -INFINITY ? 0.0f : a / (1.0f + expv1(0.0f - a))) * (v ? v[i + l] : 1.0f);
+            g[i + l] = GATED(a, a / (1.0f + expv1(0.0f - a))) * (v ? v[i + l] : 1.0f);
         }
     for (; i < n; i++) g[i] = silu(g[i]) * (v ? v[i] : 1.0f);
 }
@@ -198,11 +199,11 @@ int pgc_k_binary(const pgc_node *n, const pgc_tctx *c) {
 
 static inline float gelu_tanh(float x) {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    return x == -INFINITY ? 0.0f : 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+    return GATED(x, 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x))));
 }
-static inline float gelu_quick(float x) { return x == -INFINITY ? 0.0f : x / (1.0f + expf(-1.702f * x)); }
+static inline float gelu_quick(float x) { return GATED(x, x / (1.0f + expf(-1.702f * x))); }
 static inline float gelu_erf(float x) {
-    return x == -INFINITY ? 0.0f : 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+    return GATED(x, 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)));
 }
 static int apply_unary(int kind, float *a, int64_t ne0, const float *fp) {
     switch (kind) {
@@ -220,7 +221,7 @@ static int apply_unary(int kind, float *a, int64_t ne0, const float *fp) {
     case PGC_U_SILU: swiglu_row(ne0, a, NULL); break;
     case PGC_U_HARDSWISH:
         for (int64_t k = 0; k < ne0; k++)
-            a[k] = a[k] == -INFINITY ? 0.0f : a[k] * fminf(1.0f, fmaxf(0.0f, (a[k] + 3.0f) / 6.0f));
+            a[k] = GATED(a[k], a[k] * fminf(1.0f, fmaxf(0.0f, (a[k] + 3.0f) / 6.0f)));
         break;
     case PGC_U_HARDSIGMOID:
         for (int64_t k = 0; k < ne0; k++) a[k] = fminf(1.0f, fmaxf(0.0f, (a[k] + 3.0f) / 6.0f));
