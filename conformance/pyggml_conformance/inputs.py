@@ -139,6 +139,8 @@ def domain_init(op: Op, slot: int, srcs: Sequence[Tensor | None], t: GGMLType) -
         return distinct_ids(s0.ne[2])
     if op is Op.ROPE and slot in (1, 2):
         return integers(0, MAX_POSITION) if slot == 1 else uniform(0.9, 1.1)
+    if (op is Op.OPT_STEP_ADAMW and slot in (3, 4)) or (op is Op.OPT_STEP_SGD and slot == 2):
+        return uniform(0.0, 1.0)  # v and the hyper-parameters are non-negative
     if op in (Op.SQRT, Op.LOG) and slot == 0:
         return uniform(0.1, 10.0)
     if op in (Op.ARGSORT, Op.ARGMAX, Op.TOP_K) and slot == 0:
@@ -207,12 +209,16 @@ def case_rng(name: str, seed: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(name.encode())])
 
 
+def graph_inputs(graph: Graph) -> list[Tensor]:
+    """The tensors a case fills before compute: its leafs and its parameters (op NONE, flagged PARAM: a graph keeps
+    them among its nodes, as ggml does), views excluded."""
+    return [t for t in (*graph.leafs, *graph.nodes) if t.op is Op.NONE and t.view_src is None]
+
+
 def generate(graph: Graph, inits: Mapping[str, Init], rng: np.random.Generator) -> dict[str, Bytes]:
-    """Bytes of every leaf input of `graph`, by tensor name, drawn in graph order."""
+    """Bytes of every input of `graph` (graph_inputs), by tensor name, drawn in graph order."""
     data: dict[str, Bytes] = {}
-    for t in graph.leafs:
-        if t.view_src is not None:
-            continue
+    for t in graph_inputs(graph):
         init = inits.get(t.name)
         if init is None:
             raise PyGGMLError(f"case input '{t.name}' {t.type} ne={list(t.ne)} has no initialiser")

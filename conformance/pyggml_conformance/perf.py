@@ -13,7 +13,7 @@ from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml_conformance.case import Case
 from pyggml_conformance.inputs import InputUnavailable, case_rng, generate
-from pyggml_conformance.placement import GuardedArena
+from pyggml_conformance.placement import ArenaTooLarge, GuardedArena
 from pyggml_conformance.runner import CaseResult, Status, Target, error_text, first_unsupported, realize
 
 TARGET_FLOPS = 4e9
@@ -65,7 +65,11 @@ def perf_case(case: Case, target: Target, seed: int = 0, seconds: float = 0.5) -
     g = r.graph.copy()
     g.nodes = list(g.nodes) + [node] * (n - 1)
     g.size = len(g.nodes)
-    pl = GuardedArena(r.graph, target.device.buffer_type(), guard=0)
+    try:
+        pl = GuardedArena(r.graph, target.device.buffer_type(), guard=0)
+    except ArenaTooLarge as e:
+        res.status, res.error = Status.SKIP, str(e)
+        return res
     try:
         pl.upload(data, snapshot=False)
         backend = target.backend

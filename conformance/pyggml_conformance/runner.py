@@ -24,7 +24,7 @@ from pyggml.tensor import Tensor
 from pyggml_conformance.case import Case, CaseBuilder
 from pyggml_conformance.compare import Array, check, decode
 from pyggml_conformance.inputs import Bytes, Init, InputUnavailable, case_rng, generate
-from pyggml_conformance.placement import GuardedArena
+from pyggml_conformance.placement import ArenaTooLarge, GuardedArena
 
 _T = TypeVar("_T")
 
@@ -256,6 +256,9 @@ def compare_case(case: Case, targets: list[Target], reference: Target, seed: int
                 continue
         try:
             got = execute(r, target, data)
+        except ArenaTooLarge as e:
+            out.append(result(target, Status.SKIP, error=str(e)))
+            continue
         except Exception as e:
             log.debug("%s failed on %s", target.name, case.name, exc_info=True)
             out.append(result(target, Status.FAIL, error=error_text(e)))

@@ -52,9 +52,11 @@ def test_names_are_stable() -> None:
 
 
 def test_every_case_builds_a_graph() -> None:
+    """A sample of the cases: each graph has a node of the op the case is filed under (a misuse case's output may be
+    another op that consumes it)."""
     for c in suite()[::7]:
         r = realize(c)
-        assert r.outputs[0].op is c.op or c.op in (Op.NONE,), c.name
+        assert c.op is Op.NONE or any(n.op is c.op for n in r.graph.nodes), c.name
 
 
 def test_numpy_passes_against_itself_on_a_sample_of_every_op() -> None:

@@ -210,7 +210,27 @@ class Tensor:
         return self
 
     def set_param(self) -> Tensor:
+        """Mark a leaf as trainable (ggml_set_param): build_backward computes its gradient. Only F32 / F16 leafs
+        carry gradients, so anything else is refused here, before any graph is built."""
+        from pyggml.ops.base import Op
+
+        if self.op is not Op.NONE:
+            raise ShapeError(f"set_param: '{self.name}' is the result of {self.op.name}; only leaf tensors "
+                             "(op NONE) can be parameters")
+        if self.type not in (GGMLType.F32, GGMLType.F16):
+            raise UnsupportedTypeError(f"set_param: '{self.name}' is {self.type}; parameters must be F32 or F16 "
+                                       "(gradients of other types are not defined)")
         self.flags |= TensorFlag.PARAM
+        return self
+
+    def set_loss(self) -> Tensor:
+        """Mark the scalar the backward pass differentiates (ggml_set_loss): a one-element F32 tensor."""
+        if self.nelements() != 1:
+            raise ShapeError(f"set_loss: '{self.name}' ne={list(self.ne)} is not a scalar; reduce it first "
+                             "(e.g. ops.sum or ops.mean)")
+        if self.type != GGMLType.F32:
+            raise UnsupportedTypeError(f"set_loss: '{self.name}' is {self.type}; the loss must be F32")
+        self.flags |= TensorFlag.LOSS
         return self
 
     @property

@@ -29,8 +29,13 @@ FAMILIES = (
     "softmax",
     "rope",
     "attention",
+    "conv",
+    "spatial",
+    "deepseek",
+    "seq",
     "views",
     "custom",
+    "backward",
     "edge",
     "misuse",
 )

@@ -13,7 +13,44 @@ from pyggml.ops.attention import (
     flash_attn_ext,
     soft_max,
 )
+from pyggml.ops.backward import (
+    ShapeParams,
+    cross_entropy_loss,
+    cross_entropy_loss_back,
+    get_rows_back,
+    repeat_back,
+    rms_norm_back,
+    rope_back,
+    silu_back,
+    soft_max_ext_back,
+)
 from pyggml.ops.base import OPS, VIEW_OPS, Op, OpDef
+from pyggml.ops.conv import (
+    Col2im1dParams,
+    Conv2dParams,
+    Conv3dParams,
+    ConvTranspose1dParams,
+    ConvTranspose2dParams,
+    Im2col3dParams,
+    Im2colParams,
+    col2im_1d,
+    conv_1d,
+    conv_1d_dw,
+    conv_1d_dw_ph,
+    conv_1d_ph,
+    conv_2d,
+    conv_2d_direct,
+    conv_2d_dw,
+    conv_2d_dw_direct,
+    conv_2d_s1_ph,
+    conv_2d_sk_p0,
+    conv_3d,
+    conv_3d_direct,
+    conv_transpose_1d,
+    conv_transpose_2d_p0,
+    im2col,
+    im2col_3d,
+)
 from pyggml.ops.custom import (
     N_TASKS_MAX,
     CustomOpParams,
@@ -23,6 +60,15 @@ from pyggml.ops.custom import (
     map_custom1,
     map_custom2,
     map_custom3,
+)
+from pyggml.ops.deepseek import (
+    HcCombParams,
+    HcPreParams,
+    dsv4_hc_comb,
+    dsv4_hc_post,
+    dsv4_hc_pre,
+    dsv4_hc_pre_gated,
+    lightning_indexer,
 )
 from pyggml.ops.elementwise import (
     ClampParams,
@@ -109,6 +155,7 @@ from pyggml.ops.layout import (
 from pyggml.ops.matmul import mul_mat, mul_mat_id, out_prod
 from pyggml.ops.moe import add_id
 from pyggml.ops.norm import GroupNormParams, NormParams, group_norm, l2_norm, norm, rms_norm
+from pyggml.ops.optim import opt_step_adamw, opt_step_sgd
 from pyggml.ops.reduce import (
     ArgsortParams,
     SortOrder,
@@ -123,19 +170,72 @@ from pyggml.ops.reduce import (
     top_k,
 )
 from pyggml.ops.rope import ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL, RopeParams, rope
+from pyggml.ops.seq import (
+    GatedDeltaNetParams,
+    GlaParams,
+    SsmScanParams,
+    TriParams,
+    TriType,
+    gated_delta_net,
+    gated_linear_attn,
+    rwkv_wkv6,
+    rwkv_wkv7,
+    solve_tri,
+    ssm_conv,
+    ssm_scan,
+    tri,
+)
+from pyggml.ops.spatial import (
+    SCALE_FLAG_ALIGN_CORNERS,
+    PadReflect1DParams,
+    Pool1DParams,
+    Pool2DParams,
+    PoolOp,
+    RollParams,
+    ScaleMode,
+    TimestepEmbeddingParams,
+    UpscaleParams,
+    WinPartParams,
+    WinUnpartParams,
+    add_rel_pos,
+    get_rel_pos,
+    interpolate,
+    pad_reflect_1d,
+    pool_1d,
+    pool_2d,
+    roll,
+    timestep_embedding,
+    upscale,
+    win_part,
+    win_unpart,
+)
 
 __all__ = [
-    "N_TASKS_MAX", "OPS", "ROPE_TYPE_NEOX", "ROPE_TYPE_NORMAL", "VIEW_OPS", "AccParams", "ArangeParams",
-    "ArgsortParams", "ClampParams", "ConcatParams", "ContParams", "CustomOpParams", "CustomParams", "DiagMaskParams",
-    "FillParams", "FlashAttnParams", "GluOp", "GluParams", "GroupNormParams", "LeakyReluParams", "NormParams", "Op",
-    "OpDef", "PadParams", "PermuteParams", "RopeParams", "ScaleParams", "SoftMaxParams", "SortOrder",
-    "SwigluClampParams", "SwigluOaiParams", "TopKParams", "UnaryOp", "UnaryParams", "ViewParams", "XieluParams",
-    "abs_", "acc", "add", "add1", "add_id", "arange", "argmax", "argsort", "ceil", "clamp", "concat", "cont", "cos",
-    "count_equal", "cpy", "cumsum", "custom", "custom_inplace", "diag", "diag_mask_inf", "diag_mask_zero", "div",
-    "dup", "elu", "exp", "expm1", "fill", "flash_attn_ext", "floor", "geglu", "gelu", "gelu_erf", "gelu_quick",
-    "get_rows", "glu", "group_norm", "hardsigmoid", "hardswish", "l2_norm", "leaky_relu", "log", "map_custom1",
-    "map_custom2", "map_custom3", "mean", "mul", "mul_mat", "mul_mat_id", "neg", "norm", "out_prod", "pad", "pad_ext",
-    "permute", "reglu", "relu", "repeat", "reshape", "rms_norm", "rope", "round_", "scale", "set_", "set_rows", "sgn",
-    "sigmoid", "silu", "sin", "soft_max", "softplus", "sqr", "sqrt", "step", "sub", "sum", "sum_rows", "swiglu",
-    "swiglu_clamp", "swiglu_oai", "tanh", "top_k", "transpose", "trunc", "unary", "view", "xielu"
+    "N_TASKS_MAX", "OPS", "ROPE_TYPE_NEOX", "ROPE_TYPE_NORMAL", "SCALE_FLAG_ALIGN_CORNERS", "VIEW_OPS", "AccParams",
+    "ArangeParams", "ArgsortParams", "ClampParams", "Col2im1dParams", "ConcatParams", "ContParams", "Conv2dParams",
+    "Conv3dParams", "ConvTranspose1dParams", "ConvTranspose2dParams", "CustomOpParams", "CustomParams",
+    "DiagMaskParams", "FillParams", "FlashAttnParams", "GatedDeltaNetParams", "GlaParams", "GluOp", "GluParams",
+    "GroupNormParams", "HcCombParams", "HcPreParams",
+    "Im2col3dParams", "Im2colParams", "LeakyReluParams", "NormParams", "Op", "OpDef", "PadParams",
+    "PadReflect1DParams", "PermuteParams", "Pool1DParams", "Pool2DParams", "PoolOp", "RollParams", "RopeParams",
+    "ScaleMode", "ScaleParams", "ShapeParams", "SoftMaxParams", "SortOrder", "SsmScanParams", "SwigluClampParams",
+    "SwigluOaiParams", "TimestepEmbeddingParams", "TopKParams", "TriParams", "TriType", "UnaryOp", "UnaryParams",
+    "UpscaleParams", "ViewParams", "WinPartParams", "WinUnpartParams", "XieluParams", "abs_", "acc", "add", "add1",
+    "add_id", "add_rel_pos", "arange", "argmax", "argsort", "ceil", "clamp", "col2im_1d", "concat", "cont", "conv_1d",
+    "conv_1d_dw", "conv_1d_dw_ph", "conv_1d_ph", "conv_2d", "conv_2d_direct", "conv_2d_dw", "conv_2d_dw_direct",
+    "conv_2d_s1_ph", "conv_2d_sk_p0", "conv_3d", "conv_3d_direct", "conv_transpose_1d", "conv_transpose_2d_p0", "cos",
+    "count_equal", "cpy", "cross_entropy_loss", "cross_entropy_loss_back", "cumsum", "custom", "custom_inplace", "diag",
+    "diag_mask_inf", "diag_mask_zero", "div", "dsv4_hc_comb", "dsv4_hc_post", "dsv4_hc_pre", "dsv4_hc_pre_gated",
+    "dup", "elu", "exp", "expm1", "fill", "flash_attn_ext", "floor",
+    "gated_delta_net", "gated_linear_attn", "geglu", "gelu", "gelu_erf", "gelu_quick", "get_rel_pos", "get_rows",
+    "get_rows_back", "glu", "group_norm", "hardsigmoid", "hardswish", "im2col", "im2col_3d", "interpolate", "l2_norm",
+    "leaky_relu",
+    "lightning_indexer",
+    "log", "map_custom1", "map_custom2", "map_custom3", "mean", "mul", "mul_mat", "mul_mat_id", "neg",
+    "norm", "opt_step_adamw", "opt_step_sgd", "out_prod", "pad", "pad_ext", "pad_reflect_1d", "permute", "pool_1d",
+    "pool_2d", "reglu", "relu", "repeat", "repeat_back", "reshape", "rms_norm", "rms_norm_back", "roll", "rope",
+    "rope_back", "round_", "rwkv_wkv6", "rwkv_wkv7", "scale", "set_", "set_rows", "sgn", "sigmoid", "silu", "silu_back",
+    "sin", "soft_max", "soft_max_ext_back", "softplus", "solve_tri", "sqr", "sqrt", "ssm_conv", "ssm_scan", "step",
+    "sub", "sum", "sum_rows", "swiglu", "swiglu_clamp", "swiglu_oai", "tanh", "timestep_embedding", "top_k",
+    "transpose", "tri", "trunc", "unary", "upscale", "view", "win_part", "win_unpart", "xielu"
 ]

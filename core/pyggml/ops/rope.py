@@ -28,31 +28,32 @@ class RopeParams:
     beta_slow: float = 1.0
 
 
-def _rope(srcs: Srcs, p: RopeParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.ROPE, "src0")
-    pos = need(srcs[1], Op.ROPE, "src1 (positions)")
+def _rope(srcs: Srcs, p: RopeParams, op: Op = Op.ROPE) -> tuple[GGMLType, Ne]:
+    """The ROPE rule, shared by ROPE_BACK (same srcs and params; `op` names the op in errors)."""
+    a = need(srcs[0], op, "src0")
+    pos = need(srcs[1], op, "src1 (positions)")
     ff = srcs[2] if len(srcs) > 2 else None
-    check_types(Op.ROPE, a, frozenset({GGMLType.F32, GGMLType.F16}), "src0")
-    check_types(Op.ROPE, pos, frozenset({GGMLType.I32}), "src1 (positions)")
+    check_types(op, a, frozenset({GGMLType.F32, GGMLType.F16}), "src0")
+    check_types(op, pos, frozenset({GGMLType.I32}), "src1 (positions)")
     if p.mode not in (ROPE_TYPE_NORMAL, ROPE_TYPE_NEOX):
-        raise fail(Op.ROPE, f"mode {p.mode} is not supported (0 normal, 2 neox)", a)
+        raise fail(op, f"mode {p.mode} is not supported (0 normal, 2 neox)", a)
     if pos.ne[0] != a.ne[2] or pos.nelements() != pos.ne[0]:
-        raise fail(Op.ROPE, "positions must be a vector of src0.ne[2] entries", a, pos)
+        raise fail(op, "positions must be a vector of src0.ne[2] entries", a, pos)
     if p.n_dims <= 0 or p.n_dims % 2 or p.n_dims > a.ne[0]:
-        raise fail(Op.ROPE, f"n_dims={p.n_dims} must be even and within ne[0]", a)
+        raise fail(op, f"n_dims={p.n_dims} must be even and within ne[0]", a)
     if not 0 <= p.n_ctx_orig < 1 << 31:
-        raise fail(Op.ROPE, f"n_ctx_orig={p.n_ctx_orig} must be in [0, 2^31) (ggml keeps it in an int32)", a)
+        raise fail(op, f"n_ctx_orig={p.n_ctx_orig} must be in [0, 2^31) (ggml keeps it in an int32)", a)
     if not (math.isfinite(p.freq_base) and p.freq_base > 0):
-        raise fail(Op.ROPE, f"freq_base={p.freq_base} must be a positive finite number", a)
+        raise fail(op, f"freq_base={p.freq_base} must be a positive finite number", a)
     bad = [f"{k}={v}" for k, v in (("freq_scale", p.freq_scale), ("ext_factor", p.ext_factor),
                                    ("attn_factor", p.attn_factor), ("beta_fast", p.beta_fast),
                                    ("beta_slow", p.beta_slow)) if not math.isfinite(v)]
     if bad:
-        raise fail(Op.ROPE, f"{', '.join(bad)} must be finite", a)
+        raise fail(op, f"{', '.join(bad)} must be finite", a)
     if ff is not None:
-        check_types(Op.ROPE, ff, frozenset({GGMLType.F32}), "src2 (freq factors)")
+        check_types(op, ff, frozenset({GGMLType.F32}), "src2 (freq factors)")
         if ff.ne[0] < p.n_dims // 2:
-            raise fail(Op.ROPE, f"freq factors need n_dims/2 = {p.n_dims // 2} entries", a, ff)
+            raise fail(op, f"freq factors need n_dims/2 = {p.n_dims // 2} entries", a, ff)
     return a.type, a.ne
 
 

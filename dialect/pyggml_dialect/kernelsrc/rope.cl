@@ -1,11 +1,12 @@
-/* ROPE, normal (pairs 2j, 2j+1) and NeoX (pairs j, j + n_dims/2) modes, YaRN ramp and frequency factors.
+/* ROPE, normal (pairs 2j, 2j+1) and NeoX (pairs j, j + n_dims/2) modes, YaRN ramp and frequency factors;
+ * ROPE_BACK (sin_sign -1) rotates by minus the angle.
  * One work-item per pair slot j < ceil(ne0 / 2) of a row; slots past n_dims/2 copy two elements.
  * Defines: T0 (src and dst type f32 | f16). corr_lo / corr_hi are YaRN's correction dims from the host. */
 #include "common.h"
 
 KERNEL void k_rope(TENSOR(a), TENSOR(pos), TENSOR(ff), TENSOR(d), i32 n_dims, i32 neox, i32 has_ff,
                    float freq_base, float freq_scale, float ext_factor, float attn_factor, float corr_lo,
-                   float corr_hi) {
+                   float corr_hi, float sin_sign) {
     i64 slots = (a_ne0 + 1) / 2;
     i64 i = GID(0);
     if (i >= slots * NROWS(a)) return;
@@ -29,7 +30,7 @@ KERNEL void k_rope(TENSOR(a), TENSOR(pos), TENSOR(ff), TENSOR(d), i32 n_dims, i3
         theta = theta * (1 - mix) + theta_extrap * mix;
         mscale *= 1.f + 0.1f * LOG(1.f / freq_scale);
     }
-    float c = (float)(cos(theta) * mscale), s = (float)(sin(theta) * mscale);
+    float c = (float)(cos(theta) * mscale), s = (float)(sin(theta) * mscale) * sin_sign;
     i64 k0 = neox ? j : 2 * j, k1 = neox ? j + nhalf : 2 * j + 1;
     float x0 = LOADT(T0, AT(a, k0, i1, i2, i3)), x1 = LOADT(T0, AT(a, k1, i1, i2, i3));
     STORET(T0, AT(d, k0, i1, i2, i3), x0 * c - x1 * s);

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NSLOT = 6
+NSLOT = 8
 NODE_DTYPE = np.dtype([
     ("op", "<i4"), ("sub", "<i4"), ("type", "<i4", (NSLOT,)), ("ne", "<i8", (NSLOT, 4)), ("nb", "<i8", (NSLOT, 4)),
     ("data", "<u8", (NSLOT,)), ("ip", "<i4", (16,)), ("fp", "<f4", (16,)),

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pyggml.backend.op_table import OpTable, Rule, srcs
 from pyggml.ops import GluOp, UnaryOp
 from pyggml.ops.base import Op
+from pyggml.ops.conv import op_words
 from pyggml.ops.custom import CUSTOM_OPS
 from pyggml.ops.elementwise import SwigluClampParams, SwigluOaiParams, XieluParams
 from pyggml.tensor import Tensor
@@ -212,6 +213,8 @@ RULES: dict[Op, Rule[Descriptors]] = {
     Op.GROUP_NORM: _entry(lib.PGC_OP_GROUP_NORM, _f32, lambda t: (0, [t.params.n_groups], [t.params.eps])),
     Op.SOFT_MAX: _entry(lib.PGC_OP_SOFT_MAX, lambda t: t.type == T.F32, _float_params("scale", "max_bias")),
     Op.ROPE: _entry(lib.PGC_OP_ROPE, lambda t: t.type in (T.F32, T.F16) and t.params.mode in (0, 2), _rope_params),
+    Op.ROPE_BACK: _entry(lib.PGC_OP_ROPE, lambda t: t.type in (T.F32, T.F16) and t.params.mode in (0, 2),
+                         lambda t: (1, *_rope_params(t)[1:])),  # sub 1: the sine negated
     Op.DIAG_MASK_INF: _entry(lib.PGC_OP_DIAG_MASK, _f32, lambda t: (0, [t.params.n_past], [])),
     Op.DIAG_MASK_ZERO: _entry(lib.PGC_OP_DIAG_MASK, _f32, lambda t: (1, [t.params.n_past], [])),
     Op.FLASH_ATTN_EXT: _entry(lib.PGC_OP_FLASH_ATTN, _flash_ok, _float_params("scale", "max_bias", "logit_softcap")),
@@ -241,6 +244,108 @@ RULES: dict[Op, Rule[Descriptors]] = {
     Op.TOP_K: _entry(lib.PGC_OP_ARGSORT, lambda t: t.src[0] is not None and t.src[0].type == T.F32,
                     lambda t: (1, [t.params.k], [])),
 }
+
+TRAIN_OPS: dict[Op, tuple[int, Callable[[Tensor], bool], Callable[[Tensor], Params]]] = {
+    Op.REPEAT_BACK: (lib.PGC_OP_REPEAT_BACK, _f32, _no),
+    Op.SILU_BACK: (lib.PGC_OP_SILU_BACK, _types_in(frozenset({T.F32, T.F16})), _no),
+    Op.RMS_NORM_BACK: (lib.PGC_OP_RMS_NORM_BACK, _f32, _float_params("eps")),
+    Op.GET_ROWS_BACK: (lib.PGC_OP_GET_ROWS_BACK, lambda t: t.type == T.F32, _no),
+    Op.SOFT_MAX_BACK: (lib.PGC_OP_SOFT_MAX_BACK, _f32, _float_params("scale")),
+    Op.CROSS_ENTROPY_LOSS: (lib.PGC_OP_CROSS_ENTROPY_LOSS, _f32, _no),
+    Op.CROSS_ENTROPY_LOSS_BACK: (lib.PGC_OP_CROSS_ENTROPY_LOSS_BACK, _f32, _no),
+    Op.OPT_STEP_ADAMW: (lib.PGC_OP_OPT_STEP_ADAMW, _f32, _no),
+    Op.OPT_STEP_SGD: (lib.PGC_OP_OPT_STEP_SGD, _f32, _no),
+}
+"""backward.c's ops (pgc_k_train): the types ggml's CPU kernels take (the shape rules admit no others but
+GET_ROWS_BACK's F16 gradient, which it reads too); any layout, since every source is read through its strides."""
+RULES.update({op: _entry(c_op, ok, params) for op, (c_op, ok, params) in TRAIN_OPS.items()})
+
+SPATIAL_WORDS: dict[Op, Callable[[Tensor], list[int]]] = {
+    Op.POOL_1D: lambda t: [t.params.op.value, t.params.k0, t.params.s0, t.params.p0],
+    Op.POOL_2D: lambda t: [t.params.op.value, t.params.k0, t.params.k1, t.params.s0, t.params.s1, t.params.p0,
+                           t.params.p1],
+    Op.UPSCALE: lambda t: [t.params.mode],
+    Op.PAD_REFLECT_1D: lambda t: [t.params.p0, t.params.p1],
+    Op.ROLL: lambda t: list(t.params.shifts),
+    Op.TIMESTEP_EMBEDDING: lambda t: [t.params.dim, t.params.max_period],
+    Op.WIN_PART: lambda t: [t.params.npx, t.params.npy, t.params.w],
+    Op.WIN_UNPART: lambda t: [t.params.w],
+    Op.GET_REL_POS: lambda t: [],
+    Op.ADD_REL_POS: lambda t: [],
+}
+"""spatial.c's ops: one C op (PGC_OP_SPATIAL), the ggml op as sub-op PGC_SP_<name>, ggml's op_params words as int
+params. The shape rules admit only the types it reads (F32, F16 pool input, F16 GET_REL_POS); any layout, since
+it reads every source through its strides."""
+
+
+def _spatial_ok(t: Tensor) -> bool:
+    """Every word fits the descriptor's int32 (a huge padding would wrap in C)."""
+    return all(-INT32_MAX <= v <= INT32_MAX for v in SPATIAL_WORDS[t.op](t))
+
+
+def _spatial(op: Op) -> Rule[Descriptors]:
+    sub, words = getattr(lib, f"PGC_SP_{op.name}"), SPATIAL_WORDS[op]
+    return _entry(lib.PGC_OP_SPATIAL, _spatial_ok, lambda t: (sub, words(t), []))
+
+
+RULES.update({op: _spatial(op) for op in SPATIAL_WORDS})
+
+
+def _indexer_ok(t: Tensor) -> bool:
+    """deepseek.c converts K rows with the plain loads or the dequantisers (whole contiguous rows)."""
+    k = t.src[1]
+    return k is not None and (k.type in FLOAT or (k.type in QUANT_DOT and _rows(k)))
+
+
+# deepseek.c's ops: F32 everywhere but LIGHTNING_INDEXER's K and F16 mask, as the shape rules admit
+RULES.update({
+    Op.LIGHTNING_INDEXER: _entry(lib.PGC_OP_LIGHTNING_INDEXER, _indexer_ok, _no),
+    Op.DSV4_HC_COMB: _entry(lib.PGC_OP_DSV4_HC, lambda t: True, lambda t: (0, [t.params.n_iter], [t.params.eps])),
+    Op.DSV4_HC_PRE: _entry(lib.PGC_OP_DSV4_HC, lambda t: True,
+                           lambda t: (1, [int(t.params.gated)], [t.params.scale])),
+    Op.DSV4_HC_POST: _entry(lib.PGC_OP_DSV4_HC, lambda t: True, _sub(2)),
+})
+
+SEQ_PARAMS: dict[Op, tuple[int, Callable[[Tensor], Params]]] = {
+    Op.TRI: (lib.PGC_OP_TRI, lambda t: (0, [int(t.params.tri_type)], [])),
+    Op.SOLVE_TRI: (lib.PGC_OP_SOLVE_TRI, _no),
+    Op.SSM_CONV: (lib.PGC_OP_SSM_CONV, _no),
+    Op.SSM_SCAN: (lib.PGC_OP_SSM_SCAN, lambda t: (0, [t.params.k], [])),
+    Op.RWKV_WKV6: (lib.PGC_OP_RWKV_WKV6, _no),
+    Op.GATED_LINEAR_ATTN: (lib.PGC_OP_GLA, lambda t: (0, [], [t.params.scale])),
+    Op.RWKV_WKV7: (lib.PGC_OP_RWKV_WKV7, _no),
+    Op.GATED_DELTA_NET: (lib.PGC_OP_GATED_DELTA_NET, lambda t: (0, [t.params.k], [])),
+}
+"""seq.c's ops (C op id, descriptor params)."""
+SEQ_STATE_SLOT = {Op.RWKV_WKV6: 5, Op.GATED_LINEAR_ATTN: 4, Op.RWKV_WKV7: 6}
+"""The linear-attention ops' state src, which seq.c reads as one dense block per sequence."""
+NSLOT_SRCS = 7
+"""The srcs a descriptor carries (PGC_NSLOT - 1 in csrc/pgc.h)."""
+
+
+def _seq_ok(t: Tensor) -> bool:
+    """F32 everywhere (SSM_SCAN's ids I32), rows of adjacent elements in every src (seq.c steps rows by nb[1..3]),
+    a contiguous dst (seq.c writes it as flat parts) and a dense linear-attention state."""
+    ins = srcs(t)
+    if len(t.src) > NSLOT_SRCS or not t.is_contiguous():
+        return False
+    for i, x in enumerate(ins):
+        want = T.I32 if t.op is Op.SSM_SCAN and i == 6 else T.F32
+        if x.type != want or not _rows(x):
+            return False
+    state = SEQ_STATE_SLOT.get(t.op)
+    return state is None or ins[state].is_contiguous()
+
+
+RULES.update({op: _entry(c_op, _seq_ok, params) for op, (c_op, params) in SEQ_PARAMS.items()})
+
+CONV_OPS = (Op.IM2COL, Op.IM2COL_3D, Op.COL2IM_1D, Op.CONV_TRANSPOSE_1D, Op.CONV_2D, Op.CONV_3D, Op.CONV_2D_DW,
+            Op.CONV_TRANSPOSE_2D)
+"""conv.c's ops: every float type and any strides (the kernels read and write through them); ip holds ggml's
+op_params words (pyggml.ops.conv.op_words; the shape rules keep each within int32)."""
+
+RULES.update({op: _entry(getattr(lib, f"PGC_OP_{op.name}"), _float, lambda t: (0, op_words(t.params), []))
+              for op in CONV_OPS})
 
 MIN_BLAS_BATCH = 32
 """The blas backend takes a MUL_MAT only when every dimension is at least this (as ggml's BLAS backend)."""

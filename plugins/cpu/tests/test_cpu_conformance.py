@@ -14,7 +14,9 @@ from pyggml_conformance.suite import Options, load_cases
 
 OPS = ["ADD", "MUL", "SCALE", "UNARY", "GLU", "RMS_NORM", "NORM", "SOFT_MAX", "ROPE", "FLASH_ATTN_EXT", "MUL_MAT",
        "MUL_MAT_ID", "GET_ROWS", "SET_ROWS", "CPY", "CONT", "CONCAT", "REPEAT", "SUM_ROWS", "ARGSORT", "TOP_K",
-       "OUT_PROD", "PAD", "ACC", "GROUP_NORM", "CUMSUM", "ARGMAX"]
+       "OUT_PROD", "PAD", "ACC", "GROUP_NORM", "CUMSUM", "ARGMAX",
+       "REPEAT_BACK", "SILU_BACK", "RMS_NORM_BACK", "GET_ROWS_BACK", "SOFT_MAX_BACK", "ROPE_BACK", "CROSS_ENTROPY_LOSS",
+       "CROSS_ENTROPY_LOSS_BACK", "OPT_STEP_ADAMW", "OPT_STEP_SGD"]
 PER_OP = 24
 
 

@@ -303,6 +303,56 @@ def _f16_table(node: Tensor) -> str | None:
     return None
 
 
+def _param_layout(node: Tensor) -> str | None:
+    """OPT_STEP_ADAMW / _SGD walk the gradient and the moments at the parameter's byte offsets."""
+    a = node.src[0]
+    assert a is not None
+    n_state = 3 if node.op is Op.OPT_STEP_ADAMW else 1
+    for i in range(1, 1 + n_state):
+        s = node.src[i]
+        if s is not None and s.nb != a.nb:
+            return f"{node.op.name.lower()} reads src{i} at src0's strides, its own are {list(s.nb)} (misread)"
+    return None
+
+
+def dense_rows(*slots: str) -> Check:
+    """Each present slot has adjacent elements and adjacent rows (nb[1] == ne[0] * nb[0]): SSM_CONV's sx and
+    SSM_SCAN's x, B, C (GGML_ASSERT in ggml_ssm_scan and the conv kernel); planes above may be strided."""
+    def check(node: Tensor) -> str | None:
+        for s in slots:
+            t = _slot(node, s)
+            if t is not None and not (_rows(t) and t.nb[1] == t.ne[0] * t.nb[0]):
+                return f"{slot_desc(s, t)}: ggml needs nb[0] == type size and nb[1] == ne[0] * nb[0] (GGML_ASSERT)"
+        return None
+    return check
+
+
+def _wkv7_head(node: Tensor) -> str | None:
+    """ggml's SIMD RWKV_WKV7 walks each head GGML_F32_STEP floats at a time (32 on AVX2, 64 with AVX-512) with no
+    tail loop: smaller or ragged heads read past the head (S = 16: NMSE 0.84 against the reference)."""
+    k = node.src[2]
+    assert k is not None
+    return None if k.ne[0] % 64 == 0 else f"rwkv_wkv7: head size {k.ne[0]} is not a multiple of 64 (misread)"
+
+
+def _im2col(node: Tensor) -> str | None:
+    """IM2COL: F32 patches from F32 input, F16 patches from F32 or F16 input (ops.cpp im2col_f32 / _f16); a 2-D
+    input's rows are read as one plane of IW-float rows (src_data[iih*IW + iiw]: nb[1] must be ne[0] * nb[0])."""
+    b = node.src[1]
+    assert b is not None
+    if node.type not in F32_F16 or b.type not in (F32_ONLY if node.type == T.F32 else F32_F16):
+        return f"im2col has no {b.type} -> {node.type} kernel (GGML_ABORT / GGML_ASSERT)"
+    p = node.params
+    if p.is_2d and b.nb[1] != b.ne[0] * b.nb[0]:
+        return f"{slot_desc('src1', b)}: im2col reads each channel as dense rows (misread)"
+    return None
+
+
+def _hc_comb_streams(node: Tensor) -> str | None:
+    """ggml's DSV4_HC_COMB kernel is written for 4 streams (constexpr hc = 4, GGML_ASSERT); pyggml takes any."""
+    return None if node.ne[0] == 4 else f"dsv4_hc_comb handles hc = 4 streams only, not {node.ne[0]} (GGML_ASSERT)"
+
+
 def _eps(p: object) -> bool:
     return bool(getattr(p, "eps", 0.0) >= 0.0)
 
@@ -359,7 +409,57 @@ RULES: dict[Op, tuple[Check, ...]] = {
     Op.DIAG_MASK_ZERO: (types("src0", F32_ONLY, "diag_mask_zero"), contiguous(0, "src0", "dst")),
     Op.SOFT_MAX: (types("src0", F32_ONLY, "soft_max"), rows("src0", "src1", "src2", "dst")),
     Op.ROPE: (types("src0", F32_F16, "rope"), rows("src0", "src1", "src2", "dst")),
+    Op.ROPE_BACK: (types("src0", F32_F16, "rope_back"), rows("src0", "src1", "src2", "dst")),
+    Op.REPEAT_BACK: (types("src0", F32_ONLY, "repeat_back"), rows("src0", "dst")),
+    Op.SILU_BACK: (types("src0", F32_F16, "silu_back"), contiguous(1, "src0", "src1", "dst")),
+    Op.RMS_NORM_BACK: (types("src0", F32_ONLY, "rms_norm_back"), rows("src0", "src1", "dst")),
+    Op.GET_ROWS_BACK: (types("src0", F32_F16, "get_rows_back"), rows("src0"), contiguous(0, "src1", "dst")),
+    Op.SOFT_MAX_BACK: (types("src0", F32_ONLY, "soft_max_ext_back"), contiguous(0, "src0", "src1", "dst")),
+    Op.CROSS_ENTROPY_LOSS: (types("src0", F32_ONLY, "cross_entropy_loss"), contiguous(1, "src0", "src1")),
+    Op.CROSS_ENTROPY_LOSS_BACK: (types("src1", F32_ONLY, "cross_entropy_loss_back"),
+                                 contiguous(0, "src0", "src1", "src2", "dst")),
+    Op.OPT_STEP_ADAMW: (types("src0", F32_ONLY, "opt_step_adamw"), rows("src0"), _param_layout),
+    Op.OPT_STEP_SGD: (types("src0", F32_ONLY, "opt_step_sgd"), rows("src0"), _param_layout),
     Op.FLASH_ATTN_EXT: (_flash_attn, rows("src0", "src1", "src2", "src3", "src4", "dst")),
+    # sequence models (F32 only, as pyggml's shape rules): ggml's constructors assert these layouts
+    Op.TRI: (contiguous(0, "src0"),),
+    Op.SOLVE_TRI: (contiguous(0, "src0", "src1"),),
+    Op.SSM_CONV: (dense_rows("src0"), rows("src1")),
+    Op.SSM_SCAN: (contiguous(0, "src0", "src2", "src3"), dense_rows("src1", "src4", "src5"), rows("src6")),
+    Op.RWKV_WKV6: (contiguous(0, "src0", "src1", "src2", "src3", "src4", "src5"),),
+    Op.GATED_LINEAR_ATTN: (contiguous(0, "src0", "src1", "src2", "src3", "src4"),),
+    Op.RWKV_WKV7: (contiguous(0, "src0", "src1", "src2", "src3", "src4", "src5", "src6"), _wkv7_head),
+    Op.GATED_DELTA_NET: (rows("src0", "src1", "src2"), contiguous(0, "src3", "src4", "src5")),
+    # spatial ops: pyggml's shape rules admit only the types these kernels take; ggml's kernels index by flat
+    # offsets or whole rows where pyggml reads any strides
+    Op.POOL_1D: (types("src0", F32_F16, "pool_1d"), rows("src0"), contiguous(1, "src0")),
+    Op.POOL_2D: (types("src0", F32_F16, "pool_2d"), contiguous(0, "src0")),  # walks planes up to ggml_nbytes
+    Op.UPSCALE: (types("src0", F32_ONLY, "upscale"),),
+    Op.PAD_REFLECT_1D: (types("src0", F32_ONLY, "pad_reflect_1d"), rows("src0", "dst")),
+    Op.ROLL: (types("src0", F32_ONLY, "roll"), rows("src0", "dst")),
+    Op.TIMESTEP_EMBEDDING: (types("src0", F32_ONLY, "timestep_embedding"), rows("src0"), contiguous(0, "dst")),
+    Op.WIN_PART: (types("src0", F32_ONLY, "win_part"), contiguous(0, "src0", "dst")),
+    Op.WIN_UNPART: (types("src0", F32_ONLY, "win_unpart"), contiguous(0, "src0", "dst")),
+    Op.GET_REL_POS: (types("src0", frozenset({T.F16}), "get_rel_pos"), contiguous(0, "src0", "dst")),
+    Op.ADD_REL_POS: (types("src0", F32_ONLY, "add_rel_pos"), contiguous(0, "src0", "src1", "src2", "dst")),
+    Op.LIGHTNING_INDEXER: (types("src1", FLOATS | TO_FLOAT, "lightning_indexer (k to_float)"),
+                           rows("src0", "src1", "src2", "src3", "dst")),
+    Op.DSV4_HC_COMB: (_hc_comb_streams,),  # reads every src through its strides
+    Op.DSV4_HC_PRE: (),
+    Op.DSV4_HC_POST: (),
+    # convolutions: kernels F32 / F16, inputs F32 (read as float through their strides unless noted)
+    Op.IM2COL: (_im2col, rows("src1")),
+    Op.IM2COL_3D: (types("dst", F32_F16, "im2col_3d"), types("src1", F32_ONLY, "im2col_3d"), rows("src1")),
+    Op.COL2IM_1D: (contiguous(0, "src0"),),  # GGML_ASSERT in ggml_col2im_1d
+    Op.CONV_TRANSPOSE_1D: (types("src0", F32_F16, "conv_transpose_1d"), types("src1", F32_ONLY, "conv_transpose_1d"),
+                           rows("src0", "src1")),
+    Op.CONV_TRANSPOSE_2D: (types("src0", F32_F16, "conv_transpose_2d"), types("src1", F32_ONLY, "conv_transpose_2d"),
+                           dense_rows("src0"), rows("src1")),
+    Op.CONV_2D: (types("src0", F32_F16, "conv_2d"), types("src1", F32_ONLY, "conv_2d"), contiguous(0, "src0")),
+    Op.CONV_3D: (types("src0", F32_F16, "conv_3d"), types("src1", F32_ONLY, "conv_3d"), contiguous(0, "src0")),
+    # ggml gives a channels-first input a channels-first result; pyggml's result is always WHCN
+    Op.CONV_2D_DW: (types("src0", F32_F16, "conv_2d_dw"), types("src1", F32_ONLY, "conv_2d_dw"),
+                    contiguous(0, "src0", "src1")),
 }
 
 

@@ -35,6 +35,7 @@ from pyggml.ops import (
     PermuteParams,
     RopeParams,
     ScaleParams,
+    ShapeParams,
     SoftMaxParams,
     SortOrder,
     SwigluClampParams,
@@ -44,6 +45,28 @@ from pyggml.ops import (
     UnaryParams,
     ViewParams,
     XieluParams,
+)
+from pyggml.ops.conv import (
+    Col2im1dParams,
+    Conv2dParams,
+    Conv3dParams,
+    ConvTranspose1dParams,
+    ConvTranspose2dParams,
+    Im2col3dParams,
+    Im2colParams,
+)
+from pyggml.ops.deepseek import HcCombParams, HcPreParams
+from pyggml.ops.seq import GatedDeltaNetParams, GlaParams, SsmScanParams, TriParams, TriType
+from pyggml.ops.spatial import (
+    PadReflect1DParams,
+    Pool1DParams,
+    Pool2DParams,
+    PoolOp,
+    RollParams,
+    TimestepEmbeddingParams,
+    UpscaleParams,
+    WinPartParams,
+    WinUnpartParams,
 )
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import GGMLType
@@ -284,6 +307,58 @@ def _arange_check(p: ArangeParams, ne: Ne) -> None:
                                f"(in float32), the tensor has ne={list(ne)}")
 
 
+@dataclass(frozen=True, slots=True)
+class UpscaleWord:
+    """UPSCALE's one word (ggml_scale_mode | flags): the target shape travels as the result's ne."""
+
+    mode: int
+
+
+@dataclass(frozen=True, slots=True)
+class WinUnpartWord:
+    """WIN_UNPART's one word (w): the image size travels as the result's ne."""
+
+    w: int
+
+
+def _upscale_to(srcs: Srcs, p: UpscaleParams, node: Tensor) -> tuple[Srcs, Any]:
+    return srcs, UpscaleWord(p.mode)
+
+
+def _upscale_from(srcs: Srcs, w: UpscaleWord, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+    return srcs, UpscaleParams(ne, w.mode)
+
+
+def _upscale_check(p: UpscaleParams, ne: Ne) -> None:
+    if tuple(p.ne) != tuple(ne):
+        raise ParamError("ne", f"UpscaleParams.ne={list(p.ne)} differs from the result's ne={list(ne)}")
+
+
+def _win_unpart_to(srcs: Srcs, p: WinUnpartParams, node: Tensor) -> tuple[Srcs, Any]:
+    return srcs, WinUnpartWord(p.w)
+
+
+def _win_unpart_from(srcs: Srcs, w: WinUnpartWord, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+    return srcs, WinUnpartParams(w.w, ne[1], ne[2])
+
+
+def _win_unpart_check(p: WinUnpartParams, ne: Ne) -> None:
+    if (p.w0, p.h0) != (ne[1], ne[2]):
+        raise ParamError("w0", f"w0={p.w0}, h0={p.h0} differ from the result's ne[1], ne[2] = {ne[1]}, {ne[2]}")
+
+
+POOL_CODES: dict[PoolOp, int] = {PoolOp.MAX: 0, PoolOp.AVG: 1}
+_POOL_OP = Field("op", 0, "enum", codes=POOL_CODES)
+
+def _shape_from(srcs: Srcs, p: Any, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+    return srcs, ShapeParams(ne)  # REPEAT_BACK / GET_ROWS_BACK: ggml keeps the result's shape only in its ne
+
+
+def _shape_check(p: ShapeParams, ne: Ne) -> None:
+    if tuple(p.ne) != tuple(ne):
+        raise ParamError("ne", f"ShapeParams.ne={list(p.ne)} differs from the result's ne={list(ne)}")
+
+
 # ---- the table --------------------------------------------------------------------------------------------------
 
 
@@ -293,6 +368,18 @@ def _f32(name: str, slot: int, **kw: Any) -> Field:
 
 _EPS = (_f32("eps", 0, lo=0.0),)
 _ACC = (Field("nb1", 0, lo=0), Field("nb2", 1, lo=0), Field("nb3", 2, lo=0))
+def _dst_type_from(srcs: Srcs, p: Any, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+    return srcs, dataclasses.replace(p, dst_type=dtype)  # IM2COL / IM2COL_3D: ggml keeps dst_type as the type
+
+
+def _spatial(*names: str) -> tuple[Field, ...]:
+    """Stride / padding / dilation words in order: strides and dilations from 0 (IM2COL 1-D leaves its second
+    ones 0; the shape rules refuse what they cannot use), paddings from 0."""
+    return tuple(Field(n, i, lo=0) for i, n in enumerate(names))
+
+
+_CONV2D = _spatial("s0", "s1", "p0", "p1", "d0", "d1")
+_CONV3D = _spatial("s0", "s1", "s2", "p0", "p1", "p2", "d0", "d1", "d2")
 _PREC = {v: v for v in PREC_VALUES}
 _MATMUL_EXTRA = (Field("acc_prec", 0, "enum", codes=_PREC), Field("hint", 1, "enum", codes={v: v for v in HINT_VALUES}),
                  Field("src0_prec", 2, "enum", codes=_PREC), Field("src1_prec", 3, "enum", codes=_PREC))
@@ -365,10 +452,59 @@ ENTRIES: dict[Op, Entry] = {
                                           Field("swapped", 1, "bool"), _f32("alpha", 2), _f32("limit", 3)),
                   wire=SwigluOaiParams, to_wire=_glu_to, from_wire=_glu_from),
     Op.ADD_ID: Entry(3, (3, 3)),
+    Op.CONV_TRANSPOSE_1D: Entry(51, (2, 2), ConvTranspose1dParams, _spatial("s0", "p0", "d0")),
+    Op.IM2COL: Entry(52, (2, 2), Im2colParams, (*_CONV2D, Field("is_2d", 6, "bool")), from_wire=_dst_type_from),
+    Op.IM2COL_3D: Entry(54, (2, 2), Im2col3dParams, (*_CONV3D, Field("ic", 9, lo=1)), from_wire=_dst_type_from),
+    Op.COL2IM_1D: Entry(55, (1, 1), Col2im1dParams, _spatial("s0", "oc", "p0")),
+    Op.CONV_2D: Entry(56, (2, 2), Conv2dParams, _CONV2D),
+    Op.CONV_3D: Entry(57, (2, 2), Conv3dParams, (*_CONV3D, Field("c", 9, lo=1), Field("n", 10, lo=1),
+                                                 Field("oc", 11, lo=1))),
+    Op.CONV_2D_DW: Entry(58, (2, 2), Conv2dParams, _CONV2D),
+    Op.CONV_TRANSPOSE_2D: Entry(59, (2, 2), ConvTranspose2dParams, (Field("stride", 0, lo=0),)),
+    Op.TRI: Entry(72, (1, 1), TriParams, (Field("tri_type", 0, "enum", codes={t: int(t) for t in TriType}),)),
+    Op.SSM_CONV: Entry(76, (2, 2)),
+    Op.SSM_SCAN: Entry(77, (7, 7), SsmScanParams, (Field("k", 0, lo=1),)),
+    Op.RWKV_WKV6: Entry(82, (6, 6)),
+    Op.GATED_LINEAR_ATTN: Entry(83, (5, 5), GlaParams, (_f32("scale", 0, nan=True),)),
+    Op.RWKV_WKV7: Entry(84, (7, 7)),
+    Op.SOLVE_TRI: Entry(85, (2, 2)),
+    Op.GATED_DELTA_NET: Entry(86, (6, 6), GatedDeltaNetParams, (Field("k", 0, lo=1),)),
+    Op.POOL_1D: Entry(60, (1, 1), Pool1DParams, (_POOL_OP, Field("k0", 1, lo=1), Field("s0", 2, lo=1),
+                                                  Field("p0", 3, lo=0))),
+    Op.POOL_2D: Entry(61, (1, 1), Pool2DParams, (_POOL_OP, *(Field(n, i, lo=1) for i, n in enumerate(
+        ("k0", "k1", "s0", "s1"), 1)), Field("p0", 5, lo=0), Field("p1", 6, lo=0))),
+    Op.UPSCALE: Entry(63, (1, 1), UpscaleParams, (Field("mode", 0, lo=0),), wire=UpscaleWord, to_wire=_upscale_to,
+                      from_wire=_upscale_from, check=_upscale_check),
+    Op.PAD_REFLECT_1D: Entry(65, (1, 1), PadReflect1DParams, (Field("p0", 0, lo=0), Field("p1", 1, lo=0))),
+    Op.ROLL: Entry(66, (1, 1), RollParams, tuple(Field(f"shifts[{i}]", i) for i in range(4))),
+    Op.TIMESTEP_EMBEDDING: Entry(68, (1, 1), TimestepEmbeddingParams, (Field("dim", 0, lo=1),
+                                                                       Field("max_period", 1, lo=1))),
+    Op.WIN_PART: Entry(78, (1, 1), WinPartParams, (Field("npx", 0, lo=1), Field("npy", 1, lo=1),
+                                                   Field("w", 2, lo=1))),
+    Op.WIN_UNPART: Entry(79, (1, 1), WinUnpartParams, (Field("w", 0, lo=1),), wire=WinUnpartWord,
+                         to_wire=_win_unpart_to, from_wire=_win_unpart_from, check=_win_unpart_check),
+    Op.GET_REL_POS: Entry(80, (1, 1)),
+    Op.ADD_REL_POS: Entry(81, (3, 3), inplace_slot=0),
+    Op.LIGHTNING_INDEXER: Entry(87, (4, 4)),
+    Op.DSV4_HC_COMB: Entry(88, (3, 3), HcCombParams, (_f32("eps", 0, finite=True), Field("n_iter", 1, lo=1))),
+    Op.DSV4_HC_PRE: Entry(89, (2, 2), HcPreParams, (_f32("scale", 0, finite=True), Field("gated", 1, "bool"))),
+    Op.DSV4_HC_POST: Entry(90, (3, 4)),
     **{op: Entry(code, n, to_wire=_no_custom, from_wire=_no_custom_from)
        for op, code, n in ((Op.MAP_CUSTOM1, 92, (1, 1)), (Op.MAP_CUSTOM2, 93, (2, 2)), (Op.MAP_CUSTOM3, 94, (3, 3)),
                            (Op.CUSTOM, 95, (0, GGML_MAX_SRC)))},
 }
 """Every pyggml op but NONE (ggml op 0, a leaf)."""
+ENTRIES.update({  # training: the backward ops, the loss and the optimiser steps (ggml's srcs and words as they are)
+    Op.REPEAT_BACK: Entry(21, (1, 1), ShapeParams, from_wire=_shape_from, check=_shape_check),
+    Op.SILU_BACK: Entry(23, (2, 2)),
+    Op.RMS_NORM_BACK: Entry(26, (2, 2), NormParams, _EPS),
+    Op.GET_ROWS_BACK: Entry(41, (2, 2), ShapeParams, from_wire=_shape_from, check=_shape_check),
+    Op.SOFT_MAX_BACK: Entry(47, (2, 2), SoftMaxParams, (_f32("scale", 0), _f32("max_bias", 1))),
+    Op.ROPE_BACK: dataclasses.replace(ENTRIES[Op.ROPE], code=49),  # ggml_rope_ext_back: ROPE's words
+    Op.CROSS_ENTROPY_LOSS: Entry(96, (2, 2)),
+    Op.CROSS_ENTROPY_LOSS_BACK: Entry(97, (3, 3)),
+    Op.OPT_STEP_ADAMW: Entry(98, (5, 5)),
+    Op.OPT_STEP_SGD: Entry(99, (3, 3)),
+})
 
 BY_CODE: dict[int, Op] = {e.code: op for op, e in ENTRIES.items()}

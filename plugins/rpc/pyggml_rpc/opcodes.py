@@ -6,9 +6,10 @@ ggml client sent back into a pyggml op, params dataclass and srcs, refusing (Opc
 Both directions run one table, `pyggml_rpc.opcode_table.ENTRIES`. Type ids: pyggml's GGMLType values already are
 ggml's ids (so GGUF maps 1:1); `ggml_type` / `pyggml_type` check them.
 
-Every pyggml op has a ggml number; ggml ops pyggml lacks (the *_BACK ops, convolutions, pooling, SSM, RWKV, ...),
-types Q2_0 and the removed ids are refused by decode. Custom ops (MAP_CUSTOM1/2/3, CUSTOM) have their numbers but
-never travel: a Python callable cannot be sent, and a ggml client's function pointer cannot be called here.
+Every pyggml op has a ggml number; ggml ops pyggml lacks (IM2COL_BACK, POOL_2D_BACK, FLASH_ATTN_BACK,
+convolutions, pooling, SSM, RWKV, ...), types Q2_0 and the removed ids are refused by decode. Custom ops
+(MAP_CUSTOM1/2/3, CUSTOM) have their numbers but never travel: a Python callable cannot be sent, and a ggml
+client's function pointer cannot be called here.
 
 Where pyggml and ggml differ (all handled here, exactly, or refused):
 
@@ -21,6 +22,8 @@ Where pyggml and ggml differ (all handled here, exactly, or refused):
 - REPEAT: ggml keeps only src0 (the target shape is the result's ne); pyggml's src1 only lends its shape, so
   decode supplies a data-less leaf of the result's type and ne in its place (callers must not allocate it).
 - SET_ROWS: ggml's srcs are (rows, ids, destination), pyggml's (destination, rows, ids).
+- REPEAT_BACK / GET_ROWS_BACK: ggml keeps no params (the result's shape is its ne); pyggml's ShapeParams(ne) is
+  rebuilt from the result's ne on decode. ROPE_BACK has ROPE's words.
 - CONT: ggml has no params (ggml_cont_4d just shapes the result); decode gives ContParams(ne) when ne differs
   from src0's, else None (pyggml's `cont(a)` and `cont(a, *a.ne)` are the same op).
 - TOP_K: ggml has no params; k is the result's ne[0].

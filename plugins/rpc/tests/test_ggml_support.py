@@ -84,6 +84,14 @@ LLAMA: dict[str, Callable[[gg.Context], Tensor]] = {
                                                       c.new_tensor(F32, 64, 4, 3)),
     "count_equal 2-D": lambda c: ops.count_equal(c.new_tensor(I32, 33, 7), c.new_tensor(I32, 33, 7)),
     "view": lambda c: ops.view(c.new_tensor(F32, 64, 8), (32, 8), (256,)),
+    "pool_2d f16 input": lambda c: ops.pool_2d(c.new_tensor(F16, 16, 16, 3), ops.PoolOp.MAX, 2, 2, 2, 2),
+    "interpolate bilinear, strided source": lambda c: ops.interpolate(strided(c, F32, 8, 4, 3), 16, 8, 3, 1, 1),
+    "roll of permuted planes": lambda c: ops.roll(ops.permute(c.new_tensor(F32, 8, 4, 3), 0, 2, 1, 3), 1, 1, 1),
+    "dsv4_hc_comb, 4 streams": lambda c: ops.dsv4_hc_comb(c.new_tensor(F32, 24, 5), c.new_tensor(F32, 3),
+                                                          c.new_tensor(F32, 24), 1e-6, 20),
+    "lightning_indexer q8_0 keys": lambda c: ops.lightning_indexer(c.new_tensor(F32, 64, 4, 3),
+                                                                   c.new_tensor(T.Q8_0, 64, 1, 9),
+                                                                   c.new_tensor(F32, 4, 3), c.new_tensor(F16, 9, 3)),
 }
 
 
@@ -164,6 +172,13 @@ REFUSED: dict[str, tuple[Callable[[gg.Context], Tensor], str]] = {
                                                    c.new_tensor(I64, 1)), "set_rows (from_float) has no iq2_xxs"),
     "get_rows q8_K": (lambda c: ops.get_rows(c.new_tensor(T.Q8_K, 256, 4), c.new_tensor(I32, 2)),
                       "get_rows has no q8_K kernel"),
+    "pool_1d strided planes": (lambda c: ops.pool_1d(strided(c, F32, 8, 4, 3), ops.PoolOp.AVG, 2, 2),
+                               "rows walked as i*nb[1]"),
+    "win_part strided": (lambda c: ops.win_part(strided(c, F32, 8, 4, 3), 2), "needs it contiguous"),
+    "dsv4_hc_comb, 3 streams": (lambda c: ops.dsv4_hc_comb(c.new_tensor(F32, 15, 5), c.new_tensor(F32, 3),
+                                                           c.new_tensor(F32, 15), 1e-6, 4), "hc = 4 streams only"),
+    "add_rel_pos permuted pw": (lambda c: ops.add_rel_pos(c.new_tensor(F32, 4, 6, 2), permuted(c, F32, 2, 3, 2, 2),
+                                                          c.new_tensor(F32, 2, 3, 2, 2)), "src1"),
 }
 
 
@@ -199,3 +214,23 @@ def test_client_hook(ctx: gg.Context) -> None:
         dev.server = SimpleNamespace(conn=SimpleNamespace(pyggml_server=pyggml_server))  # type: ignore[assignment]
         assert dev.supports_op(ops.add(ctx.new_tensor(F32, 8), ctx.new_tensor(F32, 8)))
         assert dev.supports_op(mixed) is pyggml_server
+
+
+def test_training_ops(ctx: gg.Context) -> None:
+    """ggml's training kernels: contiguous inputs run; SILU_BACK walks rows at one stride, SOFT_MAX_BACK and
+    CROSS_ENTROPY_LOSS_BACK assert contiguity, the optimiser steps read the state at the parameter's strides."""
+    g, x = ctx.new_tensor(F32, 16, 4, 3), ctx.new_tensor(F32, 16, 4, 3)
+    assert ggml_cpu_runs(ops.silu_back(g, x))
+    assert ggml_cpu_runs(ops.soft_max_ext_back(g, x, 0.5))
+    assert ggml_cpu_runs(ops.cross_entropy_loss(g, x))
+    assert ggml_cpu_runs(ops.repeat_back(ctx.new_tensor(F32, 16, 8, 3), g))
+    assert "contiguous" in (refusal(ops.silu_back(strided(ctx, F32, 16, 4, 3), x)) or "")
+    assert "contiguous" in (refusal(ops.soft_max_ext_back(strided(ctx, F32, 16, 4, 3), x)) or "")
+    one = ctx.new_tensor(F32, 1)
+    assert "contiguous" in (refusal(ops.cross_entropy_loss_back(one, strided(ctx, F32, 16, 4, 3), x)) or "")
+    w = ctx.new_tensor(F32, 16, 4, 3).set_param()
+    hp = ctx.new_tensor(F32, 7)
+    assert ggml_cpu_runs(ops.opt_step_adamw(w, g, ctx.new_tensor(F32, 16, 4, 3), ctx.new_tensor(F32, 16, 4, 3), hp))
+    why = refusal(ops.opt_step_adamw(w, g, strided(ctx, F32, 16, 4, 3), ctx.new_tensor(F32, 16, 4, 3), hp))
+    assert why is not None and "src2" in why and "strides" in why
+    assert "src1" in (refusal(ops.opt_step_sgd(w, strided(ctx, F32, 16, 4, 3), ctx.new_tensor(F32, 2))) or "")

@@ -657,6 +657,166 @@ def _twin_cases() -> list[tuple[str, Callable[[Twin], Any]]]:
             (ops.fill(pa, -3.5), tw.call("ggml_fill", "pf", ga, -3.5)),
         ]
 
+    def spatial(tw: Twin) -> list[tuple[Tensor, int]]:
+        """POOL_1D / POOL_2D (ggml_pool_2d's float paddings stored as ints), UPSCALE's mode word, the SAM ops'
+        words and src order, ADD_REL_POS's in-place word."""
+        pim, gim = tw.input(T.F32, 9, 7, 3)
+        pt, gt = tw.input(T.F32, 5)
+        pwin, gwin = tw.input(T.F32, 3, 4, 4, 4)
+        prel, grel = tw.input(T.F16, 4, 9)
+        pa, ga = tw.input(T.F32, 9, 12, 2)
+        pw, gw = tw.input(T.F32, 3, 4, 3, 2)
+        ph, gh = tw.input(T.F32, 3, 4, 3, 2)
+        ac = ops.SCALE_FLAG_ALIGN_CORNERS | ops.ScaleMode.BILINEAR
+        return [
+            (ops.pool_1d(pim, ops.PoolOp.AVG, 3, 2, 1), tw.call("ggml_pool_1d", "piiii", gim, 1, 3, 2, 1)),
+            (ops.pool_2d(pim, ops.PoolOp.MAX, 3, 2, 2, 1, 1, 0),
+             tw.call("ggml_pool_2d", "piiiiiff", gim, 0, 3, 2, 2, 1, 1.0, 0.0)),
+            (ops.interpolate(pim, 17, 5, 3, 2, ac), tw.call("ggml_interpolate", "pllllz", gim, 17, 5, 3, 2, ac)),
+            (ops.pad_reflect_1d(pim, 3, 2), tw.call("ggml_pad_reflect_1d", "pii", gim, 3, 2)),
+            (ops.roll(pim, 2, -3, 1, 0), tw.call("ggml_roll", "piiii", gim, 2, -3, 1, 0)),
+            (ops.timestep_embedding(pt, 33, 100), tw.call("ggml_timestep_embedding", "pii", gt, 33, 100)),
+            (ops.win_part(pim, 4), tw.call("ggml_win_part", "pi", gim, 4)),
+            (ops.win_unpart(pwin, 7, 5, 4), tw.call("ggml_win_unpart", "piii", gwin, 7, 5, 4)),
+            (ops.get_rel_pos(prel, 5, 5), tw.call("ggml_get_rel_pos", "pii", grel, 5, 5)),
+            (ops.add_rel_pos(pa, pw, ph), tw.call("ggml_add_rel_pos", "ppp", ga, gw, gh)),
+            (ops.add_rel_pos(pa, pw, ph, inplace=True), tw.call("ggml_add_rel_pos_inplace", "ppp", ga, gw, gh)),
+        ]
+
+    def seq(tw: Twin) -> list[tuple[Tensor, int]]:
+        """The sequence-model ops: src order, K / scale / tri_type words, the packed result shapes."""
+        ps, gs = tw.input(T.F32, 16, 4, 6, 3)
+        px, gx = tw.input(T.F32, 4, 6, 5, 2)
+        pdt, gdt = tw.input(T.F32, 6, 5, 2)
+        pa, ga = tw.input(T.F32, 1, 6)
+        pb, gb = tw.input(T.F32, 16, 2, 5, 2)
+        pc, gc = tw.input(T.F32, 16, 2, 5, 2)
+        pids, gids = tw.input(T.I32, 2)
+        psx, gsx = tw.input(T.F32, 7, 8, 2)
+        pw, gw = tw.input(T.F32, 4, 8)
+        tok = [tw.input(T.F32, 8, 2, 6) for _ in range(6)]
+        ptf, gtf = tw.input(T.F32, 8, 2)
+        pst, gst = tw.input(T.F32, 128, 2)
+        pq, gq = tw.input(T.F32, 8, 2, 3, 2)
+        pv, gv = tw.input(T.F32, 8, 4, 3, 2)
+        pg, gg_ = tw.input(T.F32, 1, 4, 3, 2)
+        pbeta, gbeta = tw.input(T.F32, 1, 4, 3, 2)
+        pds, gds = tw.input(T.F32, 8, 8, 4, 2)
+        pm, gm = tw.input(T.F32, 5, 5, 2)
+        prhs, grhs = tw.input(T.F32, 3, 5, 2)
+        (p0, g0), (p1, g1), (p2, g2), (p3, g3), (p4, g4), (p5, g5) = tok
+        return [
+            (ops.ssm_conv(psx, pw), tw.call("ggml_ssm_conv", "pp", gsx, gw)),
+            (ops.ssm_scan(ps, px, pdt, pa, pb, pc, pids, 3),
+             tw.call("ggml_ssm_scan", "pppppppl", gs, gx, gdt, ga, gb, gc, gids, 3)),
+            (ops.rwkv_wkv6(p0, p1, p2, ptf, p3, pst), tw.call("ggml_rwkv_wkv6", "pppppp", g0, g1, g2, gtf, g3, gst)),
+            (ops.gated_linear_attn(p0, p1, p2, p3, pst, 0.125),
+             tw.call("ggml_gated_linear_attn", "pppppf", g0, g1, g2, g3, gst, 0.125)),
+            (ops.rwkv_wkv7(p0, p1, p2, p3, p4, p5, pst),
+             tw.call("ggml_rwkv_wkv7", "ppppppp", g0, g1, g2, g3, g4, g5, gst)),
+            (ops.gated_delta_net(pq, pq, pv, pg, pbeta, pds, 2),
+             tw.call("ggml_gated_delta_net", "ppppppl", gq, gq, gv, gg_, gbeta, gds, 2)),
+            (ops.solve_tri(pm, prhs), tw.call("ggml_solve_tri", "ppbbb", gm, grhs, True, True, False)),
+            (ops.tri(pm, ops.TriType.LOWER_DIAG), tw.call("ggml_tri", "pi", gm, 2)),
+        ]
+
+    def train(tw: Twin) -> list[tuple[Tensor, int]]:
+        """The backward ops (shape-only srcs dropped, ROPE_BACK with ROPE's words), the loss and the optimiser
+        steps (parameters flagged on both sides)."""
+        (pg, gg_), (px, gx) = x2(tw)
+        pbig, gbig = tw.input(T.F32, 16, 4, 6)
+        pgr, ggr = tw.input(T.F32, 8, 5)
+        pm, gm = tw.input(T.F32, 8, 7)
+        pids, gids = tw.input(T.I32, 5)
+        pr, gr = tw.input(T.F32, 16, 2, 3)
+        ppos, gpos = tw.input(T.I32, 3)
+        p1, g1 = tw.input(T.F32, 1)
+        pw, gw = tw.input(T.F32, 8, 4, 3)
+        pw.set_param()
+        tw.lib.ggml_set_param.argtypes = [ctypes.c_void_p]
+        tw.lib.ggml_set_param(gw)
+        (pmo, gmo), (pv, gv) = x2(tw)
+        ph7, gh7 = tw.input(T.F32, 7)
+        ph2, gh2 = tw.input(T.F32, 2)
+        return [
+            (ops.repeat_back(pbig, pg), tw.call("ggml_repeat_back", "pp", gbig, gg_)),
+            (ops.silu_back(pg, px), tw.call("ggml_silu_back", "pp", gg_, gx)),
+            (ops.rms_norm_back(pg, px, 1e-6), tw.call("ggml_rms_norm_back", "ppf", gg_, gx, 1e-6)),
+            (ops.get_rows_back(pgr, pids, pm), tw.call("ggml_get_rows_back", "ppp", ggr, gids, gm)),
+            (ops.soft_max_ext_back(pg, px, 0.25), tw.call("ggml_soft_max_ext_back", "ppff", gg_, gx, 0.25, 0.0)),
+            (ops.rope_back(pr, ppos, 16, 2, n_ctx_orig=2048, freq_base=f(5e5), freq_scale=0.5, ext_factor=1.0,
+                           attn_factor=0.9, beta_fast=16.0, beta_slow=2.0),
+             tw.call("ggml_rope_ext_back", "pppiiiffffff", gr, gpos, None, 16, 2, 2048, 5e5, 0.5, 1.0, 0.9, 16.0,
+                     2.0)),
+            (ops.cross_entropy_loss(pg, px), tw.call("ggml_cross_entropy_loss", "pp", gg_, gx)),
+            (ops.cross_entropy_loss_back(p1, pg, px), tw.call("ggml_cross_entropy_loss_back", "ppp", g1, gg_, gx)),
+            (ops.opt_step_adamw(pw, pg, pmo, pv, ph7),
+             tw.call("ggml_opt_step_adamw", "ppppp", gw, gg_, gmo, gv, gh7)),
+            (ops.opt_step_sgd(pw, pg, ph2), tw.call("ggml_opt_step_sgd", "ppp", gw, gg_, gh2)),
+        ]
+
+    def conv(tw: Twin) -> list[tuple[Tensor, int]]:
+        """The convolution family with ggml's constructors (IM2COL 1-D leaves s1, p1, d1 at 0)."""
+        pk, gk = tw.input(T.F16, 3, 2, 4, 6)
+        px, gx = tw.input(T.F32, 10, 9, 4, 2)
+        pk1, gk1 = tw.input(T.F32, 3, 5, 2)
+        px1, gx1 = tw.input(T.F32, 12, 5, 3)
+        pt, gt = tw.input(T.F32, 7, 2)
+        pdw, gdw = tw.input(T.F32, 3, 3, 1, 4)
+        pk3, gk3 = tw.input(T.F32, 2, 3, 2, 6)
+        px3, gx3 = tw.input(T.F32, 8, 7, 6, 4)
+        pct, gct = tw.input(T.F32, 3, 2, 5, 4)
+        pcols, gcols = tw.input(T.F32, 12, 9)
+        p3 = (1, 2, 1, 1, 0, 2, 2, 1, 1)
+        return [
+            (ops.im2col(pk, px, 2, 1, 1, 0, 1, 2, True, T.F16),
+             tw.call("ggml_im2col", "ppiiiiiibi", gk, gx, 2, 1, 1, 0, 1, 2, True, int(T.F16))),
+            (ops.im2col(pk1, px1, 2, 0, 1, 0, 2, 0, False, T.F32),
+             tw.call("ggml_im2col", "ppiiiiiibi", gk1, gx1, 2, 0, 1, 0, 2, 0, False, int(T.F32))),
+            (ops.im2col_3d(pk3, px3, 2, *p3, T.F32), tw.call("ggml_im2col_3d", "ppliiiiiiiiii", gk3, gx3, 2, *p3,
+                                                               int(T.F32))),
+            (ops.col2im_1d(pcols, 2, 3, 1), tw.call("ggml_col2im_1d", "piii", gcols, 2, 3, 1)),
+            (ops.conv_transpose_1d(pk1, pt, 3), tw.call("ggml_conv_transpose_1d", "ppiii", gk1, gt, 3, 0, 1)),
+            (ops.conv_2d_direct(pk, px, 2, 1, 1, 0, 1, 2),
+             tw.call("ggml_conv_2d_direct", "ppiiiiii", gk, gx, 2, 1, 1, 0, 1, 2)),
+            (ops.conv_2d_dw_direct(pdw, px, 1, 2, 1, 1, 2, 1),
+             tw.call("ggml_conv_2d_dw_direct", "ppiiiiii", gdw, gx, 1, 2, 1, 1, 2, 1)),
+            (ops.conv_3d_direct(pk3, px3, *p3, 2, 2, 3),
+             tw.call("ggml_conv_3d_direct", "ppiiiiiiiiiiii", gk3, gx3, *p3, 2, 2, 3)),
+            (ops.conv_transpose_2d_p0(pct, px, 2), tw.call("ggml_conv_transpose_2d_p0", "ppi", gct, gx, 2)),
+        ]
+
+    out.append(("conv", conv))
+    out.append(("train", train))
+    out.append(("seq", seq))
+    out.append(("spatial", spatial))
+
+    def deepseek(tw: Twin) -> list[tuple[Tensor, int]]:
+        """LIGHTNING_INDEXER's four srcs, DSV4_HC_COMB's eps / n_iter, DSV4_HC_PRE's scale / gated words (1.0 and 0
+        for the plain form), DSV4_HC_POST with and without comb."""
+        pq, gq = tw.input(T.F32, 8, 3, 5, 2)
+        pk, gk = tw.input(T.F16, 8, 1, 7, 2)
+        pw, gw = tw.input(T.F32, 3, 5, 1, 2)
+        pm, gm = tw.input(T.F16, 7, 5, 1, 1)
+        pmix, gmix = tw.input(T.F32, 24, 6)
+        psc, gsc = tw.input(T.F32, 3)
+        pb, gb = tw.input(T.F32, 24)
+        px, gx = tw.input(T.F32, 8, 4, 6)
+        pwt, gwt = tw.input(T.F32, 4, 6)
+        pgate, ggate = tw.input(T.F32, 8, 4, 6)
+        py, gy = tw.input(T.F32, 8, 6)
+        ppost, gpost = tw.input(T.F32, 4, 6)
+        pcomb, gcomb = tw.input(T.F32, 4, 4, 6)
+        return [
+            (ops.lightning_indexer(pq, pk, pw, pm), tw.call("ggml_lightning_indexer", "pppp", gq, gk, gw, gm)),
+            (ops.dsv4_hc_comb(pmix, psc, pb, 1e-6, 20), tw.call("ggml_dsv4_hc_comb", "pppfi", gmix, gsc, gb, 1e-6, 20)),
+            (ops.dsv4_hc_pre(px, pwt), tw.call("ggml_dsv4_hc_pre", "pp", gx, gwt)),
+            (ops.dsv4_hc_pre_gated(px, pgate, 0.25), tw.call("ggml_dsv4_hc_pre_gated", "ppf", gx, ggate, 0.25)),
+            (ops.dsv4_hc_post(py, px, ppost, pcomb), tw.call("ggml_dsv4_hc_post", "pppp", gy, gx, gpost, gcomb)),
+            (ops.dsv4_hc_post(py, px, ppost), tw.call("ggml_dsv4_hc_post", "pppp", gy, gx, gpost, None)),
+        ]
+
+    out.append(("deepseek", deepseek))
     out.append(("unary and glu", unaries))
     out.append(("the rest", many))
     return out

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 from pyggml.backend.op_table import OpTable
 from pyggml.graph import Graph
-from pyggml_vulkan.ops import attention, elementwise, index, layout, matmul, moe, norm, reduce, rope, sort
+from pyggml_vulkan.ops import attention, elementwise, index, layout, matmul, moe, norm, reduce, rope, sort, train
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder
 
 TABLE: OpTable[DispatchBuilder] = OpTable(
     "Vulkan", attention.rules, elementwise.rules, index.rules, layout.rules, matmul.rules, norm.rules, reduce.rules,
-    rope.rules, sort.rules, moe.rules,
+    rope.rules, sort.rules, moe.rules, train.rules,
 )
 
 

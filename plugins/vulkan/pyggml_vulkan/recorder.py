@@ -19,6 +19,7 @@ from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_vulkan.context import N_BINDINGS, N_SOURCES
+from pyggml_vulkan.ops.common import grid as grid  # re-exported: its home was here
 from pyggml_vulkan.ops.common import patch_pc
 from pyggml_vulkan.pipelines import Spec
 from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, CData, ffi, lib, new, out
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_GROUPS_X = 65535
 Range = tuple[int, int, int]
 """(buffer handle id, first byte, end byte)."""
 
@@ -50,14 +50,6 @@ class Dispatch:
     @property
     def set_key(self) -> tuple[int, ...]:
         return tuple(b.handle_id for b in self.buffers)
-
-
-def grid(n_groups: int) -> tuple[int, int, int]:
-    """A 2-D grid of n_groups workgroups (x at most 65535); shaders use wg_id() and bounds-check."""
-    n = max(1, n_groups)
-    if n <= MAX_GROUPS_X:
-        return (n, 1, 1)
-    return (MAX_GROUPS_X, -(-n // MAX_GROUPS_X), 1)
 
 
 def tensor_range(t: Tensor) -> Range:

@@ -351,6 +351,21 @@ RULES: dict[Op, Rule] = {
     Op.SUM: whole_only, Op.COUNT_EQUAL: whole_only, Op.OUT_PROD: whole_only, Op.ADD1: whole_only,
     Op.SET: whole_only, Op.ACC: whole_only, Op.DIAG: whole_only, Op.DIAG_MASK_INF: whole_only,
     Op.DIAG_MASK_ZERO: whole_only, Op.ARANGE: no_srcs, Op.ADD_ID: add_id,
+    # training: the gradients of element-wise and row ops split as their forward op; the rest (the loss reduces
+    # every row, the optimiser steps write state in place, the tile and row sums gather across the tensor) whole
+    Op.SILU_BACK: elementwise, Op.RMS_NORM_BACK: per_row, Op.SOFT_MAX_BACK: per_row,
+    **{op: whole_only for op in (Op.REPEAT_BACK, Op.GET_ROWS_BACK, Op.ROPE_BACK, Op.CROSS_ENTROPY_LOSS,
+                                 Op.CROSS_ENTROPY_LOSS_BACK, Op.OPT_STEP_ADAMW, Op.OPT_STEP_SGD)},
+    # spatial ops (windows, taps and reflections reach across rows and planes) and the DeepSeek-family ops
+    **{op: whole_only for op in (Op.POOL_1D, Op.POOL_2D, Op.UPSCALE, Op.PAD_REFLECT_1D, Op.ROLL,
+                                 Op.TIMESTEP_EMBEDDING, Op.WIN_PART, Op.WIN_UNPART, Op.GET_REL_POS, Op.ADD_REL_POS,
+                                 Op.LIGHTNING_INDEXER, Op.DSV4_HC_COMB, Op.DSV4_HC_PRE, Op.DSV4_HC_POST)},
+    # the recurrences pack outputs and states of every head into one result: no split keeps that layout
+    **{op: whole_only for op in (Op.TRI, Op.SOLVE_TRI, Op.SSM_CONV, Op.SSM_SCAN, Op.RWKV_WKV6,
+                                 Op.GATED_LINEAR_ATTN, Op.RWKV_WKV7, Op.GATED_DELTA_NET)},
+    # convolutions: kernel windows reach across rows and planes, channels are summed into every output
+    **{op: whole_only for op in (Op.IM2COL, Op.IM2COL_3D, Op.COL2IM_1D, Op.CONV_TRANSPOSE_1D, Op.CONV_2D,
+                                 Op.CONV_3D, Op.CONV_2D_DW, Op.CONV_TRANSPOSE_2D)},
     # a custom op's callable sees whole host tensors (and device backends refuse it anyway)
     Op.MAP_CUSTOM1: whole_only, Op.MAP_CUSTOM2: whole_only, Op.MAP_CUSTOM3: whole_only, Op.CUSTOM: whole_only,
 }

@@ -48,17 +48,19 @@ def rope_angles(p: RopeParams, pos: Array, freq_factors: Array | None) -> tuple[
     return np.cos(theta) * mscale, np.sin(theta) * mscale
 
 
-@rules.kernel(Op.ROPE)
+@rules.kernel(Op.ROPE, Op.ROPE_BACK)
 def rope(dst: Tensor) -> None:
     """Rotate pairs of each row of src0 [head_dim, n_head, n_pos, B] by the angles of position src1[i2]:
     normal mode pairs (x[2i], x[2i+1]), NeoX pairs (x[i], x[i + n_dims/2]), each with angle index i;
-    elements past n_dims are copied."""
+    elements past n_dims are copied. ROPE_BACK (the gradient) rotates by minus the angle: the sine negated."""
     p: RopeParams = dst.params
     x = load(src(dst, 0))  # (B, n_pos, n_head, head_dim)
     pos = load(src(dst, 1), None).reshape(-1)
     ff_t = opt_src(dst, 2)
     ff = load(ff_t).reshape(-1) if ff_t is not None else None
     cos, sin = rope_angles(p, pos, ff)
+    if dst.op is Op.ROPE_BACK:
+        sin = -sin
     cos = cos[None, :, None, :]
     sin = sin[None, :, None, :]
     n = p.n_dims

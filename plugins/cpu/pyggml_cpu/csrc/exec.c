@@ -68,6 +68,24 @@ static pgc_kernel kernel_of(int op) {
         return pgc_k_reduce;
     case PGC_OP_ARGSORT: return pgc_k_argsort;
     case PGC_OP_ADD_ID: return pgc_k_add_id;
+    case PGC_OP_REPEAT_BACK: case PGC_OP_SILU_BACK: case PGC_OP_RMS_NORM_BACK: case PGC_OP_GET_ROWS_BACK:
+    case PGC_OP_SOFT_MAX_BACK: case PGC_OP_CROSS_ENTROPY_LOSS: case PGC_OP_CROSS_ENTROPY_LOSS_BACK:
+    case PGC_OP_OPT_STEP_ADAMW: case PGC_OP_OPT_STEP_SGD: return pgc_k_train;
+    case PGC_OP_IM2COL: case PGC_OP_IM2COL_3D: return pgc_k_im2col;
+    case PGC_OP_COL2IM_1D: return pgc_k_col2im_1d;
+    case PGC_OP_CONV_TRANSPOSE_1D: case PGC_OP_CONV_TRANSPOSE_2D: return pgc_k_conv_transpose;
+    case PGC_OP_CONV_2D: case PGC_OP_CONV_3D: return pgc_k_conv;
+    case PGC_OP_CONV_2D_DW: return pgc_k_conv_2d_dw;
+    case PGC_OP_TRI: return pgc_k_tri;
+    case PGC_OP_SOLVE_TRI: return pgc_k_solve_tri;
+    case PGC_OP_SSM_CONV: return pgc_k_ssm_conv;
+    case PGC_OP_SSM_SCAN: return pgc_k_ssm_scan;
+    case PGC_OP_RWKV_WKV6: return pgc_k_rwkv_wkv6;
+    case PGC_OP_GLA: return pgc_k_gla;
+    case PGC_OP_RWKV_WKV7: return pgc_k_rwkv_wkv7;
+    case PGC_OP_GATED_DELTA_NET: return pgc_k_gated_delta_net;
+    case PGC_OP_SPATIAL: return pgc_k_spatial;
+    case PGC_OP_LIGHTNING_INDEXER: case PGC_OP_DSV4_HC: return pgc_k_deepseek;
     default: return NULL;
     }
 }

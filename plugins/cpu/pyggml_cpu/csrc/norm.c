@@ -144,7 +144,7 @@ static void rope_cache(const pgc_node *n, float p, float *cache) {
             ms *= 1.0f + 0.1f * logf(1.0f / freq_scale);
         }
         cache[i0] = cosf(theta) * ms;
-        cache[i0 + 1] = sinf(theta) * ms;
+        cache[i0 + 1] = (n->sub ? -sinf(theta) : sinf(theta)) * ms; /* sub 1: ROPE_BACK, the inverse rotation */
         theta_base *= theta_scale;
     }
 }

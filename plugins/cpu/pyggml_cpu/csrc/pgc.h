@@ -7,7 +7,7 @@
 #include <string.h>
 #include <math.h>
 
-#define PGC_NSLOT 6 /* dst + up to 5 srcs */
+#define PGC_NSLOT 8 /* dst + up to 7 srcs (SSM_SCAN, RWKV_WKV7) */
 
 /* cdef-begin */
 typedef struct pgc_node {
@@ -59,6 +59,19 @@ enum {
     PGC_OP_ARGMAX = 43,
     PGC_OP_COUNT_EQUAL = 44,
     PGC_OP_ARGSORT = 45,  /* sub: 0 asc 1 desc; ip[0] k (top_k) or 0 */
+    /* conv.c; ip: ggml's op_params words */
+    PGC_OP_IM2COL = 60, PGC_OP_IM2COL_3D = 61, PGC_OP_COL2IM_1D = 62, PGC_OP_CONV_TRANSPOSE_1D = 63,
+    PGC_OP_CONV_2D = 64, PGC_OP_CONV_3D = 65, PGC_OP_CONV_2D_DW = 66, PGC_OP_CONV_TRANSPOSE_2D = 67,
+    /* spatial.c: pgc_k_spatial, sub PGC_SP_* (ip: ggml's op_params words); deepseek.c: pgc_k_deepseek,
+       LIGHTNING_INDEXER and DSV4_HC (sub 0 comb, 1 pre, 2 post) */
+    PGC_OP_SPATIAL = 70, PGC_OP_LIGHTNING_INDEXER = 71, PGC_OP_DSV4_HC = 72,
+    /* seq.c (ip[0]: TRI's ggml_tri_type, SSM_SCAN's and GATED_DELTA_NET's K; fp[0]: GLA's scale) */
+    PGC_OP_TRI = 80, PGC_OP_SOLVE_TRI = 81, PGC_OP_SSM_CONV = 82, PGC_OP_SSM_SCAN = 83, PGC_OP_RWKV_WKV6 = 84,
+    PGC_OP_GLA = 85, PGC_OP_RWKV_WKV7 = 86, PGC_OP_GATED_DELTA_NET = 87,
+    /* backward.c: pgc_k_train (training: backward ops, loss, optimiser steps; ROPE_BACK is PGC_OP_ROPE sub 1) */
+    PGC_OP_REPEAT_BACK = 50, PGC_OP_SILU_BACK = 51, PGC_OP_RMS_NORM_BACK = 52, PGC_OP_GET_ROWS_BACK = 53,
+    PGC_OP_SOFT_MAX_BACK = 54, PGC_OP_CROSS_ENTROPY_LOSS = 55, PGC_OP_CROSS_ENTROPY_LOSS_BACK = 56,
+    PGC_OP_OPT_STEP_ADAMW = 57, PGC_OP_OPT_STEP_SGD = 58,
     PGC_OP_COUNT
 };
 
@@ -67,6 +80,9 @@ enum { PGC_U_ABS, PGC_U_SGN, PGC_U_NEG, PGC_U_STEP, PGC_U_TANH, PGC_U_ELU, PGC_U
        PGC_U_EXP, PGC_U_SOFTPLUS, PGC_U_FLOOR, PGC_U_CEIL, PGC_U_ROUND, PGC_U_TRUNC,
        PGC_U_EXPM1, PGC_U_XIELU, /* moe.c: pgc_unary_ext, fp[0..3] XIELU's alpha_n alpha_p beta eps */
        PGC_U_SQR = 32, PGC_U_SQRT, PGC_U_LOG, PGC_U_SIN, PGC_U_COS };
+
+enum { PGC_SP_POOL_1D, PGC_SP_POOL_2D, PGC_SP_UPSCALE, PGC_SP_PAD_REFLECT_1D, PGC_SP_ROLL, PGC_SP_TIMESTEP_EMBEDDING,
+       PGC_SP_WIN_PART, PGC_SP_WIN_UNPART, PGC_SP_GET_REL_POS, PGC_SP_ADD_REL_POS };
 
 enum { PGC_G_REGLU, PGC_G_GEGLU, PGC_G_SWIGLU, PGC_G_GEGLU_ERF, PGC_G_GEGLU_QUICK,
        PGC_G_SWIGLU_OAI, PGC_G_SWIGLU_CLAMP /* moe.c: pgc_glu_ext, fp[0] alpha, fp[1] limit */ };
@@ -122,6 +138,24 @@ int pgc_k_arange(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_reduce(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_argsort(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_add_id(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_train(const pgc_node *n, const pgc_tctx *c);
+size_t pgc_train_shared(const pgc_node *n, int nth); /* backward.c: CROSS_ENTROPY_LOSS's partial sums */
+int pgc_k_im2col(const pgc_node *n, const pgc_tctx *c);         /* conv.c: IM2COL, IM2COL_3D */
+int pgc_k_col2im_1d(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_conv_transpose(const pgc_node *n, const pgc_tctx *c); /* CONV_TRANSPOSE_1D, _2D */
+int pgc_k_conv(const pgc_node *n, const pgc_tctx *c);           /* CONV_2D, CONV_3D */
+int pgc_k_conv_2d_dw(const pgc_node *n, const pgc_tctx *c);
+size_t pgc_conv_shared(const pgc_node *n, int nth);
+int pgc_k_tri(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_solve_tri(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_ssm_conv(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_ssm_scan(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_rwkv_wkv6(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_gla(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_rwkv_wkv7(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_gated_delta_net(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_spatial(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_deepseek(const pgc_node *n, const pgc_tctx *c);
 /* rows of the parameterised activations (moe.c), called by pgc_k_unary / pgc_k_glu */
 int pgc_unary_ext(int kind, float *a, int64_t ne0, const float *fp);
 int pgc_glu_ext(int kind, float *g, const float *v, int64_t nc, const float *fp);

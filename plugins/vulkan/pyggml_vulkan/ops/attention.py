@@ -10,8 +10,7 @@ from pyggml.ops.attention import KV_TYPES, alibi
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import LAVAPIPE_LOOPS, READABLE, srcs_ok
-from pyggml_vulkan.recorder import grid
+from pyggml_vulkan.ops.common import LAVAPIPE_LOOPS, READABLE, grid, srcs_ok
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder

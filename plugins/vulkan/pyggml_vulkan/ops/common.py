@@ -94,3 +94,15 @@ def units_ok(t: Tensor | None) -> bool:
         return True
     tr = t.type.traits
     return tr.type_size % 2 == 0 and (tr.blck_size == 1 or t.nb[0] == tr.type_size) and aligned(t)
+
+
+MAX_GROUPS_X = 65535
+
+
+def grid(n_groups: int) -> tuple[int, int, int]:
+    """A 2-D grid of n_groups workgroups (x at most 65535); shaders use wg_id() and bounds-check. Here, not in
+    recorder.py, so the op rules import no Vulkan library (the Metal plugin runs them where there is none)."""
+    n = max(1, n_groups)
+    if n <= MAX_GROUPS_X:
+        return (n, 1, 1)
+    return (MAX_GROUPS_X, -(-n // MAX_GROUPS_X), 1)

@@ -9,8 +9,7 @@ from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.ops.elementwise import SwigluClampParams, SwigluOaiParams, XieluParams
 from pyggml.tensor import Tensor
-from pyggml_vulkan.ops.common import PLAIN, generic_pc, groups_for, srcs_ok
-from pyggml_vulkan.recorder import grid
+from pyggml_vulkan.ops.common import PLAIN, generic_pc, grid, groups_for, srcs_ok
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder

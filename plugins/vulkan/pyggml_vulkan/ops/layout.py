@@ -15,12 +15,12 @@ from pyggml_vulkan.ops.common import (
     QUANTS,
     READABLE,
     generic_pc,
+    grid,
     groups_for,
     srcs_ok,
     unit_words,
     units_ok,
 )
-from pyggml_vulkan.recorder import grid
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder

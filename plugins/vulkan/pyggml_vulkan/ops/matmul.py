@@ -10,8 +10,17 @@ from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import PLAIN, QUANTS, READABLE, generic_pc, groups_for, loop_share, patch_pc, srcs_ok
-from pyggml_vulkan.recorder import grid
+from pyggml_vulkan.ops.common import (
+    PLAIN,
+    QUANTS,
+    READABLE,
+    generic_pc,
+    grid,
+    groups_for,
+    loop_share,
+    patch_pc,
+    srcs_ok,
+)
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder

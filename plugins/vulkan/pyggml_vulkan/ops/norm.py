@@ -10,8 +10,7 @@ from pyggml.ops.attention import alibi
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import PLAIN, generic_pc, loop_share, srcs_ok
-from pyggml_vulkan.recorder import grid
+from pyggml_vulkan.ops.common import PLAIN, generic_pc, grid, loop_share, srcs_ok
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder

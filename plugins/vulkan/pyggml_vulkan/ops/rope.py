@@ -1,4 +1,4 @@
-"""ROPE (normal and NeoX) with YaRN and frequency factors: one thread per rotated pair."""
+"""ROPE and ROPE_BACK (normal and NeoX) with YaRN and frequency factors: one thread per rotated pair."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from pyggml.ops.base import Op
 from pyggml.ops.rope import ROPE_TYPE_NEOX, RopeParams
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import groups_for, srcs_ok
-from pyggml_vulkan.recorder import grid
+from pyggml_vulkan.ops.common import grid, groups_for, srcs_ok
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder
@@ -38,7 +37,7 @@ def _rope_ok(node: Tensor) -> bool:
     return srcs_ok(node, (frozenset({T.F32, T.F16}), frozenset({T.I32}), frozenset({T.F32})))
 
 
-@rules.rule(Op.ROPE, accepts=_rope_ok)
+@rules.rule(Op.ROPE, Op.ROPE_BACK, accepts=_rope_ok)
 def rope(node: Tensor, p: DispatchBuilder) -> None:
     a, pos = node.src[0], node.src[1]
     ff = node.src[2] if len(node.src) > 2 else None
@@ -47,5 +46,5 @@ def rope(node: Tensor, p: DispatchBuilder) -> None:
     c0, c1 = corr_dims(prm)
     push = struct.pack("<17I6f", a.offset, pos.offset, ff.offset if ff else 0, node.offset, *a.ne, *a.nb,
                        *node.nb, prm.n_dims, prm.freq_base, prm.freq_scale, prm.ext_factor, prm.attn_factor, c0, c1)
-    spec = (int(a.type), int(prm.mode == ROPE_TYPE_NEOX), int(ff is not None))
+    spec = (int(a.type), int(prm.mode == ROPE_TYPE_NEOX), int(ff is not None), int(node.op is Op.ROPE_BACK))
     p.dispatch("rope", spec, [a, pos, ff], node, push, grid(groups_for(a.nelements() // 2)))

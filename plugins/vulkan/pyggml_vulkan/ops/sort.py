@@ -12,8 +12,7 @@ from pyggml.ops.base import Op
 from pyggml.ops.reduce import SortOrder
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import groups_for, srcs_ok
-from pyggml_vulkan.recorder import grid
+from pyggml_vulkan.ops.common import grid, groups_for, srcs_ok
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder

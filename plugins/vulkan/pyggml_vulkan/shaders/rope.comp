@@ -1,12 +1,14 @@
 #version 450
 // ROPE, one thread per pair: normal mode rotates (x[2i], x[2i+1]), NeoX (x[i], x[i + n_dims/2]), angle index i;
 // pairs past n_dims are copied. YaRN ramp between corr0 and corr1, optional frequency factors (binding 2).
+// BACK 1 (ROPE_BACK) rotates by minus the angle: the sine negated.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint TA = 0;
 layout(constant_id = 1) const uint NEOX = 0;
 layout(constant_id = 2) const uint HAS_FF = 0;
+layout(constant_id = 3) const uint BACK = 0;
 DECLARE_SRC(0, A)
 DECLARE_SRC(1, P)
 DECLARE_SRC(2, F)
@@ -45,7 +47,7 @@ void main() {
         mscale *= 1.0 + 0.1 * log(1.0 / pc.freq_scale);
     }
     float c = cos(theta) * mscale;
-    float s = sin(theta) * mscale;
+    float s = sin(theta) * mscale * (BACK == 1u ? -1.0 : 1.0);
     uint j0 = NEOX == 1u ? ip : 2u * ip;
     uint j1 = NEOX == 1u ? ip + half_dims : 2u * ip + 1u;
     float x0 = A_ld(TA, sa + j0 * pc.nb00);
