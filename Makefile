@@ -16,7 +16,7 @@ APT_PACKAGES := python3 python3-venv python3-dev gcc make git graphviz \
 	mesa-vulkan-drivers libvulkan1 vulkan-tools glslang-tools \
 	libopenblas-dev gcc-aarch64-linux-gnu qemu-user g++ cmake ninja-build openmpi-bin libopenmpi-dev
 PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plugins/metal plugins/rpc)
-EXTRAS := $(wildcard conformance examples/llama)
+EXTRAS := $(wildcard conformance examples/llama examples/train_mlp)
 # pyggml-dialect: the kernel texts and op rules the OpenCL and CUDA plugins share, installed before them
 SHARED := dialect
 

@@ -17,7 +17,7 @@ from typing import TextIO
 from pyggml.errors import PyGGMLError
 from pyggml_conformance.report import FORMATS, RunInfo, make_reporter, write_list
 from pyggml_conformance.runner import REFERENCE, BackendNotFound, Status, open_target, open_targets
-from pyggml_conformance.suite import MODES, Options, load_cases, run
+from pyggml_conformance.suite import MODES, REFERENCE_MODES, Options, load_cases, run
 from pyggml_conformance.viewops import view_ops_warnings
 
 
@@ -25,7 +25,8 @@ def build_parser(prog: str = "pyggml conformance") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         description="Run the pyggml conformance suite: every op case on the chosen backends, compared with the "
-                    "numpy reference (test), timed (perf), checked for claimed support (support) or listed.",
+                    "numpy reference (test), backward checked against finite differences of the reference (grad), "
+                    "timed (perf), checked for claimed support (support) or listed.",
     )
     p.add_argument("--mode", choices=MODES, default="test", help="what to do with each case (default: test)")
     p.add_argument("--backend", "-b", action="extend", nargs="+", metavar="NAME", default=None,
@@ -100,11 +101,11 @@ def _run(opts: Options, fmt: str, out: TextIO, every_case: bool = False) -> int:
     targets = open_targets(opts.backends)
     if not targets:
         raise PyGGMLError("no backend is installed (no device found); see `pyggml plugins`")
-    if opts.mode == "test":
+    if opts.mode in REFERENCE_MODES:
         try:
             open_target(REFERENCE)
         except BackendNotFound as e:
-            raise PyGGMLError(f"test mode compares with the {REFERENCE!r} reference backend, which is not "
+            raise PyGGMLError(f"{opts.mode} mode compares with the {REFERENCE!r} reference backend, which is not "
                               f"loaded (is it excluded by PYGGML_BACKENDS?): {e}") from None
     info = RunInfo(opts.mode, targets, len(cases), every_case)
     info.warnings.update(view_ops_warnings(targets))

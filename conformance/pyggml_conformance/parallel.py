@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 from pyggml.backend.registry import hub
 from pyggml_conformance.case import Case
 from pyggml_conformance.runner import REFERENCE, CaseResult, Status, Target, open_target
-from pyggml_conformance.suite import Options, load_cases, run_one
+from pyggml_conformance.suite import REFERENCE_MODES, Options, load_cases, run_one
 
 
 class _WorkerState(TypedDict, total=False):
@@ -58,7 +58,7 @@ def _worker(opts: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
         _STATE["key"] = key
         _STATE["cases"] = {c.name: c for c in load_cases(every)}
         _STATE["targets"] = [open_target(n) for n in o.backends or []]
-        _STATE["reference"] = open_target(REFERENCE) if o.mode == "test" else None
+        _STATE["reference"] = open_target(REFERENCE) if o.mode in REFERENCE_MODES else None
     cases: dict[str, Case] = _STATE["cases"]
     out: list[dict[str, Any]] = []
     crash_on, hang_on = os.environ.get(CRASH_ENV), os.environ.get(HANG_ENV)

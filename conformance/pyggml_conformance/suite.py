@@ -13,7 +13,9 @@ from pyggml_conformance.cases import all_cases, parse_ops, select
 from pyggml_conformance.runner import REFERENCE, CaseResult, Target, compare_case, open_target, support_case
 
 log = logging.getLogger(__name__)
-MODES = ("test", "perf", "support", "list")
+MODES = ("test", "grad", "perf", "support", "list")
+REFERENCE_MODES = ("test", "grad")
+"""Modes that compare with the numpy reference."""
 
 
 @dataclass
@@ -41,6 +43,10 @@ def load_cases(opts: Options) -> list[Case]:
         from pyggml_conformance.casefile import load_case_file
 
         base = load_case_file(opts.case_file)
+    elif opts.mode == "grad":
+        from pyggml_conformance.grad_cases import grad_cases
+
+        base = list(grad_cases())
     else:
         base = all_cases("perf" if opts.mode == "perf" else "test")
     dup = [n for n, k in Counter(c.name for c in base).items() if k > 1]
@@ -51,7 +57,7 @@ def load_cases(opts: Options) -> list[Case]:
 
 def run_serial(cases: Sequence[Case], targets: list[Target], opts: Options,
                on_result: Callable[[CaseResult], None]) -> None:
-    reference = open_target(REFERENCE) if opts.mode == "test" else None
+    reference = open_target(REFERENCE) if opts.mode in REFERENCE_MODES else None
     for case in cases:
         for r in run_one(case, targets, reference, opts):
             on_result(r)
@@ -61,6 +67,11 @@ def run_one(case: Case, targets: list[Target], reference: Target | None, opts: O
     if opts.mode == "test":
         assert reference is not None
         return compare_case(case, targets, reference, opts.seed)
+    if opts.mode == "grad":
+        from pyggml_conformance.grad import grad_case
+
+        assert reference is not None
+        return grad_case(case, targets, reference, opts.seed)
     if opts.mode == "support":
         return support_case(case, targets)
     if opts.mode == "perf":

@@ -1,0 +1,326 @@
+"""Gradient rules of the arithmetic ops: element-wise, UNARY / GLU activations, reductions, norms, products.
+
+Each rule states d(loss)/d(src) in terms of the node's gradient `g`, its sources and its own value, as ggml's
+ggml_compute_backward does; where ggml has no rule (NORM, OUT_PROD, LEAKY_RELU, CLAMP, UNARY TANH / SIGMOID, fused
+SWIGLU) the derivative is written here from the op's definition. Rules that need the backward ops (REPEAT_BACK,
+SILU_BACK, RMS_NORM_BACK) use them exactly where ggml does.
+"""
+
+from __future__ import annotations
+
+from pyggml import ops
+from pyggml.autodiff.rules import NO_GRADIENT, UNARY_RULES, Backprop, GradientError, glu_rule, rule, unary_rule
+from pyggml.ops.base import Op, describe
+from pyggml.ops.elementwise import ClampParams, GluOp, GluParams, LeakyReluParams, ScaleParams, UnaryOp
+from pyggml.ops.norm import NormParams
+from pyggml.tensor import Tensor
+
+
+def _unbroadcast(t: Tensor, like: Tensor) -> Tensor:
+    """Sum t over the dims along which `like` was broadcast (REPEAT's backward), so it has like's shape."""
+    return t if t.ne == like.ne else ops.repeat_back(t, like)
+
+
+# ---- binary element-wise ----------------------------------------------------------------------------------------
+
+
+@rule(Op.ADD)
+def _add(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    a, b = node.src[0], node.src[1]
+    assert a is not None and b is not None
+    if bp.needs(0):
+        bp.add(0, g)
+    if bp.needs(1):
+        bp.add(1, _unbroadcast(g, b))
+
+
+@rule(Op.ADD1)
+def _add1(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, g)
+    if bp.needs(1):
+        bp.add(1, ops.sum(g))  # src1 is a scalar added to every element: its gradient is the sum
+
+
+@rule(Op.SUB)
+def _sub(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    b = node.src[1]
+    assert b is not None
+    if bp.needs(0):
+        bp.add(0, g)
+    if bp.needs(1):
+        bp.sub(1, _unbroadcast(g, b))
+
+
+@rule(Op.MUL)
+def _mul(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    a, b = node.src[0], node.src[1]
+    assert a is not None and b is not None
+    if bp.needs(0):
+        bp.add(0, ops.mul(g, b))
+    if bp.needs(1):
+        bp.add(1, _unbroadcast(ops.mul(g, a), b))
+
+
+@rule(Op.DIV)
+def _div(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    b = node.src[1]
+    assert b is not None
+    if bp.needs(0):
+        bp.add(0, ops.div(g, b))
+    if bp.needs(1):  # d(a/b)/db = -(a/b)/b
+        bp.sub(1, _unbroadcast(ops.mul(g, ops.div(node, b)), b))
+
+
+# ---- unary math ops ------------------------------------------------------------------------------------------------
+
+
+def _x(node: Tensor) -> Tensor:
+    x = node.src[0]
+    assert x is not None
+    return x
+
+
+@rule(Op.SQR)
+def _sqr(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.scale(ops.mul(_x(node), g), 2.0))
+
+
+@rule(Op.SQRT)
+def _sqrt(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.scale(ops.div(g, node), 0.5))
+
+
+@rule(Op.LOG)
+def _log(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.div(g, _x(node)))
+
+
+@rule(Op.SIN)
+def _sin(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.mul(g, ops.cos(_x(node))))
+
+
+@rule(Op.COS)
+def _cos(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.sub(0, ops.mul(g, ops.sin(_x(node))))
+
+
+@rule(Op.SCALE)
+def _scale(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    p = node.params
+    assert isinstance(p, ScaleParams)
+    if bp.needs(0):
+        bp.add(0, ops.scale(g, p.s))
+
+
+@rule(Op.DUP)
+def _dup(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, g)
+
+
+@rule(Op.LEAKY_RELU)
+def _leaky_relu(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """(not in ggml's rules) slope 1 where x > 0, negative_slope elsewhere."""
+    p = node.params
+    assert isinstance(p, LeakyReluParams)
+    if bp.needs(0):
+        bp.add(0, ops.mul(g, ops.scale(ops.step(_x(node)), 1.0 - p.negative_slope, p.negative_slope)))
+
+
+@rule(Op.CLAMP)
+def _clamp(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """(not in ggml's rules) g passes where min < x < max, zero where the clamp holds x."""
+    p = node.params
+    assert isinstance(p, ClampParams)
+    if bp.needs(0):
+        x = _x(node)
+        inside = ops.mul(ops.step(ops.scale(x, 1.0, -p.min)), ops.step(ops.scale(x, -1.0, p.max)))
+        bp.add(0, ops.mul(g, inside))
+
+
+# ---- reductions --------------------------------------------------------------------------------------------------
+
+
+@rule(Op.SUM)
+def _sum(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.repeat(g, _x(node)))
+
+
+@rule(Op.SUM_ROWS)
+def _sum_rows(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.repeat(g, _x(node)))
+
+
+@rule(Op.MEAN)
+def _mean(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    x = _x(node)
+    if bp.needs(0):
+        bp.add(0, ops.repeat(ops.scale(g, 1.0 / x.ne[0]), x))
+
+
+# ---- norms ---------------------------------------------------------------------------------------------------------
+
+
+@rule(Op.RMS_NORM)
+def _rms_norm(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    p = node.params
+    assert isinstance(p, NormParams)
+    if bp.needs(0):
+        bp.add(0, ops.rms_norm_back(g, _x(node), p.eps))
+
+
+@rule(Op.NORM)
+def _norm(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """y = (x - mean x) / s with s = sqrt(var x + eps) per row: dx = (g - mean g - y mean(g y)) / s."""
+    p = node.params
+    assert isinstance(p, NormParams)
+    if not bp.needs(0):
+        return
+    x = _x(node)
+    xc = ops.sub(x, ops.mean(x))
+    s = ops.sqrt(ops.scale(ops.mean(ops.sqr(xc)), 1.0, p.eps))
+    num = ops.sub(ops.sub(g, ops.mean(g)), ops.mul(node, ops.mean(ops.mul(g, node))))
+    bp.add(0, ops.div(num, s))
+
+
+# ---- matrix products ---------------------------------------------------------------------------------------------
+
+
+@rule(Op.MUL_MAT)
+def _mul_mat(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """y = mul_mat(a, b): y[i, j] = sum_k a[k, i] b[k, j] (ggml order). da = out_prod(b, g) summed over the
+    batches a was broadcast to; db = out_prod(a, g^T)."""
+    a, b = node.src[0], node.src[1]
+    assert a is not None and b is not None
+    if bp.needs(0):
+        t = ops.out_prod(b, g)
+        if t.ne != a.ne:
+            if t.ne[3] != 1 or t.ne[0:2] != a.ne[0:2]:
+                raise GradientError(f"MUL_MAT: the gradient of {describe(a)} broadcast over dim 3 of "
+                                    f"{describe(b)} is not implemented (as in ggml)")
+            nr2 = t.ne[2] // a.ne[2]
+            # batch i2 of b used a's batch i2 // nr2: regroup t's batches as [.., a.ne2, nr2] and sum the repeats
+            t = ops.view(t, (a.ne[0], a.ne[1], nr2, a.ne[2]), (t.nb[1], t.nb[2], t.nb[2] * nr2))
+            t = ops.repeat_back(ops.cont(ops.permute(t, 0, 1, 3, 2)), a)
+        bp.add(0, t)
+    if bp.needs(1):
+        bp.add(1, ops.out_prod(a, ops.transpose(g)))
+
+
+@rule(Op.OUT_PROD)
+def _out_prod(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """y = out_prod(a, b): y[i, j] = sum_k a[i, k] b[j, k]. da = out_prod(g, b^T); db = mul_mat(g, a)."""
+    a, b = node.src[0], node.src[1]
+    assert a is not None and b is not None
+    if a.ne[2:] != b.ne[2:]:
+        raise GradientError(f"OUT_PROD: gradients with broadcast batches ({describe(a)}, {describe(b)}) are not "
+                            "implemented")
+    if bp.needs(0):
+        bp.add(0, ops.out_prod(g, ops.transpose(b)))
+    if bp.needs(1):
+        bp.add(1, ops.mul_mat(g, a))
+
+
+# ---- UNARY and GLU -----------------------------------------------------------------------------------------------
+
+
+@rule(Op.UNARY)
+def _unary(node: Tensor, g: Tensor, bp: Backprop) -> None:  # dispatched by sub-op in rules.lookup
+    raise AssertionError("UNARY rules are looked up per sub-op")
+
+
+@unary_rule(UnaryOp.ABS)
+def _abs(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.mul(ops.sgn(_x(node)), g))
+
+
+@unary_rule(UnaryOp.NEG)
+def _neg(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.sub(0, g)
+
+
+@unary_rule(UnaryOp.RELU)
+def _relu(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.mul(ops.step(_x(node)), g))
+
+
+@unary_rule(UnaryOp.SILU)
+def _silu(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.silu_back(g, _x(node)))
+
+
+@unary_rule(UnaryOp.EXP)
+def _exp(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.mul(node, g))
+
+
+@unary_rule(UnaryOp.EXPM1)
+def _expm1(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.mul(g, ops.exp(_x(node))))
+
+
+@unary_rule(UnaryOp.SOFTPLUS)
+def _softplus(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):
+        bp.add(0, ops.mul(g, ops.sigmoid(_x(node))))
+
+
+@unary_rule(UnaryOp.TANH)
+def _tanh(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):  # 1 - tanh^2
+        bp.add(0, ops.sub(g, ops.mul(g, ops.sqr(node))))
+
+
+@unary_rule(UnaryOp.SIGMOID)
+def _sigmoid(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    if bp.needs(0):  # s (1 - s)
+        bp.add(0, ops.mul(g, ops.sub(node, ops.sqr(node))))
+
+
+for _u in (UnaryOp.SGN, UnaryOp.STEP, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC):
+    UNARY_RULES[_u] = NO_GRADIENT
+
+
+@rule(Op.GLU)
+def _glu(node: Tensor, g: Tensor, bp: Backprop) -> None:  # dispatched by sub-op in rules.lookup
+    raise AssertionError("GLU rules are looked up per sub-op")
+
+
+@glu_rule(GluOp.SWIGLU)
+def _swiglu(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """silu(x) * gate. Split: x = src0, gate = src1 (exchanged when swapped). Fused (one source, which ggml does
+    not differentiate): x and gate are the first and second halves of each row of src0 (exchanged when swapped),
+    and src0's gradient is the two halves' gradients concatenated back."""
+    p = node.params
+    assert isinstance(p, GluParams)
+    if len(node.src) < 2 or node.src[1] is None:
+        if bp.needs(0):
+            a = _x(node)
+            n = node.ne[0]
+            halves = [ops.cont(ops.view(a, node.ne, a.nb[1:], k * n * a.nb[0])) for k in (0, 1)]
+            x, gate = (halves[1], halves[0]) if p.swapped else (halves[0], halves[1])
+            dx, dgate = ops.silu_back(ops.mul(g, gate), x), ops.mul(ops.silu(x), g)
+            bp.add(0, ops.concat(dgate, dx, 0) if p.swapped else ops.concat(dx, dgate, 0))
+        return
+    ix, ig = (1, 0) if p.swapped else (0, 1)
+    xs, gs = node.src[ix], node.src[ig]
+    assert xs is not None and gs is not None
+    if bp.needs(ix):
+        bp.add(ix, ops.silu_back(ops.mul(g, gs), xs))
+    if bp.needs(ig):
+        bp.add(ig, ops.mul(ops.silu(xs), g))
