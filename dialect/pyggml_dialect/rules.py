@@ -4,11 +4,27 @@ these rules; pyggml-cuda's is these with its own fast paths in place of some (bo
 from __future__ import annotations
 
 from pyggml.backend.op_table import RuleSet
-from pyggml_dialect.ops import attention, elementwise, layout, matmul, moe, norm, reduce, rope, rows, train
+from pyggml_dialect.ops import (
+    attention,
+    conv,
+    elementwise,
+    layout,
+    matmul,
+    moe,
+    norm,
+    reduce,
+    rope,
+    rows,
+    seq,
+    spatial,
+    train,
+)
 from pyggml_dialect.types import Builder
 
 RULES: tuple[RuleSet[Builder], ...] = (
     attention.rules, elementwise.rules, layout.rules, matmul.rules, norm.rules, reduce.rules, rope.rules, rows.rules,
     moe.rules,
     train.rules,
+    conv.rules, spatial.rules,
+    seq.rules,
 )

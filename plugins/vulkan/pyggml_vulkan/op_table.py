@@ -7,7 +7,22 @@ from typing import TYPE_CHECKING
 
 from pyggml.backend.op_table import OpTable
 from pyggml.graph import Graph
-from pyggml_vulkan.ops import attention, elementwise, index, layout, matmul, moe, norm, reduce, rope, sort, train
+from pyggml_vulkan.ops import (
+    attention,
+    conv,
+    elementwise,
+    index,
+    layout,
+    matmul,
+    moe,
+    norm,
+    reduce,
+    rope,
+    seq,
+    sort,
+    spatial,
+    train,
+)
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder
@@ -15,6 +30,8 @@ if TYPE_CHECKING:
 TABLE: OpTable[DispatchBuilder] = OpTable(
     "Vulkan", attention.rules, elementwise.rules, index.rules, layout.rules, matmul.rules, norm.rules, reduce.rules,
     rope.rules, sort.rules, moe.rules, train.rules,
+    conv.rules, spatial.rules,
+    seq.rules,
 )
 
 
