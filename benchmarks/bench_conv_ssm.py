@@ -30,13 +30,14 @@ import pyggml.ops as O
 from pyggml.backend.protocol import Backend
 from pyggml.backend.registry import get_device
 from pyggml.backend.sysinfo import cpu_model
-from pyggml.context import Context
-from pyggml.graph import Graph, build_graph
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing.ggml_ctypes import GgmlCtx
+from pyggml_testing.ggml_ctypes import GgmlCtx, Make, nmse, pyggml_graph, pyggml_result
+from pyggml_testing.llama_cpp_ref import GgmlMissing, open_ggml_cpu
 
 Result = dict[str, Any]
+MEM = 256 << 20
+"""Bytes of the pyggml context a case builds its op in."""
 
 
 def best_of(fn: Callable[[], None], repeat: int, warmup: int = 2) -> float:
@@ -62,26 +63,12 @@ def alternate(ours: Callable[[], None], theirs: Callable[[], None], repeat: int,
 
 
 def _ggml() -> Any:
-    """ggml's CPU library, or None with a message (pyggml_testing raises pytest's skip when it is absent)."""
-    from pyggml_testing.llama_cpp_ref import load_ggml_cpu
-
+    """ggml's CPU library, or None with a message."""
     try:
-        return load_ggml_cpu()
-    except BaseException as e:  # pytest.skip.Exception derives from BaseException
-        print(f"ggml's CPU library is not available ({e}): make llama-cpp-ref", file=sys.stderr)
+        return open_ggml_cpu()
+    except GgmlMissing as e:
+        print(e, file=sys.stderr)
         return None
-
-
-def _ours_graph(build: Callable[[Callable[[np.ndarray, GGMLType], Tensor]], Tensor]) -> tuple[Graph, Tensor]:
-    ctx = Context(256 << 20)
-
-    def tensor(x: np.ndarray, t: GGMLType) -> Tensor:
-        out = ctx.new_tensor(t, *x.shape[::-1])
-        out.set(x)
-        return out
-
-    node = build(tensor)
-    return build_graph(node), node
 
 
 def conv2d(args: argparse.Namespace, backend: Backend, cpu: Any) -> list[Result]:
@@ -93,21 +80,21 @@ def conv2d(args: argparse.Namespace, backend: Backend, cpu: Any) -> list[Result]
     flops = 2.0 * 64 * 64 * 64 * 64 * 9
     out: list[Result] = []
     for tk in (GGMLType.F32, GGMLType.F16) if args.f16 else (GGMLType.F32,):
-        graph, node = _ours_graph(lambda mk, tk=tk: O.conv_2d_direct(mk(k, tk), mk(x, GGMLType.F32), *prm))
+        graph, (node,) = pyggml_graph(lambda mk, tk=tk: O.conv_2d_direct(mk(k, tk), mk(x, GGMLType.F32), *prm),
+                                      MEM)
         gg = GgmlCtx(cpu)
         try:
             g_out = gg.call("ggml_conv_2d_direct", gg.tensor(k, tk), gg.tensor(x, GGMLType.F32), *prm)
             run = gg.planned(gg.graph(g_out), args.threads)
             backend.graph_compute(graph)
             run.compute()
-            ours_v = np.asarray(node.numpy(), np.float64).reshape(node.ne[::-1])
-            theirs_v = gg.read(g_out, ours_v.shape, GGMLType.F32)
-            nmse = float(np.sum((ours_v - theirs_v) ** 2) / np.sum(theirs_v**2))
+            ours_v = pyggml_result(node)
+            err = nmse(ours_v, gg.read(g_out, ours_v.shape, GGMLType.F32))
             t_ours, t_ggml = alternate(lambda graph=graph: backend.graph_compute(graph), run.compute, args.repeat)
         finally:
             gg.close()
         out.append({"case": "conv2d", "op": "CONV_2D", "kernel_type": str(tk), "input": [64, 64, 64, 1],
-                    "kernel": [3, 3, 64, 64], "stride": 1, "padding": 1, "nmse_vs_ggml": nmse,
+                    "kernel": [3, 3, 64, 64], "stride": 1, "padding": 1, "nmse_vs_ggml": err,
                     "pyggml_ms": round(t_ours * 1e3, 3), "ggml_ms": round(t_ggml * 1e3, 3),
                     "pyggml_gflops": round(flops / t_ours / 1e9, 1), "ggml_gflops": round(flops / t_ggml / 1e9, 1),
                     "speedup": round(t_ggml / t_ours, 3), "goal": 1.0})
@@ -132,12 +119,12 @@ def ssm_scan(args: argparse.Namespace, backend: Backend, cpu: Any) -> list[Resul
                 u(ns, nt, n_group, d_state))
         ids = np.arange(ns, dtype=np.int32)
         f32 = GGMLType.F32
-        def build(mk: Callable[[np.ndarray, GGMLType], Tensor], srcs: tuple[np.ndarray, ...] = srcs,
+        def build(mk: Make, srcs: tuple[np.ndarray, ...] = srcs,
                   ids: np.ndarray = ids) -> Tensor:
             s, x, dt, a, b, c = (mk(v, GGMLType.F32) for v in srcs)
             return O.ssm_scan(s, x, dt, a, b, c, mk(ids, GGMLType.I32))
 
-        graph, node = _ours_graph(build)
+        graph, (node,) = pyggml_graph(build, MEM)
         gg = GgmlCtx(cpu)
         try:
             g_out = gg.call("ggml_ssm_scan", *(gg.tensor(x, f32) for x in srcs), gg.tensor(ids, GGMLType.I32),
@@ -145,14 +132,13 @@ def ssm_scan(args: argparse.Namespace, backend: Backend, cpu: Any) -> list[Resul
             run = gg.planned(gg.graph(g_out), args.threads)
             backend.graph_compute(graph)
             run.compute()
-            ours_v = np.asarray(node.numpy(), np.float64).reshape(-1)
-            theirs_v = gg.read(g_out, ours_v.shape, f32)
-            nmse = float(np.sum((ours_v - theirs_v) ** 2) / np.sum(theirs_v**2))
+            ours_v = pyggml_result(node)
+            err = nmse(ours_v, gg.read(g_out, ours_v.shape, f32))
             t_ours, t_ggml = alternate(lambda graph=graph: backend.graph_compute(graph), run.compute, args.repeat)
         finally:
             gg.close()
         out.append({"case": "ssm_scan", "op": "SSM_SCAN", "shape": name, "d_state": d_state, "head_dim": head_dim,
-                    "n_head": n_head, "n_group": n_group, "n_seq_tokens": nt, "n_seqs": ns, "nmse_vs_ggml": nmse,
+                    "n_head": n_head, "n_group": n_group, "n_seq_tokens": nt, "n_seqs": ns, "nmse_vs_ggml": err,
                     "pyggml_ms": round(t_ours * 1e3, 3), "ggml_ms": round(t_ggml * 1e3, 3),
                     "speedup": round(t_ggml / t_ours, 3), "goal": 1.0})
     return out

@@ -6,12 +6,15 @@ drawn away from it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import partial
+from itertools import product
 
 import numpy as np
 
 from pyggml import ops
+from pyggml.ops import PoolOp
 from pyggml.ops.base import Op
 from pyggml.ops.elementwise import UnaryOp
 from pyggml.tensor import Tensor
@@ -230,9 +233,49 @@ def _attention() -> list[GradCase]:
     return out
 
 
+def _spaced() -> Init:
+    """Distinct values 0.25 apart in random order: moving one by eps never changes which one a max pool picks."""
+
+    def init(rng: np.random.Generator, t: Tensor) -> Array:
+        n = t.nelements()
+        out: Array = ((rng.permutation(n) - n / 2) * 0.25).reshape(tuple(reversed(t.ne)))
+        return out
+
+    return init
+
+
+def _conv() -> list[GradCase]:
+    """IM2COL (2-D and 1-D, stride, padding, dilation) and POOL_2D (avg, max) through their backward ops, and ggml's
+    composite conv_2d / conv_1d (IM2COL with F16 patches, MUL_MAT, layout ops) with kernel and input parameters.
+    The composites' forward rounds the patches to F16, which the finite differences of the input see (the backward
+    is that of the unrounded function): the loss is linear in each element, so a step of 1 (exact for any step)
+    shrinks the rounding's share of the quotient, and the threshold is 5e-4 (the rounding alone gives ~1e-4)."""
+    def im2col(ne: tuple[int, ...], nk: tuple[int, ...], w: tuple[int, ...], is_2d: bool) -> Build:
+        return lambda b: ops.im2col(b.input(F32, nk), _p(b, ne), w[0], w[1], w[2], w[3], w[4], w[5], is_2d, F32)
+
+    out: list[GradCase] = []
+    for ne, nk, w, is_2d in (((6, 5, 2, 1), (3, 2, 2, 1), (1, 1, 1, 0, 1, 1), True),
+                             ((7, 6, 2, 2), (2, 3, 2, 1), (2, 1, 1, 2, 2, 1), True),
+                             ((9, 2, 2, 1), (3, 2, 1, 1), (2, 0, 1, 0, 2, 0), False)):
+        out.append(_case(Op.IM2COL, fmt_params(ne=list(ne), ne_k=list(nk), s=list(w[0:2]), p=list(w[2:4]),
+                                               d=list(w[4:6]), is_2D=is_2d), im2col(ne, nk, w, is_2d)))
+    for pool, (k0, k1, s0, s1, p0, p1) in product(PoolOp, ((3, 3, 1, 1, 1, 1), (2, 3, 2, 1, 0, 1), (3, 2, 3, 2, 1, 0))):
+        out.append(_case(Op.POOL_2D, fmt_params(op=pool.name.lower(), ne=[7, 6, 2], k=[k0, k1], s=[s0, s1],
+                                                p=[p0, p1]),
+                         _apply(partial(ops.pool_2d, op=pool, k0=k0, k1=k1, s0=s0, s1=s1, p0=p0, p1=p1), (7, 6, 2),
+                                _spaced() if pool is PoolOp.MAX else None)))
+    out.append(_case(Op.IM2COL, fmt_params(net="conv_2d", ne=[6, 5, 2, 2], ne_k=[3, 3, 2, 3], s=1, p=1, d=1),
+                     _apply2(lambda k, x: ops.conv_2d(k, x, 1, 1, 1, 1, 1, 1), (3, 3, 2, 3), (6, 5, 2, 2))))
+    out.append(_case(Op.IM2COL, fmt_params(net="conv_2d", ne=[7, 6, 2, 1], ne_k=[2, 3, 2, 2], s=2, p=1, d=2),
+                     _apply2(lambda k, x: ops.conv_2d(k, x, 2, 2, 1, 1, 2, 2), (2, 3, 2, 2), (7, 6, 2, 1))))
+    out.append(_case(Op.IM2COL, fmt_params(net="conv_1d", ne=[9, 3], ne_k=[3, 3, 2], s=2, p=1, d=1),
+                     _apply2(lambda k, x: ops.conv_1d(k, x, 2, 1, 1), (3, 3, 2), (9, 3, 1))))
+    return [*out[:-3], *(dataclasses.replace(c, eps=1.0, max_err=5e-4) for c in out[-3:])]
+
+
 def grad_cases() -> list[GradCase]:
     """Every gradient case, in a stable order."""
-    return [*_binary(), *_math(), *_unary(), *_matmul(), *_layout(), *_attention(), mlp_case()]
+    return [*_binary(), *_math(), *_unary(), *_matmul(), *_layout(), *_attention(), *_conv(), mlp_case()]
 
 
 def mlp_case() -> GradCase:

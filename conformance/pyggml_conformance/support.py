@@ -9,6 +9,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from pyggml.ops.backward import DEFERRED_OPS
 from pyggml.ops.base import OPS
 from pyggml_conformance.runner import CaseResult, Status, Target
 
@@ -71,6 +72,10 @@ def render(m: Matrix) -> str:
     ]
     for op, (n, cells) in m.rows.items():
         lines.append(f"| {op} | {n} | " + " | ".join(cells[b] for b in backends) + " |")
+    lines += ["", "## ggml ops not in the table", "",
+              "Every op of ggml's `enum ggml_op` is in the table above except these "
+              "(`pyggml.ops.backward.DEFERRED_OPS`):", ""]
+    lines += [f"- {name}: {why}" for name, why in DEFERRED_OPS.items()]
     lines.append("")
     return "\n".join(lines)
 

@@ -19,20 +19,8 @@ from pyggml_testing.graphs import new_ctx, rand, result, tensor
 Array = np.ndarray
 
 
-def _fd_grad(f: Callable[[Array], Array], x: Array, g: Array, h: float = 1e-6) -> Array:
-    """d/dx sum(f(x) * g) by central differences, f evaluated through the numpy backend (float32 storage, so h is
-    large enough to stay above its rounding and the tolerance is loose)."""
-    out = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[idx] += h
-        xm[idx] -= h
-        out[idx] = ((f(xp) - f(xm)) * g).sum() / (2 * h)
-    return out
-
-
 def _fd64(f: Callable[[Array], Array], x: Array, g: Array, h: float = 1e-6) -> Array:
-    """The same with f a float64 numpy formula."""
+    """d/dx sum(f(x) * g) by central differences, f a float64 numpy formula of the forward op."""
     out = np.zeros_like(x)
     for idx in np.ndindex(x.shape):
         xp, xm = x.copy(), x.copy()

@@ -36,6 +36,7 @@ FAMILIES = (
     "views",
     "custom",
     "backward",
+    "back2",
     "edge",
     "misuse",
 )

@@ -30,10 +30,11 @@ def unique(cases: Iterable[Case]) -> list[Case]:
     return out
 
 
-def varied_input(b: CaseBuilder, t: GGMLType, ne: Sequence[int], v: int, lo: float, hi: float) -> Tensor:
+def varied_input(b: CaseBuilder, t: GGMLType, ne: Sequence[int], v: int, lo: float = -1.0, hi: float = 1.0
+                 ) -> Tensor:
     """An input of type t and shape ne, uniform in [lo, hi], laid out as variant v asks: 0 contiguous, 1 strided
-    rows and planes, 2 permuted (dims 1 and 2 swapped in memory). The element-wise families (unary, xielu) run
-    each case on all three, so a kernel that assumes contiguous rows fails."""
+    rows and planes, 2 permuted (dims 1 and 2 swapped in memory). The element-wise families (unary, xielu) and the
+    spatial one run cases on all three, so a kernel that assumes contiguous rows fails."""
     init = uniform(lo, hi)
     if v == 1:
         return b.strided(t, ne, pad=(3, 1, 1, 0), init=init)

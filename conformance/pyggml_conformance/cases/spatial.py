@@ -17,19 +17,10 @@ from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_conformance.case import Case, CaseBuilder, fmt_params
 from pyggml_conformance.cases.common import F16, F32, unique
+from pyggml_conformance.cases.common import varied_input as _input  # v: 0 contiguous, 1 strided, 2 permuted
 from pyggml_conformance.inputs import uniform
 
 Ne = Sequence[int]
-
-
-def _input(b: CaseBuilder, t: GGMLType, ne: Ne, v: int, lo: float = -1.0, hi: float = 1.0) -> Tensor:
-    """v: 0 contiguous, 1 strided rows and planes, 2 dims 1 and 2 swapped in memory."""
-    init = uniform(lo, hi)
-    if v == 1:
-        return b.strided(t, ne, pad=(3, 1, 1, 0), init=init)
-    if v == 2:
-        return b.permuted(t, ne, (0, 2, 1, 3), init)
-    return b.input(t, ne, init)
 
 
 def pool1d_case(op: PoolOp, t: GGMLType, ne: Ne, k0: int, s0: int, p0: int, v: int = 0) -> Case:

@@ -35,20 +35,11 @@ def _as(t: Tensor, like: Tensor) -> Tensor:
 
 
 @rule(Op.RESHAPE)
-def _reshape(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, _as(g, _src(node, 0)))
-
-
 @rule(Op.CONT)
-def _cont(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, _as(g, _src(node, 0)))
-
-
 @rule(Op.CPY, ignore=frozenset({1}))
-def _cpy(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    """The copy overwrites its destination: src0 gets the gradient, the destination's old values get none."""
+def _same_elements(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """RESHAPE, CONT and CPY keep src0's elements in order: src0 gets the gradient in its own shape. CPY overwrites
+    its destination (src1), whose old values get none."""
     if bp.needs(0):
         bp.add(0, _as(g, _src(node, 0)))
 

@@ -1,6 +1,6 @@
-"""Convolution family: IM2COL, IM2COL_3D, COL2IM_1D, CONV_TRANSPOSE_1D, CONV_2D, CONV_3D, CONV_2D_DW,
-CONV_TRANSPOSE_2D, and ggml's composite helpers built from them (conv_1d, conv_2d, conv_3d and their depthwise /
-half-padding variants: IM2COL + MUL_MAT, as ggml builds them).
+"""Convolution family: IM2COL (and its gradient IM2COL_BACK), IM2COL_3D, COL2IM_1D, CONV_TRANSPOSE_1D, CONV_2D,
+CONV_3D, CONV_2D_DW, CONV_TRANSPOSE_2D, and ggml's composite helpers built from them (conv_1d, conv_2d, conv_3d and
+their depthwise / half-padding variants: IM2COL + MUL_MAT, as ggml builds them).
 
 Layouts are ggml's (ne order, fastest first): an image is [W, H, C, N], a 2-D kernel [KW, KH, IC, OC]; the 3-D
 ops fold channels and batch into ne[3] (image [W, H, D, C*N], kernel [KW, KH, KD, IC*OC]). Output sizes follow
@@ -11,6 +11,7 @@ docs/op-semantics.md), zero-size kernels, strides or dilations below 1 and negat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, is_dataclass
 
 from pyggml.errors import ShapeError
@@ -38,6 +39,21 @@ class Im2colParams:
     is_2d: bool
     dst_type: GGMLType = GGMLType.F16
     """The result type (ggml passes it to ggml_im2col and keeps it as the tensor's type, not in op_params)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Im2colBackParams:
+    """IM2COL_BACK: IM2COL's words (s0, s1, p0, p1, d0, d1, is_2d); `ne` is the result's shape (the forward op's
+    input), which ggml keeps only in the result, so it is not a word."""
+
+    s0: int
+    s1: int
+    p0: int
+    p1: int
+    d0: int
+    d1: int
+    is_2d: bool
+    ne: Ne
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +118,14 @@ class ConvTranspose2dParams:
     stride: int
 
 
-ConvParams = (Im2colParams | Im2col3dParams | Col2im1dParams | ConvTranspose1dParams | Conv2dParams | Conv3dParams
-              | ConvTranspose2dParams)
+ConvParams = (Im2colParams | Im2colBackParams | Im2col3dParams | Col2im1dParams | ConvTranspose1dParams
+              | Conv2dParams | Conv3dParams | ConvTranspose2dParams)
 
 
 def op_words(params: ConvParams) -> list[int]:
-    """The params as ggml's int32 op_params words (the dataclass fields in order; dst_type is the result's type,
-    not a word): what the cpu plugin's C kernels read."""
-    return [int(getattr(params, f.name)) for f in fields(params) if f.name != "dst_type"]
+    """The params as ggml's int32 op_params words (the dataclass fields in order; dst_type is the result's type and
+    IM2COL_BACK's ne its shape, not words): what the cpu plugin's C kernels read."""
+    return [int(getattr(params, f.name)) for f in fields(params) if f.name not in ("dst_type", "ne")]
 
 
 # ---- shape rules ------------------------------------------------------------------------------------------------
@@ -144,7 +160,7 @@ def _params(op: Op, params: object, cls: type) -> None:
         raise ShapeError(f"{op.name}: params must be {cls.__name__}, got {type(params).__name__}")
     for f in fields(params):
         v = getattr(params, f.name)
-        if f.name != "dst_type" and not (isinstance(v, int) and -(1 << 31) <= v < (1 << 31)):
+        if f.name not in ("dst_type", "ne") and not (isinstance(v, int) and -(1 << 31) <= v < (1 << 31)):
             raise ShapeError(f"{op.name}: {f.name}={v!r} must be an int32")
 
 
@@ -156,17 +172,39 @@ def _im2col(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     p = params
     if p.dst_type not in FLOAT_TYPES:
         raise fail(op, f"dst_type {p.dst_type} must be f32, f16 or bf16")
-    ow = out_size(op, "width", b.ne[0], a.ne[0], p.s0, p.p0, p.d0, a, b)
+    return p.dst_type, _cols_ne(op, a, b.ne, p, "the input's", a, b)
+
+
+def _cols_ne(op: Op, a: Tensor, ne: Ne, p: Im2colParams | Im2colBackParams, what: str, *tensors: Tensor) -> Ne:
+    """The patch matrix IM2COL makes from kernel a and an input of shape ne (IM2COL_BACK's gradient has it)."""
+    ow = out_size(op, "width", ne[0], a.ne[0], p.s0, p.p0, p.d0, *tensors)
     if p.is_2d:
-        if a.ne[2] != b.ne[2]:
-            raise fail(op, "kernel ne[2] (input channels) must equal the input's ne[2]", a, b)
-        oh = out_size(op, "height", b.ne[1], a.ne[1], p.s1, p.p1, p.d1, a, b)
-        return p.dst_type, (a.ne[2] * a.ne[1] * a.ne[0], ow, oh, b.ne[3])
-    if a.ne[1] != b.ne[1]:
-        raise fail(op, "1-D: kernel ne[1] (input channels) must equal the input's ne[1]", a, b)
-    if b.ne[3] != 1:
-        raise fail(op, "1-D: the input must be [W, C, N] (ne[3] == 1)", b)
-    return p.dst_type, (a.ne[1] * a.ne[0], ow, b.ne[2], 1)
+        if a.ne[2] != ne[2]:
+            raise fail(op, f"kernel ne[2] (input channels) must equal {what} ne[2] ({ne[2]})", *tensors)
+        oh = out_size(op, "height", ne[1], a.ne[1], p.s1, p.p1, p.d1, *tensors)
+        return (a.ne[2] * a.ne[1] * a.ne[0], ow, oh, ne[3])
+    if a.ne[1] != ne[1]:
+        raise fail(op, f"1-D: kernel ne[1] (input channels) must equal {what} ne[1] ({ne[1]})", *tensors)
+    if ne[3] != 1:
+        raise fail(op, f"1-D: {what} shape {list(ne)} must be [W, C, N] (ne[3] == 1)", *tensors)
+    return (a.ne[1] * a.ne[0], ow, ne[2], 1)
+
+
+def _im2col_back(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
+    op = Op.IM2COL_BACK
+    _params(op, params, Im2colBackParams)
+    assert isinstance(params, Im2colBackParams)
+    g = need(srcs[0], op, "src0 (gradient)")
+    a = need(srcs[1] if len(srcs) > 1 else None, op, "src1 (kernel)")
+    check_types(op, g, frozenset({F32}), "src0 (gradient)")
+    check_types(op, a, FLOAT_TYPES, "src1 (kernel)")
+    ne = params.ne
+    if len(ne) != 4 or not all(isinstance(n, int) and n > 0 for n in ne):
+        raise fail(op, f"the result's ne {list(ne)} must be four positive ints", g)
+    want = _cols_ne(op, a, ne, params, "the result's", g, a)
+    if g.ne != want:
+        raise fail(op, f"the gradient must be IM2COL's result for an input of shape {list(ne)}: {list(want)}", g, a)
+    return F32, (ne[0], ne[1], ne[2], ne[3])
 
 
 def _im2col_3d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
@@ -280,6 +318,7 @@ def _conv_transpose_2d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
 
 
 define(Op.IM2COL, (2, 2), _im2col, Im2colParams)
+define(Op.IM2COL_BACK, (2, 2), _im2col_back, Im2colBackParams)
 define(Op.IM2COL_3D, (2, 2), _im2col_3d, Im2col3dParams)
 define(Op.COL2IM_1D, (1, 1), _col2im_1d, Col2im1dParams)
 define(Op.CONV_TRANSPOSE_1D, (2, 2), _conv_transpose_1d, ConvTranspose1dParams)
@@ -301,6 +340,19 @@ def im2col(a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1
     1-D (is_2d False): a [KW, IC, OC], b [W, IC, N] -> [IC*KW, OW, N]. A MUL_MAT of the result with the kernel
     reshaped to [IC*KH*KW, OC] is the convolution (conv_1d / conv_2d)."""
     return record(Op.IM2COL, (a, b), Im2colParams(s0, s1, p0, p1, d0, d1, bool(is_2d), dst_type))
+
+
+def im2col_back(grad: Tensor, kernel: Tensor, ne: Sequence[int], s0: int, s1: int, p0: int, p1: int, d0: int,
+                d1: int, is_2d: bool) -> Tensor:
+    """The gradient of IM2COL with respect to its input (ggml_im2col_back): grad has IM2COL's result shape for
+    an input of shape `ne` (the forward input's) and the same kernel and words; the F32 result [ne] holds, at each
+    input element, the sum of the grad elements that IM2COL copied from it (the adjoint of IM2COL: padding taps
+    and elements no window reaches get nothing). The kernel is read for its shape only."""
+    if not 1 <= len(ne) <= 4:
+        raise ShapeError(f"IM2COL_BACK: the result's ne {list(ne)} must have 1 to 4 dims")
+    d = (*(int(n) for n in ne), 1, 1, 1)
+    return record(Op.IM2COL_BACK, (grad, kernel), Im2colBackParams(s0, s1, p0, p1, d0, d1, bool(is_2d),
+                                                                   (d[0], d[1], d[2], d[3])))
 
 
 def im2col_3d(a: Tensor, b: Tensor, ic: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int, d0: int,

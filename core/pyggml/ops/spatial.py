@@ -1,5 +1,5 @@
-"""Spatial ops of ggml's vision and audio models: POOL_1D, POOL_2D, UPSCALE, PAD_REFLECT_1D, ROLL,
-TIMESTEP_EMBEDDING, WIN_PART, WIN_UNPART, GET_REL_POS, ADD_REL_POS.
+"""Spatial ops of ggml's vision and audio models: POOL_1D, POOL_2D (and its gradient POOL_2D_BACK), UPSCALE,
+PAD_REFLECT_1D, ROLL, TIMESTEP_EMBEDDING, WIN_PART, WIN_UNPART, GET_REL_POS, ADD_REL_POS.
 
 Params keep ggml's op_params words (order and meaning) so a node travels over RPC unchanged; where ggml keeps a
 size only in the result's shape (UPSCALE's target, WIN_UNPART's image size) the params carry it too, because a
@@ -165,6 +165,22 @@ def _pool_2d(srcs: Srcs, p: Pool2DParams) -> tuple[GGMLType, Ne]:
                           _pool_len(Op.POOL_2D, a, 1, p.k1, p.s1, p.p1), a.ne[2], a.ne[3])
 
 
+def _pool_2d_back(srcs: Srcs, p: Pool2DParams) -> tuple[GGMLType, Ne]:
+    """POOL_2D_BACK (gradient, POOL_2D's input): the gradient has POOL_2D's result shape for that input."""
+    op = Op.POOL_2D_BACK
+    g = need(srcs[0], op, "src0 (gradient)")
+    x = need(srcs[1] if len(srcs) > 1 else None, op, "src1 (pool_2d's input)")
+    check_types(op, g, F32_ONLY, "src0 (gradient)")
+    check_types(op, x, F32_F16, "src1 (pool_2d's input)")
+    if not isinstance(p, Pool2DParams) or not isinstance(p.op, PoolOp):
+        raise fail(op, f"params must be Pool2DParams with a PoolOp, got {p!r}", g)
+    _positive(op, x, k0=p.k0, k1=p.k1, s0=p.s0, s1=p.s1)
+    want = (_pool_len(op, x, 0, p.k0, p.s0, p.p0), _pool_len(op, x, 1, p.k1, p.s1, p.p1), x.ne[2], x.ne[3])
+    if g.ne != want:
+        raise fail(op, f"the gradient must have POOL_2D's result shape {list(want)} for the input", g, x)
+    return GGMLType.F32, x.ne
+
+
 def _upscale(srcs: Srcs, p: UpscaleParams) -> tuple[GGMLType, Ne]:
     a = need(srcs[0], Op.UPSCALE, "src0")
     check_types(Op.UPSCALE, a, F32_ONLY, "src0")
@@ -265,6 +281,7 @@ def _add_rel_pos(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
 
 define(Op.POOL_1D, (1, 1), _pool_1d, Pool1DParams)
 define(Op.POOL_2D, (1, 1), _pool_2d, Pool2DParams)
+define(Op.POOL_2D_BACK, (2, 2), lambda srcs, p: _pool_2d_back(srcs, p), Pool2DParams)
 define(Op.UPSCALE, (1, 1), _upscale, UpscaleParams)
 define(Op.PAD_REFLECT_1D, (1, 1), _pad_reflect_1d, PadReflect1DParams)
 define(Op.ROLL, (1, 1), _roll, RollParams)
@@ -288,6 +305,17 @@ def pool_2d(a: Tensor, op: PoolOp, k0: int, k1: int, s0: int, s1: int, p0: int =
     window wholly in it); AVG divides by k0*k1 whatever the window covers (ggml counts the padding, unlike
     POOL_1D)."""
     return record(Op.POOL_2D, (a,), Pool2DParams(op, k0, k1, s0, s1, p0, p1))
+
+
+def pool_2d_back(grad: Tensor, x: Tensor, op: PoolOp, k0: int, k1: int, s0: int, s1: int, p0: int = 0,
+                 p1: int = 0) -> Tensor:
+    """The gradient of pool_2d(x, ...) with respect to x (ggml_pool_2d_back): an F32 tensor shaped like x, zero
+    but for each window's share of its output's gradient `grad`. AVG adds grad / (k0*k1) to every element of the
+    window inside x. MAX adds grad to one element: scanning the window's elements inside x row by row (dim 1
+    outer, dim 0 inner) from a running maximum of -FLT_MAX, each element that is not <= the running maximum
+    becomes it; the last one to do so gets the gradient (so the first of tied maxima; none when every element is
+    <= -FLT_MAX; a NaN takes the place, and so does every element after it)."""
+    return record(Op.POOL_2D_BACK, (grad, x), Pool2DParams(op, k0, k1, s0, s1, p0, p1))
 
 
 def interpolate(a: Tensor, ne0: int, ne1: int, ne2: int = 1, ne3: int = 1,

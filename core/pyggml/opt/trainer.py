@@ -26,7 +26,7 @@ from pyggml.autodiff import Gradients, build_backward
 from pyggml.backend.sched import Scheduler
 from pyggml.context import Context
 from pyggml.errors import PyGGMLError, ShapeError
-from pyggml.graph import Graph, build_graph
+from pyggml.graph import DEFAULT_GRAPH_SIZE, Graph, build_graph
 from pyggml.ops.base import describe
 from pyggml.opt.dataset import Dataset
 from pyggml.opt.optimizer import SGD, AdamW, Optimizer
@@ -61,6 +61,39 @@ class EpochResult:
     val: Result
 
 
+class _HostIO:
+    """A tensor the training loop writes (inputs, labels, hyper-parameters) or reads (loss, correct count) every
+    step. Where it lives in host memory, a numpy view of its bytes is made once per placement and each step is one
+    numpy copy; elsewhere (device memory) Tensor.set / Tensor.numpy. Why: a step of a small network costs about as
+    much as the checks and conversions of five set/numpy calls, and the replayed graph keeps its places."""
+
+    def __init__(self, t: Tensor) -> None:
+        self.t = t
+        self._buf: object = None
+        self._off = -1
+        self._view: np.ndarray | None = None
+
+    def _bound(self) -> np.ndarray | None:
+        t = self.t
+        if t.buffer is not self._buf or t.offset != self._off:  # first use, or the allocator moved it: view again
+            self._buf, self._off, self._view = t.buffer, t.offset, None
+            host = t.buffer.host_array() if t.buffer is not None else None
+            if host is not None and t.is_contiguous() and t.type.traits.np_dtype is not None:
+                self._view = t.element_view(host[t.offset : t.offset + t.nbytes()]).reshape(-1)
+        return self._view
+
+    def write(self, values: np.ndarray) -> None:
+        view = self._bound()
+        if view is None or values.size != view.size:
+            self.t.set(values)  # device memory, or a wrong size: Tensor.set converts or names the mismatch
+        else:
+            view[...] = values.reshape(-1)
+
+    def scalar(self) -> float:
+        view = self._bound()
+        return float(view[0] if view is not None else self.t.numpy().reshape(-1)[0])
+
+
 Progress = Callable[[bool, int, int, Result, float], None]
 """(training?, batches done, batches in the pass, result so far, seconds since the pass began)."""
 
@@ -69,9 +102,11 @@ class Trainer:
     """Train the model between `inputs` and `outputs` with `optimizer` on the scheduler's backends."""
 
     def __init__(self, sched: Scheduler, inputs: Tensor, outputs: Tensor, *, loss: str = "cross_entropy",
-                 optimizer: Optimizer | None = None, opt_period: int = 1) -> None:
+                 optimizer: Optimizer | None = None, opt_period: int = 1,
+                 graph_size: int = DEFAULT_GRAPH_SIZE) -> None:
         """`opt_period` > 1 accumulates the gradients of that many batches (micro-batches) in persistent
-        accumulators and steps the optimiser once per period, on their mean (ggml-opt's opt_period)."""
+        accumulators and steps the optimiser once per period, on their mean (ggml-opt's opt_period).
+        `graph_size`: node capacity of the graphs (forward, backward and steps of a deep model need more)."""
         if loss not in LOSSES:
             raise PyGGMLError(f"Trainer: loss {loss!r} is not one of {', '.join(LOSSES)}")
         if inputs.ne[1] != outputs.ne[1] or outputs.ne[2] != 1 or outputs.ne[3] != 1:
@@ -104,8 +139,8 @@ class Trainer:
             objective = self.loss if opt_period == 1 else ops.scale(self.loss, 1.0 / opt_period)
             objective.set_loss()
             self.ncorrect = ops.count_equal(ops.argmax(outputs), ops.argmax(self.labels)).set_name("ncorrect")
-        self.gf: Graph = build_graph(self.loss, self.ncorrect)
-        self.gb_grad: Graph = build_graph(objective, self.loss, self.ncorrect)
+        self.gf: Graph = build_graph(self.loss, self.ncorrect, size=graph_size)
+        self.gb_grad: Graph = build_graph(objective, self.loss, self.ncorrect, size=graph_size)
         self.static = Context(no_alloc=True)
         accs = {objective: self.static.new_tensor(GGMLType.F32, 1, name="loss grad seed")}
         if opt_period > 1:
@@ -127,6 +162,9 @@ class Trainer:
                 assert m is not None
                 m.set(np.zeros(m.nelements(), dtype=np.float32))
         self._allocated: Graph | None = None
+        self._io = {name: _HostIO(t) for name, t in (("inputs", self.inputs), ("labels", self.labels),
+                                                      ("hyper", self.hyper), ("loss", self.loss),
+                                                      ("ncorrect", self.ncorrect))}
 
     def _add_steps(self, ctx: Context) -> None:
         with ctx:
@@ -184,14 +222,15 @@ class Trainer:
             graph = self.gb if last else self.gb_grad
             self._micro = 0 if last else self._micro + 1
         self._use(graph)
-        self.inputs.set(data)
-        self.labels.set(labels)
+        io = self._io
+        io["inputs"].write(data)
+        io["labels"].write(labels)
         if graph is self.gb:
             self.step += 1
-            self.hyper.set(self.opt.values(self.step))
+            io["hyper"].write(self.opt.values(self.step))
         self.sched.graph_compute(graph)
-        res.losses.append(float(self.loss.numpy().reshape(-1)[0]))
-        res.ncorrect += int(self.ncorrect.numpy().reshape(-1)[0])
+        res.losses.append(io["loss"].scalar())
+        res.ncorrect += int(io["ncorrect"].scalar())
         res.ndata += data.shape[0]
 
     def run_pass(self, ds: Dataset, start: int, end: int, *, train: bool, progress: Progress | None = None) -> Result:

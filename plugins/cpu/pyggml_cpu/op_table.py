@@ -347,6 +347,18 @@ op_params words (pyggml.ops.conv.op_words; the shape rules keep each within int3
 RULES.update({op: _entry(getattr(lib, f"PGC_OP_{op.name}"), _float, lambda t: (0, op_words(t.params), []))
               for op in CONV_OPS})
 
+
+def _pool_words_ok(t: Tensor) -> bool:
+    return all(-INT32_MAX <= v <= INT32_MAX for v in SPATIAL_WORDS[Op.POOL_2D](t))
+
+
+# back2.c's ops (the gradients of IM2COL and POOL_2D): the types the shape rules admit (F32 gradient, any float
+# kernel, F32 / F16 pool input), any strides; ip holds ggml's op_params words (IM2COL's, POOL_2D's)
+RULES.update({
+    Op.IM2COL_BACK: _entry(lib.PGC_OP_IM2COL_BACK, _float, lambda t: (0, op_words(t.params), [])),
+    Op.POOL_2D_BACK: _entry(lib.PGC_OP_POOL_2D_BACK, _pool_words_ok, lambda t: (0, SPATIAL_WORDS[Op.POOL_2D](t), [])),
+})
+
 MIN_BLAS_BATCH = 32
 """The blas backend takes a MUL_MAT only when every dimension is at least this (as ggml's BLAS backend)."""
 

@@ -8,59 +8,16 @@ optimiser updates); ROPE_BACK with YaRN differs in the angles exactly as ROPE do
 
 from __future__ import annotations
 
-import ctypes
-from collections.abc import Callable, Iterator
-
 import numpy as np
-import numpy.typing as npt
 import pytest
 
 import pyggml.ops as O
 from pyggml.backend.protocol import Backend
-from pyggml.context import Context
-from pyggml.graph import build_graph
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing.ggml_ctypes import GgmlCtx
-from pyggml_testing.llama_cpp_ref import load_ggml_cpu
+from pyggml_testing.ggml_ctypes import GgmlCtx, Make, nmse, run_pyggml, run_pyggml_all
 
 T = GGMLType
-P = ctypes.c_void_p
-Array = npt.NDArray[np.float64]
-Make = Callable[[np.ndarray, GGMLType], Tensor]
-
-
-@pytest.fixture(scope="module")
-def ggml_cpu() -> ctypes.CDLL:
-    return load_ggml_cpu()
-
-
-@pytest.fixture
-def gg(ggml_cpu: ctypes.CDLL) -> Iterator[GgmlCtx]:
-    g = GgmlCtx(ggml_cpu)
-    yield g
-    g.close()
-
-
-def _ours(backend: Backend, build: Callable[[Make], Tensor | tuple[Tensor, ...]]) -> list[Array]:
-    """Build with pyggml's constructors on leaves made by `mk`, compute on `backend`, read every returned tensor."""
-    ctx = Context(64 << 20)
-
-    def mk(x: np.ndarray, t: GGMLType) -> Tensor:
-        out = ctx.new_tensor(t, *x.shape[::-1])
-        out.set(x)
-        return out
-
-    res = build(mk)
-    outs = res if isinstance(res, tuple) else (res,)
-    backend.graph_compute(build_graph(*outs))
-    return [np.asarray(o.numpy(), np.float64) for o in outs]
-
-
-def _nmse(a: Array, b: Array) -> float:
-    return float(np.sum((a - b) ** 2) / max(np.sum(b**2), 1e-300))
-
-
 RNG = np.random.default_rng(22)
 
 
@@ -73,7 +30,7 @@ def test_repeat_back(cpu_backend: Backend, gg: GgmlCtx, ne: tuple[int, ...], nr:
     small = np.zeros(ne, np.float32)
     big = _r(*(a * b for a, b in zip(ne, nr, strict=True)))
     want = gg.run(gg.call("ggml_repeat_back", gg.tensor(big, T.F32), gg.tensor(small, T.F32)), ne)
-    (got,) = _ours(cpu_backend, lambda mk: O.repeat_back(mk(big, T.F32), mk(small, T.F32)))
+    got = run_pyggml(cpu_backend, lambda mk: O.repeat_back(mk(big, T.F32), mk(small, T.F32)))
     np.testing.assert_array_equal(got.reshape(ne), want)
 
 
@@ -81,8 +38,8 @@ def test_repeat_back(cpu_backend: Backend, gg: GgmlCtx, ne: tuple[int, ...], nr:
 def test_silu_back(cpu_backend: Backend, gg: GgmlCtx, t: GGMLType) -> None:
     g, x = _r(3, 5, 67), _r(3, 5, 67, scale=4.0)
     want = gg.run(gg.call("ggml_silu_back", gg.tensor(g, t), gg.tensor(x, t)), g.shape, t)
-    (got,) = _ours(cpu_backend, lambda mk: O.silu_back(mk(g, t), mk(x, t)))
-    assert _nmse(got.reshape(g.shape), want) < (1e-13 if t == T.F32 else 1e-8)
+    got = run_pyggml(cpu_backend, lambda mk: O.silu_back(mk(g, t), mk(x, t)))
+    assert nmse(got.reshape(g.shape), want) < (1e-13 if t == T.F32 else 1e-8)
 
 
 @pytest.mark.parametrize("eps", [0.0, 1e-6, 0.1])
@@ -90,8 +47,8 @@ def test_silu_back(cpu_backend: Backend, gg: GgmlCtx, t: GGMLType) -> None:
 def test_rms_norm_back(cpu_backend: Backend, gg: GgmlCtx, eps: float, n: int) -> None:
     g, x = _r(3, 4, n), _r(3, 4, n)
     want = gg.run(gg.call("ggml_rms_norm_back", gg.tensor(g, T.F32), gg.tensor(x, T.F32), eps), g.shape)
-    (got,) = _ours(cpu_backend, lambda mk: O.rms_norm_back(mk(g, T.F32), mk(x, T.F32), eps))
-    assert _nmse(got.reshape(g.shape), want) < 1e-13
+    got = run_pyggml(cpu_backend, lambda mk: O.rms_norm_back(mk(g, T.F32), mk(x, T.F32), eps))
+    assert nmse(got.reshape(g.shape), want) < 1e-13
 
 
 @pytest.mark.parametrize("t", [T.F32, T.F16])
@@ -102,7 +59,7 @@ def test_get_rows_back(cpu_backend: Backend, gg: GgmlCtx, t: GGMLType, n: int, m
     like = np.zeros((m, n), np.float32)
     want = gg.run(gg.call("ggml_get_rows_back", gg.tensor(g, t), gg.tensor(rows, T.I32), gg.tensor(like, T.F32)),
                   like.shape)
-    (got,) = _ours(cpu_backend, lambda mk: O.get_rows_back(mk(g, t), mk(rows, T.I32), mk(like, T.F32)))
+    got = run_pyggml(cpu_backend, lambda mk: O.get_rows_back(mk(g, t), mk(rows, T.I32), mk(like, T.F32)))
     np.testing.assert_array_equal(got.reshape(like.shape), want)
 
 
@@ -114,8 +71,8 @@ def test_soft_max_back(cpu_backend: Backend, gg: GgmlCtx, scale: float, shape: t
     y = (np.exp(z - z.max(-1, keepdims=True)) / np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True))
     y = y.astype(np.float32)
     want = gg.run(gg.call("ggml_soft_max_ext_back", gg.tensor(dy, T.F32), gg.tensor(y, T.F32), scale, 0.0), shape)
-    (got,) = _ours(cpu_backend, lambda mk: O.soft_max_ext_back(mk(dy, T.F32), mk(y, T.F32), scale))
-    assert _nmse(got.reshape(shape), want) < 1e-12
+    got = run_pyggml(cpu_backend, lambda mk: O.soft_max_ext_back(mk(dy, T.F32), mk(y, T.F32), scale))
+    assert nmse(got.reshape(shape), want) < 1e-12
 
 
 @pytest.mark.parametrize("t", [T.F32, T.F16])
@@ -128,10 +85,10 @@ def test_rope_back(cpu_backend: Backend, gg: GgmlCtx, t: GGMLType, mode: int, n_
     args = (n_dims, mode, 512, 10000.0, fs, ef, af, 32.0, 1.0)
     want = gg.run(gg.call("ggml_rope_ext_back", gg.tensor(x, t), gg.tensor(pos, T.I32), gg.tensor(ff, T.F32), *args),
                   x.shape, t)
-    (got,) = _ours(cpu_backend, lambda mk: O.rope_back(
+    got = run_pyggml(cpu_backend, lambda mk: O.rope_back(
         mk(x, t), mk(pos, T.I32), n_dims, mode, freq_factors=mk(ff, T.F32), n_ctx_orig=512, freq_base=10000.0,
         freq_scale=fs, ext_factor=ef, attn_factor=af, beta_fast=32.0, beta_slow=1.0))
-    err = _nmse(got.reshape(x.shape), want)
+    err = nmse(got.reshape(x.shape), want)
     # YaRN: the angles of positions up to 4096 differ from ggml's by float32 roundings, as ROPE's do (same NMSE)
     assert err < (1e-8 if t == T.F16 else 1e-10 if yarn else 1e-12), err
 
@@ -146,21 +103,14 @@ def test_cross_entropy_loss_and_back(cpu_backend: Backend, gg: GgmlCtx, shape: t
     logits = RNG.uniform(-100, 100, shape).astype(np.float32)
     labels = _softmax_rows(_r(*shape))
     want = gg.run(gg.call("ggml_cross_entropy_loss", gg.tensor(logits, T.F32), gg.tensor(labels, T.F32)), (1,))
-    (got,) = _ours(cpu_backend, lambda mk: O.cross_entropy_loss(mk(logits, T.F32), mk(labels, T.F32)))
+    got = run_pyggml(cpu_backend, lambda mk: O.cross_entropy_loss(mk(logits, T.F32), mk(labels, T.F32)))
     assert got.ravel()[0] == pytest.approx(want[0], rel=1e-6)
     d = np.array([0.75], np.float32)
     want = gg.run(gg.call("ggml_cross_entropy_loss_back", gg.tensor(d, T.F32), gg.tensor(logits, T.F32),
                           gg.tensor(labels, T.F32)), shape)
-    (got,) = _ours(cpu_backend, lambda mk: O.cross_entropy_loss_back(mk(d, T.F32), mk(logits, T.F32),
+    got = run_pyggml(cpu_backend, lambda mk: O.cross_entropy_loss_back(mk(d, T.F32), mk(logits, T.F32),
                                                                      mk(labels, T.F32)))
-    assert _nmse(got.reshape(shape), want) < 1e-12
-
-
-def _param(gg: GgmlCtx, x: np.ndarray) -> P:
-    g = gg.tensor(x, T.F32)
-    gg.lib.ggml_set_param.argtypes = [P]
-    gg.lib.ggml_set_param(g)
-    return g
+    assert nmse(got.reshape(shape), want) < 1e-12
 
 
 @pytest.mark.parametrize("shape", [(3, 4, 5, 10), (1000, 3)])
@@ -169,7 +119,7 @@ def test_opt_step_adamw(cpu_backend: Backend, gg: GgmlCtx, shape: tuple[int, ...
     v = RNG.uniform(0, 1, shape).astype(np.float32)
     t = 3
     hp = np.array([1e-3, 0.9, 0.999, 1e-8, 0.01, 1 / (1 - 0.9**t), 1 / (1 - 0.999**t)], np.float32)
-    gw, gm, gv = _param(gg, w), gg.tensor(m, T.F32), gg.tensor(v, T.F32)
+    gw, gm, gv = gg.param(w), gg.tensor(m, T.F32), gg.tensor(v, T.F32)
     out = gg.call("ggml_opt_step_adamw", gw, gg.tensor(g, T.F32), gm, gv, gg.tensor(hp, T.F32))
     want = [gg.run(out, shape), gg.read(gm, shape, T.F32), gg.read(gv, shape, T.F32)]
 
@@ -177,14 +127,14 @@ def test_opt_step_adamw(cpu_backend: Backend, gg: GgmlCtx, shape: tuple[int, ...
         pw, pm, pv = mk(w, T.F32).set_param(), mk(m, T.F32), mk(v, T.F32)
         return O.opt_step_adamw(pw, mk(g, T.F32), pm, pv, mk(hp, T.F32)), pm, pv
 
-    for ours, theirs, what in zip(_ours(cpu_backend, build), want, ("param", "m", "v"), strict=True):
-        assert _nmse(ours.reshape(shape), theirs) < 1e-13, what
+    for ours, theirs, what in zip(run_pyggml_all(cpu_backend, build), want, ("param", "m", "v"), strict=True):
+        assert nmse(ours.reshape(shape), theirs) < 1e-13, what
 
 
 def test_opt_step_sgd(cpu_backend: Backend, gg: GgmlCtx) -> None:
     shape = (3, 4, 5, 10)
     w, g = RNG.uniform(0, 1, shape).astype(np.float32), _r(*shape)
     hp = np.array([0.05, 0.1], np.float32)
-    want = gg.run(gg.call("ggml_opt_step_sgd", _param(gg, w), gg.tensor(g, T.F32), gg.tensor(hp, T.F32)), shape)
-    (got,) = _ours(cpu_backend, lambda mk: O.opt_step_sgd(mk(w, T.F32).set_param(), mk(g, T.F32), mk(hp, T.F32)))
-    assert _nmse(got.reshape(shape), want) < 1e-13  # ggml's build contracts the update into an FMA: an ulp
+    want = gg.run(gg.call("ggml_opt_step_sgd", gg.param(w), gg.tensor(g, T.F32), gg.tensor(hp, T.F32)), shape)
+    got = run_pyggml(cpu_backend, lambda mk: O.opt_step_sgd(mk(w, T.F32).set_param(), mk(g, T.F32), mk(hp, T.F32)))
+    assert nmse(got.reshape(shape), want) < 1e-13  # ggml's build contracts the update into an FMA: an ulp

@@ -6,54 +6,17 @@ constructor) on the same inputs, F32 and F16 kernels, strides / padding / dilati
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
 import pyggml.ops as O
 from pyggml.backend.protocol import Backend
-from pyggml.context import Context
-from pyggml.graph import build_graph
-from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing.ggml_ctypes import GgmlCtx
-from pyggml_testing.llama_cpp_ref import load_ggml_cpu
+from pyggml_testing.ggml_ctypes import GgmlCtx, assert_close, run_pyggml
 
 T = GGMLType
-Mk = Callable[[np.ndarray, GGMLType], Tensor]
 RNG = np.random.default_rng(2126)
-
-
-@pytest.fixture(scope="module")
-def ggml_cpu() -> ctypes.CDLL:
-    return load_ggml_cpu()
-
-
-@pytest.fixture
-def gg(ggml_cpu: ctypes.CDLL) -> Iterator[GgmlCtx]:
-    g = GgmlCtx(ggml_cpu)
-    yield g
-    g.close()
-
-
-def _ours(backend: Backend, build: Callable[[Mk], Tensor]) -> np.ndarray:
-    ctx = Context(64 << 20)
-
-    def tensor(x: np.ndarray, t: GGMLType) -> Tensor:
-        out = ctx.new_tensor(t, *x.shape[::-1])
-        out.set(x)
-        return out
-
-    node = build(tensor)
-    backend.graph_compute(build_graph(node))
-    return np.asarray(node.numpy(), np.float64).reshape(node.ne[::-1])
-
-
-def _close(got: np.ndarray, want: np.ndarray, nmse: float = 1e-10) -> None:
-    assert got.shape == want.shape
-    err = float(np.sum((got - want) ** 2) / max(np.sum(want**2), 1e-300))
-    assert err < nmse, err
 
 
 def _rand(*shape: int) -> np.ndarray:
@@ -70,11 +33,11 @@ def test_conv_2d(cpu_backend: Backend, gg: GgmlCtx, tk: GGMLType, xs: tuple[int,
                  prm: tuple[int, ...]) -> None:
     x, k = _rand(*xs), _rand(*ks)
     out = gg.call("ggml_conv_2d_direct", gg.tensor(k, tk), gg.tensor(x, T.F32), *prm)
-    got = _ours(cpu_backend, lambda mk: O.conv_2d_direct(mk(k, tk), mk(x, T.F32), *prm))
-    _close(got, gg.run(out, got.shape))
+    got = run_pyggml(cpu_backend, lambda mk: O.conv_2d_direct(mk(k, tk), mk(x, T.F32), *prm))
+    assert_close(got, gg.run(out, got.shape))
     out2 = gg.call("ggml_conv_2d", gg.tensor(k, tk), gg.tensor(x, T.F32), *prm)  # IM2COL + MUL_MAT + CONT
-    got2 = _ours(cpu_backend, lambda mk: O.conv_2d(mk(k, tk), mk(x, T.F32), *prm))
-    _close(got2, gg.run(out2, got2.shape), 1e-6)  # F16 patches: the two matmuls may sum in other orders
+    got2 = run_pyggml(cpu_backend, lambda mk: O.conv_2d(mk(k, tk), mk(x, T.F32), *prm))
+    assert_close(got2, gg.run(out2, got2.shape), 1e-6)  # F16 patches: the two matmuls may sum in other orders
 
 
 @pytest.mark.parametrize("tk", [T.F32, T.F16])
@@ -82,12 +45,12 @@ def test_conv_2d_dw_and_conv_1d_dw(cpu_backend: Backend, gg: GgmlCtx, tk: GGMLTy
     x, k = _rand(2, 9, 34, 17), _rand(9, 1, 3, 3)
     for prm in ((1, 1, 0, 0, 1, 1), (2, 1, 1, 2, 2, 1)):
         out = gg.call("ggml_conv_2d_dw_direct", gg.tensor(k, tk), gg.tensor(x, T.F32), *prm)
-        got = _ours(cpu_backend, lambda mk, prm=prm: O.conv_2d_dw_direct(mk(k, tk), mk(x, T.F32), *prm))
-        _close(got, gg.run(out, got.shape))
+        got = run_pyggml(cpu_backend, lambda mk, prm=prm: O.conv_2d_dw_direct(mk(k, tk), mk(x, T.F32), *prm))
+        assert_close(got, gg.run(out, got.shape))
     x1, k1 = _rand(33, 97), _rand(33, 1, 5)
     out = gg.call("ggml_conv_1d_dw", gg.tensor(k1, tk), gg.tensor(x1, T.F32), 2, 2, 2)
-    got = _ours(cpu_backend, lambda mk: O.conv_1d_dw(mk(k1, tk), mk(x1, T.F32), 2, 2, 2))
-    _close(got, gg.run(out, got.shape), 1e-6)
+    got = run_pyggml(cpu_backend, lambda mk: O.conv_1d_dw(mk(k1, tk), mk(x1, T.F32), 2, 2, 2))
+    assert_close(got, gg.run(out, got.shape), 1e-6)
 
 
 @pytest.mark.parametrize("tk", [T.F32, T.F16])
@@ -96,8 +59,8 @@ def test_conv_3d(cpu_backend: Backend, gg: GgmlCtx, tk: GGMLType) -> None:
     x, k = _rand(n * ic, 7, 9, 13), _rand(oc * ic, 2, 3, 4)
     prm = (2, 1, 3, 3, 2, 2, 2, 1, 2)
     out = gg.call("ggml_conv_3d_direct", gg.tensor(k, tk), gg.tensor(x, T.F32), *prm, ic, n, oc)
-    got = _ours(cpu_backend, lambda mk: O.conv_3d_direct(mk(k, tk), mk(x, T.F32), *prm, ic, n, oc))
-    _close(got, gg.run(out, got.shape))
+    got = run_pyggml(cpu_backend, lambda mk: O.conv_3d_direct(mk(k, tk), mk(x, T.F32), *prm, ic, n, oc))
+    assert_close(got, gg.run(out, got.shape))
 
 
 @pytest.mark.parametrize(("tk", "td"), [(T.F32, T.F32), (T.F16, T.F16), (T.F16, T.F32)])
@@ -105,17 +68,17 @@ def test_im2col(cpu_backend: Backend, gg: GgmlCtx, tk: GGMLType, td: GGMLType) -
     x, k = _rand(2, 3, 9, 11), _rand(4, 3, 2, 3)
     prm = (2, 1, 1, 2, 2, 1, True)
     out = gg.call("ggml_im2col", gg.tensor(k, tk), gg.tensor(x, T.F32), *prm, int(td))
-    got = _ours(cpu_backend, lambda mk: O.im2col(mk(k, tk), mk(x, T.F32), *prm, td))
+    got = run_pyggml(cpu_backend, lambda mk: O.im2col(mk(k, tk), mk(x, T.F32), *prm, td))
     np.testing.assert_array_equal(got, gg.run(out, got.shape, td))
     x1, k1 = _rand(1, 2, 24, 30), _rand(5, 24, 3)
     prm1 = (2, 0, 2, 0, 1, 0, False)
     out = gg.call("ggml_im2col", gg.tensor(k1, tk), gg.tensor(x1, T.F32), *prm1, int(td))
-    got = _ours(cpu_backend, lambda mk: O.im2col(mk(k1, tk), mk(x1, T.F32), *prm1, td))
+    got = run_pyggml(cpu_backend, lambda mk: O.im2col(mk(k1, tk), mk(x1, T.F32), *prm1, td))
     np.testing.assert_array_equal(got, gg.run(out, got.shape, td))
     x3, k3 = _rand(4, 10, 11, 12), _rand(6, 3, 2, 3)
     prm3 = (1, 2, 1, 1, 0, 1, 2, 1, 1)
     out = gg.call("ggml_im2col_3d", gg.tensor(k3, tk), gg.tensor(x3, T.F32), ctypes.c_int64(2), *prm3, int(td))
-    got = _ours(cpu_backend, lambda mk: O.im2col_3d(mk(k3, tk), mk(x3, T.F32), 2, *prm3, td))
+    got = run_pyggml(cpu_backend, lambda mk: O.im2col_3d(mk(k3, tk), mk(x3, T.F32), 2, *prm3, td))
     np.testing.assert_array_equal(got, gg.run(out, got.shape, td))
 
 
@@ -124,12 +87,12 @@ def test_im2col(cpu_backend: Backend, gg: GgmlCtx, tk: GGMLType, td: GGMLType) -
 def test_conv_transpose(cpu_backend: Backend, gg: GgmlCtx, tk: GGMLType, s0: int) -> None:
     k, x = _rand(8, 6, 5), _rand(8, 37)  # kernel [K 5, OC 6, IC 8], input [L 37, IC 8]
     out = gg.call("ggml_conv_transpose_1d", gg.tensor(k, tk), gg.tensor(x, T.F32), s0, 0, 1)
-    got = _ours(cpu_backend, lambda mk: O.conv_transpose_1d(mk(k, tk), mk(x, T.F32), s0))
-    _close(got, gg.run(out, got.shape))
+    got = run_pyggml(cpu_backend, lambda mk: O.conv_transpose_1d(mk(k, tk), mk(x, T.F32), s0))
+    assert_close(got, gg.run(out, got.shape))
     k2, x2 = _rand(4, 5, 3, 4), _rand(2, 4, 7, 9)  # kernel [KW 4, KH 3, OC 5, IC 4], input [9, 7, 4, 2]
     out = gg.call("ggml_conv_transpose_2d_p0", gg.tensor(k2, tk), gg.tensor(x2, T.F32), s0)
-    got = _ours(cpu_backend, lambda mk: O.conv_transpose_2d_p0(mk(k2, tk), mk(x2, T.F32), s0))
-    _close(got, gg.run(out, got.shape))
+    got = run_pyggml(cpu_backend, lambda mk: O.conv_transpose_2d_p0(mk(k2, tk), mk(x2, T.F32), s0))
+    assert_close(got, gg.run(out, got.shape))
 
 
 @pytest.mark.parametrize(("k", "oc", "t_in", "s0", "p0"), [(4, 3, 7, 2, 0), (16, 2, 20, 8, 4), (5, 2, 9, 3, 2)])
@@ -138,5 +101,5 @@ def test_col2im_1d(cpu_backend: Backend, gg: GgmlCtx, t: GGMLType, k: int, oc: i
                    p0: int) -> None:
     cols = _rand(t_in, k * oc)
     out = gg.call("ggml_col2im_1d", gg.tensor(cols, t), s0, oc, p0)
-    got = _ours(cpu_backend, lambda mk: O.col2im_1d(mk(cols, t), s0, oc, p0))
-    _close(got, gg.run(out, got.shape, t), 1e-10 if t == T.F32 else 1e-6)
+    got = run_pyggml(cpu_backend, lambda mk: O.col2im_1d(mk(cols, t), s0, oc, p0))
+    assert_close(got, gg.run(out, got.shape, t), 1e-10 if t == T.F32 else 1e-6)

@@ -6,61 +6,21 @@ indexer's dot products (ggml's SIMD vec_dot sums in another order) and ggml's co
 
 from __future__ import annotations
 
-import ctypes
-from collections.abc import Callable, Iterator
-
 import numpy as np
 import pytest
 
 import pyggml.ops as O
 from pyggml.backend.protocol import Backend
-from pyggml.context import Context
-from pyggml.graph import build_graph
 from pyggml.quants import dequantize, quantize
-from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing.ggml_ctypes import GgmlCtx, P
-from pyggml_testing.llama_cpp_ref import load_ggml_cpu
+from pyggml_testing.ggml_ctypes import GgmlCtx, P, nmse, run_pyggml
 
 T = GGMLType
-I64 = ctypes.c_int64
-Make = Callable[[np.ndarray, GGMLType], Tensor]
 RNG = np.random.default_rng(87)
-
-
-@pytest.fixture(scope="module")
-def ggml_cpu() -> ctypes.CDLL:
-    return load_ggml_cpu()
-
-
-@pytest.fixture
-def gg(ggml_cpu: ctypes.CDLL) -> Iterator[GgmlCtx]:
-    g = GgmlCtx(ggml_cpu, 64 << 20)
-    yield g
-    g.close()
-
-
-def _ours(backend: Backend, build: Callable[[Make], Tensor]) -> np.ndarray:
-    ctx = Context(16 << 20)
-
-    def tensor(x: np.ndarray, t: GGMLType) -> Tensor:
-        out = ctx.new_tensor(t, *x.shape[::-1])
-        out.set(x)
-        return out
-
-    node = build(tensor)
-    backend.graph_compute(build_graph(node))
-    return np.asarray(node.numpy(), np.float64).reshape(node.ne[::-1])
 
 
 def _u(lo: float, hi: float, *shape: int) -> np.ndarray:
     return RNG.uniform(lo, hi, shape).astype(np.float32)
-
-
-def _nmse(a: np.ndarray, b: np.ndarray) -> float:
-    fin = np.isfinite(b)
-    assert np.array_equal(fin, np.isfinite(a)) and np.array_equal(a[~fin], b[~fin])
-    return float(np.sum((a[fin] - b[fin]) ** 2) / np.sum(b[fin] ** 2))
 
 
 @pytest.mark.parametrize(("tk", "n_str", "m3"), [(T.F32, 1, 1), (T.F16, 3, 1), (T.Q8_0, 2, 2)])
@@ -70,16 +30,13 @@ def test_lightning_indexer(cpu_backend: Backend, gg: GgmlCtx, tk: GGMLType, n_st
     w = _u(0, 1 / n_head, n_str, 1, n_tok, n_head)
     mask = _u(-1, 1, m3, 1, n_tok, n_kv)
     mask[RNG.random(mask.shape) < 0.2] = -np.inf
-    if tk == T.Q8_0:  # both sides get the same blocks (ggml_ctypes converts plain types only)
+    if tk == T.Q8_0:  # both sides quantise these values with pyggml.quants: the same blocks
         k = dequantize(quantize(k, tk), tk).reshape(k.shape)
-        gk = gg.call("ggml_new_tensor_4d", int(tk), *(I64(n) for n in (n_embd, 1, n_kv, n_str)))
-        raw = quantize(k, tk)
-        ctypes.memmove(gg.lib.ggml_get_data(gk), raw.ctypes.data, raw.nbytes)
-    else:
-        gk = gg.tensor(k, tk)
-    g = gg.call("ggml_lightning_indexer", gg.tensor(q, T.F32), gk, gg.tensor(w, T.F32), gg.tensor(mask, T.F16))
-    got = _ours(cpu_backend, lambda mk: O.lightning_indexer(mk(q, T.F32), mk(k, tk), mk(w, T.F32), mk(mask, T.F16)))
-    assert _nmse(got, gg.run(g, got.shape)) < 1e-12
+    g = gg.call("ggml_lightning_indexer", gg.tensor(q, T.F32), gg.tensor(k, tk), gg.tensor(w, T.F32),
+                gg.tensor(mask, T.F16))
+    got = run_pyggml(cpu_backend, lambda mk: O.lightning_indexer(mk(q, T.F32), mk(k, tk), mk(w, T.F32),
+                                                                 mk(mask, T.F16)))
+    assert nmse(got, gg.run(g, got.shape)) < 1e-12
 
 
 @pytest.mark.parametrize(("n_tok", "n_iter"), [(17, 4), (33, 20), (1, 1)])
@@ -87,9 +44,9 @@ def test_dsv4_hc_comb(cpu_backend: Backend, gg: GgmlCtx, n_tok: int, n_iter: int
     mixes, scale, base = _u(-2, 2, n_tok, 24), _u(-0.5, 0.5, 3), _u(-0.25, 0.25, 24)
     g = gg.call("ggml_dsv4_hc_comb", gg.tensor(mixes, T.F32), gg.tensor(scale, T.F32), gg.tensor(base, T.F32),
                 1e-6, n_iter)
-    got = _ours(cpu_backend, lambda mk: O.dsv4_hc_comb(mk(mixes, T.F32), mk(scale, T.F32), mk(base, T.F32), 1e-6,
+    got = run_pyggml(cpu_backend, lambda mk: O.dsv4_hc_comb(mk(mixes, T.F32), mk(scale, T.F32), mk(base, T.F32), 1e-6,
                                                       n_iter))
-    assert _nmse(got, gg.run(g, got.shape)) < 1e-12
+    assert nmse(got, gg.run(g, got.shape)) < 1e-12
 
 
 @pytest.mark.parametrize("gated", [False, True])
@@ -99,7 +56,7 @@ def test_dsv4_hc_pre(cpu_backend: Backend, gg: GgmlCtx, gated: bool, hc: int) ->
     w = _u(-4, 4, 17, hc, 31) if gated else _u(0, 1, 17, hc)
     args: tuple[P | float, ...] = (gg.tensor(x, T.F32), gg.tensor(w, T.F32))
     g = gg.call("ggml_dsv4_hc_pre_gated", *args, 1.0 / hc) if gated else gg.call("ggml_dsv4_hc_pre", *args)
-    got = _ours(cpu_backend, lambda mk: O.dsv4_hc_pre_gated(mk(x, T.F32), mk(w, T.F32), 1.0 / hc) if gated else
+    got = run_pyggml(cpu_backend, lambda mk: O.dsv4_hc_pre_gated(mk(x, T.F32), mk(w, T.F32), 1.0 / hc) if gated else
                 O.dsv4_hc_pre(mk(x, T.F32), mk(w, T.F32)))
     np.testing.assert_allclose(got, gg.run(g, got.shape), rtol=0, atol=1e-6)
 
@@ -110,6 +67,6 @@ def test_dsv4_hc_post(cpu_backend: Backend, gg: GgmlCtx, identity: bool) -> None
     gargs = (gg.tensor(x, T.F32), gg.tensor(res, T.F32), gg.tensor(post, T.F32),
              P(None) if identity else gg.tensor(comb, T.F32))
     g = gg.call("ggml_dsv4_hc_post", *gargs)
-    got = _ours(cpu_backend, lambda mk: O.dsv4_hc_post(mk(x, T.F32), mk(res, T.F32), mk(post, T.F32),
+    got = run_pyggml(cpu_backend, lambda mk: O.dsv4_hc_post(mk(x, T.F32), mk(res, T.F32), mk(post, T.F32),
                                                       None if identity else mk(comb, T.F32)))
     np.testing.assert_allclose(got, gg.run(g, got.shape), rtol=0, atol=1e-6)

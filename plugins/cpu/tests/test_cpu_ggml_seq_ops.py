@@ -6,55 +6,18 @@ through ctypes with each op's own constructor) on the same inputs: the whole pac
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
 import pyggml.ops as O
 from pyggml.backend.protocol import Backend
-from pyggml.context import Context
-from pyggml.graph import build_graph
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing.ggml_ctypes import GgmlCtx
-from pyggml_testing.llama_cpp_ref import load_ggml_cpu
+from pyggml_testing.ggml_ctypes import GgmlCtx, Make, assert_close, run_pyggml
 
 T = GGMLType
-Mk = Callable[[np.ndarray, GGMLType], Tensor]
 RNG = np.random.default_rng(2127)
-
-
-@pytest.fixture(scope="module")
-def ggml_cpu() -> ctypes.CDLL:
-    return load_ggml_cpu()
-
-
-@pytest.fixture
-def gg(ggml_cpu: ctypes.CDLL) -> Iterator[GgmlCtx]:
-    g = GgmlCtx(ggml_cpu)
-    yield g
-    g.close()
-
-
-def _ours(backend: Backend, build: Callable[[Mk], Tensor]) -> np.ndarray:
-    ctx = Context(64 << 20)
-
-    def tensor(x: np.ndarray, t: GGMLType) -> Tensor:
-        out = ctx.new_tensor(t, *x.shape[::-1])
-        out.set(x)
-        return out
-
-    node = build(tensor)
-    backend.graph_compute(build_graph(node))
-    return np.asarray(node.numpy(), np.float64).reshape(node.ne[::-1])
-
-
-def _close(got: np.ndarray, want: np.ndarray, nmse: float = 1e-10) -> None:
-    assert got.shape == want.shape
-    assert np.isfinite(want).all()
-    err = float(np.sum((got - want) ** 2) / max(np.sum(want**2), 1e-300))
-    assert err < nmse, err
 
 
 def _u(*shape: int, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:
@@ -67,7 +30,7 @@ F = T.F32
 @pytest.mark.parametrize("kind", list(O.TriType))
 def test_tri(cpu_backend: Backend, gg: GgmlCtx, kind: O.TriType) -> None:
     a = _u(3, 4, 10, 10)
-    got = _ours(cpu_backend, lambda mk: O.tri(mk(a, F), kind))
+    got = run_pyggml(cpu_backend, lambda mk: O.tri(mk(a, F), kind))
     np.testing.assert_array_equal(got, gg.run(gg.call("ggml_tri", gg.tensor(a, F), int(kind)), got.shape))
 
 
@@ -75,16 +38,16 @@ def test_tri(cpu_backend: Backend, gg: GgmlCtx, kind: O.TriType) -> None:
 def test_solve_tri(cpu_backend: Backend, gg: GgmlCtx, n: int, k: int, batch: tuple[int, int]) -> None:
     a = np.tril(_u(*batch, n, n, lo=0.1))
     b = _u(*batch, n, k)
-    got = _ours(cpu_backend, lambda mk: O.solve_tri(mk(a, F), mk(b, F)))
+    got = run_pyggml(cpu_backend, lambda mk: O.solve_tri(mk(a, F), mk(b, F)))
     want = gg.run(gg.call("ggml_solve_tri", gg.tensor(a, F), gg.tensor(b, F), True, True, False), got.shape)
-    _close(got, want, 1e-9)
+    assert_close(got, want, 1e-9)
 
 
 @pytest.mark.parametrize(("d_conv", "d_inner", "n_t", "n_s"), [(4, 1536, 1, 1), (4, 96, 64, 4), (3, 10, 8, 10)])
 def test_ssm_conv(cpu_backend: Backend, gg: GgmlCtx, d_conv: int, d_inner: int, n_t: int, n_s: int) -> None:
     sx, c = _u(n_s, d_inner, d_conv - 1 + n_t), _u(d_inner, d_conv)
-    got = _ours(cpu_backend, lambda mk: O.ssm_conv(mk(sx, F), mk(c, F)))
-    _close(got, gg.run(gg.call("ggml_ssm_conv", gg.tensor(sx, F), gg.tensor(c, F)), got.shape))
+    got = run_pyggml(cpu_backend, lambda mk: O.ssm_conv(mk(sx, F), mk(c, F)))
+    assert_close(got, gg.run(gg.call("ggml_ssm_conv", gg.tensor(sx, F), gg.tensor(c, F)), got.shape))
 
 
 @pytest.mark.parametrize(("d_state", "head_dim", "n_head", "n_group", "nt", "ns", "k", "spare"), [
@@ -100,11 +63,11 @@ def test_ssm_scan(cpu_backend: Backend, gg: GgmlCtx, d_state: int, head_dim: int
     a = _u(n_head, 1 if head_dim > 1 else d_state, lo=-1.0, hi=-0.5)
     b, c = _u(ns, nt, n_group, d_state), _u(ns, nt, n_group, d_state)
     ids = RNG.permutation(ns + spare)[:ns].astype(np.int32)
-    got = _ours(cpu_backend, lambda mk: O.ssm_scan(mk(s, F), mk(x, F), mk(dt, F), mk(a, F), mk(b, F), mk(c, F),
+    got = run_pyggml(cpu_backend, lambda mk: O.ssm_scan(mk(s, F), mk(x, F), mk(dt, F), mk(a, F), mk(b, F), mk(c, F),
                                                    mk(ids, T.I32), k))
     args = [gg.tensor(v, F) for v in (s, x, dt, a, b, c)]
     out = gg.call("ggml_ssm_scan", *args, gg.tensor(ids, T.I32), ctypes.c_int64(k))
-    _close(got, gg.run(out, got.shape))
+    assert_close(got, gg.run(out, got.shape))
 
 
 @pytest.mark.parametrize("op", ["rwkv_wkv6", "gated_linear_attn", "rwkv_wkv7"])
@@ -127,9 +90,9 @@ def test_linear_attention(cpu_backend: Backend, gg: GgmlCtx, op: str, heads: int
         srcs, extra = [toks[0], toks[1], toks[2], toks[3], state], (size ** -0.5,)
     else:
         srcs = [*toks, state]
-    got = _ours(cpu_backend, lambda mk: getattr(O, op)(*(mk(v, F) for v in srcs), *extra))
+    got = run_pyggml(cpu_backend, lambda mk: getattr(O, op)(*(mk(v, F) for v in srcs), *extra))
     want = gg.run(gg.call(f"ggml_{op}", *(gg.tensor(v, F) for v in srcs), *extra), got.shape)
-    _close(got, want, 1e-9)
+    assert_close(got, want, 1e-9)
 
 
 @pytest.mark.parametrize(("heads", "size", "nt", "ns", "rep", "kda", "k"), [
@@ -146,10 +109,10 @@ def test_gated_delta_net(cpu_backend: Backend, gg: GgmlCtx, heads: int, size: in
     g = _u(ns, nt, heads * rep, size if kda else 1, lo=-20.0, hi=-1e-4)
     beta, state = _u(ns, nt, heads * rep, 1, lo=0.0), _u(ns, heads * rep, size, size)
     srcs = (q, kk, v, g, beta, state)
-    def build(mk: Mk) -> Tensor:
+    def build(mk: Make) -> Tensor:
         tq, tk, tv, tg, tb, ts = (mk(x, F) for x in srcs)
         return O.gated_delta_net(tq, tk, tv, tg, tb, ts, k)
 
-    got = _ours(cpu_backend, build)
+    got = run_pyggml(cpu_backend, build)
     out = gg.call("ggml_gated_delta_net", *(gg.tensor(x, F) for x in srcs), ctypes.c_int64(k))
-    _close(got, gg.run(out, got.shape), 1e-9)
+    assert_close(got, gg.run(out, got.shape), 1e-9)

@@ -9,52 +9,19 @@ into FMAs differently): ulps."""
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
 import pyggml.ops as O
 from pyggml.backend.protocol import Backend
-from pyggml.context import Context
-from pyggml.graph import build_graph
 from pyggml.ops import PoolOp, ScaleMode
 from pyggml.ops.spatial import SCALE_FLAG_ALIGN_CORNERS, SCALE_FLAG_ANTIALIAS
-from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing.ggml_ctypes import GgmlCtx
-from pyggml_testing.llama_cpp_ref import load_ggml_cpu
+from pyggml_testing.ggml_ctypes import GgmlCtx, nmse, run_pyggml
 
 T = GGMLType
 I64, U32 = ctypes.c_int64, ctypes.c_uint32
-
-
-@pytest.fixture(scope="module")
-def ggml_cpu() -> ctypes.CDLL:
-    return load_ggml_cpu()
-
-
-@pytest.fixture
-def gg(ggml_cpu: ctypes.CDLL) -> Iterator[GgmlCtx]:
-    g = GgmlCtx(ggml_cpu, 64 << 20)
-    yield g
-    g.close()
-
-
-Make = Callable[[np.ndarray, GGMLType], Tensor]
-
-
-def _ours(backend: Backend, build: Callable[[Make], Tensor]) -> np.ndarray:
-    ctx = Context(16 << 20)
-
-    def tensor(x: np.ndarray, t: GGMLType) -> Tensor:
-        out = ctx.new_tensor(t, *x.shape[::-1])
-        out.set(x)
-        return out
-
-    node = build(tensor)
-    backend.graph_compute(build_graph(node))
-    return np.asarray(node.numpy(), np.float64).reshape(node.ne[::-1])
 
 
 RNG = np.random.default_rng(70)
@@ -70,7 +37,7 @@ def _x(*shape: int) -> np.ndarray:
 def test_pool_1d(cpu_backend: Backend, gg: GgmlCtx, t: GGMLType, pool: PoolOp, k: int, s: int, p: int) -> None:
     x = _x(2, 3, 37)
     g = gg.call("ggml_pool_1d", gg.tensor(x, t), pool.value, k, s, p)
-    got = _ours(cpu_backend, lambda mk: O.pool_1d(mk(x, t), pool, k, s, p))
+    got = run_pyggml(cpu_backend, lambda mk: O.pool_1d(mk(x, t), pool, k, s, p))
     np.testing.assert_array_equal(got, gg.run(g, got.shape))
 
 
@@ -81,7 +48,7 @@ def test_pool_2d(cpu_backend: Backend, gg: GgmlCtx, t: GGMLType, pool: PoolOp, k
     x = _x(2, 3, 13, 17)
     k0, k1, s0, s1, p0, p1 = kp
     g = gg.call("ggml_pool_2d", gg.tensor(x, t), pool.value, k0, k1, s0, s1, float(p0), float(p1))
-    got = _ours(cpu_backend, lambda mk: O.pool_2d(mk(x, t), pool, *kp))
+    got = run_pyggml(cpu_backend, lambda mk: O.pool_2d(mk(x, t), pool, *kp))
     np.testing.assert_array_equal(got, gg.run(g, got.shape))
 
 
@@ -97,19 +64,19 @@ def test_upscale(cpu_backend: Backend, gg: GgmlCtx, mode: int, src: tuple[int, .
     x = _x(*src)
     ne = dst[::-1]
     g = gg.call("ggml_interpolate", gg.tensor(x, T.F32), *(I64(n) for n in ne), U32(int(mode)))
-    got = _ours(cpu_backend, lambda mk: O.interpolate(mk(x, T.F32), ne[0], ne[1], ne[2], ne[3], mode))
+    got = run_pyggml(cpu_backend, lambda mk: O.interpolate(mk(x, T.F32), ne[0], ne[1], ne[2], ne[3], mode))
     want = gg.run(g, dst)
     if mode & 0xFF == ScaleMode.NEAREST:
         np.testing.assert_array_equal(got, want)  # the same pixels picked
     else:  # the same taps and weights; the compilers fuse the weighted sums into FMAs differently (ulps)
-        assert float(np.sum((got - want) ** 2) / np.sum(want**2)) < 1e-11
+        assert nmse(got, want) < 1e-11
 
 
 @pytest.mark.parametrize(("shape", "p0", "p1"), [((2, 34, 512), 10, 9), ((1, 3, 7), 6, 0), ((4, 80, 300), 255, 3)])
 def test_pad_reflect_1d(cpu_backend: Backend, gg: GgmlCtx, shape: tuple[int, ...], p0: int, p1: int) -> None:
     x = _x(*shape)
     g = gg.call("ggml_pad_reflect_1d", gg.tensor(x, T.F32), p0, p1)
-    got = _ours(cpu_backend, lambda mk: O.pad_reflect_1d(mk(x, T.F32), p0, p1))
+    got = run_pyggml(cpu_backend, lambda mk: O.pad_reflect_1d(mk(x, T.F32), p0, p1))
     np.testing.assert_array_equal(got, gg.run(g, got.shape))
 
 
@@ -117,7 +84,7 @@ def test_pad_reflect_1d(cpu_backend: Backend, gg: GgmlCtx, shape: tuple[int, ...
 def test_roll(cpu_backend: Backend, gg: GgmlCtx, shifts: tuple[int, int, int, int]) -> None:
     x = _x(3, 4, 5, 10)
     g = gg.call("ggml_roll", gg.tensor(x, T.F32), *shifts)
-    got = _ours(cpu_backend, lambda mk: O.roll(mk(x, T.F32), *shifts))
+    got = run_pyggml(cpu_backend, lambda mk: O.roll(mk(x, T.F32), *shifts))
     np.testing.assert_array_equal(got, gg.run(g, got.shape))
 
 
@@ -125,7 +92,7 @@ def test_roll(cpu_backend: Backend, gg: GgmlCtx, shifts: tuple[int, int, int, in
 def test_timestep_embedding(cpu_backend: Backend, gg: GgmlCtx, n: int, dim: int, max_period: int) -> None:
     t = (RNG.random(n) * 1000).astype(np.float32)
     g = gg.call("ggml_timestep_embedding", gg.tensor(t, T.F32), dim, max_period)
-    got = _ours(cpu_backend, lambda mk: O.timestep_embedding(mk(t, T.F32), dim, max_period))
+    got = run_pyggml(cpu_backend, lambda mk: O.timestep_embedding(mk(t, T.F32), dim, max_period))
     np.testing.assert_allclose(got, gg.run(g, got.shape), rtol=0, atol=2e-6)
 
 
@@ -135,11 +102,11 @@ def test_win_part_unpart(cpu_backend: Backend, gg: GgmlCtx, shape: tuple[int, in
     h, wd, c = shape
     g = gg.call("ggml_win_part", gg.tensor(x, T.F32), w)
     n = -(-h // w) * -(-wd // w)
-    got = _ours(cpu_backend, lambda mk: O.win_part(mk(x, T.F32), w))
+    got = run_pyggml(cpu_backend, lambda mk: O.win_part(mk(x, T.F32), w))
     want = gg.run(g, (n, w, w, c))
     np.testing.assert_array_equal(got, want)
     g2 = gg.call("ggml_win_unpart", gg.tensor(want.astype(np.float32), T.F32), wd, h, w)
-    back = _ours(cpu_backend, lambda mk: O.win_unpart(mk(want.astype(np.float32), T.F32), wd, h, w))
+    back = run_pyggml(cpu_backend, lambda mk: O.win_unpart(mk(want.astype(np.float32), T.F32), wd, h, w))
     np.testing.assert_array_equal(back, gg.run(g2, back.shape))
 
 
@@ -147,7 +114,7 @@ def test_win_part_unpart(cpu_backend: Backend, gg: GgmlCtx, shape: tuple[int, in
 def test_get_rel_pos(cpu_backend: Backend, gg: GgmlCtx, c: int, size: int) -> None:
     a = _x(2 * size - 1, c)
     g = gg.call("ggml_get_rel_pos", gg.tensor(a, T.F16), size, size)
-    got = _ours(cpu_backend, lambda mk: O.get_rel_pos(mk(a, T.F16), size, size))
+    got = run_pyggml(cpu_backend, lambda mk: O.get_rel_pos(mk(a, T.F16), size, size))
     np.testing.assert_array_equal(got, gg.run(g, got.shape, T.F16))
 
 
@@ -157,5 +124,5 @@ def test_add_rel_pos(cpu_backend: Backend, gg: GgmlCtx, inplace: bool, k: int, q
     a, pw, ph = _x(n, qh * qw, k * k), _x(n, qh, qw, k), _x(n, qh, qw, k)
     name = "ggml_add_rel_pos_inplace" if inplace else "ggml_add_rel_pos"
     g = gg.call(name, gg.tensor(a, T.F32), gg.tensor(pw, T.F32), gg.tensor(ph, T.F32))
-    got = _ours(cpu_backend, lambda mk: O.add_rel_pos(mk(a, T.F32), mk(pw, T.F32), mk(ph, T.F32), inplace=inplace))
+    got = run_pyggml(cpu_backend, lambda mk: O.add_rel_pos(mk(a, T.F32), mk(pw, T.F32), mk(ph, T.F32), inplace=inplace))
     np.testing.assert_array_equal(got, gg.run(g, got.shape))

@@ -449,6 +449,12 @@ RULES: dict[Op, tuple[Check, ...]] = {
     Op.DSV4_HC_POST: (),
     # convolutions: kernels F32 / F16, inputs F32 (read as float through their strides unless noted)
     Op.IM2COL: (_im2col, rows("src1")),
+    # the gradients of IM2COL and POOL_2D index the gradient and the result as flat arrays; POOL_2D_BACK reads
+    # POOL_2D's input with the result's type (F32) and strides
+    Op.IM2COL_BACK: (types("src0", F32_ONLY, "im2col_back"), types("src1", F32_F16, "im2col_back"),
+                     contiguous(0, "src0", "dst")),
+    Op.POOL_2D_BACK: (types("src0", F32_ONLY, "pool_2d_back"), types("src1", F32_ONLY, "pool_2d_back (misread)"),
+                      contiguous(0, "src0", "src1", "dst")),
     Op.IM2COL_3D: (types("dst", F32_F16, "im2col_3d"), types("src1", F32_ONLY, "im2col_3d"), rows("src1")),
     Op.COL2IM_1D: (contiguous(0, "src0"),),  # GGML_ASSERT in ggml_col2im_1d
     Op.CONV_TRANSPOSE_1D: (types("src0", F32_F16, "conv_transpose_1d"), types("src1", F32_ONLY, "conv_transpose_1d"),

@@ -53,6 +53,7 @@ from pyggml.ops.conv import (
     ConvTranspose1dParams,
     ConvTranspose2dParams,
     Im2col3dParams,
+    Im2colBackParams,
     Im2colParams,
 )
 from pyggml.ops.deepseek import HcCombParams, HcPreParams
@@ -368,6 +369,32 @@ def _f32(name: str, slot: int, **kw: Any) -> Field:
 
 _EPS = (_f32("eps", 0, lo=0.0),)
 _ACC = (Field("nb1", 0, lo=0), Field("nb2", 1, lo=0), Field("nb3", 2, lo=0))
+@dataclass(frozen=True, slots=True)
+class Im2colBackWords:
+    """IM2COL_BACK's words (IM2COL's): the result's shape travels as its ne."""
+
+    s0: int
+    s1: int
+    p0: int
+    p1: int
+    d0: int
+    d1: int
+    is_2d: bool
+
+
+def _im2col_back_to(srcs: Srcs, p: Im2colBackParams, node: Tensor) -> tuple[Srcs, Any]:
+    return srcs, Im2colBackWords(p.s0, p.s1, p.p0, p.p1, p.d0, p.d1, p.is_2d)
+
+
+def _im2col_back_from(srcs: Srcs, w: Im2colBackWords, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+    return srcs, Im2colBackParams(w.s0, w.s1, w.p0, w.p1, w.d0, w.d1, w.is_2d, ne)
+
+
+def _im2col_back_check(p: Im2colBackParams, ne: Ne) -> None:
+    if tuple(p.ne) != tuple(ne):
+        raise ParamError("ne", f"Im2colBackParams.ne={list(p.ne)} differs from the result's ne={list(ne)}")
+
+
 def _dst_type_from(srcs: Srcs, p: Any, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
     return srcs, dataclasses.replace(p, dst_type=dtype)  # IM2COL / IM2COL_3D: ggml keeps dst_type as the type
 
@@ -454,6 +481,8 @@ ENTRIES: dict[Op, Entry] = {
     Op.ADD_ID: Entry(3, (3, 3)),
     Op.CONV_TRANSPOSE_1D: Entry(51, (2, 2), ConvTranspose1dParams, _spatial("s0", "p0", "d0")),
     Op.IM2COL: Entry(52, (2, 2), Im2colParams, (*_CONV2D, Field("is_2d", 6, "bool")), from_wire=_dst_type_from),
+    Op.IM2COL_BACK: Entry(53, (2, 2), Im2colBackParams, (*_CONV2D, Field("is_2d", 6, "bool")), wire=Im2colBackWords,
+                          to_wire=_im2col_back_to, from_wire=_im2col_back_from, check=_im2col_back_check),
     Op.IM2COL_3D: Entry(54, (2, 2), Im2col3dParams, (*_CONV3D, Field("ic", 9, lo=1)), from_wire=_dst_type_from),
     Op.COL2IM_1D: Entry(55, (1, 1), Col2im1dParams, _spatial("s0", "oc", "p0")),
     Op.CONV_2D: Entry(56, (2, 2), Conv2dParams, _CONV2D),
@@ -501,6 +530,7 @@ ENTRIES.update({  # training: the backward ops, the loss and the optimiser steps
     Op.GET_ROWS_BACK: Entry(41, (2, 2), ShapeParams, from_wire=_shape_from, check=_shape_check),
     Op.SOFT_MAX_BACK: Entry(47, (2, 2), SoftMaxParams, (_f32("scale", 0), _f32("max_bias", 1))),
     Op.ROPE_BACK: dataclasses.replace(ENTRIES[Op.ROPE], code=49),  # ggml_rope_ext_back: ROPE's words
+    Op.POOL_2D_BACK: dataclasses.replace(ENTRIES[Op.POOL_2D], code=62, n_src=(2, 2)),  # POOL_2D's words
     Op.CROSS_ENTROPY_LOSS: Entry(96, (2, 2)),
     Op.CROSS_ENTROPY_LOSS_BACK: Entry(97, (3, 3)),
     Op.OPT_STEP_ADAMW: Entry(98, (5, 5)),

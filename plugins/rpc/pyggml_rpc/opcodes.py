@@ -6,8 +6,8 @@ ggml client sent back into a pyggml op, params dataclass and srcs, refusing (Opc
 Both directions run one table, `pyggml_rpc.opcode_table.ENTRIES`. Type ids: pyggml's GGMLType values already are
 ggml's ids (so GGUF maps 1:1); `ggml_type` / `pyggml_type` check them.
 
-Every pyggml op has a ggml number; ggml ops pyggml lacks (IM2COL_BACK, POOL_2D_BACK, FLASH_ATTN_BACK,
-convolutions, pooling, SSM, RWKV, ...), types Q2_0 and the removed ids are refused by decode. Custom ops
+Every pyggml op has a ggml number; the one ggml op pyggml lacks (FLASH_ATTN_BACK, deferred: see
+pyggml.ops.backward.DEFERRED_OPS), types Q2_0 and the removed ids are refused by decode. Custom ops
 (MAP_CUSTOM1/2/3, CUSTOM) have their numbers but never travel: a Python callable cannot be sent, and a ggml
 client's function pointer cannot be called here.
 
@@ -62,6 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyggml.errors import PyGGMLError, UnsupportedOpError, UnsupportedTypeError
+from pyggml.ops.backward import DEFERRED_OPS
 from pyggml.ops.base import Op
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import GGMLType, type_traits
@@ -377,7 +378,7 @@ def _decode(op: Any, params: Any, srcs: Any, dtype: Any, ne: Any) -> tuple[Op, A
         return Op.NONE, None, ()
     pyop = BY_CODE.get(code)
     if pyop is None:
-        raise OpcodeError(where, "op", "pyggml has no such op")
+        raise OpcodeError(where, "op", DEFERRED_OPS.get(GGML_OP_NAMES[code], "pyggml has no such op"))
     entry = ENTRIES[pyop]
     why = _count_srcs(entry, given)
     if why is not None:

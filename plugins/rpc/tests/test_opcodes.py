@@ -292,6 +292,15 @@ def test_decode_refuses_malformed_arguments(bad: dict[str, Any]) -> None:
         decode(**args)
 
 
+def test_decode_names_why_flash_attn_back_is_deferred() -> None:
+    """The one ggml op pyggml leaves out (pyggml.ops.backward.DEFERRED_OPS) is refused with the reason."""
+    ctx = Context(no_alloc=True)
+    q, k, v, d = (ctx.new_tensor(T.F32, 8, 4), ctx.new_tensor(T.F32, 8, 6), ctx.new_tensor(T.F32, 6, 8),
+                  ctx.new_tensor(T.F32, 8, 4))
+    with pytest.raises(OpcodeError, match=r"FLASH_ATTN_BACK.*aborts"):
+        decode(GGML_OP_NAMES.index("FLASH_ATTN_BACK"), np.zeros(16, np.int32), (q, k, v, d), T.F32, (112, 1, 1, 1))
+
+
 def test_decode_accepts_uint32_and_int64_words() -> None:
     a = Context(no_alloc=True).new_tensor(T.F32, 8)
     w = np.array(words(f32(0.5), f32(-2.0)), np.int64)
@@ -753,6 +762,21 @@ def _twin_cases() -> list[tuple[str, Callable[[Twin], Any]]]:
             (ops.opt_step_adamw(pw, pg, pmo, pv, ph7),
              tw.call("ggml_opt_step_adamw", "ppppp", gw, gg_, gmo, gv, gh7)),
             (ops.opt_step_sgd(pw, pg, ph2), tw.call("ggml_opt_step_sgd", "ppp", gw, gg_, gh2)),
+            *back2(tw),
+        ]
+
+    def back2(tw: Twin) -> list[tuple[Tensor, int]]:
+        """IM2COL_BACK (the result's shape from an int64_t[4], IM2COL's words) and POOL_2D_BACK (POOL_2D's)."""
+        pcol, gcol = tw.input(T.F32, 12, 8, 5, 2)  # IM2COL of [10, 9, 2, 2] by a [3, 2, 2, 6] kernel, s 1 2, p 0 1
+        pk, gk = tw.input(T.F16, 3, 2, 2, 6)
+        ne = (ctypes.c_int64 * 4)(10, 9, 2, 2)
+        pgp, ggp = tw.input(T.F32, 5, 6, 3)  # POOL_2D of [9, 7, 3]: k 3 2, s 2 1, p 1 0
+        pim, gim = tw.input(T.F32, 9, 7, 3)
+        return [
+            (ops.im2col_back(pcol, pk, (10, 9, 2, 2), 1, 2, 0, 1, 1, 1, True),
+             tw.call("ggml_im2col_back", "pppiiiiiib", gcol, gk, ctypes.addressof(ne), 1, 2, 0, 1, 1, 1, True)),
+            (ops.pool_2d_back(pgp, pim, ops.PoolOp.MAX, 3, 2, 2, 1, 1, 0),
+             tw.call("ggml_pool_2d_back", "ppiiiiiff", ggp, gim, 0, 3, 2, 2, 1, 1.0, 0.0)),
         ]
 
     def conv(tw: Twin) -> list[tuple[Tensor, int]]:

@@ -356,6 +356,8 @@ RULES: dict[Op, Rule] = {
     Op.SILU_BACK: elementwise, Op.RMS_NORM_BACK: per_row, Op.SOFT_MAX_BACK: per_row,
     **{op: whole_only for op in (Op.REPEAT_BACK, Op.GET_ROWS_BACK, Op.ROPE_BACK, Op.CROSS_ENTROPY_LOSS,
                                  Op.CROSS_ENTROPY_LOSS_BACK, Op.OPT_STEP_ADAMW, Op.OPT_STEP_SGD)},
+    # the gradients of IM2COL and POOL_2D gather across the windows, as their forward ops
+    Op.IM2COL_BACK: whole_only, Op.POOL_2D_BACK: whole_only,
     # spatial ops (windows, taps and reflections reach across rows and planes) and the DeepSeek-family ops
     **{op: whole_only for op in (Op.POOL_1D, Op.POOL_2D, Op.UPSCALE, Op.PAD_REFLECT_1D, Op.ROLL,
                                  Op.TIMESTEP_EMBEDDING, Op.WIN_PART, Op.WIN_UNPART, Op.GET_REL_POS, Op.ADD_REL_POS,

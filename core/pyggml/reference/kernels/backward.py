@@ -9,6 +9,7 @@ import numpy as np
 from pyggml.ops.base import Op
 from pyggml.reference.access import load, store
 from pyggml.reference.kernels.rules import KernelRules
+from pyggml.reference.kernels.unary import sigmoid
 from pyggml.reference.kernels.util import Array, check_index, src
 from pyggml.tensor import Tensor
 
@@ -30,18 +31,13 @@ def repeat_back(dst: Tensor) -> None:
     store(dst, a.reshape(split).sum(axis=(0, 2, 4, 6)))
 
 
-def _sigmoid(x: Array) -> Array:
-    with np.errstate(over="ignore"):
-        return np.asarray(1.0 / (1.0 + np.exp(-x)))
-
-
 @rules.kernel(Op.SILU_BACK)
 def silu_back(dst: Tensor) -> None:
     """grad * d/dx (x * sigmoid(x)) = grad * s * (1 + x * (1 - s))."""
     g = load(src(dst, 0))
     x = load(src(dst, 1))
-    s = _sigmoid(x)
     with np.errstate(invalid="ignore", over="ignore"):
+        s = sigmoid(x)
         store(dst, g * s * (1.0 + x * (1.0 - s)))
 
 

@@ -19,6 +19,7 @@ from pyggml.ops.conv import (
     ConvTranspose1dParams,
     ConvTranspose2dParams,
     Im2col3dParams,
+    Im2colBackParams,
     Im2colParams,
 )
 from pyggml.reference.access import load, store
@@ -55,6 +56,40 @@ def im2col(dst: Tensor) -> None:
         win = windows(b[0], (a.ne[0],), (p.s0,), (p.p0,), (p.d0,))  # [N, IC, OW, KW]
         cols = win.transpose(0, 2, 1, 3)[np.newaxis]
     store(dst, cols.reshape(dst.ne[::-1]))
+
+
+@rules.kernel(Op.IM2COL_BACK)
+def im2col_back(dst: Tensor) -> None:
+    """The adjoint of `im2col`: each kernel tap's column of the gradient is added back, with a strided slice, onto
+    the zero-padded input positions that tap read; the padding is then cut off."""
+    p = dst.params
+    assert isinstance(p, Im2colBackParams)
+    a, g = src(dst, 1), load(src(dst, 0))
+    ks: tuple[int, ...]
+    s: tuple[int, ...]
+    pad: tuple[int, ...]
+    d: tuple[int, ...]
+    if p.is_2d:
+        n, ic, ih, iw = dst.ne[::-1]
+        kh, kw = a.ne[1], a.ne[0]
+        taps = g.reshape(n, g.shape[1], g.shape[2], ic, kh, kw).transpose(0, 3, 1, 2, 4, 5)  # [N, IC, OH, OW, ..]
+        ks, s, pad, d = (kh, kw), (p.s1, p.s0), (p.p1, p.p0), (p.d1, p.d0)
+        out = np.zeros((n, ic, ih + 2 * p.p1, iw + 2 * p.p0))
+    else:
+        _, n, ic, iw = dst.ne[::-1]
+        kw = a.ne[0]
+        taps = g[0].reshape(n, g.shape[2], ic, kw).transpose(0, 2, 1, 3)  # [N, IC, OW, KW]
+        ks, s, pad, d = (kw,), (p.s0,), (p.p0,), (p.d0,)
+        out = np.zeros((n, ic, iw + 2 * p.p0))
+    nsp = len(ks)
+    n_out = taps.shape[2 : 2 + nsp]
+    for k in np.ndindex(*ks):
+        at: tuple[EllipsisType | slice, ...] = (Ellipsis, *(
+            slice(ki * di, ki * di + si * (no - 1) + 1, si) for ki, di, si, no in zip(k, d, s, n_out, strict=True)))
+        tap: tuple[EllipsisType | int, ...] = (Ellipsis, *k)
+        out[at] += taps[tap]
+    crop: tuple[EllipsisType | slice, ...] = (Ellipsis, *(slice(pi, out.shape[2 + i] - pi) for i, pi in enumerate(pad)))
+    store(dst, out[crop].reshape(dst.ne[::-1]))
 
 
 @rules.kernel(Op.IM2COL_3D)

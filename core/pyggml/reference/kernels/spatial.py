@@ -1,5 +1,6 @@
-"""Reference kernels of the spatial ops (POOL_1D, POOL_2D, UPSCALE, PAD_REFLECT_1D, ROLL, TIMESTEP_EMBEDDING,
-WIN_PART, WIN_UNPART, GET_REL_POS, ADD_REL_POS), vectorised over numpy's 4-D view (numpy order: [i3, i2, i1, i0]).
+"""Reference kernels of the spatial ops (POOL_1D, POOL_2D, POOL_2D_BACK, UPSCALE, PAD_REFLECT_1D, ROLL,
+TIMESTEP_EMBEDDING, WIN_PART, WIN_UNPART, GET_REL_POS, ADD_REL_POS), vectorised over numpy's 4-D view (numpy
+order: [i3, i2, i1, i0]).
 
 One place where float32 is part of the semantics: UPSCALE's nearest-neighbour source index is ggml's float32
 quotient i / (ne / ne_src), truncated, so the pixel picked at a rounding boundary is ggml's (the interpolation
@@ -60,6 +61,43 @@ def pool_2d(dst: Tensor) -> None:
     g = x[:, :, iy[:, None, :, None], ix[None, :, None, :]]  # [n3, n2, OH, OW, k1, k0]
     valid = vy[:, None, :, None] & vx[None, :, None, :]
     store(dst, _pool(g, valid, p.op, (-2, -1), float(p.k0 * p.k1)))
+
+
+@rules.kernel(Op.POOL_2D_BACK)
+def pool_2d_back(dst: Tensor) -> None:
+    """The adjoint of POOL_2D's window reads: AVG spreads grad / (k0*k1) over the window's elements inside x;
+    MAX gives grad to the element ggml's scan picks (pyggml.ops.pool_2d_back states it), found here with the
+    same comparisons, tap by tap in the window's row-major order, for every output at once."""
+    p = dst.params
+    g, x = load(src(dst, 0)), load(src(dst, 1))  # [n3, n2, OH, OW], [n3, n2, H, W]
+    ix, vx = _window_index(x.shape[3], p.k0, p.s0, p.p0, g.shape[3])
+    iy, vy = _window_index(x.shape[2], p.k1, p.s1, p.p1, g.shape[2])
+    out = np.zeros(x.shape)
+    taps = [(ky, kx) for ky in range(p.k1) for kx in range(p.k0)]
+    i3 = np.arange(g.shape[0])[:, None, None, None]
+    i2 = np.arange(g.shape[1])[None, :, None, None]
+    if p.op is PoolOp.AVG:
+        share = g / float(p.k0 * p.k1)
+        for ky, kx in taps:
+            valid = vy[:, ky, None] & vx[None, :, kx]  # [OH, OW]
+            np.add.at(out, (i3, i2, iy[:, ky, None], ix[None, :, kx]), np.where(valid, share, 0.0))
+        store(dst, out)
+        return
+    best = np.full(g.shape, -FLT_MAX)
+    by = np.full(g.shape, -1)
+    bx = np.full(g.shape, -1)
+    with np.errstate(invalid="ignore"):
+        for ky, kx in taps:
+            valid = vy[:, ky, None] & vx[None, :, kx]
+            v = x[:, :, iy[:, ky, None], ix[None, :, kx]]
+            take = valid & ~(v <= best)  # ggml's test: a NaN, on either side, takes the place
+            best = np.where(take, v, best)
+            by = np.where(take, iy[:, ky, None], by)
+            bx = np.where(take, ix[None, :, kx], bx)
+    hit = by >= 0
+    j3, j2 = np.indices(g.shape)[:2]
+    np.add.at(out, (j3[hit], j2[hit], by[hit], bx[hit]), g[hit])
+    store(dst, out)
 
 
 def nearest_index(n_dst: int, n_src: int, sf: np.float32) -> Array:

@@ -7,6 +7,10 @@
    place (SILU_BACK, RMS_NORM_BACK, SOFT_MAX_BACK) finish their row reductions before writing the row. */
 #include "pgc.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 /* rows of slot s split across threads: for (r in [r0, r1)) with (i1, i2, i3) of row r */
 #define TRAIN_ROWS(n, s, c)                                                                   \
     int64_t r0_, r1_;                                                                         \
@@ -48,13 +52,25 @@ static int repeat_back(const pgc_node *n, const pgc_tctx *c) {
     return PGC_OK;
 }
 
-/* SILU_BACK: dst = grad (slot 1) * s * (1 + x (1 - s)), s = sigmoid(x (slot 2)); F32 or F16 (math in float) */
+/* SILU_BACK: dst = grad (slot 1) * s * (1 + x (1 - s)), s = sigmoid(x (slot 2)); F32 or F16 (math in float).
+   libm's expf per element, as ggml's silu_backward: packed F32 rows skip the per-element type dispatch. */
 static int silu_back(const pgc_node *n, const pgc_tctx *c) {
     const int64_t ne0 = n->ne[0][0];
     const int t = n->type[0];
+    const int packed = t == T_F32 && n->nb[0][0] == 4 && n->nb[1][0] == 4 && n->nb[2][0] == 4;
     TRAIN_ROWS(n, 0, c)
         const char *gp = pgc_ptr(n, 1, 0, i1, i2, i3), *xp = pgc_ptr(n, 2, 0, i1, i2, i3);
         char *dp = pgc_ptr(n, 0, 0, i1, i2, i3);
+        if (packed) { /* dst may be grad or x itself (in place): each element is read before it is written */
+            const float *g = (const float *)gp, *xv = (const float *)xp;
+            float *d = (float *)dp;
+            for (int64_t k = 0; k < ne0; k++) {
+                const float x = xv[k], dy = g[k];
+                const float s = 1.0f / (1.0f + expf(-x));
+                d[k] = dy * s * (1.0f + x * (1.0f - s));
+            }
+            continue;
+        }
         for (int64_t k = 0; k < ne0; k++) {
             const float x = pgc_ld(AT(n, 2, xp, k), t), dy = pgc_ld(AT(n, 1, gp, k), t);
             const float s = 1.0f / (1.0f + expf(-x));
@@ -179,6 +195,56 @@ static int cross_entropy_loss_back(const pgc_node *n, const pgc_tctx *c) {
     return PGC_OK;
 }
 
+/* one AdamW update of k packed F32 values: m, v and w in place. The same float operations in the same order on
+   every path (no contraction: -ffp-contract=off; vector sqrt and divide are correctly rounded as the scalar ones
+   are), so the AVX2 lanes give the scalar loop's bits. */
+typedef struct { float alpha, beta1, beta2, eps, beta1h, beta2h, keep; } adamw_hp;
+
+static void adamw_row_scalar(int64_t k0, int64_t k, float *w, const float *g, float *m, float *v, const adamw_hp *h) {
+    for (int64_t i = k0; i < k; i++) {
+        const float gi = g[i];
+        const float mi = m[i] * h->beta1 + gi * (1.0f - h->beta1);
+        const float vi = v[i] * h->beta2 + gi * gi * (1.0f - h->beta2);
+        m[i] = mi;
+        v[i] = vi;
+        const float mh = mi * h->beta1h, vh = sqrtf(vi * h->beta2h) + h->eps;
+        w[i] = w[i] * h->keep - h->alpha * mh / vh;
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void adamw_row_avx2(int64_t k, float *w, const float *g, float *m, float *v,
+                                                           const adamw_hp *h) {
+    const __m256 b1 = _mm256_set1_ps(h->beta1), b2 = _mm256_set1_ps(h->beta2);
+    const __m256 c1 = _mm256_set1_ps(1.0f - h->beta1), c2 = _mm256_set1_ps(1.0f - h->beta2);
+    const __m256 b1h = _mm256_set1_ps(h->beta1h), b2h = _mm256_set1_ps(h->beta2h), eps = _mm256_set1_ps(h->eps);
+    const __m256 alpha = _mm256_set1_ps(h->alpha), keep = _mm256_set1_ps(h->keep);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        const __m256 gi = _mm256_loadu_ps(g + i);
+        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(gi, c1));
+        const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
+                                        _mm256_mul_ps(_mm256_mul_ps(gi, gi), c2));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        const __m256 mh = _mm256_mul_ps(mi, b1h), vh = _mm256_add_ps(_mm256_sqrt_ps(_mm256_mul_ps(vi, b2h)), eps);
+        const __m256 upd = _mm256_div_ps(_mm256_mul_ps(alpha, mh), vh);
+        _mm256_storeu_ps(w + i, _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(w + i), keep), upd));
+    }
+    adamw_row_scalar(i, k, w, g, m, v, h);
+}
+#endif
+
+static void adamw_row(int64_t k, float *w, const float *g, float *m, float *v, const adamw_hp *h) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (pgc_S.level >= 1 && pgc_S.level <= 4) { /* every x86 level above 0 has AVX2 */
+        adamw_row_avx2(k, w, g, m, v, h);
+        return;
+    }
+#endif
+    adamw_row_scalar(0, k, w, g, m, v, h);
+}
+
 /* OPT_STEP_ADAMW: param (slot 1, its view slot 0), grad 2, m 3, v 4 updated in place from the 7 hyper-parameters
    of slot 5 (alpha, beta1, beta2, eps, wd, beta1h, beta2h) */
 static int opt_step_adamw(const pgc_node *n, const pgc_tctx *c) {
@@ -188,9 +254,15 @@ static int opt_step_adamw(const pgc_node *n, const pgc_tctx *c) {
     for (int i = 0; i < 7; i++) h[i] = F(n, 5, hp, i);
     const float alpha = h[0], beta1 = h[1], beta2 = h[2], eps = h[3], wd = h[4], beta1h = h[5], beta2h = h[6];
     const float keep = 1.0f - alpha * wd;
+    const adamw_hp hv = {alpha, beta1, beta2, eps, beta1h, beta2h, keep};
+    const int packed = n->nb[0][0] == 4 && n->nb[2][0] == 4 && n->nb[3][0] == 4 && n->nb[4][0] == 4;
     TRAIN_ROWS(n, 0, c)
         char *wp = pgc_ptr(n, 0, 0, i1, i2, i3), *mp = pgc_ptr(n, 3, 0, i1, i2, i3), *vp = pgc_ptr(n, 4, 0, i1, i2, i3);
         const char *gp = pgc_ptr(n, 2, 0, i1, i2, i3);
+        if (packed) {
+            adamw_row(ne0, (float *)wp, (const float *)gp, (float *)mp, (float *)vp, &hv);
+            continue;
+        }
         for (int64_t k = 0; k < ne0; k++) {
             const float g = F(n, 2, gp, k);
             const float m = FW(n, 3, mp, k) * beta1 + g * (1.0f - beta1);

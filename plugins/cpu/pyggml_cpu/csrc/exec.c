@@ -86,6 +86,8 @@ static pgc_kernel kernel_of(int op) {
     case PGC_OP_GATED_DELTA_NET: return pgc_k_gated_delta_net;
     case PGC_OP_SPATIAL: return pgc_k_spatial;
     case PGC_OP_LIGHTNING_INDEXER: case PGC_OP_DSV4_HC: return pgc_k_deepseek;
+    case PGC_OP_IM2COL_BACK: return pgc_k_im2col_back;
+    case PGC_OP_POOL_2D_BACK: return pgc_k_pool_2d_back;
     default: return NULL;
     }
 }

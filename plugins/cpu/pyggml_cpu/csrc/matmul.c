@@ -1,4 +1,4 @@
-/* MUL_MAT, MUL_MAT_ID, OUT_PROD. Activations (src1) are converted once per node to the weight type's dot
+/* MUL_MAT, MUL_MAT_ID (OUT_PROD: outprod.c). Activations (src1) are converted once per node to the weight type's dot
    partner (Q8_0 / Q8_1 / Q8_K for quantised weights, F32 otherwise) by all threads, then a barrier, then each
    thread computes tiles of (weight rows x activation columns) with integer or float dot products. */
 #include "pgc.h"
@@ -178,33 +178,6 @@ int pgc_k_mul_mat_id(const pgc_node *n, const pgc_tctx *c) {
             rows_dot(t0, K, pgc_ptr(n, 1, 0, br * TILE_R, ex, 0), n->nb[1][1], y, d + br * TILE_R * n->nb[0][0],
                      n->nb[0][0], ir1 - br * TILE_R);
         }
-    }
-    return PGC_OK;
-}
-
-/* OUT_PROD: slot1 a [m, k, A2, A3], slot2 b [n, k, B2, B3] -> dst [m, n, B2, B3] = sum_k a[:, k] b[j, k] */
-int pgc_k_out_prod(const pgc_node *n, const pgc_tctx *c) {
-    const int64_t m = n->ne[0][0], K = n->ne[1][1];
-    const int64_t r2 = n->ne[2][2] / n->ne[1][2], r3 = n->ne[2][3] / n->ne[1][3];
-    float *acc = (float *)c->scratch, *arow = acc + m;
-    const int ta = n->type[1];
-    int64_t nr = pgc_nrows(n, 0), r0, r1;
-    pgc_split(nr, c->ith, c->nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t j = r % n->ne[0][1], i2 = (r / n->ne[0][1]) % n->ne[0][2], i3 = r / (n->ne[0][1] * n->ne[0][2]);
-        for (int64_t i = 0; i < m; i++) acc[i] = 0.0f;
-        for (int64_t k = 0; k < K; k++) {
-            float bv = pgc_ld(pgc_ptr(n, 2, j, k, i2, i3), n->type[2]);
-            const char *ap = pgc_ptr(n, 1, 0, k, i2 / r2, i3 / r3);
-            if (pgc_blck_size(ta) > 1) {
-                if (pgc_to_float(ap, arow, m, ta)) return PGC_E_TYPE;
-                for (int64_t i = 0; i < m; i++) acc[i] += arow[i] * bv;
-            } else {
-                for (int64_t i = 0; i < m; i++) acc[i] += pgc_ld(ap + i * n->nb[1][0], ta) * bv;
-            }
-        }
-        char *d = pgc_ptr(n, 0, 0, j, i2, i3);
-        for (int64_t i = 0; i < m; i++) *(float *)(d + i * n->nb[0][0]) = acc[i];
     }
     return PGC_OK;
 }

@@ -68,6 +68,8 @@ enum {
     /* seq.c (ip[0]: TRI's ggml_tri_type, SSM_SCAN's and GATED_DELTA_NET's K; fp[0]: GLA's scale) */
     PGC_OP_TRI = 80, PGC_OP_SOLVE_TRI = 81, PGC_OP_SSM_CONV = 82, PGC_OP_SSM_SCAN = 83, PGC_OP_RWKV_WKV6 = 84,
     PGC_OP_GLA = 85, PGC_OP_RWKV_WKV7 = 86, PGC_OP_GATED_DELTA_NET = 87,
+    /* back2.c (ip: ggml's op_params words, IM2COL's / POOL_2D's) */
+    PGC_OP_IM2COL_BACK = 90, PGC_OP_POOL_2D_BACK = 91,
     /* backward.c: pgc_k_train (training: backward ops, loss, optimiser steps; ROPE_BACK is PGC_OP_ROPE sub 1) */
     PGC_OP_REPEAT_BACK = 50, PGC_OP_SILU_BACK = 51, PGC_OP_RMS_NORM_BACK = 52, PGC_OP_GET_ROWS_BACK = 53,
     PGC_OP_SOFT_MAX_BACK = 54, PGC_OP_CROSS_ENTROPY_LOSS = 55, PGC_OP_CROSS_ENTROPY_LOSS_BACK = 56,
@@ -156,6 +158,8 @@ int pgc_k_rwkv_wkv7(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_gated_delta_net(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_spatial(const pgc_node *n, const pgc_tctx *c);
 int pgc_k_deepseek(const pgc_node *n, const pgc_tctx *c);
+int pgc_k_im2col_back(const pgc_node *n, const pgc_tctx *c);   /* back2.c */
+int pgc_k_pool_2d_back(const pgc_node *n, const pgc_tctx *c);
 /* rows of the parameterised activations (moe.c), called by pgc_k_unary / pgc_k_glu */
 int pgc_unary_ext(int kind, float *a, int64_t ne0, const float *fp);
 int pgc_glu_ext(int kind, float *g, const float *v, int64_t nc, const float *fp);

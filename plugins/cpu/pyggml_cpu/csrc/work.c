@@ -4,6 +4,7 @@
 size_t pgc_mul_mat_shared(const pgc_node *n);
 size_t pgc_mul_mat_id_shared(const pgc_node *n);
 size_t pgc_blas_shared(const pgc_node *n);
+size_t pgc_out_prod_shared(const pgc_node *n, int nth); /* outprod.c: the packed panels */
 
 size_t pgc_work_shared(const pgc_node *n, int nth) {
     (void)nth;
@@ -11,6 +12,7 @@ size_t pgc_work_shared(const pgc_node *n, int nth) {
     case PGC_OP_MUL_MAT: return pgc_mul_mat_shared(n);
     case PGC_OP_MUL_MAT_ID: return pgc_mul_mat_id_shared(n);
     case PGC_OP_MUL_MAT_BLAS: return pgc_blas_shared(n);
+    case PGC_OP_OUT_PROD: return pgc_out_prod_shared(n, nth);
     case PGC_OP_CROSS_ENTROPY_LOSS: return pgc_train_shared(n, nth); /* backward.c */
     case PGC_OP_CONV_2D: case PGC_OP_CONV_3D: return pgc_conv_shared(n, nth); /* conv.c */
     default: return 0;
