@@ -6,16 +6,20 @@ PyPI (one download, kept under .cache/):
                                                           # the build whose arithmetic the cpu plugin follows
     python -m pyggml_testing.llama_cpp_ref rpc [DIR]      # ggml-rpc-server, llama-perplexity and llama-completion
                                                           # with RPC, for generic AVX2 (a few minutes)
+    python -m pyggml_testing.llama_cpp_ref llama [DIR]    # libllama for generic AVX2 and the sdist's llama_cpp
+                                                          # Python package over it (about 2 minutes)
 
 `ggml_library(name)` finds such a library for the tests: in $PYGGML_GGML_LIB_DIR, in .cache/ggml-avx2 (made by
-`make llama-cpp-ref`), or in an installed llama-cpp-python; `load_ggml_cpu()` loads and initialises libggml-cpu for a
-test (or skips it, saying why). Everything is kept in the checkout's .cache/ (this
-distribution is installed editable from the repository; $PYGGML_REF_CACHE puts it elsewhere).
+`make llama-cpp-ref`), or in an installed llama-cpp-python; `open_ggml_cpu()` loads and initialises libggml-cpu (or
+raises GgmlMissing, saying why), `load_ggml_cpu()` does so for a test (or skips it). Everything is kept in the
+checkout's .cache/ (this distribution is installed editable from the repository; $PYGGML_REF_CACHE puts it
+elsewhere).
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import importlib.util
 import os
 import shutil
@@ -25,6 +29,7 @@ import tarfile
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -121,6 +126,46 @@ def rpc_tool(name: str) -> Path | None:
     return None
 
 
+LLAMA_DIR = CACHE / "llama-lib"
+LLAMA_LIBS = ("libggml-base.so.0", "libggml-cpu.so.0", "libggml.so.0")
+"""libllama's own dependencies, kept under their sonames next to it (the build's rpath is $ORIGIN)."""
+
+
+def build_llama(dest: Path = LLAMA_DIR) -> None:
+    """libllama of the sdist's llama.cpp for generic AVX2 (the flags of build_ggml) with its ggml libraries, and the
+    sdist's `llama_cpp` Python package (ctypes over libllama) in dest/py: llama.cpp's own forward pass, which the
+    model tests of the examples compare with on the same GGUF file (load with `llama_cpp_module`)."""
+    if (dest / "libllama.so").is_file() and (dest / "py" / "llama_cpp" / "__init__.py").is_file():
+        return
+    flags = [*CMAKE_FLAGS, "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+             "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=OFF",
+             "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", "-DCMAKE_INSTALL_RPATH=$ORIGIN"]
+    _cmake_build("", flags, ["llama"], ["bin/libllama.so.0", *(f"bin/{lib}" for lib in LLAMA_LIBS)], dest)
+    (dest / "libllama.so.0").rename(dest / "libllama.so")  # the name llama_cpp's loader looks for
+    py = dest / "py"
+    with tarfile.open(sdist()) as tar:
+        members = [m for m in tar.getmembers() if "/llama_cpp/" in m.name and "/vendor/" not in m.name
+                   and m.name.endswith(".py")]
+        for m in members:
+            src = tar.extractfile(m)
+            assert src is not None
+            out = py / "llama_cpp" / m.name.split("/llama_cpp/", 1)[1]
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(src.read())
+
+
+def llama_cpp_module() -> ModuleType:
+    """The sdist's `llama_cpp` package over build_llama's libllama, imported (an installed llama-cpp-python is not
+    used: its build is not the reference's); a pytest skip saying how to build it where it is missing."""
+    if not (LLAMA_DIR / "libllama.so").is_file():
+        pytest.skip(f"llama.cpp's libllama is not built in {LLAMA_DIR}: `python -m pyggml_testing.llama_cpp_ref "
+                    "llama` (run by `make llama-cpp-ref`) builds it")
+    os.environ["LLAMA_CPP_LIB_PATH"] = str(LLAMA_DIR)
+    if str(LLAMA_DIR / "py") not in sys.path:
+        sys.path.insert(0, str(LLAMA_DIR / "py"))
+    return importlib.import_module("llama_cpp")
+
+
 def ggml_library(name: str) -> Path | None:
     """Where libggml-<name>.so of a reference build is, if anywhere."""
     dirs = [Path(d) for d in os.environ.get("PYGGML_GGML_LIB_DIR", "").split(os.pathsep) if d] + [GGML_DIR]
@@ -133,23 +178,36 @@ def ggml_library(name: str) -> Path | None:
     return None
 
 
-def load_ggml_cpu() -> ctypes.CDLL:
+class GgmlMissing(RuntimeError):
+    """ggml's CPU library is not built or does not load (the message says which, and how to build it)."""
+
+
+def open_ggml_cpu() -> ctypes.CDLL:
     """ggml's libggml-cpu, loaded (libggml-base first, both global: cpu links against base) and initialised
-    (ggml_cpu_init fills its conversion tables), or a pytest skip saying what is missing or does not load."""
+    (ggml_cpu_init fills its conversion tables); GgmlMissing saying what is missing or does not load."""
     base, cpu_path = ggml_library("base"), ggml_library("cpu")
     if base is None or cpu_path is None:
-        pytest.skip("ggml's libggml-cpu (the reference) is not here: `make llama-cpp-ref` builds it")
+        raise GgmlMissing("ggml's libggml-cpu (the reference) is not here: `make llama-cpp-ref` builds it")
     try:
         ctypes.CDLL(str(base), mode=ctypes.RTLD_GLOBAL)
         cpu = ctypes.CDLL(str(cpu_path), mode=ctypes.RTLD_GLOBAL)
     except OSError as e:
-        pytest.skip(f"ggml's libraries in {cpu_path.parent} do not load: {e}")
+        raise GgmlMissing(f"ggml's libraries in {cpu_path.parent} do not load: {e}") from e
     cpu.ggml_cpu_init()
     return cpu
 
 
+def load_ggml_cpu() -> ctypes.CDLL:
+    """open_ggml_cpu() for a test: a pytest skip saying why where the library is missing (a benchmark, which
+    is no test, calls open_ggml_cpu)."""
+    try:
+        return open_ggml_cpu()
+    except GgmlMissing as e:
+        pytest.skip(str(e))
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("vocabs", "ggml", "rpc"):
+    if not argv or argv[0] not in ("vocabs", "ggml", "rpc", "llama"):
         print(__doc__, file=sys.stderr)
         return 2
     dest = Path(argv[1]) if len(argv) > 1 else None
@@ -157,6 +215,8 @@ def main(argv: list[str]) -> int:
         fetch_vocabs(dest or VOCAB_DIR)
     elif argv[0] == "rpc":
         build_rpc_tools(dest or RPC_DIR)
+    elif argv[0] == "llama":
+        build_llama(dest or LLAMA_DIR)
     else:
         build_ggml(dest or GGML_DIR)
     return 0

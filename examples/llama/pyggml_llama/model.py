@@ -7,12 +7,16 @@ factors `rope_freqs.weight`, a separate output matrix); a file holding any tenso
 refused, since the graph would compute something other than the model.
 
 One call of `build_graph` records the graph of one micro-batch; the session (session.py) keeps it and replays it
-while the shape parameters (n_tokens, n_kv, n_outputs) do not change, only rewriting the input tensors."""
+while the shape parameters (n_tokens, n_kv, n_outputs) do not change, only rewriting the input tensors.
+
+Training (finetune.py) records `forward` instead: one sequence attending to itself, no KV cache (writing a cache is
+SET_ROWS, which has no gradient), and every dense projection through `LlamaModel.adapters`, where a LoRA adapter
+adds its low-rank term."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -109,6 +113,9 @@ class LlamaModel:
         self.output = out if out is not None else self.tok_embd  # tied embeddings
         self.rope_freqs = self._maybe("rope_freqs.weight")
         self.layers = [self._layer(i) for i in range(hp.n_layer)]
+        self.adapters: dict[str, Callable[[Tensor], Tensor]] = {}
+        """Weight name -> f(x), a term added to mul_mat(weight, x) before the bias (a LoRA adapter's scaled
+        B A x, as llama.cpp's build_lora_mm adds it); dense projections only (q, k, v, output, gate, up, down)."""
         self._check_shapes()
         unused = sorted(set(weights.tensors) - self._used)
         if unused:
@@ -179,37 +186,66 @@ class LlamaModel:
             out_ids = None
             if key.n_outputs != n:
                 out_ids = ctx.new_tensor(GGMLType.I32, key.n_outputs, name="inp_out_ids").set_input()
-            x = ops.get_rows(self.tok_embd, tokens).set_name("inp_embd")
-            for il, lw in enumerate(self.layers):
-                x = self._layer_graph(il, lw, x, _Inputs(pos, kv_index, v_index, mask), kv, n, n_kv)
-                if il == hp.n_layer - 1 and out_ids is not None:
-                    x = ops.get_rows(x, out_ids)
-            x = ops.mul(ops.rms_norm(x, hp.norm_eps), self.output_norm).set_name("result_norm")
-            logits = ops.mul_mat(self.output, x).set_name("result_output")
-            logits.set_output()
+            logits = self._logits(tokens, _Inputs(pos, kv_index, v_index, mask), kv, n_kv, out_ids)
             graph = gg.Graph(GRAPH_SIZE).build_forward_expand(logits)
         return BuiltGraph(key, ctx, graph, tokens, pos, kv_index, mask, out_ids, logits, v_index)
 
-    def _layer_graph(self, il: int, lw: LayerWeights, x: Tensor, inp: _Inputs, kv: KVStore, n: int, n_kv: int
-                     ) -> Tensor:
+    def forward(self, tokens: Tensor, pos: Tensor, mask: Tensor) -> Tensor:
+        """The logits [n_vocab, n] of one sequence of n tokens attending only to itself (no KV cache): the
+        differentiable graph training records. `pos` I32 [n], `mask` F32 [n, n] (0 or -inf, causal); recorded in
+        the current context."""
+        n = tokens.ne[0]
+        if self.hp.n_expert:
+            raise ValueError("forward: training through a mixture of experts (MUL_MAT_ID) is not supported")
+        if pos.ne[0] != n or mask.ne[:2] != (n, n) or mask.type != GGMLType.F32:
+            raise ValueError(f"forward: {n} tokens need positions [{n}] and an F32 mask [{n}, {n}], got "
+                             f"pos ne={list(pos.ne)}, mask {mask.type} ne={list(mask.ne)}")
+        return self._logits(tokens, _Inputs(pos, None, None, mask), None, n, None)
+
+    def _logits(self, tokens: Tensor, inp: _Inputs, kv: KVStore | None, n_kv: int, out_ids: Tensor | None
+                ) -> Tensor:
+        hp = self.hp
+        x = ops.get_rows(self.tok_embd, tokens).set_name("inp_embd")
+        for il, lw in enumerate(self.layers):
+            x = self._layer_graph(il, lw, x, inp, kv, tokens.ne[0], n_kv)
+            if il == hp.n_layer - 1 and out_ids is not None:
+                x = ops.get_rows(x, out_ids)
+        x = ops.mul(ops.rms_norm(x, hp.norm_eps), self.output_norm).set_name("result_norm")
+        return ops.mul_mat(self.output, x).set_name("result_output").set_output()
+
+    def _linear(self, w: Tensor, x: Tensor, bias: Tensor | None = None) -> Tensor:
+        y = ops.mul_mat(w, x)
+        adapter = self.adapters.get(w.name)
+        if adapter is not None:
+            y = ops.add(y, adapter(x))
+        return ops.add(y, bias) if bias is not None else y
+
+    def _layer_graph(self, il: int, lw: LayerWeights, x: Tensor, inp: _Inputs, kv: KVStore | None, n: int,
+                     n_kv: int) -> Tensor:
         hp = self.hp
         d, nh, nkv = hp.head_dim, hp.n_head, hp.n_head_kv
         h = ops.mul(ops.rms_norm(x, hp.norm_eps), lw.attn_norm).set_name(f"attn_norm-{il}")
-        q = ops.reshape(_linear(lw.wq, h, lw.bq), d, nh, n)
-        k = ops.reshape(_linear(lw.wk, h, lw.bk), d, nkv, n)
-        v = _linear(lw.wv, h, lw.bv)
+        q = ops.reshape(self._linear(lw.wq, h, lw.bq), d, nh, n)
+        k = ops.reshape(self._linear(lw.wk, h, lw.bk), d, nkv, n)
+        v = self._linear(lw.wv, h, lw.bv)
         rope = dict(freq_factors=self.rope_freqs, n_ctx_orig=hp.n_ctx_train, freq_base=hp.rope_freq_base,
                     freq_scale=hp.rope_freq_scale)
         if hp.uses_rope(il):
             q = ops.rope(q, inp.pos, hp.rope_dims, hp.rope_type, **rope)  # type: ignore[arg-type]
             k = ops.rope(k, inp.pos, hp.rope_dims, hp.rope_type, **rope)  # type: ignore[arg-type]
         q, k = q.set_name(f"Qcur-{il}"), k.set_name(f"Kcur-{il}")
+        scale = 1.0 / math.sqrt(d)
+        if kv is None:  # no cache: the batch attends to itself, K [d, n, nkv] and V transposed [n, d, nkv]
+            vt = ops.cont(ops.permute(ops.reshape(v, d, nkv, n), 1, 2, 0, 3))
+            attn = self._attn_mul_mat(il, ops.permute(k, 0, 2, 1, 3), ops.permute(q, 0, 2, 1, 3), vt, inp.mask,
+                                      scale)
+            return self._out_and_ffn(il, lw, x, attn, n)
         # write this batch's K and V rows into the cache, then attend over the first n_kv cache rows
+        assert inp.kv_index is not None
         kc, vc = kv.k[il], kv.v[il]
         k_store = ops.set_rows(kc, ops.reshape(k, d * nkv, n), inp.kv_index)
         k_all = ops.view(k_store, (d, n_kv, nkv), (kc.nb[1], row_size(kc.type, d)))
         qp = ops.permute(q, 0, 2, 1, 3)                                     # [d, n, nh]
-        scale = 1.0 / math.sqrt(d)
         if inp.v_index is None:  # V per position, for FLASH_ATTN_EXT
             v_store = ops.set_rows(vc, v, inp.kv_index)
             v_all = ops.view(v_store, (d, n_kv, nkv), (vc.nb[1], row_size(vc.type, d)))
@@ -220,18 +256,29 @@ class LlamaModel:
             cells = ops.reshape(vc, 1, vc.nelements())
             v_store = ops.set_rows(cells, ops.reshape(v, 1, v.nelements()), inp.v_index)
             vt = ops.view(v_store, (n_kv, d, nkv), (kv.n_ctx * ts, d * kv.n_ctx * ts))  # [n_kv, d, nkv]
-            kq = ops.mul_mat(k_all, qp).set_name(f"kq-{il}")                # [n_kv, n, nh]
-            kq = ops.soft_max(kq, inp.mask, scale).set_name(f"kq_soft_max-{il}")
-            kqv = ops.mul_mat(vt, kq)                                        # [d, n, nh]
-            attn = ops.cont(ops.permute(kqv, 0, 2, 1, 3), d * nh, n)
-        x = ops.add(x, _linear(lw.wo, attn, lw.bo).set_name(f"attn_out-{il}")).set_name(f"ffn_inp-{il}")
+            attn = self._attn_mul_mat(il, k_all, qp, vt, inp.mask, scale)
+        return self._out_and_ffn(il, lw, x, attn, n)
+
+    def _attn_mul_mat(self, il: int, k_all: Tensor, qp: Tensor, vt: Tensor, mask: Tensor, scale: float) -> Tensor:
+        """softmax(K^T q * scale + mask) V for K [d, n_kv, nkv], q [d, n, nh], V transposed [n_kv, d, nkv];
+        returns [d * nh, n]."""
+        d, n, nh = qp.ne[0], qp.ne[1], qp.ne[2]
+        kq = ops.mul_mat(k_all, qp).set_name(f"kq-{il}")                    # [n_kv, n, nh]
+        kq = ops.soft_max(kq, mask, scale).set_name(f"kq_soft_max-{il}")
+        kqv = ops.mul_mat(vt, kq)                                            # [d, n, nh]
+        return ops.cont(ops.permute(kqv, 0, 2, 1, 3), d * nh, n)
+
+    def _out_and_ffn(self, il: int, lw: LayerWeights, x: Tensor, attn: Tensor, n: int) -> Tensor:
+        """The attention output projection and residual, then the FFN block and its residual."""
+        hp = self.hp
+        x = ops.add(x, self._linear(lw.wo, attn, lw.bo).set_name(f"attn_out-{il}")).set_name(f"ffn_inp-{il}")
         h = ops.mul(ops.rms_norm(x, hp.norm_eps), lw.ffn_norm).set_name(f"ffn_norm-{il}")
         if lw.gate_inp is not None:
             return ops.add(x, self._moe(il, lw, lw.gate_inp, h, n)).set_name(f"l_out-{il}")
-        gate = ops.mul_mat(lw.w_gate, h).set_name(f"ffn_gate-{il}")
-        up = ops.mul_mat(lw.w_up, h).set_name(f"ffn_up-{il}")
+        gate = self._linear(lw.w_gate, h).set_name(f"ffn_gate-{il}")
+        up = self._linear(lw.w_up, h).set_name(f"ffn_up-{il}")
         ff = ops.swiglu(gate, up).set_name(f"ffn_swiglu-{il}")
-        return ops.add(x, ops.mul_mat(lw.w_down, ff).set_name(f"ffn_out-{il}")).set_name(f"l_out-{il}")
+        return ops.add(x, self._linear(lw.w_down, ff).set_name(f"ffn_out-{il}")).set_name(f"l_out-{il}")
 
     def _moe(self, il: int, lw: LayerWeights, router: Tensor, h: Tensor, n: int) -> Tensor:
         """Mixture of experts: each token through its n_expert_used best experts, weighted by the renormalised
@@ -255,11 +302,7 @@ class LlamaModel:
 @dataclass(frozen=True)
 class _Inputs:
     pos: Tensor
-    kv_index: Tensor
+    kv_index: Tensor | None
+    """None: no KV cache (`forward`)."""
     v_index: Tensor | None
     mask: Tensor
-
-
-def _linear(w: Tensor, x: Tensor, bias: Tensor | None) -> Tensor:
-    y = ops.mul_mat(w, x)
-    return ops.add(y, bias) if bias is not None else y
