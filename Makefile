@@ -6,6 +6,7 @@
 # gcc-aarch64-linux-gnu + qemu-user let the cpu plugin's tests build and run its arm64 NEON kernels here;
 # g++, cmake and ninja-build build ggml's own CPU library (make llama-cpp-ref), the reference of the bit tests;
 # Open MPI (openmpi-bin, libopenmpi-dev) and mpi4py run the meta device's tensor split across processes.
+# spirv-cross translates the Vulkan shaders' SPIR-V to MSL for the Metal plugin (its emulator builds it with g++).
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -14,14 +15,14 @@ PIP := $(PY) -m pip
 APT_PACKAGES := python3 python3-venv python3-dev gcc make git graphviz \
 	pocl-opencl-icd ocl-icd-opencl-dev clinfo \
 	mesa-vulkan-drivers libvulkan1 vulkan-tools glslang-tools \
-	libopenblas-dev gcc-aarch64-linux-gnu qemu-user g++ cmake ninja-build openmpi-bin libopenmpi-dev
+	libopenblas-dev gcc-aarch64-linux-gnu qemu-user g++ cmake ninja-build openmpi-bin libopenmpi-dev spirv-cross
 PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plugins/metal plugins/rpc)
 EXTRAS := $(wildcard conformance examples/llama examples/train_mlp)
 # pyggml-dialect: the kernel texts and op rules the OpenCL and CUDA plugins share, installed before them
 SHARED := dialect
 
 .PHONY: demo test setup system-deps venv llama-cpp-ref lint typecheck pytest toy-backend conformance-all \
-	conformance-rpc wheels-smoke sanitize docs-ops clean
+	conformance-metal conformance-rpc wheels-smoke sanitize docs-ops clean
 
 demo: setup
 	$(VENV)/bin/pyggml devices
@@ -33,7 +34,8 @@ demo: setup
 		$(PY) examples/hello_graph.py; \
 	fi
 
-test: setup llama-cpp-ref lint typecheck pytest toy-backend conformance-all conformance-rpc sanitize wheels-smoke
+test: setup llama-cpp-ref lint typecheck pytest toy-backend conformance-all conformance-metal conformance-rpc sanitize \
+	wheels-smoke
 
 setup: system-deps venv
 
@@ -82,6 +84,11 @@ toy-backend: venv
 conformance-all:
 	$(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console $(addprefix --backend ,$(filter-out numpy,$(shell $(PY) -m pyggml.tools.list_backends)))
 
+# the suite on MetalSim0: the Metal plugin's MSL compiled as C++ and run on the CPU (PYGGML_METAL_SIM=1 adds the
+# device; no Mac here). Every op of the Metal table must pass: 2.5 CPU-minutes, 2 jobs.
+conformance-metal:
+	PYGGML_METAL_SIM=1 $(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console --backend MetalSim0
+
 # the same suite through RPC: llama.cpp's ggml-rpc-server and pyggml rpc-server (cpu, and OpenCL0 on PoCL)
 conformance-rpc:
 	$(PY) plugins/rpc/tests/conformance_rpc.py --pyggml-device cpu --pyggml-device OpenCL0
@@ -111,7 +118,7 @@ wheels-smoke: venv
 	$(PY) -m pyggml_testing.wheels_smoke --dist dist . $(SHARED) $(PLUGINS) $(EXTRAS)
 
 docs-ops: venv
-	$(VENV)/bin/pyggml conformance --mode support --format markdown > docs/ops.md
+	PYGGML_METAL_SIM=1 $(VENV)/bin/pyggml conformance --mode support --format markdown > docs/ops.md
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache

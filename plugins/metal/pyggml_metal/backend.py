@@ -1,0 +1,262 @@
+"""MetalBackend: a stream on one Metal device. A graph's plan (pipelines, what each MSL buffer index binds, the
+parameters, threadgroups per dispatch) is built once by the Vulkan plugin's op rules over
+`MetalDispatchBuilder` and kept with the graph while its placement holds (core's PlanCache); every compute
+replays it into ONE command buffer with one serial compute encoder (each dispatch sees the writes of the ones
+before it) and commits it. Events are MTLSharedEvent counters, signalled and waited for by command buffers.
+
+Kernels that read indices (GET_ROWS, SET_ROWS, MUL_MAT_ID) report an out-of-range one to the backend's status
+word, as on Vulkan (the code travels in the push constants' f3); synchronize() reads it and raises ComputeError
+naming the node.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pyggml.backend.launch import ErrorSites
+from pyggml.backend.plan_cache import PlannedBackend, check_not_freed
+from pyggml.backend.protocol import Backend, Event, tensor_copy
+from pyggml.errors import AllocationError, ComputeError
+from pyggml.graph import Graph
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_metal.buffer import MetalBuffer
+from pyggml_metal.driver import Binding, DriverEvent, DriverPipeline, Spec
+
+if TYPE_CHECKING:
+    from pyggml_metal.device import MetalDevice, Submission
+
+log = logging.getLogger(__name__)
+
+N_SOURCES = 5
+"""The Vulkan shaders' bindings (common.glsl): 0..4 sources, 5 the destination, 6 the status word."""
+
+
+@dataclass(slots=True)
+class PlannedDispatch:
+    pipeline: DriverPipeline
+    bindings: list[Binding | None]
+    groups: tuple[int, int, int]
+    name: str
+
+
+PARAMS_ALIGN = 256
+"""Offsets of the dispatches' parameters in the plan's params buffer (Metal's constant-buffer offset rule)."""
+
+
+@dataclass
+class MetalPlan:
+    dispatches: list[PlannedDispatch] = field(default_factory=list)
+    params: MetalBuffer | None = None
+    """Every dispatch's push-constant bytes, each at a PARAMS_ALIGN offset, bound at the kernel's push index."""
+    buffers: dict[int, MetalBuffer] = field(default_factory=dict)
+    """Every buffer the plan binds (by handle id): a replay refuses freed ones."""
+    checks: bool = False
+    """Some dispatch reports out-of-range indices to the status word."""
+
+
+def _buffer_of(t: Tensor, dev: MetalDevice) -> MetalBuffer:
+    buf = t.buffer
+    if not isinstance(buf, MetalBuffer) or buf.dev is not dev:
+        raise AllocationError(f"{dev.name}: tensor '{t.name}' {t.type} ne={list(t.ne)} is not in a buffer of this "
+                              f"device ({buf!r})")
+    return buf
+
+
+@dataclass(frozen=True)
+class _DeviceFacts:
+    is_cpu: bool = False
+    """The Vulkan rules size per-thread work smaller for lavapipe (one thread per matrix row, not 32); the emulator
+    takes the real GPUs' path, so that what runs on a Mac is what CI checks."""
+
+
+@dataclass(frozen=True)
+class _RuleContext:
+    """What the Vulkan rules read of their builder's `ctx` (pyggml_vulkan's DeviceContext): `info.is_cpu`."""
+
+    info: _DeviceFacts = _DeviceFacts()
+
+
+class MetalDispatchBuilder:
+    """What the Vulkan op rules build into (the interface of pyggml_vulkan.recorder.DispatchBuilder): each
+    `dispatch` becomes a PlannedDispatch, its Vulkan bindings mapped to MSL buffer indices by the kernel's layout
+    and its push constants bound as bytes at the layout's push index."""
+
+    def __init__(self, backend: MetalBackend) -> None:
+        self.backend = backend
+        self.dev = backend.device
+        self.plan = MetalPlan()
+        self.node: Tensor | None = None
+        self._params: list[tuple[int, int, bytes]] = []
+        """(dispatch number, MSL index, bytes) of each dispatch's push constants, placed by finish()."""
+        self.ctx = _RuleContext()
+
+    def error_code(self, what: str) -> int:
+        return 0 if self.node is None else self.backend.errors.code(self.node, what)
+
+    def scratch(self, nbytes: int) -> Tensor:
+        t = Tensor(GGMLType.I8, (max(nbytes, 4), 1, 1, 1), op=Op.NONE)
+        t.name = "metal scratch"
+        t.buffer = self.backend.scratch_buffer(nbytes)
+        return t
+
+    def dispatch(self, shader: str, spec: Spec, srcs: list[Tensor | None], dst: Tensor, push: bytes,
+                 groups: tuple[int, int, int], extra_writes: tuple[Tensor, ...] = (), checks: str = "") -> None:
+        from pyggml_vulkan.ops.common import patch_pc
+
+        if len(srcs) > N_SOURCES:
+            raise ValueError(f"{shader}: at most {N_SOURCES} sources")
+        dbuf = _buffer_of(dst, self.dev)
+        vk: list[MetalBuffer] = [dbuf if s is None else _buffer_of(s, self.dev) for s in srcs]
+        vk += [dbuf] * (N_SOURCES - len(vk))
+        vk += [dbuf, self.backend.status_buffer]
+        if checks:
+            push = patch_pc(push, f3=self.error_code(checks))
+            self.plan.checks = True
+        pipeline = self.dev.driver_device.pipeline(shader, spec)
+        lay = pipeline.layout
+        bindings: list[Binding | None] = [None] * lay.n_buffers
+        for index, binding in lay.bindings:
+            buf = vk[binding]
+            assert buf.mem is not None
+            bindings[index] = (buf.mem, 0)
+            self.plan.buffers[buf.handle_id] = buf
+        if lay.push_index is not None:
+            self._params.append((len(self.plan.dispatches), lay.push_index, push))
+        name = self.node.name if self.node is not None else shader
+        self.plan.dispatches.append(PlannedDispatch(pipeline, bindings, groups, name))
+
+
+    def finish(self) -> MetalPlan:
+        """The plan, its dispatches' parameters written into one buffer and bound."""
+        offsets, end = [], 0
+        for _, _, push in self._params:
+            offsets.append(end)
+            end += -(-max(len(push), 16) // PARAMS_ALIGN) * PARAMS_ALIGN
+        if self._params:
+            params = self.plan.params = self.dev.buffer_type().alloc_buffer(end)
+            blob = np.zeros(end, np.uint8)
+            for (_, _, push), off in zip(self._params, offsets, strict=True):
+                blob[off : off + len(push)] = np.frombuffer(push, np.uint8)
+            params.write(0, blob)
+            assert params.mem is not None
+            for (k, index, _), off in zip(self._params, offsets, strict=True):
+                self.plan.dispatches[k].bindings[index] = (params.mem, off)
+        return self.plan
+
+
+def _release(plan: MetalPlan) -> None:
+    if plan.params is not None:
+        plan.params.free()
+
+
+class MetalBackend(PlannedBackend[MetalPlan]):
+    def __init__(self, device: MetalDevice) -> None:
+        super().__init__(device, self._build, _release)
+        self.device: MetalDevice = device
+        self.errors = ErrorSites()
+        self.status_buffer = device.buffer_type().alloc_buffer(16)
+        self.status_buffer.write(0, np.zeros(16, np.uint8))
+        self._scratch: MetalBuffer | None = None
+        self._pending: list[Submission] = []
+        self._waits: list[tuple[DriverEvent, int]] = []
+        self._armed = False
+        self.replays = 0
+
+    # ---- plans ------------------------------------------------------------------------------------------------
+
+    def _build(self, graph: Graph) -> MetalPlan:
+        from pyggml_metal.op_table import TABLE
+
+        builder = MetalDispatchBuilder(self)
+        TABLE.build(graph.nodes, builder, self.name)
+        return builder.finish()
+
+    def scratch_buffer(self, nbytes: int) -> MetalBuffer:
+        """The backend's scratch buffer, grown (a new one; plans keep the old one alive) to nbytes."""
+        if self._scratch is None or self._scratch.size < nbytes:
+            size = max(nbytes, 1 << 20, 2 * self._scratch.size if self._scratch else 0)
+            self._scratch = self.device.buffer_type().alloc_buffer(min(size, self.device.buffer_type().max_size))
+        return self._scratch
+
+    def replay(self, plan: MetalPlan) -> None:
+        check_not_freed(plan.buffers.values(), self.name)
+        cb = self.device.driver_device.command_buffer()
+        waits, self._waits = self._waits, []
+        for event, value in waits:
+            cb.encode_wait(event, value)
+        for d in plan.dispatches:
+            cb.dispatch(d.pipeline, d.bindings, d.groups)
+        self._pending.append(self.device.commit(cb))
+        self._armed |= plan.checks
+        self.replays += 1
+
+    def synchronize(self) -> None:
+        """Wait for the committed command buffers; ComputeError if one failed or a kernel found a bad index."""
+        pending, self._pending = self._pending, []
+        self.device.finish(pending)
+        failed = [s.error for s in pending if s.error is not None]
+        if failed:
+            raise ComputeError(f"{self.name}: a command buffer failed: {failed[0]}") from failed[0]
+        if self._armed:
+            self._armed = False
+            code = int(self.status_buffer.read(0, 4).view(np.uint32)[0])
+            if code:
+                self.status_buffer.write(0, np.zeros(4, np.uint8))
+                raise ComputeError(f"{self.name}: {self.errors.describe(code)}; the node's output is incomplete")
+
+    # ---- transfers: shared memory, ordered after the queued work ---------------------------------------------
+
+    def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
+        src_backend.synchronize()
+        self.synchronize()
+        tensor_copy(src, dst)
+        return True
+
+    # ---- events -------------------------------------------------------------------------------------------
+
+    def event_record(self, event: Event) -> None:
+        if isinstance(event, MetalEvent) and event.device is self.device:
+            event.value += 1
+            cb = self.device.driver_device.command_buffer()
+            cb.encode_signal(event.driver_event, event.value)
+            self._pending.append(self.device.commit(cb))
+        else:
+            event.record(self)
+
+    def event_wait(self, event: Event) -> None:
+        if isinstance(event, MetalEvent) and event.device is self.device:
+            if event.value:
+                self._waits.append((event.driver_event, event.value))
+        else:
+            event.synchronize()
+
+    def free(self) -> None:
+        try:
+            self.synchronize()
+        except ComputeError as e:
+            log.warning("%s: freeing after a failed compute: %s", self.name, e)
+        super().free()
+        self.status_buffer.free()
+
+
+class MetalEvent(Event):
+    """A value of an MTLSharedEvent: recorded by a backend's command buffer signalling it, waited for by another's
+    command buffer (same device) or by the host."""
+
+    def __init__(self, device: MetalDevice) -> None:
+        self.device = device
+        self.driver_event = device.driver_device.new_event()
+        self.value = 0
+
+    def record(self, backend: Backend) -> None:
+        backend.event_record(self)
+
+    def synchronize(self) -> None:
+        if self.value:
+            self.driver_event.wait_host(self.value)

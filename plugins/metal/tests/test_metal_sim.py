@@ -1,0 +1,80 @@
+"""MetalSim0, the emulator as a device: barriers, bad indices, buffer lifetimes on the real path (numerics of every
+op are the conformance suite's: make conformance-metal)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from pyggml import ops
+from pyggml.backend.protocol import Device
+from pyggml.context import Context
+from pyggml.errors import ComputeError
+from pyggml.graph import build_graph
+from pyggml_metal.registry import MetalRegistry
+from pyggml_testing.buffers import check_free_during_compute, check_use_after_free
+from pyggml_testing.vulkan import place
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the emulator (g++, ucontext fibers) is built and "
+                                "checked on Linux; on a Mac, Metal0 is the device")
+
+
+@pytest.fixture(scope="module")
+def sim() -> Device:
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYGGML_METAL_SIM", "1")
+    try:
+        devs = [d for d in MetalRegistry().devices() if d.name == "MetalSim0"]
+    finally:
+        mp.undo()
+    assert devs, "PYGGML_METAL_SIM=1 gives MetalSim0"
+    return devs[0]
+
+
+def _soft_max(dev: Device, rows: int = 5, n: int = 1000):  # type: ignore[no-untyped-def]
+    ctx = Context(no_alloc=True)
+    x = ctx.new_tensor("f32", n, rows, name="x")
+    y = ops.soft_max(x)
+    g = build_graph(y)
+    buf = place(g, dev.buffer_type())
+    xv = np.random.default_rng(1).standard_normal((rows, n)).astype(np.float32) * 4
+    x.set(xv)
+    return xv, y, g, buf
+
+
+def test_threadgroup_reductions_match_numpy(sim: Device) -> None:
+    """SOFT_MAX reduces a row in threadgroup memory across barriers (128 fibers per group)."""
+    xv, y, g, _buf = _soft_max(sim)
+    be = sim.init_backend()
+    be.graph_compute(g)
+    e = np.exp(xv - xv.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y.numpy(), e / e.sum(axis=1, keepdims=True), rtol=2e-5, atol=1e-9)
+    be.graph_compute(g)  # replayed
+    assert be.plans_built == 1  # type: ignore[attr-defined]
+
+
+def test_bad_index_raises_naming_the_node(sim: Device) -> None:
+    ctx = Context(no_alloc=True)
+    rows = ctx.new_tensor("f32", 8, 4, name="rows")
+    idx = ctx.new_tensor("i32", 2, name="idx")
+    y = ops.get_rows(rows, idx).set_name("picked")
+    g = build_graph(y)
+    place(g, sim.buffer_type())
+    rows.set(np.ones((4, 8), np.float32))
+    idx.set(np.array([1, 9], np.int32))
+    be = sim.init_backend()
+    with pytest.raises(ComputeError, match="MetalSim0: node 'picked'"):
+        be.graph_compute(g)
+    idx.set(np.array([1, 3], np.int32))
+    be.graph_compute(g)
+    assert np.all(y.numpy() == 1)
+
+
+def test_use_after_free_and_free_during_compute(sim: Device) -> None:
+    _xv, y, g, buf = _soft_max(sim)
+    be = sim.init_backend()
+    be.graph_compute(g)
+    check_use_after_free(be, g, y, buf)
+    check_free_during_compute(be, lambda: _soft_max(sim)[2:])
