@@ -12,7 +12,8 @@ docs/op-semantics.md), zero-size kernels, strides or dilations below 1 and negat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, TypeVar
 
 from pyggml.errors import ShapeError
 from pyggml.ops.base import Op, check_types, define, fail, need, record
@@ -21,7 +22,12 @@ from pyggml.ops.matmul import mul_mat
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import FLOAT_TYPES, GGMLType
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 Srcs = tuple[Tensor | None, ...]
+P = TypeVar("P", bound="DataclassInstance")
+"""A params dataclass of this module."""
 F32 = GGMLType.F32
 
 
@@ -154,22 +160,33 @@ def _srcs2(op: Op, srcs: Srcs) -> tuple[Tensor, Tensor]:
     return a, b
 
 
-def _params(op: Op, params: object, cls: type) -> None:
-    """params is the op's dataclass and every word an int (they travel as int32 op_params)."""
-    if not isinstance(params, cls) or not is_dataclass(params):
+def _params(op: Op, params: object, cls: type[P]) -> P:
+    """params, checked to be the op's dataclass with every word an int (they travel as int32 op_params)."""
+    if not isinstance(params, cls):
         raise ShapeError(f"{op.name}: params must be {cls.__name__}, got {type(params).__name__}")
     for f in fields(params):
         v = getattr(params, f.name)
         if f.name not in ("dst_type", "ne") and not (isinstance(v, int) and -(1 << 31) <= v < (1 << 31)):
             raise ShapeError(f"{op.name}: {f.name}={v!r} must be an int32")
+    return params
+
+
+def _out_wh(op: Op, a: Tensor, b: Tensor, p: Conv2dParams | Conv3dParams | Im2col3dParams) -> tuple[int, int]:
+    """Output width and height of kernel a over input b (ne[0], ne[1]) with p's strides, paddings, dilations."""
+    return (out_size(op, "width", b.ne[0], a.ne[0], p.s0, p.p0, p.d0, a, b),
+            out_size(op, "height", b.ne[1], a.ne[1], p.s1, p.p1, p.d1, a, b))
+
+
+def _kernel_input(op: Op, srcs: Srcs, params: object, cls: type[P]) -> tuple[Tensor, Tensor, P]:
+    """The (kernel, input) pair of a convolution-like op and its checked params."""
+    p = _params(op, params, cls)
+    a, b = _srcs2(op, srcs)
+    return a, b, p
 
 
 def _im2col(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.IM2COL
-    _params(op, params, Im2colParams)
-    assert isinstance(params, Im2colParams)
-    a, b = _srcs2(op, srcs)
-    p = params
+    a, b, p = _kernel_input(op, srcs, params, Im2colParams)
     if p.dst_type not in FLOAT_TYPES:
         raise fail(op, f"dst_type {p.dst_type} must be f32, f16 or bf16")
     return p.dst_type, _cols_ne(op, a, b.ne, p, "the input's", a, b)
@@ -192,16 +209,15 @@ def _cols_ne(op: Op, a: Tensor, ne: Ne, p: Im2colParams | Im2colBackParams, what
 
 def _im2col_back(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.IM2COL_BACK
-    _params(op, params, Im2colBackParams)
-    assert isinstance(params, Im2colBackParams)
+    p = _params(op, params, Im2colBackParams)
     g = need(srcs[0], op, "src0 (gradient)")
     a = need(srcs[1] if len(srcs) > 1 else None, op, "src1 (kernel)")
     check_types(op, g, frozenset({F32}), "src0 (gradient)")
     check_types(op, a, FLOAT_TYPES, "src1 (kernel)")
-    ne = params.ne
+    ne = p.ne
     if len(ne) != 4 or not all(isinstance(n, int) and n > 0 for n in ne):
         raise fail(op, f"the result's ne {list(ne)} must be four positive ints", g)
-    want = _cols_ne(op, a, ne, params, "the result's", g, a)
+    want = _cols_ne(op, a, ne, p, "the result's", g, a)
     if g.ne != want:
         raise fail(op, f"the gradient must be IM2COL's result for an input of shape {list(ne)}: {list(want)}", g, a)
     return F32, (ne[0], ne[1], ne[2], ne[3])
@@ -209,27 +225,21 @@ def _im2col_back(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
 
 def _im2col_3d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.IM2COL_3D
-    _params(op, params, Im2col3dParams)
-    assert isinstance(params, Im2col3dParams)
-    a, b = _srcs2(op, srcs)
-    p = params
+    a, b, p = _kernel_input(op, srcs, params, Im2col3dParams)
     if p.dst_type not in FLOAT_TYPES:
         raise fail(op, f"dst_type {p.dst_type} must be f32, f16 or bf16")
     if p.ic < 1 or b.ne[3] % p.ic or a.ne[3] % p.ic:
         raise fail(op, f"IC={p.ic} must be >= 1 and divide both ne[3]s (kernel OC*IC, input N*IC)", a, b)
-    ow = out_size(op, "width", b.ne[0], a.ne[0], p.s0, p.p0, p.d0, a, b)
-    oh = out_size(op, "height", b.ne[1], a.ne[1], p.s1, p.p1, p.d1, a, b)
+    ow, oh = _out_wh(op, a, b, p)
     od = out_size(op, "depth", b.ne[2], a.ne[2], p.s2, p.p2, p.d2, a, b)
     return p.dst_type, (a.ne[0] * a.ne[1] * a.ne[2] * p.ic, ow, oh, od * (b.ne[3] // p.ic))
 
 
 def _col2im_1d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.COL2IM_1D
-    _params(op, params, Col2im1dParams)
-    assert isinstance(params, Col2im1dParams)
+    p = _params(op, params, Col2im1dParams)
     a = need(srcs[0], op, "src0 (columns)")
     check_types(op, a, FLOAT_TYPES, "src0 (columns)")
-    p = params
     if a.ne[2] != 1 or a.ne[3] != 1:
         raise fail(op, "src0 must be a matrix [K*OC, T_in]", a)
     if p.s0 < 1 or p.oc < 1 or p.p0 < 0:
@@ -245,10 +255,7 @@ def _col2im_1d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
 
 def _conv_transpose_1d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.CONV_TRANSPOSE_1D
-    _params(op, params, ConvTranspose1dParams)
-    assert isinstance(params, ConvTranspose1dParams)
-    a, b = _srcs2(op, srcs)
-    p = params
+    a, b, p = _kernel_input(op, srcs, params, ConvTranspose1dParams)
     if b.ne[2] != 1 or b.ne[3] != 1:
         raise fail(op, "the input must be a matrix [L, IC]", b)
     if a.ne[2] != b.ne[1] or a.ne[3] != 1:
@@ -262,54 +269,40 @@ def _conv_transpose_1d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
 
 def _conv_2d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.CONV_2D
-    _params(op, params, Conv2dParams)
-    assert isinstance(params, Conv2dParams)
-    a, b = _srcs2(op, srcs)
-    p = params
+    a, b, p = _kernel_input(op, srcs, params, Conv2dParams)
     if a.ne[2] != b.ne[2]:
         raise fail(op, "kernel ne[2] (input channels) must equal the input's ne[2]", a, b)
-    ow = out_size(op, "width", b.ne[0], a.ne[0], p.s0, p.p0, p.d0, a, b)
-    oh = out_size(op, "height", b.ne[1], a.ne[1], p.s1, p.p1, p.d1, a, b)
+    ow, oh = _out_wh(op, a, b, p)
     return b.type, (ow, oh, a.ne[3], b.ne[3])
 
 
 def _conv_2d_dw(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.CONV_2D_DW
-    _params(op, params, Conv2dParams)
-    assert isinstance(params, Conv2dParams)
-    a, b = _srcs2(op, srcs)
-    p = params
+    a, b, p = _kernel_input(op, srcs, params, Conv2dParams)
     if a.ne[2] != 1 or a.ne[3] != b.ne[2]:
         raise fail(op, "the kernel must be [KW, KH, 1, C] with C the input's ne[2]", a, b)
-    ow = out_size(op, "width", b.ne[0], a.ne[0], p.s0, p.p0, p.d0, a, b)
-    oh = out_size(op, "height", b.ne[1], a.ne[1], p.s1, p.p1, p.d1, a, b)
+    ow, oh = _out_wh(op, a, b, p)
     return b.type, (ow, oh, b.ne[2], b.ne[3])
 
 
 def _conv_3d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.CONV_3D
-    _params(op, params, Conv3dParams)
-    assert isinstance(params, Conv3dParams)
-    a, b = _srcs2(op, srcs)
-    p = params
+    a, b, p = _kernel_input(op, srcs, params, Conv3dParams)
     if min(p.c, p.n, p.oc) < 1:
         raise fail(op, f"c, n, oc must be >= 1 (got {p.c}, {p.n}, {p.oc})")
     if a.ne[3] != p.c * p.oc:
         raise fail(op, f"kernel ne[3] must be c*oc = {p.c}*{p.oc}", a)
     if b.ne[3] != p.c * p.n:
         raise fail(op, f"input ne[3] must be c*n = {p.c}*{p.n}", b)
-    ow = out_size(op, "width", b.ne[0], a.ne[0], p.s0, p.p0, p.d0, a, b)
-    oh = out_size(op, "height", b.ne[1], a.ne[1], p.s1, p.p1, p.d1, a, b)
+    ow, oh = _out_wh(op, a, b, p)
     od = out_size(op, "depth", b.ne[2], a.ne[2], p.s2, p.p2, p.d2, a, b)
     return F32, (ow, oh, od, p.oc * p.n)
 
 
 def _conv_transpose_2d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.CONV_TRANSPOSE_2D
-    _params(op, params, ConvTranspose2dParams)
-    assert isinstance(params, ConvTranspose2dParams)
-    a, b = _srcs2(op, srcs)
-    s = params.stride
+    a, b, p = _kernel_input(op, srcs, params, ConvTranspose2dParams)
+    s = p.stride
     if a.ne[3] != b.ne[2]:
         raise fail(op, "the kernel must be [KW, KH, OC, IC] with IC the input's ne[2]", a, b)
     if s < 1 or min(a.ne[0], a.ne[1], b.ne[0], b.ne[1]) < 1:
