@@ -27,12 +27,13 @@ from pyggml.backend.protocol import (
     Registry,
 )
 from pyggml.errors import AllocationError, UnsupportedOpError
+from pyggml.ops.base import VIEW_OPS, Op
 from pyggml.types import GGMLType, type_traits
 from pyggml_rpc import opcodes
 from pyggml_rpc.connection import Connection
 from pyggml_rpc.fnv import fnv1a64
 from pyggml_rpc.ggml_support import ggml_cpu_runs
-from pyggml_rpc.graph_codec import RPCGraphPlan, build_plan, check_wire_shape
+from pyggml_rpc.graph_codec import RPCGraphPlan, build_plan, check_wire_shape, support_query
 from pyggml_rpc.wire import (
     CLEAR_REQ,
     DEVICE_U64,
@@ -40,6 +41,7 @@ from pyggml_rpc.wire import (
     MEMSET_TAIL,
     SET_TENSOR_HEAD,
     TWO_U64,
+    U8,
     U32,
     U64,
     Cmd,
@@ -63,6 +65,8 @@ class RPCDevice(Device):
         self.server = server
         self.index = index
         self._buft = RPCBufferType(self)
+        self._support: dict[bytes, bool] = {}
+        """SUPPORTS_OP's answers by query (support_query's bytes)."""
 
     @property
     def description(self) -> str:
@@ -95,7 +99,17 @@ class RPCDevice(Device):
                 check_wire_shape(t, "tensor")
         except UnsupportedOpError:
             return False
+        if self.server.conn.answers_supports_op and op.op is not Op.NONE and op.op not in VIEW_OPS:
+            return self._remote_supports(op)
         return True
+
+    def _remote_supports(self, op: Tensor) -> bool:
+        """The server's device's own answer (its op table: types, layouts, sizes), asked once per kind of node."""
+        query = support_query(op, self.index)
+        known = self._support.get(query)
+        if known is None:
+            known = self._support[query] = self.server.conn.call(Cmd.SUPPORTS_OP, query, U8.size) == b"\x01"
+        return known
 
     def supports_buft(self, buft: BufferType) -> bool:
         return buft is self._buft

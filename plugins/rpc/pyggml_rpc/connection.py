@@ -20,7 +20,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from pyggml.errors import PyGGMLError
-from pyggml_rpc.wire import CONN_CAPS_SIZE, HEADER, HELLO_RSP, NO_REPLY, PROTO_VERSION, PYGGML_SERVER_MARK, U64, Cmd
+from pyggml_rpc.wire import (
+    CONN_CAPS_SIZE,
+    HEADER,
+    HELLO_RSP,
+    NO_REPLY,
+    PROTO_VERSION,
+    PYGGML_SERVER_MARK,
+    PYGGML_SUPPORTS_OP_MARK,
+    U64,
+    Cmd,
+)
 
 log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 120.0
@@ -78,7 +88,9 @@ class Connection:
             raise RPCError(f"RPC server {endpoint} speaks protocol {major}.{minor}.{patch}; this client speaks "
                            f"{'.'.join(map(str, PROTO_VERSION))}")
         self.server_version = (major, minor, patch)
-        self.pyggml_server = mark == PYGGML_SERVER_MARK
+        self.pyggml_server = mark in (PYGGML_SERVER_MARK, PYGGML_SUPPORTS_OP_MARK)
+        self.answers_supports_op = mark == PYGGML_SUPPORTS_OP_MARK
+        """A pyggml server that says which nodes its devices run (SUPPORTS_OP)."""
 
     # ---- requests ---------------------------------------------------------------------------------------------
 

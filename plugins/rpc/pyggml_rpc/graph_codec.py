@@ -109,3 +109,35 @@ def build_plan(graph: Graph, device: int, locate: Locate, server: str) -> RPCGra
         rec["use_count"] = graph.use_count(t)
     ids = np.fromiter((id(n) for n in nodes), dtype=np.uint64, count=len(nodes))
     return RPCGraphPlan(device, graph_payload(device, ids, recs), len(nodes))
+
+
+def support_query(node: Tensor, device: int) -> bytes:
+    """SUPPORTS_OP's payload for `node`: the node, its sources as leafs (wire order) and, for a result written in
+    place, the tensor it is a view of; no buffers or names, ids by position. Equal nodes (op, params, types,
+    shapes, strides, view offset) give equal bytes, so it is also the key under which the client keeps the answer."""
+    wire = opcodes.encode(node)
+    tensors: list[Tensor | None] = [node, *wire.srcs]
+    owner = node.view_src
+    if owner is not None and all(s is not owner for s in wire.srcs):
+        tensors.append(owner)
+    recs = np.zeros(len(tensors), dtype=RPC_TENSOR)
+    for i, t in enumerate(tensors):
+        if t is None:
+            continue
+        check_wire_shape(t, "tensor")
+        rec = recs[i]
+        rec["id"] = i + 1
+        rec["type"] = opcodes.ggml_type(t.type)
+        rec["ne"] = t.ne
+        rec["nb"] = t.nb
+        rec["flags"] = int(t.flags) & ~int(TensorFlag.COMPUTE)  # PARAM, LOSS: some shape rules read them
+    head = recs[0]
+    head["op"] = wire.op
+    head["op_params"] = wire.params
+    head["flags"] = int(node.flags) | int(TensorFlag.COMPUTE)
+    head["src"][: len(wire.srcs)] = [i + 1 if s is not None else 0 for i, s in enumerate(wire.srcs, start=1)]
+    if owner is not None:
+        head["view_src"] = next(i for i, t in enumerate(tensors) if i and t is owner) + 1
+        head["view_offs"] = node.view_offs
+    present = recs[[0, *(i for i, t in enumerate(tensors) if i and t is not None)]]
+    return graph_payload(device, np.array([1], dtype=np.uint64), present)

@@ -24,6 +24,7 @@ import numpy as np
 
 from pyggml.backend.protocol import Backend, Device
 from pyggml.errors import PyGGMLError
+from pyggml.ops.base import Op
 from pyggml_rpc.fnv import fnv1a64
 from pyggml_rpc.server_graph import decode_graph
 from pyggml_rpc.server_tensors import BufferTable, ProtocolError, make_tensor, region
@@ -35,10 +36,11 @@ from pyggml_rpc.wire import (
     MAX_GRAPH_NODES,
     MEMSET_TAIL,
     PROTO_VERSION,
-    PYGGML_SERVER_MARK,
+    PYGGML_SUPPORTS_OP_MARK,
     REQUEST_SIZES,
     RPC_TENSOR,
     SET_TENSOR_HEAD,
+    SUPPORTS_OP_MAX,
     TENSOR_SIZE,
     TWO_U64,
     U8,
@@ -94,6 +96,8 @@ class Session:
             return TENSOR_SIZE + SET_TENSOR_HEAD.size + largest
         if cmd is Cmd.GRAPH_COMPUTE:
             return GRAPH_PAYLOAD_MAX
+        if cmd is Cmd.SUPPORTS_OP:
+            return SUPPORTS_OP_MAX
         size = REQUEST_SIZES[cmd]
         assert size is not None
         return size
@@ -152,6 +156,18 @@ class Session:
         self.graphs[index] = graph
         self._compute(index, graph)
         return None
+
+    def _supports_op(self, p: bytes) -> bytes | None:
+        """Whether the device runs the one node of the payload (pyggml's command: a client asks before it places
+        a node here, so a graph never holds a node this device refuses)."""
+        try:
+            index, graph = decode_graph(p, self.served.devices, BufferTable(), placed=False)
+        except ProtocolError as e:  # a node this server cannot even decode (a newer client's op, say): not here
+            log.warning("rpc-server: %s: SUPPORTS_OP answered no: %s", self.peer, e)
+            return U8.pack(0)
+        if len(graph.nodes) != 1 or graph.nodes[0].op is Op.NONE:
+            raise ProtocolError(f"SUPPORTS_OP: {len(graph.nodes)} nodes; it asks about exactly one op node")
+        return U8.pack(int(self.served.devices[index].supports_op(graph.nodes[0])))
 
     def _buffer_get_base(self, p: bytes) -> bytes | None:
         return U64.pack(self.table.get(U64.unpack(p)[0], "BUFFER_GET_BASE").base)
@@ -305,13 +321,14 @@ HANDLERS: dict[Cmd, Callable[[Session, bytes], bytes | None]] = {
     Cmd.GET_ALLOC_SIZE: Session._alloc_size,
     Cmd.GRAPH_COMPUTE: Session._graph_compute,
     Cmd.GRAPH_RECOMPUTE: Session._graph_recompute,
+    Cmd.SUPPORTS_OP: Session._supports_op,
 }
 """Every command's handler: one table, so a command without one cannot reach the session."""
 assert set(HANDLERS) == set(Cmd)
 
 
 def hello_reply() -> bytes:
-    return HELLO_RSP.pack(*PROTO_VERSION, PYGGML_SERVER_MARK, bytes(CONN_CAPS_SIZE))
+    return HELLO_RSP.pack(*PROTO_VERSION, PYGGML_SUPPORTS_OP_MARK, bytes(CONN_CAPS_SIZE))
 
 
 def serve_connection(sock: socket.socket, served: Served, peer: str) -> None:

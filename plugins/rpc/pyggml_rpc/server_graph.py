@@ -27,8 +27,9 @@ from pyggml_rpc.server_tensors import BufferTable, ProtocolError, make_tensor, s
 from pyggml_rpc.wire import MAX_GRAPH_NODES, RPC_TENSOR, TENSOR_SIZE, U32
 
 
-def decode_graph(payload: bytes, devices: list[Device], table: BufferTable) -> tuple[int, Graph]:
-    """(device index, graph) of a GRAPH_COMPUTE payload; ProtocolError for anything out of place."""
+def decode_graph(payload: bytes, devices: list[Device], table: BufferTable, placed: bool = True) -> tuple[int, Graph]:
+    """(device index, graph) of a GRAPH_COMPUTE payload; ProtocolError for anything out of place. placed=False
+    (SUPPORTS_OP's node, which has no buffers yet) leaves out the checks of where the nodes' tensors are."""
     if len(payload) < 12:
         raise ProtocolError(f"GRAPH_COMPUTE: {len(payload)} bytes is shorter than its header")
     device, n_nodes = U32.unpack_from(payload, 0)[0], U32.unpack_from(payload, 4)[0]
@@ -50,7 +51,7 @@ def decode_graph(payload: bytes, devices: list[Device], table: BufferTable) -> t
         if tid == 0 or tid in by_id:
             raise ProtocolError(f"GRAPH_COMPUTE: tensor {i} has id {tid:#x}, zero or repeated")
         by_id[tid] = i
-    builder = _Builder(recs, by_id, table)
+    builder = _Builder(recs, by_id, table, placed)
     graph = Graph(max(n_nodes, 1))
     dev = devices[device]
     for tid in node_ids.tolist():
@@ -62,7 +63,7 @@ def decode_graph(payload: bytes, devices: list[Device], table: BufferTable) -> t
         if id(node) in builder.noded:
             continue
         builder.noded.add(id(node))
-        if node.op is not Op.NONE:
+        if node.op is not Op.NONE and placed:
             _check_node(node, dev)
         graph.nodes.append(node)
         graph.use_counts[id(node)] = max(int(recs[by_id[tid]]["use_count"]), 0)
@@ -89,8 +90,10 @@ def _check_node(node: Tensor, dev: Device) -> None:
 class _Builder:
     """Makes each wire tensor once, sources first, without recursion (graphs can be thousands deep)."""
 
-    def __init__(self, recs: Any, by_id: dict[int, int], table: BufferTable) -> None:
+    def __init__(self, recs: Any, by_id: dict[int, int], table: BufferTable, placed: bool = True) -> None:
         self.recs = recs
+        self.placed = placed
+        """False: tensors without buffers (SUPPORTS_OP), so views are taken at their word."""
         self.by_id = by_id
         self.table = table
         self.made: dict[int, Tensor] = {}
@@ -141,10 +144,14 @@ class _Builder:
                                 f"has more elements than its {span(t)} bytes hold")
         if rec["view_src"]:
             owner = self.made[int(rec["view_src"])]
-            if owner.view_src is not None or owner.buffer is not t.buffer or t.buffer is None:
+            if not self.placed:
+                if owner.view_src is not None:
+                    raise ProtocolError(f"GRAPH_COMPUTE: view '{t.name}': its source must own its data")
+                t.offset = owner.offset + int(rec["view_offs"])
+            elif owner.view_src is not None or owner.buffer is not t.buffer or t.buffer is None:
                 raise ProtocolError(f"GRAPH_COMPUTE: view '{t.name}' must be in its view source's buffer, and "
                                     "that source must own its data")
-            if int(rec["view_offs"]) != t.offset - owner.offset:
+            if self.placed and int(rec["view_offs"]) != t.offset - owner.offset:
                 raise ProtocolError(f"GRAPH_COMPUTE: view '{t.name}' sits at offset {t.offset}, not at its "
                                     f"source's {owner.offset} + view_offs {int(rec['view_offs'])}")
             t.view_src = owner

@@ -45,6 +45,10 @@ class Cmd(IntEnum):
     DEVICE_COUNT = 15
     GRAPH_RECOMPUTE = 16
     MEMSET_TENSOR = 17
+    SUPPORTS_OP = 0x70
+    """pyggml's own (not ggml's): whether the server's device runs one node; sent only to a server whose HELLO
+    reply carries PYGGML_SUPPORTS_OP_MARK. `u32 device | u32 1 | u64 node id | u32 n | rpc_tensor * n` (GRAPH_COMPUTE's
+    layout, one node, no buffers) -> `u8` 1 or 0."""
 
 
 NO_REPLY = frozenset({Cmd.SET_TENSOR, Cmd.GRAPH_COMPUTE, Cmd.GRAPH_RECOMPUTE, Cmd.FREE_BUFFER, Cmd.BUFFER_CLEAR,
@@ -69,6 +73,9 @@ HELLO_RSP = struct.Struct(f"<BBBB{CONN_CAPS_SIZE}s")
 PYGGML_SERVER_MARK = 0x70
 """What `pyggml rpc-server` puts in HELLO's padding byte (ggml leaves it 0 and ggml's client ignores it): a pyggml
 client then knows the server computes pyggml's op semantics, not only what ggml's CPU kernels take."""
+PYGGML_SUPPORTS_OP_MARK = 0x71
+"""The mark of a pyggml server that also answers SUPPORTS_OP (ggml's clients ignore the byte either way; its
+capability bytes stay ggml's, all zero: they negotiate RDMA)."""
 DEVICE_U64 = struct.Struct("<IQ")
 """ALLOC_BUFFER request: device, size"""
 TWO_U64 = struct.Struct("<QQ")
@@ -101,8 +108,11 @@ REQUEST_SIZES: dict[Cmd, int | None] = {
     Cmd.DEVICE_COUNT: 0,
     Cmd.GRAPH_RECOMPUTE: U32.size,
     Cmd.MEMSET_TENSOR: TENSOR_SIZE + MEMSET_TAIL.size,
+    Cmd.SUPPORTS_OP: None,
 }
-"""Exact payload size of each command's request; None: variable (SET_TENSOR, GRAPH_COMPUTE)."""
+"""Exact payload size of each command's request; None: variable (SET_TENSOR, GRAPH_COMPUTE, SUPPORTS_OP)."""
+SUPPORTS_OP_MAX = 4 + 4 + 8 + 4 + (1 + MAX_SRC) * TENSOR_SIZE
+"""A SUPPORTS_OP payload: the node and at most MAX_SRC sources."""
 
 
 def empty_tensors(n: int) -> np.ndarray:

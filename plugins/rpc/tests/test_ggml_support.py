@@ -211,7 +211,8 @@ def test_client_hook(ctx: gg.Context) -> None:
     dev = object.__new__(RPCDevice)
     mixed = ops.add(ctx.new_tensor(F32, 8), ctx.new_tensor(F16, 8))
     for pyggml_server in (False, True):
-        dev.server = SimpleNamespace(conn=SimpleNamespace(pyggml_server=pyggml_server))  # type: ignore[assignment]
+        conn = SimpleNamespace(pyggml_server=pyggml_server, answers_supports_op=False)  # (test_supports_op.py)
+        dev.server = SimpleNamespace(conn=conn)  # type: ignore[assignment]
         assert dev.supports_op(ops.add(ctx.new_tensor(F32, 8), ctx.new_tensor(F32, 8)))
         assert dev.supports_op(mixed) is pyggml_server
 

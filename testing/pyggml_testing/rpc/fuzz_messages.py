@@ -153,6 +153,26 @@ def graph_msg(device: int, nodes: np.ndarray, recs: np.ndarray) -> Msg:
                [at + 4 + TENSOR_SIZE * i for i in range(len(recs))])
 
 
+def g_supports(w: World, r: random.Random, t: list[Template]) -> Msg:
+    """SUPPORTS_OP: one node of a template graph with everything it reads (sources, view sources), no buffers."""
+    tpl = r.choice(t)
+    by_id = {int(rec["id"]): i for i, rec in enumerate(tpl.recs)}
+    node = int(r.choice([n for n in tpl.nodes.tolist() if int(tpl.recs[by_id[n]]["op"]) != 0]))
+    keep, todo = set(), [node]
+    while todo:
+        tid = todo.pop()
+        if tid in keep:
+            continue
+        keep.add(tid)
+        rec = tpl.recs[by_id[tid]]
+        todo += [int(x) for x in (*rec["src"], rec["view_src"]) if int(x) and int(x) in by_id]
+    recs = tpl.recs[sorted(by_id[i] for i in keep)].copy()
+    recs["buffer"] = 0
+    recs["data"] = 0
+    msg = graph_msg(r.randrange(w.n_devices), np.array([node], dtype=np.uint64), recs)
+    return Msg(Cmd.SUPPORTS_OP, msg.payload, msg.scalars, msg.tensors)
+
+
 def g_recompute(w: World, r: random.Random, t: list[Template]) -> Msg:
     device = r.randrange(w.n_devices)
     if device not in w.a.graphs:
@@ -183,6 +203,7 @@ GENERATORS: dict[Cmd, Callable[[World, random.Random, list[Template]], Msg]] = {
     Cmd.COPY_TENSOR: g_copy,
     Cmd.GRAPH_COMPUTE: g_graph,
     Cmd.GRAPH_RECOMPUTE: g_recompute,
+    Cmd.SUPPORTS_OP: g_supports,
     Cmd.INIT_TENSOR: lambda w, r, t: Msg(Cmd.INIT_TENSOR, typed(w, r, GRAPH_AREA, MAIN_SIZE)[0].tobytes(), [], [0]),
     Cmd.GET_ALLOC_SIZE: g_alloc_size,
     Cmd.MEMSET_TENSOR: g_memset,

@@ -40,7 +40,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 REPLY_SIZES = {Cmd.DEVICE_COUNT: 4, Cmd.ALLOC_BUFFER: 16, Cmd.GET_ALIGNMENT: 8, Cmd.GET_MAX_SIZE: 8,
                Cmd.BUFFER_GET_BASE: 8, Cmd.SET_TENSOR_HASH: 1, Cmd.COPY_TENSOR: 1, Cmd.GET_DEVICE_MEMORY: 16,
-               Cmd.GET_ALLOC_SIZE: 8}
+               Cmd.GET_ALLOC_SIZE: 8, Cmd.SUPPORTS_OP: 1}
 """What ggml's client reads back for each command with a fixed reply (GET_TENSOR: its size field)."""
 
 
