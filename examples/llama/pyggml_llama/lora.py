@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parse_args(argv)
     try:
         return _run(a)
-    except PyGGMLError as e:
+    except (PyGGMLError, OSError) as e:  # OSError: a --text, --init or output path that cannot be opened
         print(f"error: {e}", file=sys.stderr)
         return 1
 
@@ -76,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(a: argparse.Namespace) -> int:
     if a.steps < 1 or a.ctx < 2:
         raise PyGGMLError(f"--steps ({a.steps}) must be at least 1 and --ctx ({a.ctx}) at least 2")
+    for flag, out in (("--out", a.out), ("--json", a.json)):  # before training, not after its minutes
+        if out and not Path(out).resolve().parent.is_dir():
+            raise PyGGMLError(f"{flag} {out}: the directory {Path(out).resolve().parent} does not exist")
     gf = GGUFFile(a.model or default_model_path())
     hp = HParams.from_gguf(gf)
     tok = Tokenizer(gf)

@@ -292,3 +292,17 @@ def test_cli_trains_and_saves_an_adapter(tmp_path: Path, capsys: pytest.CaptureF
     assert steps[-1]["loss"] < steps[0]["loss"]
     assert lora.main([*argv[:-4], "--steps", "2", "--init", str(out)]) == 0  # resume from the saved adapter
     assert lora.main(["--model", str(model_path), "--text", str(text), "--targets", "q,x"]) == 1
+
+
+@pytest.mark.parametrize("bad", [["--text", "missing.txt"], ["--out", "no/such/dir/ad.gguf"],
+                                 ["--json", "no/such/dir/steps.json"]])
+def test_cli_reports_bad_paths_without_a_traceback(tmp_path: Path, bad: list[str],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing --text file used to end in a FileNotFoundError traceback; an --out or --json in a missing
+    directory failed only after the whole training run."""
+    model_path = tmp_path / "tiny.gguf"
+    _write_tiny_gguf(model_path)
+    bad = [bad[0], str(tmp_path / bad[1])]
+    assert lora.main(["--model", str(model_path), "--steps", "1", "--ctx", "4", *bad]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and ("missing.txt" in err or "does not exist" in err)

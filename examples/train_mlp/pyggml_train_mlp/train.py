@@ -3,7 +3,8 @@
     pyggml-train-mlp --device cpu --epochs 60 --png loss.png
     pyggml-train-mlp --device OpenCL0      # ops the device lacks run on the CPU fallback backend
 
-Exit status 0 when the final validation accuracy reaches --target (default 0.95), else 1.
+Exit status 0 when the final validation accuracy reaches --target (default 0.95), else 1; 2 for bad arguments
+or a run that cannot start (an unknown device, a batch larger than the data), with the reason.
 """
 
 from __future__ import annotations
@@ -106,13 +107,22 @@ def write_png(results: Sequence[EpochResult], path: str, title: str) -> bool:
     return True
 
 
+def _positive(text: str) -> int:
+    """argparse type of the counts (epochs, batch, hidden): 0 or less would fail deep inside the graph or the
+    trainer instead of at the command line."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="pyggml-train-mlp", description=__doc__.split("\n")[0])
     d = Config()
     p.add_argument("--device", default=d.device, help="device name (cpu, numpy, OpenCL0, Vulkan0, ...)")
-    p.add_argument("--epochs", type=int, default=d.epochs)
-    p.add_argument("--batch", type=int, default=d.batch)
-    p.add_argument("--hidden", type=int, default=d.hidden)
+    p.add_argument("--epochs", type=_positive, default=d.epochs)
+    p.add_argument("--batch", type=_positive, default=d.batch)
+    p.add_argument("--hidden", type=_positive, default=d.hidden)
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--optimizer", choices=("adamw", "sgd"), default=d.optimizer)
     p.add_argument("--seed", type=int, default=d.seed)
@@ -123,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     cfg = Config(device=a.device, epochs=a.epochs, batch=a.batch, hidden=a.hidden, lr=a.lr, optimizer=a.optimizer,
                  seed=a.seed)
-    results = train(cfg, progress=not a.quiet)
+    try:
+        results = train(cfg, progress=not a.quiet)
+    except PyGGMLError as e:  # an unknown device, a batch larger than the data: the reason, not a traceback
+        print(f"pyggml-train-mlp: {e}", file=sys.stderr)
+        return 2
     last = results[-1]
     print(f"{cfg.device}: {cfg.epochs} epochs, final train loss {last.train.loss:.4f} acc {last.train.accuracy:.2%}, "
           f"validation loss {last.val.loss:.4f} acc {last.val.accuracy:.2%}")

@@ -64,3 +64,18 @@ def test_png_is_written(tmp_path: Path) -> None:
     png = tmp_path / "loss.png"
     assert write_png(res, str(png), "test")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("flag", ["--epochs", "--batch", "--hidden"])
+def test_counts_below_one_are_refused_at_the_command_line(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--epochs 0 used to end in an IndexError, --batch 0 in a CROSS_ENTROPY_LOSS shape error."""
+    with pytest.raises(SystemExit) as e:
+        main(["--device", "numpy", flag, "0", "--quiet"])
+    assert e.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "reason"), [(["--device", "nosuch"], "no device named 'nosuch'"),
+                                              (["--batch", "5000"], "no whole training batch")])
+def test_bad_runs_report_the_reason(args: list[str], reason: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*args, "--epochs", "1", "--quiet"]) == 2
+    assert reason in capsys.readouterr().err

@@ -243,6 +243,9 @@ class MetalBackend(PlannedBackend[MetalPlan]):
             log.warning("%s: freeing after a failed compute: %s", self.name, e)
         super().free()
         self.status_buffer.free()
+        if self._scratch is not None:  # the plans that bound it are released above
+            self._scratch.free()
+            self._scratch = None
 
 
 class MetalEvent(Event):

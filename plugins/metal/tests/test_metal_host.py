@@ -192,3 +192,12 @@ def test_op_rules_load_no_vulkan_library() -> None:
             "'pyggml_vulkan.recorder', 'pyggml_vulkan.context'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_free_releases_the_scratch_buffer(fake_device) -> None:  # type: ignore[no-untyped-def]
+    """The backend's scratch (1 MiB at least) stayed allocated, and counted in memory(), after free()."""
+    free0 = fake_device.memory()[0]
+    backend = MetalBackend(fake_device)
+    backend.scratch_buffer(4096)
+    backend.free()
+    assert fake_device.memory()[0] == free0

@@ -61,7 +61,7 @@ int pgc_k_pool_2d_back(const pgc_node *n, const pgc_tctx *c) {
     const int p0 = n->ip[5], p1 = n->ip[6];
     const int64_t w = n->ne[0][0], h = n->ne[0][1], ne2 = n->ne[0][2];
     const int64_t ow = n->ne[1][0], oh = n->ne[1][1];
-    const float ka = (float)(k0 * k1);
+    const float ka = (float)((int64_t)k0 * k1); /* 64-bit: two int32 words may overflow an int */
     int64_t r0, r1;
     pgc_split(ne2 * n->ne[0][3], c->ith, c->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {

@@ -52,7 +52,7 @@ static void pool_2d(const pgc_node *n, int64_t oy, int64_t i2, int64_t i3) {
                 else res = v < res ? res : v;
             }
         }
-        if (avg) res /= (float)(k0 * k1);
+        if (avg) res /= (float)((int64_t)k0 * k1); /* 64-bit: two int32 words may overflow an int */
         *dst_f32(n, ox, oy, i2, i3) = res;
     }
 }

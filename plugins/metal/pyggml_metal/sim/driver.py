@@ -213,8 +213,9 @@ class SimDevice:
             lay = layouts(Path(lib.msl_dir))[kernel]
             if lay.array_spec:  # constants that size arrays: a compilation per value
                 defines = mslgen.array_defines((lib.msl_dir / f"{kernel}.metal").read_text(), spec)
-                dll = self._variants.get(str(defines)) or ctypes.CDLL(str(variant(lib, kernel, defines)))
-                self._variants[str(defines)] = dll
+                vkey = f"{kernel}:{defines}"  # a variant holds this one kernel, compiled with these values
+                dll = self._variants.get(vkey) or ctypes.CDLL(str(variant(lib, kernel, defines)))
+                self._variants[vkey] = dll
             fn = getattr(dll, f"pyg_run_{kernel}")
             fn.argtypes = [ctypes.c_void_p]
             fn.restype = ctypes.c_int
