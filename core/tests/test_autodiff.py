@@ -217,3 +217,42 @@ def test_accumulators_placed_by_the_graph_allocator_keep_their_values() -> None:
     want = numpy_grads(X, LAB)
     for name, t in p.items():
         np.testing.assert_allclose(accs[t].numpy().reshape(want[name].shape), 3 * want[name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["acc", "set", "concat", "pad"])
+def test_view_based_rules_take_a_transposed_gradient(kind: str) -> None:
+    """ACC / SET / CONCAT / PAD cut src gradients out of g with strides meant for a contiguous g: a transposed g
+    (TRANSPOSE's rule hands one down) must be made contiguous first, not read through its own strides."""
+    rng = np.random.default_rng(3)
+    ctx = gg.Context(1 << 22)
+    with ctx:
+        a = ctx.new_tensor(gg.F32, 4, 3, name="a").set_param()
+        b = ctx.new_tensor(gg.F32, 4, 2, name="b").set_param()
+        if kind == "acc":
+            y = ops.acc(a, b, a.nb[1], a.nb[2], a.nb[3], a.nb[1])
+        elif kind == "set":
+            y = ops.set_(a, b, a.nb[1], a.nb[2], a.nb[3], a.nb[1])
+        elif kind == "concat":
+            y = ops.concat(a, b, 1)
+        else:
+            y = ops.pad_ext(a, (1, 1, 0, 0), (2, 0, 0, 0))  # [7, 4]; b takes no part
+        w = ctx.new_tensor(gg.F32, y.ne[1], y.ne[0], name="w")
+        loss = ops.sum(ops.mul(ops.transpose(y), w)).set_loss()
+    graph = gg.build_graph(loss)
+    grads = build_backward(graph)
+    av, bv = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((2, 4)).astype(np.float32)
+    wv = rng.standard_normal((w.ne[1], w.ne[0])).astype(np.float32)
+    a.set(av)
+    b.set(bv)
+    w.set(wv)
+    grads.reset()
+    init_backend("numpy").graph_compute(graph)
+    dy = wv.T  # d sum(y^T * w) / dy, numpy [ne1, ne0]
+    want_a = {"acc": dy, "set": np.concatenate([dy[:1], 0 * dy[1:3]]), "concat": dy[:3], "pad": dy[1:4, 1:5]}[kind]
+    ga, gb = grads.grad(a), grads.grad(b)
+    assert ga is not None
+    np.testing.assert_allclose(ga.numpy().reshape(3, 4), want_a, rtol=1e-6, atol=1e-6)
+    if kind != "pad":
+        assert gb is not None
+        want_b = {"acc": dy[1:3], "set": dy[1:3], "concat": dy[3:]}[kind]
+        np.testing.assert_allclose(gb.numpy().reshape(2, 4), want_b, rtol=1e-6, atol=1e-6)

@@ -81,6 +81,7 @@ def _set(node: Tensor, g: Tensor, bp: Backprop) -> None:
     p = node.params
     assert isinstance(p, AccParams)
     b = _src(node, 1)
+    g = _contiguous(g)  # the byte strides and offset address src0's contiguous layout, not a transposed g's
     part = ops.view(g, b.ne, (p.nb1, p.nb2, p.nb3), p.offset)
     if bp.needs(0):
         bp.add(0, ops.acc(g, ops.neg(part), p.nb1, p.nb2, p.nb3, p.offset))
@@ -95,8 +96,8 @@ def _acc(node: Tensor, g: Tensor, bp: Backprop) -> None:
     b = _src(node, 1)
     if bp.needs(0):
         bp.add(0, g)
-    if bp.needs(1):
-        bp.add(1, _as(ops.view(g, b.ne, (p.nb1, p.nb2, p.nb3), p.offset), b))
+    if bp.needs(1):  # the byte strides and offset address src0's contiguous layout, not a transposed g's
+        bp.add(1, _as(ops.view(_contiguous(g), b.ne, (p.nb1, p.nb2, p.nb3), p.offset), b))
 
 
 @rule(Op.REPEAT)
@@ -111,6 +112,7 @@ def _concat(node: Tensor, g: Tensor, bp: Backprop) -> None:
     p = node.params
     assert isinstance(p, ConcatParams)
     a, b = _src(node, 0), _src(node, 1)
+    g = _contiguous(g)  # views take nb0 to be the element size
     if bp.needs(0):
         bp.add(0, ops.cont(ops.view(g, a.ne, g.nb[1:], 0)))
     if bp.needs(1):
@@ -124,6 +126,7 @@ def _pad(node: Tensor, g: Tensor, bp: Backprop) -> None:
     assert isinstance(p, PadParams)
     a = _src(node, 0)
     if bp.needs(0):
+        g = _contiguous(g)  # views take nb0 to be the element size
         offset = sum(p.lp[i] * g.nb[i] for i in range(4))
         bp.add(0, ops.cont(ops.view(g, a.ne, g.nb[1:], offset)))
 
