@@ -112,7 +112,7 @@ llama-cpp-ref: venv
 
 # what a user installs: every distribution built as a wheel (python -m build, isolated, nothing reused from .venv),
 # the cpu and rpc wheels repaired to manylinux (auditwheel), installed into a fresh venv with
-# `pip install --no-index --find-links dist 'pyggml[all]' pyggml-conformance pyggml-llama` (third-party
+# `pip install --no-index --find-links dist 'pyggml[all]' pyggml-conformance pyggml-llama pyggml-train-mlp` (third-party
 # dependencies downloaded first), pip check, then pyggml devices / plugins and conformance MUL_MAT on every device
 wheels-smoke: venv
 	$(PY) -m pyggml_testing.wheels_smoke --dist dist . $(SHARED) $(PLUGINS) $(EXTRAS)

@@ -12,7 +12,8 @@ there (`make wheels-smoke`; nothing of the editable install in .venv is reused):
 3. every wheel carries its LICENSE, `License-Expression: MIT` and a long description; the Vulkan wheel one SPIR-V
    module per shader;
 4. a fresh venv gets the third-party dependencies downloaded from the package index into DIR/deps, then
-   `pip install --no-index --find-links DIR --find-links DIR/deps 'pyggml[all]' pyggml-conformance pyggml-llama`,
+   `pip install --no-index --find-links DIR --find-links DIR/deps 'pyggml[all]' pyggml-conformance pyggml-llama
+   pyggml-train-mlp`,
    then `pip check`;
 5. in that venv, from a directory outside the repository: every package imports from the venv, `pyggml devices`,
    `pyggml plugins` (every plugin of the wheels loaded), a `pyggml rpc-server` serving the cpu device, and
@@ -40,8 +41,8 @@ from pyggml_testing.rpc.servers import free_port, stop, wait_listening
 
 REPO = Path(__file__).resolve().parents[2]
 OWN_DISTS = ("pyggml", "pyggml-dialect", "pyggml-cpu", "pyggml-opencl", "pyggml-vulkan", "pyggml-cuda", "pyggml-metal",
-             "pyggml-rpc", "pyggml-conformance", "pyggml-llama")
-INSTALL = ["pyggml[all]", "pyggml-conformance", "pyggml-llama"]
+             "pyggml-rpc", "pyggml-conformance", "pyggml-llama", "pyggml-train-mlp")
+INSTALL = ["pyggml[all]", "pyggml-conformance", "pyggml-llama", "pyggml-train-mlp"]
 EXCLUDED = ("toy_backend",)
 """examples/ projects that are not part of the release (the example plugin: `make toy-backend` tests it)."""
 EXTENSION_MODULES = {"pyggml-cpu": "pyggml_cpu._pgc", "pyggml-rpc": "pyggml_rpc._fnv"}
