@@ -44,6 +44,19 @@ KERNEL void k_im2col_3d(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 s2,
     STORET(TD, AT(d, i0, ow, oh, i3), inside ? LOADT(T1, AT(b, x, y, z, n * ic_n + ic)) : 0.f);
 }
 
+/* s += the window of output (ox, oy): kernel plane a[., ., ac, ao] times input plane b[., ., bc, n], ky then kx
+ * (fastest); taps in the padding add nothing. The one loop of CONV_2D (per input channel) and CONV_2D_DW. */
+#define WINDOW_2D(s, ac, ao, bc, n)                                                          \
+    for (i64 ky = 0; ky < a_ne1; ky++) {                                                      \
+        i64 y = oy * s1 + ky * d1 - p1;                                                       \
+        if (y < 0 || y >= b_ne1) continue;                                                    \
+        for (i64 kx = 0; kx < a_ne0; kx++) {                                                  \
+            i64 x = ox * s0 + kx * d0 - p0;                                                   \
+            if (x < 0 || x >= b_ne0) continue;                                                \
+            (s) += LOADT(T0, AT(a, kx, ky, (ac), (ao))) * LOADT(T1, AT(b, x, y, (bc), (n))); \
+        }                                                                                     \
+    }
+
 /* d[x, y, o, n] = sum over c, ky, kx (that order, kx fastest) of a[kx, ky, c, o] * b[x*s0 + kx*d0 - p0,
  * y*s1 + ky*d1 - p1, c, n]; a tap in the padding adds nothing */
 KERNEL void k_conv_2d(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0, i32 p1, i32 d0, i32 d1) {
@@ -51,16 +64,7 @@ KERNEL void k_conv_2d(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0, i
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, ox, oy, o, n);
     float s = 0.f;
-    for (i64 c = 0; c < a_ne2; c++)
-        for (i64 ky = 0; ky < a_ne1; ky++) {
-            i64 y = oy * s1 + ky * d1 - p1;
-            if (y < 0 || y >= b_ne1) continue;
-            for (i64 kx = 0; kx < a_ne0; kx++) {
-                i64 x = ox * s0 + kx * d0 - p0;
-                if (x < 0 || x >= b_ne0) continue;
-                s += LOADT(T0, AT(a, kx, ky, c, o)) * LOADT(T1, AT(b, x, y, c, n));
-            }
-        }
+    for (i64 c = 0; c < a_ne2; c++) WINDOW_2D(s, c, o, c, n);
     STORET(TD, AT(d, ox, oy, o, n), s);
 }
 
@@ -70,15 +74,7 @@ KERNEL void k_conv_2d_dw(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, ox, oy, c, n);
     float s = 0.f;
-    for (i64 ky = 0; ky < a_ne1; ky++) {
-        i64 y = oy * s1 + ky * d1 - p1;
-        if (y < 0 || y >= b_ne1) continue;
-        for (i64 kx = 0; kx < a_ne0; kx++) {
-            i64 x = ox * s0 + kx * d0 - p0;
-            if (x < 0 || x >= b_ne0) continue;
-            s += LOADT(T0, AT(a, kx, ky, 0, c)) * LOADT(T1, AT(b, x, y, c, n));
-        }
-    }
+    WINDOW_2D(s, 0, c, c, n);
     STORET(TD, AT(d, ox, oy, c, n), s);
 }
 

@@ -369,24 +369,11 @@ def _f32(name: str, slot: int, **kw: Any) -> Field:
 
 _EPS = (_f32("eps", 0, lo=0.0),)
 _ACC = (Field("nb1", 0, lo=0), Field("nb2", 1, lo=0), Field("nb3", 2, lo=0))
-@dataclass(frozen=True, slots=True)
-class Im2colBackWords:
-    """IM2COL_BACK's words (IM2COL's): the result's shape travels as its ne."""
-
-    s0: int
-    s1: int
-    p0: int
-    p1: int
-    d0: int
-    d1: int
-    is_2d: bool
-
-
 def _im2col_back_to(srcs: Srcs, p: Im2colBackParams, node: Tensor) -> tuple[Srcs, Any]:
-    return srcs, Im2colBackWords(p.s0, p.s1, p.p0, p.p1, p.d0, p.d1, p.is_2d)
+    return srcs, Im2colParams(p.s0, p.s1, p.p0, p.p1, p.d0, p.d1, p.is_2d)  # IM2COL's words, ne aside
 
 
-def _im2col_back_from(srcs: Srcs, w: Im2colBackWords, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+def _im2col_back_from(srcs: Srcs, w: Im2colParams, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
     return srcs, Im2colBackParams(w.s0, w.s1, w.p0, w.p1, w.d0, w.d1, w.is_2d, ne)
 
 
@@ -481,7 +468,7 @@ ENTRIES: dict[Op, Entry] = {
     Op.ADD_ID: Entry(3, (3, 3)),
     Op.CONV_TRANSPOSE_1D: Entry(51, (2, 2), ConvTranspose1dParams, _spatial("s0", "p0", "d0")),
     Op.IM2COL: Entry(52, (2, 2), Im2colParams, (*_CONV2D, Field("is_2d", 6, "bool")), from_wire=_dst_type_from),
-    Op.IM2COL_BACK: Entry(53, (2, 2), Im2colBackParams, (*_CONV2D, Field("is_2d", 6, "bool")), wire=Im2colBackWords,
+    Op.IM2COL_BACK: Entry(53, (2, 2), Im2colBackParams, (*_CONV2D, Field("is_2d", 6, "bool")), wire=Im2colParams,
                           to_wire=_im2col_back_to, from_wire=_im2col_back_from, check=_im2col_back_check),
     Op.IM2COL_3D: Entry(54, (2, 2), Im2col3dParams, (*_CONV3D, Field("ic", 9, lo=1)), from_wire=_dst_type_from),
     Op.COL2IM_1D: Entry(55, (1, 1), Col2im1dParams, _spatial("s0", "oc", "p0")),
