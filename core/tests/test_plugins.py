@@ -23,6 +23,28 @@ def _throwaway_dist(root: Path, name: str, module_body: str, ep_name: str) -> No
     (info / "RECORD").write_text("")
 
 
+def _registry_plugin(name: str, devices_body: str) -> str:
+    """The module of a plugin whose one registry, `name`, misbehaves when asked for its devices (`devices_body`)."""
+    return f"""
+import threading
+from pyggml.backend.hookspec import hookimpl
+from pyggml.backend.protocol import Registry
+
+PYGGML_API_VERSION = 1
+
+class Misbehaving(Registry):
+    def __init__(self):
+        super().__init__({name!r})
+
+    def devices(self):
+        {devices_body}
+
+@hookimpl
+def pyggml_backend_registries():
+    return [Misbehaving()]
+"""
+
+
 def _run(args: list[str], path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     e = dict(os.environ)
     e["PYTHONPATH"] = str(path) + os.pathsep + e.get("PYTHONPATH", "")
@@ -58,23 +80,7 @@ def test_strict_mode_makes_load_errors_fatal(broken_plugin: Path) -> None:
 
 
 def test_enumeration_failure_is_recorded(tmp_path: Path) -> None:
-    body = """
-    from pyggml.backend.hookspec import hookimpl
-    from pyggml.backend.protocol import Registry
-
-    PYGGML_API_VERSION = 1
-
-    class Flaky(Registry):
-        def __init__(self):
-            super().__init__("flaky")
-
-        def devices(self):
-            raise OSError("no such device node /dev/flaky0")
-
-    @hookimpl
-    def pyggml_backend_registries():
-        return [Flaky()]
-    """
+    body = _registry_plugin("flaky", 'raise OSError("no such device node /dev/flaky0")')
     _throwaway_dist(tmp_path, "pyggml_flaky_demo", body, "flaky")
     r = _run(["devices", "--json"], tmp_path, PYGGML_BACKENDS="")
     assert r.returncode == 0, r.stderr
@@ -93,24 +99,7 @@ def test_backend_selection(broken_plugin: Path) -> None:
     assert missing.returncode != 0 and "nosuchbackend" in missing.stderr
 
 
-_HUNG = """
-import threading
-from pyggml.backend.hookspec import hookimpl
-from pyggml.backend.protocol import Registry
-
-PYGGML_API_VERSION = 1
-
-class Hung(Registry):
-    def __init__(self):
-        super().__init__("hung")
-
-    def devices(self):
-        threading.Event().wait()  # a driver call that never returns
-
-@hookimpl
-def pyggml_backend_registries():
-    return [Hung()]
-"""
+_HUNG = _registry_plugin("hung", "threading.Event().wait()  # a driver call that never returns")
 
 
 def test_a_hung_registry_delays_only_what_asks_for_it(tmp_path: Path) -> None:

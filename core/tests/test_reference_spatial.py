@@ -6,6 +6,7 @@ flat indices, WIN_PART / WIN_UNPART element by element and as inverses; and the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -81,24 +82,30 @@ def _src_pos(i: int, n_dst: int, n_src: int, align: bool) -> float:
     return (i + off) * n_src / n_dst - off
 
 
-def _bilinear_loop(x: np.ndarray, oh: int, ow: int, align: bool) -> np.ndarray:
-    """One 4-tap interpolation per output pixel, as ggml's kernel: floor, clamp both taps, clamp the fraction."""
+def _per_pixel(x: np.ndarray, oh: int, ow: int, align: bool,
+               pixel: Callable[[np.ndarray, float, float], float]) -> np.ndarray:
+    """The oracles' frame: every output pixel (i1, i0) of every image of x is pixel(image, y, x) at its source
+    position by ggml's rule (_src_pos)."""
     h, w = x.shape[-2:]
     out = np.empty((*x.shape[:-2], oh, ow))
     for idx in np.ndindex(*x.shape[:-2]):
         for i1 in range(oh):
-            y = _src_pos(i1, oh, h, align)
-            y0 = min(max(math.floor(y), 0), h - 1)
-            y1 = min(max(math.floor(y) + 1, 0), h - 1)
-            dy = min(max(y - y0, 0.0), 1.0)
             for i0 in range(ow):
-                xx = _src_pos(i0, ow, w, align)
-                x0 = min(max(math.floor(xx), 0), w - 1)
-                x1 = min(max(math.floor(xx) + 1, 0), w - 1)
-                dx = min(max(xx - x0, 0.0), 1.0)
-                a, b, c, d = x[idx][y0, x0], x[idx][y0, x1], x[idx][y1, x0], x[idx][y1, x1]
-                out[idx][i1, i0] = a * (1 - dx) * (1 - dy) + b * dx * (1 - dy) + c * (1 - dx) * dy + d * dx * dy
+                out[idx][i1, i0] = pixel(x[idx], _src_pos(i1, oh, h, align), _src_pos(i0, ow, w, align))
     return out
+
+
+def _bilinear_loop(x: np.ndarray, oh: int, ow: int, align: bool) -> np.ndarray:
+    """One 4-tap interpolation per output pixel, as ggml's kernel: floor, clamp both taps, clamp the fraction."""
+    def pixel(img: np.ndarray, y: float, xx: float) -> float:
+        h, w = img.shape
+        y0, x0 = min(max(math.floor(y), 0), h - 1), min(max(math.floor(xx), 0), w - 1)
+        y1, x1 = min(max(math.floor(y) + 1, 0), h - 1), min(max(math.floor(xx) + 1, 0), w - 1)
+        dy, dx = min(max(y - y0, 0.0), 1.0), min(max(xx - x0, 0.0), 1.0)
+        a, b, c, d = img[y0, x0], img[y0, x1], img[y1, x0], img[y1, x1]
+        return float(a * (1 - dx) * (1 - dy) + b * dx * (1 - dy) + c * (1 - dx) * dy + d * dx * dy)
+
+    return _per_pixel(x, oh, ow, align, pixel)
 
 
 @pytest.mark.parametrize("align", [False, True])
@@ -120,21 +127,15 @@ def _cubic(t: float) -> tuple[float, float, float, float]:
 
 def _bicubic_loop(x: np.ndarray, oh: int, ow: int, align: bool) -> np.ndarray:
     """Sixteen taps per output pixel, rows first as ggml's kernel, each tap clamped into the image."""
-    h, w = x.shape[-2:]
-    out = np.empty((*x.shape[:-2], oh, ow))
-    for idx in np.ndindex(*x.shape[:-2]):
-        for i1 in range(oh):
-            y = _src_pos(i1, oh, h, align)
-            y0 = math.floor(y)
-            wy = _cubic(y - y0)
-            for i0 in range(ow):
-                xx = _src_pos(i0, ow, w, align)
-                x0 = math.floor(xx)
-                wx = _cubic(xx - x0)
-                rows = [sum(wx[m] * x[idx][min(max(y0 + k - 1, 0), h - 1), min(max(x0 + m - 1, 0), w - 1)]
-                            for m in range(4)) for k in range(4)]
-                out[idx][i1, i0] = sum(wy[k] * rows[k] for k in range(4))
-    return out
+    def pixel(img: np.ndarray, y: float, xx: float) -> float:
+        h, w = img.shape
+        y0, x0 = math.floor(y), math.floor(xx)
+        wy, wx = _cubic(y - y0), _cubic(xx - x0)
+        rows = [sum(wx[m] * img[min(max(y0 + k - 1, 0), h - 1), min(max(x0 + m - 1, 0), w - 1)] for m in range(4))
+                for k in range(4)]
+        return float(sum(wy[k] * rows[k] for k in range(4)))
+
+    return _per_pixel(x, oh, ow, align, pixel)
 
 
 def _antialias_loop(x: np.ndarray, oh: int, ow: int, align: bool) -> np.ndarray:

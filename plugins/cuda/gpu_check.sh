@@ -15,15 +15,7 @@ mkdir -p "$OUT"
 G=plugins/cuda/.gpu
 SITE=/tmp/pyggml-site
 export PYTHONUNBUFFERED=1 PYGGML_CACHE_DIR=/tmp/pyggml-cache PYTHONPATH=$SITE PATH="$SITE/bin:$PATH"
-status=0
-step() {  # step NAME COMMAND...: run, log to $OUT/NAME.txt, record the exit status
-    local name=$1; shift
-    local t0=$SECONDS
-    "$@" >"$OUT/$name.txt" 2>&1
-    local rc=$?
-    [ $rc -eq 0 ] || status=1
-    echo "$name: rc=$rc $((SECONDS - t0))s" | tee -a "$OUT/summary.txt"
-}
+. testing/check_steps.sh  # step NAME COMMAND...: run, log to $OUT/NAME.txt, record the exit status in $status
 
 install() {
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$G"/b/wheels/*.whl &&

@@ -24,15 +24,7 @@ for tool in glslangValidator spirv-cross; do
 done
 VENV=.venv-metal
 PY=$VENV/bin/python
-status=0
-step() {  # step NAME COMMAND...: run, log to $OUT/NAME.txt, record the exit status
-    local name=$1; shift
-    local t0=$SECONDS
-    "$@" >"$OUT/$name.txt" 2>&1
-    local rc=$?
-    [ $rc -eq 0 ] || status=1
-    echo "$name: rc=$rc $((SECONDS - t0))s" | tee -a "$OUT/summary.txt"
-}
+. testing/check_steps.sh  # step NAME COMMAND...: run, log to $OUT/NAME.txt, record the exit status in $status
 
 install() {
     "${PYTHON:-python3}" -m venv "$VENV" &&

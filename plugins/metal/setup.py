@@ -8,29 +8,25 @@ into the cache dir, which also keeps an editable install current after shader ed
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
+import sys
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.errors import SetupError
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # plugins/build_helpers.py in a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # an sdist's copy of it, first
+from build_helpers import Sdist, load_by_path
+
 HERE = Path(__file__).resolve().parent
-
-
-def _mslgen():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("_pyggml_metal_mslgen", HERE / "pyggml_metal" / "mslgen.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 class BuildMsl(build_py):
     def run(self) -> None:
         super().run()
-        gen = _mslgen()
+        gen = load_by_path("_pyggml_metal_mslgen", HERE / "pyggml_metal" / "mslgen.py")
         editable = getattr(self, "editable_mode", False)
         out = gen.MSL_DIR if editable else Path(self.build_lib) / "pyggml_metal" / "msl"
         if not editable:
@@ -46,4 +42,4 @@ class BuildMsl(build_py):
             raise SetupError("no shaders found to translate to MSL")
 
 
-setup(cmdclass={"build_py": BuildMsl})
+setup(cmdclass={"build_py": BuildMsl, "sdist": Sdist})

@@ -8,30 +8,26 @@ what keeps an editable install working after shader edits.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import shutil
+import sys
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.errors import SetupError
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # plugins/build_helpers.py in a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # an sdist's copy of it, first
+from build_helpers import Sdist, load_by_path
+
 HERE = Path(__file__).resolve().parent
-
-
-def _shaderc():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("_pyggml_vulkan_shaderc", HERE / "pyggml_vulkan" / "shaderc.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 class BuildShaders(build_py):
     def run(self) -> None:
         super().run()
-        sc = _shaderc()
+        sc = load_by_path("_pyggml_vulkan_shaderc", HERE / "pyggml_vulkan" / "shaderc.py")
         editable = getattr(self, "editable_mode", False)
         out = sc.SPV_DIR if editable else Path(self.build_lib) / "pyggml_vulkan" / "spv"
         if not editable:  # only what this build compiles, nothing left in build/ by an earlier one
@@ -48,4 +44,4 @@ class BuildShaders(build_py):
             raise SetupError(f"no shaders (*.comp) in {sc.SHADER_DIR}: nothing to compile")
 
 
-setup(cmdclass={"build_py": BuildShaders})
+setup(cmdclass={"build_py": BuildShaders, "sdist": Sdist})

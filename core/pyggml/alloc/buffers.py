@@ -15,7 +15,22 @@ from pyggml.backend.protocol import Buffer, BufferUsage, Bytes
 from pyggml.errors import AllocationError
 
 
-class MultiBuffer(Buffer):
+class PartedBuffer(Buffer):
+    """A buffer made of other buffers that it owns (`parts`: a MultiBuffer's pieces laid end to end, a meta
+    buffer's one part per device): clearing or freeing it clears or frees every part."""
+
+    parts: list[Buffer]
+
+    def clear(self, value: int = 0) -> None:
+        for p in self.parts:
+            p.clear(value)
+
+    def free(self) -> None:
+        for p in self.parts:
+            p.free()
+
+
+class MultiBuffer(PartedBuffer):
     def __init__(self, parts: Sequence[Buffer]) -> None:
         if not parts:
             raise AllocationError("a MultiBuffer needs at least one buffer")
@@ -60,14 +75,6 @@ class MultiBuffer(Buffer):
     def fill(self, offset: int, size: int, value: int) -> None:
         for p, o, n, _ in self._spans(offset, size):
             p.fill(o, n, value)
-
-    def clear(self, value: int = 0) -> None:
-        for p in self.parts:
-            p.clear(value)
-
-    def free(self) -> None:
-        for p in self.parts:
-            p.free()
 
     def __repr__(self) -> str:
         return f"<MultiBuffer {self.buft.name} {self.size} bytes in {len(self.parts)} parts>"

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -260,6 +260,21 @@ class BufferType(ABC):
         return f"<BufferType {self.name}>"
 
 
+D = TypeVar("D", bound=Device)
+
+
+class DeviceBufferType(BufferType, Generic[D]):
+    """A buffer type of one plugin device: named after it (plus the class's `suffix`, e.g. "_Host" for the device's
+    host-visible kind), the device as the plugin's own class in `dev`. The plugin gives the alignment, the limit and
+    the allocation."""
+
+    suffix = ""
+
+    def __init__(self, dev: D) -> None:
+        super().__init__(dev.name + self.suffix, dev)
+        self.dev = dev
+
+
 class Buffer(ABC):
     """A range of device memory. Byte I/O is abstract; the tensor-level methods check bounds once, here."""
 
@@ -423,3 +438,12 @@ def tensor_copy(src: Tensor, dst: Tensor) -> None:
     if db.copy_from(sb, src.offset, dst.offset, n):
         return
     db.set_tensor(dst, sb.get_tensor(src))
+
+
+def synchronized_copy(src_backend: Backend, dst_backend: Backend, src: Tensor, dst: Tensor) -> bool:
+    """cpy_tensor_async for a backend whose queue cannot order a copy by itself (Metal, Vulkan): both backends
+    finish their queued work, then the bytes move at once (tensor_copy); always True."""
+    src_backend.synchronize()
+    dst_backend.synchronize()
+    tensor_copy(src, dst)
+    return True

@@ -5,6 +5,7 @@ registers, so heads larger than MAX_HEAD are refused (another backend runs them)
 
 from __future__ import annotations
 
+from pyggml.backend.kernel_geometry import MAX_D_STATE, MAX_HEAD, scan_lanes
 from pyggml.backend.launch import f32, i32, i64
 from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
@@ -16,11 +17,6 @@ from pyggml_dialect.types import Builder
 rules: RuleSet[Builder] = RuleSet()
 
 FILE = "seq.cl"
-MAX_HEAD = 128
-"""Largest head size S of the linear recurrences: a lane holds S floats of state in registers."""
-SCAN_LANES = 128
-"""Most lanes of an SSM_SCAN work-group; a lane holds d_state / SCAN_LANES state elements."""
-MAX_D_STATE = 8 * SCAN_LANES
 
 
 def _f32(node: Tensor) -> bool:
@@ -51,11 +47,6 @@ def build_solve_tri(node: Tensor, b: Builder) -> None:
 def build_ssm_conv(node: Tensor, b: Builder) -> None:
     b.launch_1d(ProgramSpec.of(FILE), "k_ssm_conv", node.nelements(), *b.tensor(src(node, 0)),
                 *b.tensor(src(node, 1)), *b.tensor(node))
-
-
-def scan_lanes(d_state: int) -> int:
-    """Lanes of an SSM_SCAN work-group: d_state rounded up to a power of two, within 16..SCAN_LANES."""
-    return min(SCAN_LANES, max(16, 1 << (d_state - 1).bit_length()))
 
 
 def _scan_ok(node: Tensor) -> bool:

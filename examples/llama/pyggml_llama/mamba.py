@@ -21,13 +21,12 @@ from dataclasses import dataclass
 
 import pyggml as gg
 from pyggml import ops
-from pyggml.alloc import alloc_ctx_tensors
-from pyggml.backend.protocol import Buffer, BufferType, BufferUsage
+from pyggml.backend.protocol import BufferType
 from pyggml.errors import GGUFError
-from pyggml.gguf import GGUFFile, Weights, load_weights
+from pyggml.gguf import GGUFFile, Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_llama.recurrent import GRAPH_SIZE, RecurrentGraph, RecurrentSession
+from pyggml_llama.recurrent import GRAPH_SIZE, RecurrentArch, RecurrentGraph, RecurrentSession, RecurrentState
 
 F32_SIZE = 4
 
@@ -101,7 +100,7 @@ class MambaLayer:
     """Mamba 2 only: the grouped RMS norm's weights [d_inner / n_group, n_group]."""
 
 
-class MambaState:
+class MambaState(RecurrentState):
     """Per layer the conv state [d_conv - 1, conv_dim] (the last inputs of the conv window) and the SSM state
     [d_state, d_inner] (Mamba 2: [d_state, head_dim * n_head]), F32, in one buffer of `buft`; zero means an empty
     history."""
@@ -112,15 +111,7 @@ class MambaState:
                      for il in range(hp.n_layer)]
         self.ssm = [ctx.new_tensor(GGMLType.F32, hp.d_state, hp.d_inner, name=f"cache_s_l{il}")
                     for il in range(hp.n_layer)]
-        self.ctx = ctx
-        self.buffer: Buffer | None = alloc_ctx_tensors(ctx, buft)
-        if self.buffer is not None:
-            self.buffer.usage = BufferUsage.ANY
-        self.clear()
-
-    def clear(self) -> None:
-        if self.buffer is not None:
-            self.buffer.clear(0)
+        super().__init__(ctx, buft)
 
 
 class MambaModel:
@@ -267,19 +258,8 @@ class MambaModel:
         return ops.mul_mat(lw.w_out, ops.reshape(y, di, n))
 
 
-class MambaSession(RecurrentSession):
+class MambaSession(RecurrentSession[MambaHParams, MambaState]):
     """A Mamba GGUF on one device (plus the CPU for what it cannot run), its recurrent state carried between calls
     (recurrent.py)."""
 
-    def _setup(self, buft: BufferType) -> int:
-        self.hp = MambaHParams.from_gguf(self.gguf)
-        self.weights = load_weights(self.gguf, buft)
-        self.model = MambaModel(self.hp, self.weights)
-        self.state = MambaState(self.hp, buft)
-        return self.hp.n_vocab
-
-    def _build(self, n_tokens: int, n_outputs: int) -> RecurrentGraph:
-        return self.model.build_graph(n_tokens, n_outputs, self.state)
-
-    def _clear(self) -> None:
-        self.state.clear()
+    arch = RecurrentArch(MambaHParams.from_gguf, MambaModel, MambaState)

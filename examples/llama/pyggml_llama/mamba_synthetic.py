@@ -10,8 +10,10 @@ what the example checks against llama.cpp.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,19 +23,33 @@ F32 = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True)
-class TinyMamba:
-    arch: str = "mamba"
-    """`mamba` (Mamba 1) or `mamba2`."""
+class TinyRecurrent:
+    """What every tiny recurrent file has (Mamba's and RWKV's configs extend it): the architecture, the depth and
+    width, the vocabulary and the norms' epsilon."""
+
+    arch: str
     n_layer: int = 2
     n_embd: int = 32
     n_vocab: int = 96
+    eps: float = 1e-5
+
+    @property
+    def tokens(self) -> list[str]:
+        """One character per token (printable ASCII from '!') and one merge, '!' + '"': a gpt2 vocabulary that
+        llama.cpp loads (it needs merges)."""
+        return [chr(33 + i) for i in range(self.n_vocab - 1)] + ['!"']
+
+
+@dataclass(frozen=True)
+class TinyMamba(TinyRecurrent):
+    arch: str = "mamba"
+    """`mamba` (Mamba 1) or `mamba2`."""
     d_conv: int = 4
     d_state: int = 16
     dt_rank: int = 4
     """Mamba 1: dt's projection rank; Mamba 2: the number of heads (llama.cpp's ssm.time_step_rank for both)."""
     n_group: int = 1
     """Mamba 2's B/C groups."""
-    eps: float = 1e-5
 
     @property
     def d_inner(self) -> int:
@@ -42,12 +58,6 @@ class TinyMamba:
     @property
     def conv_dim(self) -> int:
         return self.d_inner if self.arch == "mamba" else self.d_inner + 2 * self.n_group * self.d_state
-
-    @property
-    def tokens(self) -> list[str]:
-        """One character per token (printable ASCII from '!') and one merge, '!' + '"': a gpt2 vocabulary that
-        llama.cpp loads (it needs merges)."""
-        return [chr(33 + i) for i in range(self.n_vocab - 1)] + ['!"']
 
 
 MAMBA2 = TinyMamba(arch="mamba2", dt_rank=8, n_group=2)
@@ -96,21 +106,32 @@ llama.cpp's converter keeps the conv kernel, A, D, the norms and the small dt pr
 def write_tiny_mamba(path: str | Path, cfg: TinyMamba, weights: dict[str, F32], qtype: str = "F32") -> Path:
     """The GGUF llama.cpp's `mamba` / `mamba2` loader reads (gguf package): keys under the architecture's name,
     a gpt2 vocabulary; the matrices named in QUANTIZED stored as `qtype` (a GGML type name, e.g. Q8_0)."""
+    def keys(w: Any) -> None:
+        w.add_ssm_conv_kernel(cfg.d_conv)
+        w.add_ssm_inner_size(cfg.d_inner)
+        w.add_ssm_state_size(cfg.d_state)
+        w.add_ssm_time_step_rank(cfg.dt_rank)
+        if cfg.arch == "mamba2":
+            w.add_ssm_group_count(cfg.n_group)
+        w.add_layer_norm_rms_eps(cfg.eps)
+
+    return write_tiny_gguf(path, cfg, 0, keys, weights, lambda name, arr: name.endswith(QUANTIZED), qtype)
+
+
+def write_tiny_gguf(path: str | Path, cfg: TinyRecurrent, n_ff: int, keys: Callable[[Any], None],
+                    weights: dict[str, F32], quantized: Callable[[str, F32], bool], qtype: str) -> Path:
+    """A tiny recurrent GGUF (gguf package): the keys every architecture has, then the family's own (`keys` adds
+    them to the writer), the gpt2 vocabulary of `cfg.tokens`, and the weights, those `quantized` picks stored as
+    `qtype` (a GGML type name, e.g. Q8_0) unless it is F32."""
     import gguf
 
     w = gguf.GGUFWriter(str(path), cfg.arch)
     w.add_block_count(cfg.n_layer)
     w.add_context_length(1 << 20)  # a recurrent model has no context limit; llama.cpp wants the key
     w.add_embedding_length(cfg.n_embd)
-    w.add_feed_forward_length(0)
+    w.add_feed_forward_length(n_ff)
     w.add_head_count(0)
-    w.add_ssm_conv_kernel(cfg.d_conv)
-    w.add_ssm_inner_size(cfg.d_inner)
-    w.add_ssm_state_size(cfg.d_state)
-    w.add_ssm_time_step_rank(cfg.dt_rank)
-    if cfg.arch == "mamba2":
-        w.add_ssm_group_count(cfg.n_group)
-    w.add_layer_norm_rms_eps(cfg.eps)
+    keys(w)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt-2")
     w.add_token_list(cfg.tokens)
@@ -118,7 +139,7 @@ def write_tiny_mamba(path: str | Path, cfg: TinyMamba, weights: dict[str, F32], 
     w.add_token_merges(['! "'])
     quant = gguf.GGMLQuantizationType[qtype]
     for name, arr in weights.items():
-        if quant != gguf.GGMLQuantizationType.F32 and name.endswith(QUANTIZED):
+        if quant != gguf.GGMLQuantizationType.F32 and quantized(name, arr):
             w.add_tensor(name, gguf.quants.quantize(arr, quant), raw_dtype=quant)
         else:
             w.add_tensor(name, arr)

@@ -8,18 +8,20 @@ replayed with new token ids."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 import pyggml as gg
-from pyggml.backend.protocol import BufferType
+from pyggml.alloc import alloc_ctx_tensors
+from pyggml.backend.protocol import Buffer, BufferType, BufferUsage
 from pyggml.backend.sched import Scheduler
 from pyggml.errors import PyGGMLError
-from pyggml.gguf import GGUFFile
+from pyggml.gguf import GGUFFile, Weights, load_weights
 from pyggml.tensor import Tensor
 from pyggml_llama.sampling import Sampler, SamplingParams
 from pyggml_llama.session import Session
@@ -41,9 +43,52 @@ class RecurrentGraph:
     """SSM_SCAN's state index per sequence (always 0: one sequence), where the graph has one."""
 
 
-class RecurrentSession:
-    """A recurrent GGUF model on one device (plus the CPU for what it cannot run). Subclasses load the model and
-    its state (`_setup`), build a micro-batch's graph (`_build`) and zero the state (`_clear`)."""
+class RecurrentHParams(Protocol):
+    @property
+    def n_vocab(self) -> int: ...
+
+
+class RecurrentState:
+    """A model's state tensors, made by the subclass in `ctx` (no_alloc), in one buffer of `buft`, F32; zero means
+    an empty history."""
+
+    def __init__(self, ctx: gg.Context, buft: BufferType) -> None:
+        self.ctx = ctx
+        self.buffer: Buffer | None = alloc_ctx_tensors(ctx, buft)
+        if self.buffer is not None:
+            self.buffer.usage = BufferUsage.ANY
+        self.clear()
+
+    def clear(self) -> None:
+        """Zero the state: an empty history."""
+        if self.buffer is not None:
+            self.buffer.clear(0)
+
+
+HP = TypeVar("HP", bound=RecurrentHParams)
+ST = TypeVar("ST", bound=RecurrentState)
+ST_contra = TypeVar("ST_contra", bound=RecurrentState, contravariant=True)
+
+
+class RecurrentModel(Protocol[ST_contra]):
+    def build_graph(self, n_tokens: int, n_outputs: int, state: ST_contra) -> RecurrentGraph: ...
+
+
+@dataclass(frozen=True)
+class RecurrentArch(Generic[HP, ST]):
+    """How a recurrent family is read from its GGUF: its hyperparameters, its graph builder over the loaded weights
+    and its state, the three pieces a session holds."""
+
+    hparams: Callable[[GGUFFile], HP]
+    model: Callable[[HP, Weights], RecurrentModel[ST]]
+    state: Callable[[HP, BufferType], ST]
+
+
+class RecurrentSession(Generic[HP, ST]):
+    """A recurrent GGUF model on one device (plus the CPU for what it cannot run). Subclasses name their family's
+    pieces (`arch`); the session loads them, builds a micro-batch's graph and zeroes the state on reset."""
+
+    arch: RecurrentArch[HP, ST]
 
     def __init__(self, model_path: str | Path, backends: Sequence[str] = ("cpu",), *, n_batch: int = 256,
                  n_threads: int | None = None) -> None:
@@ -60,18 +105,16 @@ class RecurrentSession:
 
     def _setup(self, buft: BufferType) -> int:
         """Load the weights and allocate the state in `buft`; returns the vocabulary size."""
-        raise NotImplementedError
-
-    def _build(self, n_tokens: int, n_outputs: int) -> RecurrentGraph:
-        raise NotImplementedError
-
-    def _clear(self) -> None:
-        raise NotImplementedError
+        self.hp = self.arch.hparams(self.gguf)
+        self.weights = load_weights(self.gguf, buft)
+        self.model = self.arch.model(self.hp, self.weights)
+        self.state = self.arch.state(self.hp, buft)
+        return self.hp.n_vocab
 
     def reset(self) -> None:
         """Forget the history: the next eval starts from an empty state."""
         self.n_past = 0
-        self._clear()
+        self.state.clear()
 
     def eval(self, tokens: Sequence[int], all_logits: bool = False) -> npt.NDArray[np.float32]:
         """Run tokens after the history; returns the logits of the last token (or of every token) [n, n_vocab]."""
@@ -106,7 +149,7 @@ class RecurrentSession:
         n = len(tokens)
         g = self._graph
         if g is None or (g.n_tokens, g.n_outputs) != (n, n_outputs):
-            g = self._build(n, n_outputs)
+            g = self.model.build_graph(n, n_outputs, self.state)
             self.sched.reset()
             self.sched.alloc_graph(g.graph)
             self._graph = g

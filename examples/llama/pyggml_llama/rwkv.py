@@ -26,13 +26,12 @@ from dataclasses import dataclass
 
 import pyggml as gg
 from pyggml import ops
-from pyggml.alloc import alloc_ctx_tensors
-from pyggml.backend.protocol import Buffer, BufferType, BufferUsage
+from pyggml.backend.protocol import BufferType
 from pyggml.errors import GGUFError
-from pyggml.gguf import GGUFFile, Weights, load_weights
+from pyggml.gguf import GGUFFile, Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_llama.recurrent import GRAPH_SIZE, RecurrentGraph, RecurrentSession
+from pyggml_llama.recurrent import GRAPH_SIZE, RecurrentArch, RecurrentGraph, RecurrentSession, RecurrentState
 
 F32_SIZE = 4
 GROUP_NORM_EPS = 64e-5
@@ -99,7 +98,7 @@ class RwkvHParams:
         return hp
 
 
-class RwkvState:
+class RwkvState(RecurrentState):
     """Per layer the token-shift state [n_embd, 2] (time mix, channel mix) and the WKV state [S*S*H, 1], F32, in one
     buffer of `buft`; zero means an empty history."""
 
@@ -108,15 +107,7 @@ class RwkvState:
         self.shift = [ctx.new_tensor(GGMLType.F32, hp.n_embd, 2, name=f"cache_r_l{il}") for il in range(hp.n_layer)]
         self.wkv = [ctx.new_tensor(GGMLType.F32, hp.n_embd * hp.head_size, 1, name=f"cache_s_l{il}")
                     for il in range(hp.n_layer)]
-        self.ctx = ctx
-        self.buffer: Buffer | None = alloc_ctx_tensors(ctx, buft)
-        if self.buffer is not None:
-            self.buffer.usage = BufferUsage.ANY
-        self.clear()
-
-    def clear(self) -> None:
-        if self.buffer is not None:
-            self.buffer.clear(0)
+        super().__init__(ctx, buft)
 
 
 def _layer_shapes(hp: RwkvHParams, il: int) -> dict[str, tuple[int, ...]]:
@@ -326,19 +317,8 @@ def _shifted(first: Tensor, x: Tensor) -> Tensor:
     return ops.concat(first, ops.view(x, (x.ne[0], n - 1), (x.nb[1],), 0), 1)
 
 
-class RwkvSession(RecurrentSession):
+class RwkvSession(RecurrentSession[RwkvHParams, RwkvState]):
     """An RWKV v6 GGUF on one device (plus the CPU for what it cannot run), its recurrent state carried between
     calls (recurrent.py)."""
 
-    def _setup(self, buft: BufferType) -> int:
-        self.hp = RwkvHParams.from_gguf(self.gguf)
-        self.weights = load_weights(self.gguf, buft)
-        self.model = RwkvModel(self.hp, self.weights)
-        self.state = RwkvState(self.hp, buft)
-        return self.hp.n_vocab
-
-    def _build(self, n_tokens: int, n_outputs: int) -> RecurrentGraph:
-        return self.model.build_graph(n_tokens, n_outputs, self.state)
-
-    def _clear(self) -> None:
-        self.state.clear()
+    arch = RecurrentArch(RwkvHParams.from_gguf, RwkvModel, RwkvState)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from pyggml_llama.mamba_synthetic import QUANTIZED
+from pyggml_llama.mamba_synthetic import QUANTIZED, TinyRecurrent, write_tiny_gguf
 
 F64 = npt.NDArray[np.float64]
 F32 = npt.NDArray[np.float32]
@@ -21,11 +22,9 @@ MIXES = ("w", "k", "v", "r", "g")
 
 
 @dataclass(frozen=True)
-class TinyRwkv6:
+class TinyRwkv6(TinyRecurrent):
     arch: str = "rwkv6"
-    n_layer: int = 2
     n_embd: int = 64
-    n_vocab: int = 96
     n_ff: int = 224
     head_size: int = 16
     time_mix_extra_dim: int = 8
@@ -33,15 +32,10 @@ class TinyRwkv6:
     rescale_every_n_layers: int = 2
     lora: tuple[int, int, int, int] = (8, 8, 8, 16)
     """v7: ranks of the decay, in-context learning rate, value residual mix and gate projections."""
-    eps: float = 1e-5
 
     @property
     def n_head(self) -> int:
         return self.n_embd // self.head_size
-
-    @property
-    def tokens(self) -> list[str]:
-        return [chr(33 + i) for i in range(self.n_vocab - 1)] + ['!"']
 
 
 RWKV7 = TinyRwkv6(arch="rwkv7", n_layer=3, n_embd=128, n_ff=256, head_size=64, rescale_every_n_layers=0)
@@ -100,43 +94,23 @@ def tiny_rwkv6_weights(cfg: TinyRwkv6, rng: np.random.Generator) -> dict[str, F3
 def write_tiny_rwkv6(path: str | Path, cfg: TinyRwkv6, weights: dict[str, F32], qtype: str = "F32") -> Path:
     """The GGUF llama.cpp's `rwkv6` / `rwkv7` loader reads (gguf package); the 2-D matrices stored as `qtype` where
     their rows allow (the embeddings, output and the time/channel mix matrices), the rest F32."""
-    import gguf
-
-    w = gguf.GGUFWriter(str(path), cfg.arch)
-    w.add_block_count(cfg.n_layer)
-    w.add_context_length(1 << 20)
-    w.add_embedding_length(cfg.n_embd)
-    w.add_feed_forward_length(cfg.n_ff)
-    w.add_head_count(0)
-    w.add_wkv_head_size(cfg.head_size)
-    if cfg.arch == "rwkv6":
-        w.add_time_mix_extra_dim(cfg.time_mix_extra_dim)
-        w.add_time_decay_extra_dim(cfg.time_decay_extra_dim)
-        w.add_rescale_every_n_layers(cfg.rescale_every_n_layers)
-    else:
-        w.add_decay_lora_rank(cfg.lora[0])
-        w.add_iclr_lora_rank(cfg.lora[1])
-        w.add_value_residual_mix_lora_rank(cfg.lora[2])
-        w.add_gate_lora_rank(cfg.lora[3])
-    w.add_token_shift_count(2)
-    w.add_layer_norm_eps(cfg.eps)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt-2")
-    w.add_token_list(cfg.tokens)
-    w.add_token_types([1] * cfg.n_vocab)
-    w.add_token_merges(['! "'])
-    quant = gguf.GGMLQuantizationType[qtype]
-    matrices = (*QUANTIZED, "_key.weight", "_value.weight", "_receptance.weight", "_gate.weight", "mix_output.weight")
-    for name, arr in weights.items():
-        if quant != gguf.GGMLQuantizationType.F32 and name.endswith(matrices) and arr.shape[-1] % 32 == 0:
-            w.add_tensor(name, gguf.quants.quantize(arr, quant), raw_dtype=quant)
+    def keys(w: Any) -> None:
+        w.add_wkv_head_size(cfg.head_size)
+        if cfg.arch == "rwkv6":
+            w.add_time_mix_extra_dim(cfg.time_mix_extra_dim)
+            w.add_time_decay_extra_dim(cfg.time_decay_extra_dim)
+            w.add_rescale_every_n_layers(cfg.rescale_every_n_layers)
         else:
-            w.add_tensor(name, arr)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return Path(path)
+            w.add_decay_lora_rank(cfg.lora[0])
+            w.add_iclr_lora_rank(cfg.lora[1])
+            w.add_value_residual_mix_lora_rank(cfg.lora[2])
+            w.add_gate_lora_rank(cfg.lora[3])
+        w.add_token_shift_count(2)
+        w.add_layer_norm_eps(cfg.eps)
+
+    matrices = (*QUANTIZED, "_key.weight", "_value.weight", "_receptance.weight", "_gate.weight", "mix_output.weight")
+    return write_tiny_gguf(path, cfg, cfg.n_ff, keys, weights,
+                           lambda name, arr: name.endswith(matrices) and arr.shape[-1] % 32 == 0, qtype)
 
 
 def _ln(x: F64, g: F64, b: F64, eps: float) -> F64:

@@ -13,63 +13,29 @@ import numpy as np
 import pytest
 
 from pyggml.errors import GGUFError
-from pyggml_llama.agreement import NOISE_FLOOR_KLD, agreement
 from pyggml_llama.mamba import MambaSession
 from pyggml_llama.mamba_synthetic import MAMBA2, TinyMamba, mamba_forward, tiny_mamba_weights, write_tiny_mamba
-from pyggml_llama.session import has_device
-from pyggml_testing.llama_cpp_ref import llama_cpp_module
+from pyggml_testing.recurrent import TOKENS_SEED, Family, RecurrentFamilyTests
 
 pytest.importorskip("gguf")
 
 MAMBA1 = TinyMamba()
-CONFIGS = {"mamba": MAMBA1, "mamba2": MAMBA2}
-TOKENS = [int(t) for t in np.random.default_rng(11).integers(0, MAMBA1.n_vocab, 19)]
-DEVICES = ["numpy", "cpu", "OpenCL0", "Vulkan0"]
+MAMBA = Family({"mamba": MAMBA1, "mamba2": MAMBA2}, tiny_mamba_weights, write_tiny_mamba, mamba_forward, MambaSession)
+TOKENS = MAMBA.tokens(TOKENS_SEED, 19)
 Tiny = tuple[TinyMamba, Path, dict[str, Any]]
 
 
-def _session(path: Path, device: str, **kw: Any) -> MambaSession:
-    if not has_device(device):
-        pytest.skip(f"no {device} device here")
-    return MambaSession(path, [device], **kw)
+class TestMamba(RecurrentFamilyTests):
+    family = MAMBA
+    qtypes = ("F32", "Q8_0", "Q4_0")
 
-
-@pytest.fixture(scope="module", params=list(CONFIGS))
-def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Tiny:
-    cfg = CONFIGS[request.param]
-    weights = tiny_mamba_weights(cfg, np.random.default_rng(0))
-    return cfg, write_tiny_mamba(tmp_path_factory.mktemp(cfg.arch) / "tiny.gguf", cfg, weights), weights
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_logits_match_the_numpy_forward_pass(tiny: Tiny, device: str) -> None:
-    cfg, path, weights = tiny
-    got = _session(path, device).eval(TOKENS, all_logits=True)
-    np.testing.assert_allclose(got, mamba_forward(cfg, weights, TOKENS), rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_the_state_carries_over_micro_batches_and_decode_steps(tiny: Tiny, device: str) -> None:
-    """A prompt in micro-batches of 4 (the conv window spans a batch boundary), then one token per call: the
-    logits of one pass over the whole sequence; after reset the history is gone."""
-    cfg, path, weights = tiny
-    want = mamba_forward(cfg, weights, TOKENS)
-    s = _session(path, device, n_batch=4)
-    prompt = s.eval(TOKENS[:10], all_logits=True)
-    steps = [s.eval([t]) for t in TOKENS[10:]]
-    np.testing.assert_allclose(np.concatenate([prompt, *steps]), want, rtol=1e-4, atol=1e-4)
-    assert s.n_past == len(TOKENS) and s.graph_builds == 3  # 4 tokens, 2 tokens, 1 token (last-only logits)
-    s.reset()
-    np.testing.assert_allclose(s.eval(TOKENS[:7])[0], want[6], rtol=1e-4, atol=1e-4)
-
-
-def test_greedy_generation_feeds_back_its_tokens(tiny: Tiny) -> None:
-    cfg, path, weights = tiny
-    out = list(MambaSession(path, ["numpy"]).generate(TOKENS[:5], 6))
-    seq = TOKENS[:5]
-    for tok in out:  # each generated token is the argmax after the sequence so far
-        assert tok == int(np.argmax(mamba_forward(cfg, weights, seq)[-1]))
-        seq = [*seq, tok]
+    def test_greedy_generation_feeds_back_its_tokens(self, tiny: Tiny) -> None:
+        cfg, path, weights = tiny
+        out = list(MambaSession(path, ["numpy"]).generate(TOKENS[:5], 6))
+        seq = TOKENS[:5]
+        for tok in out:  # each generated token is the argmax after the sequence so far
+            assert tok == int(np.argmax(mamba_forward(cfg, weights, seq)[-1]))
+            seq = [*seq, tok]
 
 
 def test_a_separate_output_matrix_is_used(tmp_path: Path) -> None:
@@ -105,33 +71,3 @@ def _llama_file(tmp_path: Path) -> Path:
     w.write_tensors_to_file()
     w.close()
     return tmp_path / "llama.gguf"
-
-
-# ---- against llama.cpp ---------------------------------------------------------------------------------------------
-
-
-def _llama_cpp_logits(path: Path, tokens: list[int]) -> np.ndarray[Any, Any]:
-    """llama.cpp's logits of every position, the sequence in one batch (llama-cpp-python, 2 threads)."""
-    llama_cpp = llama_cpp_module()
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=max(256, len(tokens)), n_batch=512, n_threads=2,
-                          logits_all=True, verbose=False)
-    llm.eval(tokens)
-    return np.array(llm.scores[: len(tokens)], dtype=np.float32)
-
-
-@pytest.mark.parametrize("qtype", ["F32", "Q8_0", "Q4_0"])
-@pytest.mark.parametrize("arch", list(CONFIGS))
-def test_pyggml_agrees_with_llama_cpp_on_the_same_file(tmp_path: Path, arch: str, qtype: str) -> None:
-    """Teacher-forced over 96 tokens: the prompt in one batch, and the same prompt fed in micro-batches of 16
-    then one token at a time (the recurrent state carried by pyggml), both against llama.cpp's single batch."""
-    cfg = CONFIGS[arch]
-    path = write_tiny_mamba(tmp_path / f"tiny-{qtype}.gguf", cfg, tiny_mamba_weights(cfg, np.random.default_rng(2)),
-                            qtype)
-    tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.n_vocab, 96)]
-    ref = _llama_cpp_logits(path, tokens)
-    batch = MambaSession(path, ["cpu"]).eval(tokens, all_logits=True)
-    stepped = MambaSession(path, ["cpu"], n_batch=16)
-    parts = [stepped.eval(tokens[:64], all_logits=True), *(stepped.eval([t]) for t in tokens[64:])]
-    for got in (batch, np.concatenate(parts)):
-        a = agreement(ref, got)
-        assert a.mean_kld <= NOISE_FLOOR_KLD and a.same_top1 >= 0.95, a

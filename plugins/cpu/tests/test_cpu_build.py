@@ -4,7 +4,6 @@ message that names what is missing and how to get it, instead of a compiler erro
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pyggml_testing.build import load_setup
+from pyggml_testing.build import load_setup, source_copy
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -35,9 +34,7 @@ def test_missing_headers_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 def test_build_ext_stops_with_the_message(tmp_path: Path) -> None:
     """Through setuptools, as pip building the sdist runs it (on a copy: nothing is written into the sources)."""
-    src = tmp_path / "src"
-    shutil.copytree(PROJECT, src, ignore=shutil.ignore_patterns("build", "tests", "benchmarks", "*.egg-info", "*.so",
-                                                                "__pycache__"))
+    src = source_copy(PROJECT, tmp_path / "src")
     env = {**os.environ, "CC": "/nonexistent/gcc"}
     r = subprocess.run([sys.executable, "setup.py", "build_ext", "--build-lib", str(tmp_path / "lib"),
                         "--build-temp", str(tmp_path / "temp")], cwd=src, env=env, capture_output=True, text=True,

@@ -15,7 +15,7 @@ import numpy as np
 
 from pyggml.backend.accounting import alloc_error
 from pyggml.backend.host import HostBuffer
-from pyggml.backend.protocol import Buffer, BufferType, Bytes
+from pyggml.backend.protocol import Buffer, Bytes, DeviceBufferType
 from pyggml.errors import ComputeError
 from pyggml_cuda.cudalib import cudalib
 
@@ -92,13 +92,7 @@ class CudaBuffer(Buffer):
             self.mem = None
 
 
-class CudaBufferType(BufferType):
-    suffix = ""
-
-    def __init__(self, dev: CudaDevice) -> None:
-        super().__init__(dev.name + self.suffix, dev)
-        self.dev = dev
-
+class CudaBufferType(DeviceBufferType["CudaDevice"]):
     @property
     def alignment(self) -> int:
         return ALIGNMENT

@@ -19,7 +19,7 @@ import numpy as np
 
 from pyggml.backend.launch import ErrorSites
 from pyggml.backend.plan_cache import PlannedBackend, check_not_freed
-from pyggml.backend.protocol import Backend, Event, tensor_copy
+from pyggml.backend.protocol import Backend, Event, synchronized_copy
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import Graph
 from pyggml.ops.base import Op
@@ -213,10 +213,7 @@ class MetalBackend(PlannedBackend[MetalPlan]):
     # ---- transfers: shared memory, ordered after the queued work ---------------------------------------------
 
     def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
-        src_backend.synchronize()
-        self.synchronize()
-        tensor_copy(src, dst)
-        return True
+        return synchronized_copy(src_backend, self, src, dst)
 
     # ---- events -------------------------------------------------------------------------------------------
 

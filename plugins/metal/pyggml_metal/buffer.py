@@ -10,23 +10,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pyggml.backend.accounting import check_size
-from pyggml.backend.protocol import Buffer, BufferType, BufferUsage, Bytes
+from pyggml.backend.protocol import Buffer, BufferUsage, Bytes, DeviceBufferType
 from pyggml.errors import AllocationError
 from pyggml_metal.driver import DriverBuffer, MetalError
 
 if TYPE_CHECKING:
-    from pyggml_metal.device import MetalDevice
+    from pyggml_metal.device import MetalDevice  # noqa: F401 (the type argument of the base class, a string)
 
 ALIGNMENT = 256
 """Offsets of bound buffers: Metal wants 256 bytes for constant data on some GPUs; 256 serves every use."""
 _ids = itertools.count(1)
 
 
-class MetalBufferType(BufferType):
-    def __init__(self, device: MetalDevice) -> None:
-        super().__init__(device.name, device)
-        self.dev = device
-
+class MetalBufferType(DeviceBufferType["MetalDevice"]):
     @property
     def alignment(self) -> int:
         return ALIGNMENT

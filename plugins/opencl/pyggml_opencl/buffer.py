@@ -20,7 +20,7 @@ import numpy as np
 
 from pyggml.backend.accounting import alloc_error, check_size
 from pyggml.backend.host import HostBuffer, aligned_empty
-from pyggml.backend.protocol import Buffer, BufferType, Bytes
+from pyggml.backend.protocol import Buffer, BufferType, Bytes, DeviceBufferType
 from pyggml.errors import AllocationError
 
 if TYPE_CHECKING:
@@ -128,14 +128,8 @@ class OpenCLBuffer(Buffer):
         self._untrack()
 
 
-class _DeviceBufferType(BufferType):
-    """Facts shared by the device's buffer types: named after the device, its alignment and allocation limit."""
-
-    suffix = ""
-
-    def __init__(self, dev: OpenCLDevice) -> None:
-        super().__init__(dev.name + self.suffix, dev)
-        self.dev = dev
+class _DeviceBufferType(DeviceBufferType["OpenCLDevice"]):
+    """Facts shared by the device's buffer types: its alignment and allocation limit."""
 
     @property
     def alignment(self) -> int:

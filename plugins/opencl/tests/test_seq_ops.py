@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from pyggml import ops
+from pyggml.backend.kernel_geometry import MAX_D_STATE, MAX_HEAD
 from pyggml.context import Context
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml_conformance.case import Case
 from pyggml_conformance.cases.seq import gdn_case, linear_case, ssm_scan_case
-from pyggml_dialect.ops.seq import MAX_D_STATE, MAX_HEAD
 from pyggml_testing import seq_cases
 
 CASES = [

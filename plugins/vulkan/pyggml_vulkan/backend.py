@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyggml.backend.plan_cache import PlanCache
-from pyggml.backend.protocol import Backend, Buffer, Bytes, Event
+from pyggml.backend.protocol import Backend, Buffer, Bytes, Event, synchronized_copy
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -153,12 +153,7 @@ class VulkanBackend(Backend):
         return super().get_tensor_async(tensor, offset, size)
 
     def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
-        from pyggml.backend.protocol import tensor_copy
-
-        src_backend.synchronize()
-        self.synchronize()
-        tensor_copy(src, dst)
-        return True
+        return synchronized_copy(src_backend, self, src, dst)
 
     # ---- events -------------------------------------------------------------------------------------------
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pyggml.backend.accounting import check_size
-from pyggml.backend.protocol import Buffer, BufferType, Bytes
+from pyggml.backend.protocol import Buffer, Bytes, DeviceBufferType
 from pyggml.errors import AllocationError
 from pyggml_vulkan.vk import CData, ffi, lib, new
 
 if TYPE_CHECKING:
     from pyggml_vulkan.context import DeviceContext
-    from pyggml_vulkan.device import VulkanDevice
+    from pyggml_vulkan.device import VulkanDevice  # noqa: F401 (the type argument of the base class, a string)
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,7 @@ def staging_forced() -> bool:
     return os.environ.get("PYGGML_VULKAN_STAGING", "") not in ("", "0")
 
 
-class VulkanBufferType(BufferType):
-    def __init__(self, device: VulkanDevice) -> None:
-        super().__init__(device.name, device)
-        self.dev = device
-
+class VulkanBufferType(DeviceBufferType["VulkanDevice"]):
     @property
     def alignment(self) -> int:
         return max(MIN_ALIGNMENT, self.dev.info.min_storage_offset_alignment)

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pyggml_testing.build import source_copy
+
 PROJECT = Path(__file__).resolve().parents[1]
 
 
 def build_py(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    src = tmp_path / "src"  # a copy: nothing is written into the sources
-    shutil.copytree(PROJECT, src, ignore=shutil.ignore_patterns("build", "tests", "benchmarks", "*.egg-info", "spv",
-                                                                "__pycache__"))
+    src = source_copy(PROJECT, tmp_path / "src", "spv")  # a copy: nothing is written into the sources
     return subprocess.run([sys.executable, "setup.py", "build_py", "--build-lib", str(tmp_path / "lib")], cwd=src,
                           env=env, capture_output=True, text=True, timeout=300)
 

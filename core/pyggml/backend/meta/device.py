@@ -18,6 +18,7 @@ from math import lcm
 
 import numpy as np
 
+from pyggml.alloc.buffers import PartedBuffer
 from pyggml.backend.meta import transfer
 from pyggml.backend.meta.rules import RULES
 from pyggml.backend.meta.spmd import Spmd
@@ -155,7 +156,7 @@ class MetaBufferType(BufferType):
         return MetaBuffer(self, size, bufs)
 
 
-class MetaBuffer(Buffer):
+class MetaBuffer(PartedBuffer):
     """One buffer per device, each of the full size; tensors are split when placed (init_tensor).
 
     A stored tensor's slices (weights, KV caches) are packed at the front of each device's part, one after the
@@ -213,14 +214,6 @@ class MetaBuffer(Buffer):
 
     def fill(self, offset: int, size: int, value: int) -> None:
         raise self._refuse("fill")
-
-    def clear(self, value: int = 0) -> None:
-        for p in self.parts:
-            p.clear(value)
-
-    def free(self) -> None:
-        for p in self.parts:
-            p.free()
 
     def init_tensor(self, tensor: Tensor) -> None:
         """A tensor placed here: forget what was known of it; a stored tensor's state is checked now."""

@@ -132,23 +132,26 @@ def conv_transpose_1d(dst: Tensor) -> None:
     store(dst, out[np.newaxis, np.newaxis])
 
 
-@rules.kernel(Op.CONV_2D)
-def conv_2d(dst: Tensor) -> None:
-    """dst[n, o, y, x] = sum_{c, i, j} a[o, c, i, j] * window(b)[n, c, y, x, i, j]."""
+def _conv_2d_windows(dst: Tensor) -> tuple[Array, Array]:
+    """CONV_2D's and CONV_2D_DW's operands: the kernel a [.., .., KH, KW] and b's windows [N, C, OH, OW, KH, KW]
+    under the op's strides, padding and dilation."""
     p = dst.params
     assert isinstance(p, Conv2dParams)
     a, b = load(src(dst, 0)), load(src(dst, 1))
-    win = windows(b, a.shape[2:], (p.s1, p.s0), (p.p1, p.p0), (p.d1, p.d0))
+    return a, windows(b, a.shape[2:], (p.s1, p.s0), (p.p1, p.p0), (p.d1, p.d0))
+
+
+@rules.kernel(Op.CONV_2D)
+def conv_2d(dst: Tensor) -> None:
+    """dst[n, o, y, x] = sum_{c, i, j} a[o, c, i, j] * window(b)[n, c, y, x, i, j]."""
+    a, win = _conv_2d_windows(dst)
     store(dst, np.einsum("ncyxij,ocij->noyx", win, a, optimize=True))
 
 
 @rules.kernel(Op.CONV_2D_DW)
 def conv_2d_dw(dst: Tensor) -> None:
     """dst[n, c, y, x] = sum_{i, j} a[c, 0, i, j] * window(b)[n, c, y, x, i, j]: one kernel per channel."""
-    p = dst.params
-    assert isinstance(p, Conv2dParams)
-    a, b = load(src(dst, 0)), load(src(dst, 1))
-    win = windows(b, a.shape[2:], (p.s1, p.s0), (p.p1, p.p0), (p.d1, p.d0))
+    a, win = _conv_2d_windows(dst)
     store(dst, np.einsum("ncyxij,cij->ncyx", win, a[:, 0], optimize=True))
 
 

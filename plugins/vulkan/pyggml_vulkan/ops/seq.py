@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
+from pyggml.backend.kernel_geometry import MAX_D_STATE, MAX_HEAD, scan_lanes
 from pyggml.backend.op_table import RuleSet
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
@@ -31,11 +32,6 @@ PACK, TRI, SOLVE_TRI, SSM_CONV = range(4)
 LOOP_BUDGET = loop_share(2)
 """Loop iterations one invocation may take on a CPU-emulated device (2^15): half of LAVAPIPE_LOOPS, the rest is the
 estimates' margin."""
-MAX_HEAD = 128
-"""Largest head size S of wkv.comp (a thread holds S floats of state)."""
-SCAN_LANES = 128
-MAX_D_STATE = 8 * SCAN_LANES
-"""ssm_scan.comp: at most SCAN_LANES threads per state row, each holding up to 8 state elements."""
 BINDINGS: dict[Op, tuple[int, ...]] = {
     Op.SSM_SCAN: (0, 1, 4, 4, 2, 3, 4),  # s x dt A B C ids
     Op.RWKV_WKV6: (0, 1, 2, 4, 4, 3),  # k v r tf td state
@@ -120,11 +116,6 @@ def token_chunks(n_tok: int, per_token: int, fixed: int, emulated: bool) -> list
     loop iterations (fixed + per_token per token) within LOOP_BUDGET."""
     step = max(1, (LOOP_BUDGET - fixed) // per_token) if emulated else max(1, n_tok)
     return [(t, min(n_tok, t + step)) for t in range(0, n_tok, step)] or [(0, 0)]
-
-
-def scan_lanes(d_state: int) -> int:
-    """Threads of an SSM_SCAN work group: d_state rounded up to a power of two, within 16..SCAN_LANES."""
-    return min(SCAN_LANES, max(16, 1 << (d_state - 1).bit_length()))
 
 
 def _scan_ok(node: Tensor) -> bool:

@@ -1,0 +1,113 @@
+"""What the plugins' build hooks (plugins/*/setup.py) share: the setup of a plugin with a cffi extension (cpu, rpc),
+loading a plugin's own build module by path before the plugin is importable (vulkan, metal: kernels generated at
+build time), and an sdist command that carries this file.
+
+A cffi extension uses only Python's stable ABI (cffi builds it with Py_LIMITED_API), so its wheel is tagged
+cp311-abi3: one wheel for CPython 3.11 and every later 3.x (`make wheels-smoke` makes it manylinux with `auditwheel
+repair`). Building from the sdist needs a C compiler and Python's headers; without them the build stops at once and
+says which is missing and how to get it.
+
+A setup.py puts its own folder (where an sdist's copy of this file lies) and then plugins/ (the checkout's) on
+sys.path and imports this module: it needs only the standard library and setuptools, so it works in the isolated
+environment a wheel is built in, from a checkout or from an sdist alone.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import shutil
+import sys
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
+from setuptools.errors import PlatformError
+
+Check = Callable[[], str | None]
+"""A build precondition: None, or why the sources cannot build here."""
+
+HERE = Path(__file__).resolve()
+
+
+def toolchain_problems() -> list[str]:
+    """What this machine lacks to compile a CPython extension: a C compiler (CC or Python's own) and Python.h."""
+    problems = []
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    exe = shlex.split(cc)[0] if cc.strip() else "cc"
+    if shutil.which(exe) is None:
+        origin = "the CC variable" if os.environ.get("CC") else "Python's build configuration"
+        problems.append(f"the C compiler {exe!r} (named by {origin})")
+    include = sysconfig.get_path("include")
+    if not (Path(include) / "Python.h").is_file():
+        problems.append(f"Python's headers ({include}/Python.h)")
+    return problems
+
+
+def checked_build_ext(dist: str, *checks: Check) -> type[build_ext]:
+    """build_ext for the distribution `dist` that stops at once, before any compiler runs, with a message naming
+    what this machine lacks (toolchain_problems) and how to get it, or what one of `checks` (each: None, or why the
+    sources cannot build) found missing: instead of a compiler error deep in the build log."""
+
+    class BuildExt(build_ext):
+        def run(self) -> None:
+            problems = toolchain_problems()
+            if problems:
+                raise PlatformError(
+                    f"{dist} compiles a C extension when it is built from source, and this machine lacks "
+                    f"{' and '.join(problems)}. Install a C compiler and the Python headers (Debian/Ubuntu: apt-get "
+                    f"install gcc python3-dev; Fedora/RHEL: dnf install gcc python3-devel; Alpine: apk add gcc "
+                    f"musl-dev python3-dev), or set CC to a compiler, or install a prebuilt wheel (pip install "
+                    f"--only-binary=:all: {dist}).")
+            for check in checks:
+                why = check()
+                if why is not None:
+                    raise PlatformError(why)
+            super().run()
+
+    return BuildExt
+
+
+def abi3_options() -> dict[str, dict[str, str]]:
+    """setup()'s options that tag a cffi extension's wheel cp311-abi3 (one wheel for CPython 3.11 and every later
+    3.x; cffi builds with Py_LIMITED_API), unless this interpreter cannot build for the stable ABI (debug or
+    free-threaded builds: cffi then does not)."""
+    if hasattr(sys, "gettotalrefcount") or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return {}
+    return {"bdist_wheel": {"py_limited_api": "cp311"}}
+
+
+class Sdist(sdist):
+    """An sdist that builds alone: it carries a copy of this file next to setup.py (only in the archive, never in
+    the checkout)."""
+
+    def make_release_tree(self, base_dir: str, files: list[str]) -> None:
+        super().make_release_tree(base_dir, files)
+        shutil.copyfile(HERE, Path(base_dir) / HERE.name)
+
+
+def load_by_path(name: str, path: Path) -> ModuleType:
+    """The module in `path` imported under `name` (a plugin's build module, at build time, when the plugin's
+    package is not importable yet)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the build module {path}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def cffi_setup(dist: str, cffi_module: str, *checks: Check, sdist_command: type[sdist] = Sdist) -> None:
+    """setup() of a plugin whose wheel carries the cffi extension `cffi_module` ("package/_build.py:ffibuilder"):
+    built with the toolchain check and `checks` first, an abi3 wheel where the interpreter allows, an sdist that
+    builds alone."""
+    setup(
+        cffi_modules=[cffi_module],
+        cmdclass={"build_ext": checked_build_ext(dist, *checks), "sdist": sdist_command},
+        options=abi3_options(),
+    )
