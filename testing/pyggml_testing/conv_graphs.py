@@ -1,17 +1,19 @@
 """Checks of a device backend's convolution and spatial kernels beyond the conformance suite's one-op cases,
-shared by the OpenCL and Vulkan tests (each calls them with its device): the front ends of real model families as
-whole graphs (whisper's encoder convolutions, a CLIP / SigLIP patch embedding, a diffusion UNet block, a vocoder's
-upsampling) run on the device with every node supported there and match the numpy reference; sums without atomics
-give the same bits on every run; UPSCALE's nearest pixel follows ggml's float32 quotient where it differs from the
-exact one."""
+shared by the OpenCL and Vulkan tests (each runs them as ConvGraphTests on its device): the front ends of real model
+families as whole graphs (whisper's encoder convolutions, a CLIP / SigLIP patch embedding, a diffusion UNet block, a
+vocoder's upsampling) and a small CNN's backward pass run on the device with every node supported there and match
+the numpy reference; sums without atomics give the same bits on every run; UPSCALE's nearest pixel follows ggml's
+float32 quotient where it differs from the exact one."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 from pyggml import ops
+from pyggml.autodiff import build_backward
 from pyggml.backend.protocol import Device
 from pyggml.context import Context
 from pyggml.graph import build_graph
@@ -83,8 +85,22 @@ def codec_decoder(c: Context) -> list[Tensor]:
     return [ops.col2im_1d(cols, 3, 4, 1)]
 
 
+def cnn_training(c: Context) -> list[Tensor]:
+    """A small CNN's backward pass: conv_2d k3 p1 (IM2COL + MUL_MAT), a max pool, an average pool and a squared
+    sum as the loss; the gradients of the image and the F16 kernel (POOL_2D_BACK avg and max, OUT_PROD,
+    IM2COL_BACK)."""
+    img = c.new_tensor(F32, 13, 10, 3, 2).set_param()
+    k = c.new_tensor(F16, 3, 3, 3, 4).set_param()
+    h = ops.pool_2d(ops.conv_2d(k, img, 1, 1, 1, 1, 1, 1), PoolOp.MAX, 2, 2, 2, 2)
+    loss = ops.sum(ops.sqr(ops.pool_2d(h, PoolOp.AVG, 3, 3, 1, 1, 1, 1))).set_loss()
+    grads = build_backward(build_graph(loss))
+    outs = [grads.grad(img), grads.grad(k)]
+    assert all(o is not None for o in outs)
+    return [o for o in outs if o is not None]
+
+
 MODEL_GRAPHS: dict[str, BuildFn] = {f.__name__: f for f in (whisper_front, patch_embedding, unet_block,
-                                                            vocoder_up, sam_windows, codec_decoder)}
+                                                            vocoder_up, sam_windows, codec_decoder, cnn_training)}
 
 
 def check_model_graph(device: Device, name: str) -> None:
@@ -102,10 +118,12 @@ def check_model_graph(device: Device, name: str) -> None:
 
 
 def check_deterministic(device: Device) -> None:
-    """Two runs of the same graph give the same bits (each element is summed by one thread in a fixed order)."""
-    first, second = run_on(device, unet_block, seed=3), run_on(device, unet_block, seed=3)
-    for a, b in zip(first, second, strict=True):
-        assert np.array_equal(a, b)
+    """Two runs of the same graph give the same bits (each element is summed by one thread in a fixed order), the
+    gradients' gathers included."""
+    for build in (unet_block, cnn_training):
+        first, second = run_on(device, build, seed=3), run_on(device, build, seed=3)
+        for a, b in zip(first, second, strict=True):
+            assert np.array_equal(a, b), build.__name__
 
 
 def nearest_boundary() -> tuple[int, int]:
@@ -138,3 +156,18 @@ def check_nearest_boundary(device: Device) -> None:
     exact = np.broadcast_to(np.arange(nd) * ns // nd, want.shape)
     assert not np.array_equal(want, exact), "the case has no boundary"
     assert np.array_equal(_upscale_ramp(device, ns, nd), want)
+
+
+class ConvGraphTests:
+    """The checks above as pytest tests, for a plugin's test module to subclass (`class TestConvGraphs(
+    ConvGraphTests)`); they run on the module's `device` fixture."""
+
+    @pytest.mark.parametrize("name", sorted(MODEL_GRAPHS))
+    def test_model_graph(self, device: Device, name: str) -> None:
+        check_model_graph(device, name)
+
+    def test_sums_are_deterministic(self, device: Device) -> None:
+        check_deterministic(device)
+
+    def test_nearest_pixel_at_a_rounding_boundary(self, device: Device) -> None:
+        check_nearest_boundary(device)

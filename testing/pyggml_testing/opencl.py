@@ -19,7 +19,7 @@ from pyggml.backend.protocol import Backend, Buffer, BufferType, Device
 from pyggml.context import Context, init_view
 from pyggml.errors import PyGGMLError
 from pyggml.graph import Graph, build_graph
-from pyggml.tensor import Tensor
+from pyggml.tensor import Tensor, TensorFlag
 from pyggml.types import GGMLType
 
 
@@ -73,7 +73,7 @@ def run_on(device: Device, build: BuildFn, seed: int = 0) -> list[npt.NDArray[An
     g = build_graph(*outs)
     place(ctx, device.buffer_type())
     rng = np.random.default_rng(seed)
-    for leaf in g.leafs:
+    for leaf in [*g.leafs, *(n for n in g.nodes if n.flags & TensorFlag.PARAM)]:  # parameters are graph nodes
         fill(leaf, rng)
     device.init_backend().graph_compute(g)
     return [o.numpy().astype(np.float64) for o in outs]

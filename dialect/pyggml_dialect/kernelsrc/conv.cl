@@ -1,8 +1,10 @@
-/* Convolution family: IM2COL (1-D and 2-D), IM2COL_3D, CONV_2D, CONV_2D_DW, CONV_3D, CONV_TRANSPOSE_1D,
- * CONV_TRANSPOSE_2D, COL2IM_1D. One work-item per destination element, which sums its own taps in a fixed order (no atomics,
- * no scratch): the transposed convolutions and COL2IM_1D gather the input positions that land on their element instead of
- * scattering. Layouts are ggml's (docs/op-semantics.md): image [W, H, C, N], kernel [KW, KH, IC, OC]; any strides.
- * Defines: T0 (src0, the kernel: only its shape is read by the IM2COLs), T1 (src1, the input), TD (dst). */
+/* Convolution family: IM2COL (1-D and 2-D) and its gradient IM2COL_BACK, IM2COL_3D, CONV_2D, CONV_2D_DW, CONV_3D,
+ * CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D, COL2IM_1D. One work-item per destination element, which sums its own taps in a
+ * fixed order (no atomics, no scratch): the transposed convolutions, COL2IM_1D and IM2COL_BACK gather the input
+ * positions that land on their element instead of scattering. Layouts are ggml's (docs/op-semantics.md): image
+ * [W, H, C, N], kernel [KW, KH, IC, OC]; any strides.
+ * Defines: T0 (src0, the kernel: only its shape is read by the IM2COLs; IM2COL_BACK's gradient), T1 (src1, the
+ * input; IM2COL_BACK's kernel, read for its shape), TD (dst). */
 #include "common.h"
 
 /* the input element at (x, y) of plane (i2, i3), 0 outside the image (zero padding) */
@@ -146,4 +148,31 @@ KERNEL void k_col2im_1d(TENSOR(a), TENSOR(d), i32 s0, i32 p0) {
     float s = 0.f;
     for (i64 j = j0; j <= j1; j++) s += LOADT(T0, AT(a, o * k + tp - j * s0, j, 0, 0));
     STORET(T0, AT(d, t, o, 0, 0), s);
+}
+
+/* IM2COL_BACK, the adjoint of IM2COL (a = the gradient of T0: [IC*KH*KW, OW, OH, N], 1-D [IC*KW, OW, N]; b = the
+ * kernel, read for its shape): d[x, y, c, n] (1-D d[x, c, n]) = sum over ky, then kx, of
+ * a[(c*KH + ky)*KW + kx, ox, oy, n] for the output with ox*s0 + kx*d0 - p0 = x and oy*s1 + ky*d1 - p1 = y, where
+ * the divisions are exact and the output exists: the cpu kernel's (back2.c) float sums in its order */
+KERNEL void k_im2col_back(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0, i32 p1, i32 d0, i32 d1,
+                          i32 is_2d) {
+    i64 i = GID(0);
+    if (i >= NEL(d)) return;
+    UNRAVEL(d, i, x, i1, i2, i3);
+    i64 y = is_2d ? i1 : 0, c = is_2d ? i2 : i1, n = is_2d ? i3 : i2, kh = is_2d ? b_ne1 : 1;
+    float s = 0.f;
+    for (i64 ky = 0; ky < kh; ky++) {
+        i64 ty = y + p1 - ky * d1, oy = 0;
+        if (is_2d) {
+            if (ty < 0 || ty % s1 != 0 || ty / s1 >= a_ne2) continue;
+            oy = ty / s1;
+        }
+        for (i64 kx = 0; kx < b_ne0; kx++) {
+            i64 tx = x + p0 - kx * d0;
+            if (tx < 0 || tx % s0 != 0 || tx / s0 >= a_ne1) continue;
+            i64 k = (c * kh + ky) * b_ne0 + kx;
+            s += LOADT(T0, is_2d ? AT(a, k, tx / s0, oy, n) : AT(a, k, tx / s0, n, 0));
+        }
+    }
+    STORET(TD, AT(d, x, i1, i2, i3), s);
 }

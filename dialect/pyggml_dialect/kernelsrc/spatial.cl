@@ -1,7 +1,8 @@
-/* Spatial ops of vision and audio models: POOL_1D, POOL_2D, UPSCALE (nearest, bilinear, bicubic, antialiased
- * bilinear; align corners), PAD_REFLECT_1D, TIMESTEP_EMBEDDING, ROLL, WIN_PART, WIN_UNPART, GET_REL_POS,
- * ADD_REL_POS. One work-item per destination element, any strides.
- * Defines: T0 (src0 type: f32, f16 for the pools, GET_REL_POS's type); the other results are f32. */
+/* Spatial ops of vision and audio models: POOL_1D, POOL_2D and its gradient POOL_2D_BACK, UPSCALE (nearest,
+ * bilinear, bicubic, antialiased bilinear; align corners), PAD_REFLECT_1D, TIMESTEP_EMBEDDING, ROLL, WIN_PART,
+ * WIN_UNPART, GET_REL_POS, ADD_REL_POS. One work-item per destination element, any strides.
+ * Defines: T0 (src0 type: f32, f16 for the pools, GET_REL_POS's type; POOL_2D_BACK's src1, the pool's input); the
+ * other results and sources are f32. */
 #include "common.h"
 
 #define PG_FLT_MAX 3.402823466e+38f
@@ -142,6 +143,53 @@ KERNEL void k_pool_2d(TENSOR(a), TENSOR(d), i32 avg, i32 k0, i32 k1, i32 s0, i32
         }
     }
     store_f32(AT(d, i0, i1, i2, i3), avg ? s / (float)(k0 * k1) : m);
+}
+
+/* the outputs [*lo, *hi] of a pool (window k, stride s, padding p, n outputs) whose windows hold input element x:
+ * o*s - p <= x < o*s - p + k */
+INLINE void windows_over(i64 x, i32 k, i32 s, i32 p, i64 n, i64 *lo, i64 *hi) {
+    i64 t = x + p;
+    *lo = t < k ? 0 : (t - k) / s + 1;
+    *hi = t / s < n - 1 ? t / s : n - 1;
+}
+
+/* POOL_2D_BACK (g = the gradient [OW, OH, C, N] f32, a = POOL_2D's input of T0): d[x, y, c, n] = the sum over the
+ * windows holding (x, y), rows then columns ascending, of AVG g / (k0*k1), MAX g where the window's scan picks
+ * (x, y): from -FLT_MAX, an element that is not <= the running maximum becomes it (the first of ties; a NaN and
+ * every element after it). The cpu kernel (back2.c) adds the same terms in the same order, so the sums agree. */
+KERNEL void k_pool_2d_back(TENSOR(g), TENSOR(a), TENSOR(d), i32 avg, i32 k0, i32 k1, i32 s0, i32 s1, i32 p0,
+                           i32 p1) {
+    i64 i = GID(0);
+    if (i >= NEL(d)) return;
+    UNRAVEL(d, i, x, y, c, n);
+    i64 ox0, ox1, oy0, oy1;
+    windows_over(x, k0, s0, p0, g_ne0, &ox0, &ox1);
+    windows_over(y, k1, s1, p1, g_ne1, &oy0, &oy1);
+    float ka = (float)((i64)k0 * k1), s = 0.f;
+    for (i64 oy = oy0; oy <= oy1; oy++) {
+        for (i64 ox = ox0; ox <= ox1; ox++) {
+            float gv = load_f32(AT(g, ox, oy, c, n));
+            if (avg) {
+                s += div_f32(gv, ka);
+                continue;
+            }
+            float best = -PG_FLT_MAX;
+            i64 bx = -1, by = -1;
+            for (i64 wy = oy * s1 - p1; wy < oy * s1 - p1 + k1; wy++) {
+                if (wy < 0 || wy >= a_ne1) continue;
+                for (i64 wx = ox * s0 - p0; wx < ox * s0 - p0 + k0; wx++) {
+                    if (wx < 0 || wx >= a_ne0) continue;
+                    float v = LOADT(T0, AT(a, wx, wy, c, n));
+                    if (v <= best) continue;
+                    best = v;
+                    bx = wx;
+                    by = wy;
+                }
+            }
+            if (bx == x && by == y) s += gv;
+        }
+    }
+    store_f32(AT(d, x, y, c, n), s);
 }
 
 /* dim 0 mirrored about its first and last element: d[i] = a[|i - p0|], reflected back from the end */

@@ -1,13 +1,13 @@
-"""The convolution family (conv.cl): IM2COL, IM2COL_3D, CONV_2D, CONV_2D_DW, CONV_3D, CONV_TRANSPOSE_1D,
-CONV_TRANSPOSE_2D, COL2IM_1D, one work-item per destination element over any strides and every float type core
-allows (F32, F16, BF16 kernels, inputs, patches and columns)."""
+"""The convolution family (conv.cl): IM2COL and its gradient IM2COL_BACK, IM2COL_3D, CONV_2D, CONV_2D_DW, CONV_3D,
+CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D, COL2IM_1D, one work-item per destination element over any strides and every
+float type core allows (F32, F16, BF16 kernels, inputs, patches and columns)."""
 
 from __future__ import annotations
 
 from pyggml.backend.launch import i32, i64
 from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
-from pyggml.ops.conv import Col2im1dParams, Conv2dParams, Conv3dParams, Im2col3dParams, Im2colParams
+from pyggml.ops.conv import Col2im1dParams, Conv2dParams, Conv3dParams, Im2col3dParams, Im2colBackParams, Im2colParams
 from pyggml.tensor import Tensor
 from pyggml_dialect.source import ProgramSpec
 from pyggml_dialect.types import PLAIN, Builder, tname
@@ -21,9 +21,10 @@ def _plain(node: Tensor) -> bool:
 
 
 def _spec(node: Tensor) -> ProgramSpec:
-    """T0 the kernel's type (COL2IM_1D: its columns'), T1 the input's, TD the result's."""
+    """T0 the kernel's type (COL2IM_1D: its columns'; IM2COL_BACK: its gradient's), T1 the input's (IM2COL_BACK:
+    T0, as its kernel is read for its shape only and its type need not make another program), TD the result's."""
     a = src(node, 0)
-    b = src(node, 1) if len(node.src) > 1 else a
+    b = src(node, 1) if len(node.src) > 1 and node.op is not Op.IM2COL_BACK else a
     return ProgramSpec.of("conv.cl", T0=tname(a.type), T1=tname(b.type), TD=tname(node.type))
 
 
@@ -31,11 +32,14 @@ def _args(node: Tensor, b: Builder) -> list[object]:
     return [*b.tensor(src(node, 0)), *b.tensor(src(node, 1)), *b.tensor(node)]
 
 
-@rules.rule(Op.IM2COL, accepts=_plain)
+@rules.rule(Op.IM2COL, Op.IM2COL_BACK, accepts=_plain)
 def build_im2col(node: Tensor, b: Builder) -> None:
-    p: Im2colParams = node.params
-    b.launch_1d(_spec(node), "k_im2col", node.nelements(), *_args(node, b), *map(i32, (p.s0, p.s1, p.p0, p.p1,
-                p.d0, p.d1, int(p.is_2d))))
+    """IM2COL, and its gradient IM2COL_BACK (src0 the gradient, src1 the kernel), on IM2COL's words; the gradient
+    is a gather: each input element sums the patch entries IM2COL copied it to."""
+    p: Im2colParams | Im2colBackParams = node.params
+    kernel = "k_im2col" if node.op is Op.IM2COL else "k_im2col_back"
+    b.launch_1d(_spec(node), kernel, node.nelements(), *_args(node, b), *map(i32, (p.s0, p.s1, p.p0, p.p1, p.d0,
+                p.d1, int(p.is_2d))))
 
 
 @rules.rule(Op.IM2COL_3D, accepts=_plain)

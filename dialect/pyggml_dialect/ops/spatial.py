@@ -1,6 +1,6 @@
-"""Spatial ops (spatial.cl): POOL_1D, POOL_2D (f32 / f16 input), UPSCALE (every mode and flag), PAD_REFLECT_1D,
-TIMESTEP_EMBEDDING, ROLL, WIN_PART, WIN_UNPART, GET_REL_POS (f16), ADD_REL_POS (in place too); one work-item per
-destination element over any strides."""
+"""Spatial ops (spatial.cl): POOL_1D, POOL_2D (f32 / f16 input) and its gradient POOL_2D_BACK, UPSCALE (every
+mode and flag), PAD_REFLECT_1D, TIMESTEP_EMBEDDING, ROLL, WIN_PART, WIN_UNPART, GET_REL_POS (f16), ADD_REL_POS (in
+place too); one work-item per destination element over any strides."""
 
 from __future__ import annotations
 
@@ -52,6 +52,21 @@ def build_pool_2d(node: Tensor, b: Builder) -> None:
     p: Pool2DParams = node.params
     b.launch_1d(_spec(node), "k_pool_2d", node.nelements(), *b.tensor(src(node, 0)), *b.tensor(node),
                 *map(i32, (int(p.op is PoolOp.AVG), p.k0, p.k1, p.s0, p.s1, p.p0, p.p1)))
+
+
+def _pool_2d_back_ok(node: Tensor) -> bool:
+    g, x = node.src[0], node.src[1]
+    return g is not None and x is not None and g.type == T.F32 and x.type in F32_F16 and node.type == T.F32
+
+
+@rules.rule(Op.POOL_2D_BACK, accepts=_pool_2d_back_ok)
+def build_pool_2d_back(node: Tensor, b: Builder) -> None:
+    """A gather: each input element sums the shares of the windows holding it (T0 the pool input's type)."""
+    p: Pool2DParams = node.params
+    g, x = src(node, 0), src(node, 1)
+    b.launch_1d(ProgramSpec.of("spatial.cl", T0=tname(x.type)), "k_pool_2d_back", node.nelements(), *b.tensor(g),
+                *b.tensor(x), *b.tensor(node), *map(i32, (int(p.op is PoolOp.AVG), p.k0, p.k1, p.s0, p.s1, p.p0,
+                                                          p.p1)))
 
 
 @rules.rule(Op.UPSCALE, accepts=_f32_ok)

@@ -26,6 +26,8 @@ CLAIMED: frozenset[Op] = frozenset(Op[name] for name in (
     "POOL_2D", "SOLVE_TRI", "TIMESTEP_EMBEDDING", "TRI", "UPSCALE", "GATED_DELTA_NET", "GATED_LINEAR_ATTN",
     "RWKV_WKV6", "RWKV_WKV7", "SSM_CONV", "SSM_SCAN", "CONV_3D", "IM2COL_3D", "COL2IM_1D", "ROLL", "WIN_PART",
     "WIN_UNPART", "GET_REL_POS", "ADD_REL_POS",
+    # the gradients of IM2COL and POOL_2D (training)
+    "IM2COL_BACK", "POOL_2D_BACK",
 ))
 """The ops Metal claims, each listed once its kernels passed the whole conformance suite on MetalSim0 (make
 conformance-metal runs it); a Vulkan op not listed here stays Vulkan's until it has. The Vulkan rule decides, op

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from pyggml_testing import conv_graphs
+from pyggml.backend.protocol import Device
+from pyggml_testing.conv_graphs import ConvGraphTests
 
 
-@pytest.mark.parametrize("name", sorted(conv_graphs.MODEL_GRAPHS))
-def test_model_graph(dev, name: str) -> None:  # type: ignore[no-untyped-def]
-    conv_graphs.check_model_graph(dev, name)
+@pytest.fixture
+def device(dev: Device) -> Device:
+    return dev
 
 
-def test_sums_are_deterministic(dev) -> None:  # type: ignore[no-untyped-def]
-    conv_graphs.check_deterministic(dev)
-
-
-def test_nearest_pixel_at_a_rounding_boundary(dev) -> None:  # type: ignore[no-untyped-def]
-    conv_graphs.check_nearest_boundary(dev)
+class TestConvGraphs(ConvGraphTests):
+    pass

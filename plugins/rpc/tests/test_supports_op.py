@@ -1,6 +1,6 @@
 """SUPPORTS_OP, pyggml's own command: a client asks a pyggml server whether its device runs a node before placing
 the node there, so a graph never holds a node the server's device refuses (the server would close the connection:
-GRAPH_COMPUTE has no error reply). Served here: OpenCL0 (PoCL in CI), which has no IM2COL_BACK kernel."""
+GRAPH_COMPUTE has no error reply). Served here: OpenCL0 (PoCL in CI), which has no IQ4_XS kernels."""
 
 from __future__ import annotations
 
@@ -41,19 +41,18 @@ def opencl_server() -> Iterator[str]:
     stop(proc)
 
 
-def _im2col_back_and_add(ctx: Context) -> tuple[Tensor, Tensor]:
-    grad = ctx.new_tensor(T.F32, 6, 6, 3, 1)  # IM2COL's result: 1-D input [6, 2, 3], kernel [3, 2], s0 1, p0 1
-    kernel = ctx.new_tensor(T.F16, 3, 2, 1, 1)
-    back = O.im2col_back(grad, kernel, (6, 2, 3, 1), 1, 0, 1, 0, 1, 0, False)
+def _refused_and_add(ctx: Context) -> tuple[Tensor, Tensor]:
+    """A node OpenCL0 refuses (rows of a type its kernels do not read) and one it runs."""
+    rows = O.get_rows(ctx.new_tensor(T.IQ4_XS, 256, 4), ctx.new_tensor(T.I32, 2))
     a, b = ctx.new_tensor(T.F32, 8, 3), ctx.new_tensor(T.F32, 8, 3)
-    return back, O.add(a, b)
+    return rows, O.add(a, b)
 
 
 def test_the_server_answers_for_its_device() -> None:
     dev = _opencl0()
     session = Session(Served([dev], [dev.init_backend()], 1 << 30))
-    back, add = _im2col_back_and_add(Context(no_alloc=True))
-    assert session.handle(Cmd.SUPPORTS_OP, support_query(back, 0)) == U8.pack(0)
+    refused, add = _refused_and_add(Context(no_alloc=True))
+    assert session.handle(Cmd.SUPPORTS_OP, support_query(refused, 0)) == U8.pack(0)
     assert session.handle(Cmd.SUPPORTS_OP, support_query(add, 0)) == U8.pack(1)
 
 
@@ -61,9 +60,9 @@ def test_a_client_places_what_the_remote_device_refuses_elsewhere(opencl_server:
     reg = cast(RPCRegistry, get_registry("RPC"))
     dev: RPCDevice = reg.add_server(opencl_server)[0]
     assert dev.server.conn.answers_supports_op
-    back, add = _im2col_back_and_add(Context(no_alloc=True))
-    assert back.op is Op.IM2COL_BACK
-    assert not dev.supports_op(back)
+    refused, add = _refused_and_add(Context(no_alloc=True))
+    assert refused.op is Op.GET_ROWS
+    assert not dev.supports_op(refused)
     assert dev.supports_op(add)
     asked = len(dev._support)
     assert dev.supports_op(add) and len(dev._support) == asked  # asked once per kind of node

@@ -1,9 +1,9 @@
-"""The convolution family on conv.comp: IM2COL (1-D and 2-D), CONV_2D, CONV_2D_DW, CONV_TRANSPOSE_1D,
-CONV_TRANSPOSE_2D, IM2COL_3D, CONV_3D and COL2IM_1D, one thread per destination element, every float type core
-allows. Refused
-(left to another backend): strides, paddings or dilations of 2^15 or more (2^10 for the 3-D ops; they travel packed
-in push-constant words), 3-D channel counts of 2^16 or more, and a thread whose loops would run past LAVAPIPE_LOOPS
-(loop_share(1) iterations, the loop heads counted too)."""
+"""The convolution family on conv.comp: IM2COL (1-D and 2-D) and its gradient IM2COL_BACK (a gather, as the
+transposed convolutions), CONV_2D, CONV_2D_DW, CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D, IM2COL_3D, CONV_3D and
+COL2IM_1D, one thread per destination element, every float type core allows. Refused (left to another backend):
+strides, paddings or dilations of 2^15 or more (2^10 for the 3-D ops; they travel packed in push-constant words),
+3-D channel counts of 2^16 or more, and a thread whose loops would run past LAVAPIPE_LOOPS (loop_share(1)
+iterations, the loop heads counted too)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 rules: RuleSet[DispatchBuilder] = RuleSet()
 
 CODE = {Op.IM2COL: 0, Op.CONV_2D: 1, Op.CONV_2D_DW: 2, Op.CONV_TRANSPOSE_1D: 3, Op.CONV_TRANSPOSE_2D: 4,
-        Op.IM2COL_3D: 5, Op.CONV_3D: 6, Op.COL2IM_1D: 7}
+        Op.IM2COL_3D: 5, Op.CONV_3D: 6, Op.COL2IM_1D: 7, Op.IM2COL_BACK: 8}
 THREE_D = (Op.IM2COL_3D, Op.CONV_3D)
 MAX_LOOP = loop_share(1)
 """Loop iterations one thread may take (all its loops together)."""
@@ -36,7 +36,7 @@ def _geometry(node: Tensor) -> tuple[int, int, int, int, int, int, int]:
         return p.s0, 0, p.p0, 0, 0, 0, 0
     if node.op in (Op.CONV_TRANSPOSE_1D, Op.CONV_TRANSPOSE_2D):
         return (p.s0 if node.op is Op.CONV_TRANSPOSE_1D else p.stride), 0, 0, 0, 0, 0, 0
-    is_2d = int(p.is_2d) if node.op is Op.IM2COL else 1
+    is_2d = int(p.is_2d) if node.op in (Op.IM2COL, Op.IM2COL_BACK) else 1
     return p.s0, p.s1, p.p0, p.p1, p.d0, p.d1, is_2d
 
 
@@ -61,6 +61,10 @@ def _iterations(node: Tensor) -> int:
         return ic * (1 + kh * (1 + kw))
     if node.op is Op.CONV_2D_DW:
         return 1 + kh * (1 + kw)
+    if node.op is Op.IM2COL_BACK:  # a gather over the kernel's taps (src1, the kernel: [KW, KH, ..] or [KW, ..])
+        k = node.src[1]
+        assert k is not None
+        return 1 + (k.ne[1] if node.params.is_2d else 1) * (1 + k.ne[0])
     s = _geometry(node)[0]
     if node.op is Op.COL2IM_1D:
         oc: int = node.params.oc
@@ -101,5 +105,6 @@ def conv(node: Tensor, p: DispatchBuilder) -> None:
     else:
         s0, s1, p0, p1, d0, d1, is_2d = _geometry(node)
         push = patch_pc(generic_pc(a, b, node, s0 | s1 << 16), f0=p0 | p1 << 16, f1=d0 | d1 << 16, f2=is_2d)
-    p.dispatch("conv", (CODE[node.op], int(a.type), int(b.type), int(node.type)), [a, b], node, push,
+    tb = a.type if node.op is Op.IM2COL_BACK else b.type  # IM2COL_BACK reads its kernel's shape only
+    p.dispatch("conv", (CODE[node.op], int(a.type), int(tb), int(node.type)), [a, b], node, push,
                grid(groups_for(node.nelements())))

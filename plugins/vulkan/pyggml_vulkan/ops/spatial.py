@@ -1,6 +1,7 @@
-"""Spatial ops on spatial.comp: POOL_1D, POOL_2D (f32 / f16 input), UPSCALE (nearest, bilinear, bicubic,
-antialiased bilinear, align corners), PAD_REFLECT_1D, TIMESTEP_EMBEDDING, ROLL, WIN_PART, WIN_UNPART, GET_REL_POS
-(f16) and ADD_REL_POS (in place too); one thread per destination element.
+"""Spatial ops on spatial.comp: POOL_1D, POOL_2D (f32 / f16 input) and its gradient POOL_2D_BACK (a gather: each
+input element sums the windows holding it), UPSCALE (nearest, bilinear, bicubic, antialiased bilinear, align
+corners), PAD_REFLECT_1D, TIMESTEP_EMBEDDING, ROLL, WIN_PART, WIN_UNPART, GET_REL_POS (f16) and ADD_REL_POS (in
+place too); one thread per destination element.
 Refused (left to another backend): pool sizes, strides or paddings of 2^15 or more (16-bit halves of a
 push-constant word) and a thread whose loops would run past LAVAPIPE_LOOPS (loop_share(1) iterations, the exact
 divisions' 26 steps each counted too)."""
@@ -25,7 +26,7 @@ T = GGMLType
 F32 = frozenset({T.F32})
 F32_F16 = frozenset({T.F32, T.F16})
 CODE = {Op.POOL_1D: 0, Op.POOL_2D: 1, Op.UPSCALE: 2, Op.PAD_REFLECT_1D: 3, Op.TIMESTEP_EMBEDDING: 4, Op.ROLL: 5,
-        Op.WIN_PART: 6, Op.WIN_UNPART: 7, Op.GET_REL_POS: 8, Op.ADD_REL_POS: 9}
+        Op.WIN_PART: 6, Op.WIN_UNPART: 7, Op.GET_REL_POS: 8, Op.ADD_REL_POS: 9, Op.POOL_2D_BACK: 10}
 F16 = frozenset({T.F16})
 MAX_LOOP = loop_share(1)
 HALF_WORD = 1 << 15
@@ -40,6 +41,14 @@ def _pool_geometry(node: Tensor) -> tuple[int, int, int, int, int, int]:
         return p.k0, 1, p.s0, 1, p.p0, 0
     assert isinstance(p, Pool2DParams)
     return p.k0, p.k1, p.s0, p.s1, p.p0, p.p1
+
+
+def _pool_2d_back_iterations(node: Tensor) -> int:
+    """The most loop iterations one thread of POOL_2D_BACK takes: every window holding its element (at most
+    ceil(k/s) along each dim), MAX rescanning each one."""
+    k0, k1, s0, s1, _, _ = _pool_geometry(node)
+    scan = 0 if node.params.op is PoolOp.AVG else k1 * (1 + k0)
+    return 1 + -(-k1 // s1) * (1 + -(-k0 // s0) * (1 + scan))
 
 
 def _support(nd: int, ns: int, align: bool) -> int:
@@ -68,9 +77,12 @@ def _ok(node: Tensor) -> bool:
     if node.op is Op.GET_REL_POS:
         return node.type == T.F16 and srcs_ok(node, (F16,))
     pools = node.op in (Op.POOL_1D, Op.POOL_2D)
-    if node.type != T.F32 or not srcs_ok(node, (F32_F16 if pools else F32, F32, F32)):
+    types = (F32, F32_F16) if node.op is Op.POOL_2D_BACK else (F32_F16 if pools else F32, F32, F32)
+    if node.type != T.F32 or not srcs_ok(node, types):
         return False
-    if node.op in (Op.POOL_1D, Op.POOL_2D):
+    if node.op is Op.POOL_2D_BACK:
+        return max(_pool_geometry(node)) < HALF_WORD and _pool_2d_back_iterations(node) <= MAX_LOOP
+    if pools:
         g = _pool_geometry(node)
         return max(g) < HALF_WORD and 1 + g[1] * (g[0] + 1) <= MAX_LOOP
     if node.op is Op.UPSCALE:
@@ -83,9 +95,12 @@ def spatial(node: Tensor, p: DispatchBuilder) -> None:
     a = node.src[0]
     assert a is not None
     b = node.src[1] if node.op is Op.ADD_REL_POS else None
-    srcs: list[Tensor | None] = [a, b, node.src[2] if b is not None else None]
+    if node.op is Op.POOL_2D_BACK:  # a the pool's input (the shader's typed source), b the f32 gradient
+        a, b = node.src[1], a
+        assert a is not None
+    srcs: list[Tensor | None] = [a, b, node.src[2] if node.op is Op.ADD_REL_POS else None]
     words: tuple[int, ...]
-    if node.op in (Op.POOL_1D, Op.POOL_2D):
+    if node.op in (Op.POOL_1D, Op.POOL_2D, Op.POOL_2D_BACK):
         k0, k1, s0, s1, p0, p1 = _pool_geometry(node)
         words = (int(node.params.op is PoolOp.AVG), k0 | k1 << 16, s0 | s1 << 16, p0 | p1 << 16)
     elif node.op is Op.UPSCALE:

@@ -1,7 +1,7 @@
 #version 450
 // Convolution family, one thread per destination element (a = src0, the kernel; b = src1, the input; d = dst; any
-// strides). Each thread sums its own taps in a fixed order, the transposed convolutions gathering the input
-// positions that land on their element: no atomics, no scratch.
+// strides). Each thread sums its own taps in a fixed order, the transposed convolutions and IM2COL_BACK gathering
+// the input positions that land on their element: no atomics, no scratch.
 //   OP 0 IM2COL             2-D (u3 = 1): d [IC*KH*KW, OW, OH, N], element (ic*KH*KW + kh*KW + kw, ow, oh, n) =
 //                           b[ow*s0 + kw*d0 - p0, oh*s1 + kh*d1 - p1, ic, n]; 1-D (u3 = 0): d [IC*KW, OW, N] from
 //                           b [W, IC, N]; 0 in the padding. Only a's shape is read.
@@ -15,8 +15,12 @@
 //                           b[x*s0 + kx*d0 - p0, y*s1 + ky*d1 - p1, z*s2 + kz*d2 - p2, n*IC + c]
 //   OP 7 COL2IM_1D          d[t, o] = sum over t_in with k = t + p0 - t_in*s0 in [0, K) of a[o*K + k, t_in]
 //                           (a [K*OC, T_in] of type TA, K = ne00 / OC; b is a)
+//   OP 8 IM2COL_BACK        IM2COL's adjoint (a the gradient [IC*KH*KW, OW, OH, N] or [IC*KW, OW, N], b the
+//                           kernel, read for its shape): d[x, y, c, n] (1-D d[x, c, n]) = sum over ky, then kx, of
+//                           a[(c*KH + ky)*KW + kx, ox, oy, n] for the output with ox*s0 + kx*d0 - p0 = x and
+//                           oy*s1 + ky*d1 - p1 = y (exact divisions, the output inside a): the cpu kernel's order
 // Push constants: GENERIC_PC's layout, its last five words read as uints. 1-D and 2-D ops: u0 = s0 | s1 << 16,
-// u1 = p0 | p1 << 16, u2 = d0 | d1 << 16, u3 = IM2COL's is_2d. 3-D ops: 10 bits a value, u0 = s0 | s1 << 10 |
+// u1 = p0 | p1 << 16, u2 = d0 | d1 << 16, u3 = IM2COL's (and IM2COL_BACK's) is_2d. 3-D ops: 10 bits a value, u0 = s0 | s1 << 10 |
 // s2 << 20, u1 the paddings, u2 the dilations, u3 = IC, u4 = OC. The host keeps each loop within lavapipe's
 // iteration budget.
 #extension GL_GOOGLE_include_directive : require
@@ -70,6 +74,28 @@ float im2col(uvec4 i) {
     uint kh = (i.x / pc.ne00) % pc.ne01, ic = i.x / (pc.ne00 * pc.ne01);
     int y = int(i.z) * hi16(pc.u0) + int(kh) * hi16(pc.u2) - hi16(pc.u1);
     return b_or_zero(x, y, ic, i.w);
+}
+
+float im2col_back(uvec4 i) {
+    bool two_d = pc.u3 != 0u;
+    uint kh = two_d ? pc.ne11 : 1u, c = two_d ? i.z : i.y, n = two_d ? i.w : i.z;
+    int s0 = lo16(pc.u0), s1 = hi16(pc.u0);
+    float s = 0.0;
+    for (uint ky = 0u; ky < kh; ky++) {
+        uint oy = 0u;
+        if (two_d) {
+            int ty = int(i.y) + hi16(pc.u1) - int(ky) * hi16(pc.u2);
+            if (ty < 0 || ty % s1 != 0 || uint(ty / s1) >= pc.ne02) continue;
+            oy = uint(ty / s1);
+        }
+        for (uint kx = 0u; kx < pc.ne10; kx++) {
+            int tx = int(i.x) + lo16(pc.u1) - int(kx) * lo16(pc.u2);
+            if (tx < 0 || tx % s0 != 0 || uint(tx / s0) >= pc.ne01) continue;
+            uint k = (c * kh + ky) * pc.ne10 + kx, ox = uint(tx / s0);
+            s += A_ld(TA, two_d ? a_at(k, ox, oy, n) : a_at(k, ox, n, 0u));
+        }
+    }
+    return s;
 }
 
 // CONV_2D (dw false: sum over the input channels too) and CONV_2D_DW
@@ -163,6 +189,7 @@ void main() {
     else if (OP == 4u) v = conv_transpose_2d(i);
     else if (OP == 5u) v = im2col_3d(i);
     else if (OP == 6u) v = conv_3d(i);
-    else v = col2im_1d(i);
+    else if (OP == 7u) v = col2im_1d(i);
+    else v = im2col_back(i);
     d_st(TD, d_at(i), v);
 }

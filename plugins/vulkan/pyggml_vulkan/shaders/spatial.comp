@@ -13,10 +13,14 @@
 //   OP 8 GET_REL_POS         d[c, k, q] = a[c, size - 1 - k + q] (f16 bits copied)
 //   OP 9 ADD_REL_POS         d[ky*K + kx, qy*qw + qx, n] = a + pw[kx, qx, qy, n] + ph[ky, qx, qy, n]; pw = src1 (b),
 //                            ph = src2 (binding 2: offset u0, strides u1..u4, pw's shape); d may be a
-// Push constants: GENERIC_PC's layout, its last five words read as uints (pools: u0 = avg, u1 = k0 | k1 << 16,
-// u2 = s0 | s1 << 16, u3 = p0 | p1 << 16). The float quotients that pick UPSCALE's nearest pixel and its antialias
-// ranges are rounded correctly (div_rn), as ggml's float32 arithmetic does; the host keeps each loop within
-// lavapipe's iteration budget.
+//   OP 10 POOL_2D_BACK       a = POOL_2D's input (src1), b = the gradient (src0, f32): d[x, y] = the sum over the
+//                            windows holding (x, y), rows then columns ascending, of AVG b / (k0*k1), MAX b where
+//                            the window's scan picks (x, y) (from -FLT_MAX, an element not <= the running maximum
+//                            becomes it): the cpu kernel's terms in its order, gathered instead of scattered
+// Push constants: GENERIC_PC's layout, its last five words read as uints (pools and POOL_2D_BACK: u0 = avg,
+// u1 = k0 | k1 << 16, u2 = s0 | s1 << 16, u3 = p0 | p1 << 16). The float quotients that pick UPSCALE's nearest
+// pixel and its antialias ranges are rounded correctly (div_rn), as ggml's float32 arithmetic does; the host keeps
+// each loop within lavapipe's iteration budget.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 layout(local_size_x = 256) in;
@@ -65,6 +69,39 @@ float pool(uvec4 i, bool two_d) {
     if (pc.u0 == 0u) return m;
     if (two_d) return s / float(k0 * k1);
     return n > 0u ? s / float(n) : 0.0;
+}
+
+// the outputs [lo, hi] of a pool (window k, stride s, padding p, n outputs) whose windows hold input element x
+ivec2 windows_over(uint x, int k, int s, int p, uint n) {
+    int t = int(x) + p;
+    return ivec2(t < k ? 0 : (t - k) / s + 1, min(t / s, int(n) - 1));
+}
+
+float pool_2d_back(uvec4 i) {
+    int k0 = lo16(pc.u1), k1 = hi16(pc.u1), s0 = lo16(pc.u2), s1 = hi16(pc.u2), p0 = lo16(pc.u3), p1 = hi16(pc.u3);
+    ivec2 ox = windows_over(i.x, k0, s0, p0, pc.ne10), oy = windows_over(i.y, k1, s1, p1, pc.ne11);
+    float ka = float(k0 * k1), s = 0.0;
+    for (int y = oy.x; y <= oy.y; y++) {
+        for (int x = ox.x; x <= ox.y; x++) {
+            float g = B_f32[(pc.ob + uint(x) * pc.nb10 + uint(y) * pc.nb11 + i.z * pc.nb12 + i.w * pc.nb13) >> 2];
+            if (pc.u0 != 0u) {
+                s += g / ka;
+                continue;
+            }
+            float best = -FLT_MAX_;
+            ivec2 at = ivec2(-1);
+            for (int wy = max(y * s1 - p1, 0); wy < min(y * s1 - p1 + k1, int(pc.ne01)); wy++) {
+                for (int wx = max(x * s0 - p0, 0); wx < min(x * s0 - p0 + k0, int(pc.ne00)); wx++) {
+                    float v = a_ld(uint(wx), uint(wy), i.z, i.w);
+                    if (v <= best) continue;
+                    best = v;
+                    at = ivec2(wx, wy);
+                }
+            }
+            if (at == ivec2(i.xy)) s += g;
+        }
+    }
+    return s;
 }
 
 // ggml's float scale of one dim; aligned corners map the first and last pixels onto each other
@@ -199,6 +236,7 @@ void main() {
         d_u16[(pc.od + i.x * pc.nb0 + i.y * pc.nb1 + i.z * pc.nb2 + i.w * pc.nb3) >> 1] = A_u16[o >> 1];
         return;
     }
-    else v = add_rel_pos(i);
+    else if (OP == 9u) v = add_rel_pos(i);
+    else v = pool_2d_back(i);
     d_st(TD, pc.od + i.x * pc.nb0 + i.y * pc.nb1 + i.z * pc.nb2 + i.w * pc.nb3, v);
 }
