@@ -3,6 +3,8 @@ batches and split, and the trainer's refusals."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,25 @@ def test_parameters_outside_the_first_backend_are_refused() -> None:
         z = ops.mul_mat(w, x)
     with pytest.raises(PyGGMLError, match="cannot update in place"):
         Trainer(Scheduler([get_device("numpy").init_backend()]), x, z)
+
+
+def test_parameters_in_a_memory_mapped_file_are_refused(tmp_path: Path) -> None:
+    """Weights loaded with use_mmap live in the GGUF's read-only map: the step's in-place write would crash, so the
+    trainer refuses them and says how to load them."""
+    gguf = pytest.importorskip("gguf")
+    from pyggml.gguf import GGUFFile, load_weights
+
+    path = tmp_path / "w.gguf"
+    writer = gguf.GGUFWriter(path, "test")
+    writer.add_tensor("w", np.zeros((N_OUT, N_IN), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    dev = get_device("numpy")
+    w = load_weights(GGUFFile(path), dev.buffer_type())["w"].set_param()
+    with gg.Context(no_alloc=True) as ctx:
+        x = ctx.new_tensor(gg.F32, N_IN, BATCH, name="x")
+        z = ops.mul_mat(w, x)
+    with pytest.raises(PyGGMLError, match=r"read-only memory.*use_mmap=False"):
+        Trainer(Scheduler([dev.init_backend()]), x, z)

@@ -8,6 +8,10 @@ PyPI (one download, kept under .cache/):
                                                           # with RPC, for generic AVX2 (a few minutes)
     python -m pyggml_testing.llama_cpp_ref llama [DIR]    # libllama for generic AVX2 and the sdist's llama_cpp
                                                           # Python package over it (about 2 minutes)
+    python -m pyggml_testing.llama_cpp_ref finetune [DIR] # llama-finetune (examples/training), generic AVX2,
+                                                          # static: ggml's own training (several minutes)
+    python -m pyggml_testing.llama_cpp_ref native [DIR]   # llama-cpp-python built for this CPU (GGML_NATIVE=ON),
+                                                          # the speed benchmarks' anchor (about 10 minutes)
 
 `ggml_library(name)` finds such a library for the tests: in $PYGGML_GGML_LIB_DIR, in .cache/ggml-avx2 (made by
 `make llama-cpp-ref`), or in an installed llama-cpp-python; `open_ggml_cpu()` loads and initialises libggml-cpu (or
@@ -126,6 +130,21 @@ def rpc_tool(name: str) -> Path | None:
     return None
 
 
+FINETUNE_DIR = CACHE / "llama-finetune"
+FINETUNE_CMAKE_FLAGS = [*(f for f in RPC_CMAKE_FLAGS if "RPC" not in f and "EXAMPLES" not in f),
+                        "-DLLAMA_BUILD_EXAMPLES=ON"]
+"""llama.cpp's training example with the RPC tools' generic AVX2 build (static, no RPC): the ggml side of the
+training benchmark (benchmarks/bench_finetune_vs_ggml.py builds it on demand)."""
+
+
+def build_finetune(dest: Path = FINETUNE_DIR) -> Path:
+    """llama.cpp's `llama-finetune` (examples/training: full fine-tuning of an F32 model with ggml-opt), static;
+    returns its path (several minutes the first time)."""
+    if not (dest / "llama-finetune").is_file():
+        _cmake_build("", FINETUNE_CMAKE_FLAGS, ["llama-finetune"], ["bin/llama-finetune"], dest)
+    return dest / "llama-finetune"
+
+
 LLAMA_DIR = CACHE / "llama-lib"
 LLAMA_LIBS = ("libggml-base.so.0", "libggml-cpu.so.0", "libggml.so.0")
 """libllama's own dependencies, kept under their sonames next to it (the build's rpath is $ORIGIN)."""
@@ -152,6 +171,46 @@ def build_llama(dest: Path = LLAMA_DIR) -> None:
             out = py / "llama_cpp" / m.name.split("/llama_cpp/", 1)[1]
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(src.read())
+
+
+NATIVE_DIR = CACHE / "llama-native"
+
+
+def native_cmake_args() -> str:
+    """CMAKE_ARGS of a llama-cpp-python built for this machine, as its users build it (`-DGGML_NATIVE=ON`), with
+    ggml's AMX kernels left out on a CPU that has AMX: on the Sapphire Rapids VMs here they crash (SIGILL or
+    SIGSEGV in the AMX matmul on the first batch), and AMD Zen 4 has none."""
+    args = "-DGGML_NATIVE=ON"
+    if "amx_int8" in _cpuinfo():
+        off = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+        args += f" -DCMAKE_C_FLAGS='{off}' -DCMAKE_CXX_FLAGS='{off}'"
+    return args
+
+
+def _cpuinfo() -> str:
+    p = Path("/proc/cpuinfo")
+    return p.read_text(encoding="utf-8") if p.is_file() else ""
+
+
+def cpu_stamp() -> str:
+    """This CPU's model name and flags, and the native build's CMAKE_ARGS (what a native build depends on)."""
+    keep = [line for line in _cpuinfo().splitlines() if line.startswith(("model name", "flags"))][:2]
+    return "\n".join([*keep, native_cmake_args()])
+
+
+def build_native_llama(dest: Path = NATIVE_DIR) -> Path:
+    """llama-cpp-python built from the sdist for this machine's CPU (`CMAKE_ARGS=native_cmake_args() pip install
+    --no-cache-dir`, about 10 minutes on 2 cores), installed into dest (a --target folder: import it by putting dest
+    first on sys.path): the speed benchmarks' anchor. A build made on another machine may hold another CPU's
+    instructions, so dest records the CPU it was built for, and is rebuilt on any other."""
+    stamp = dest / "built-for.txt"
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == cpu_stamp() and (dest / "llama_cpp").is_dir():
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-deps", "--target",
+                    str(dest), str(sdist())], check=True, env={**os.environ, "CMAKE_ARGS": native_cmake_args()})
+    stamp.write_text(cpu_stamp(), encoding="utf-8")
+    return dest
 
 
 def llama_cpp_module() -> ModuleType:
@@ -207,7 +266,7 @@ def load_ggml_cpu() -> ctypes.CDLL:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("vocabs", "ggml", "rpc", "llama"):
+    if not argv or argv[0] not in ("vocabs", "ggml", "rpc", "llama", "finetune", "native"):
         print(__doc__, file=sys.stderr)
         return 2
     dest = Path(argv[1]) if len(argv) > 1 else None
@@ -217,6 +276,10 @@ def main(argv: list[str]) -> int:
         build_rpc_tools(dest or RPC_DIR)
     elif argv[0] == "llama":
         build_llama(dest or LLAMA_DIR)
+    elif argv[0] == "finetune":
+        build_finetune(dest or FINETUNE_DIR)
+    elif argv[0] == "native":
+        build_native_llama(dest or NATIVE_DIR)
     else:
         build_ggml(dest or GGML_DIR)
     return 0

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from pyggml import ops
-from pyggml.autodiff import rules_conv, rules_fused, rules_layout, rules_math  # noqa: F401  (they fill the table)
+from pyggml.autodiff import rules_conv, rules_fused, rules_indexed, rules_layout, rules_math  # noqa: F401 (fill RULES)
 from pyggml.autodiff.rules import GradientError, lookup, require
 from pyggml.context import Context
 from pyggml.graph import Graph

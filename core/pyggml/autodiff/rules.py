@@ -4,8 +4,8 @@
 A rule receives the node, the node's gradient and a `Backprop`; for each source slot j that needs a gradient
 (`bp.needs(j)`) it records the backward nodes and hands the result to `bp.add(j, t)` (or `sub`, `acc`). How the
 contributions of several consumers are summed (a fresh ADD, or an in-place ADD into a gradient accumulator) is
-decided in one place, `Backprop`, never in a rule. Rules live in `rules_math`, `rules_layout`, `rules_conv`
-and `rules_fused`; this module holds only the table and the lookup.
+decided in one place, `Backprop`, never in a rule. Rules live in `rules_math`, `rules_layout`,
+`rules_indexed`, `rules_conv` and `rules_fused`; this module holds only the table and the lookup.
 """
 
 from __future__ import annotations

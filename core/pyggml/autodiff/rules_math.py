@@ -1,9 +1,9 @@
 """Gradient rules of the arithmetic ops: element-wise, UNARY / GLU activations, reductions, norms, products.
 
 Each rule states d(loss)/d(src) in terms of the node's gradient `g`, its sources and its own value, as ggml's
-ggml_compute_backward does; where ggml has no rule (NORM, OUT_PROD, LEAKY_RELU, CLAMP, UNARY TANH / SIGMOID, fused
-SWIGLU) the derivative is written here from the op's definition. Rules that need the backward ops (REPEAT_BACK,
-SILU_BACK, RMS_NORM_BACK) use them exactly where ggml does.
+ggml_compute_backward does; where ggml has no rule (NORM, OUT_PROD, LEAKY_RELU, CLAMP, UNARY TANH / SIGMOID /
+GELU / GELU_QUICK, fused SWIGLU) the derivative is written here from the op's definition. Rules that need the
+backward ops (REPEAT_BACK, SILU_BACK, RMS_NORM_BACK) use them exactly where ggml does.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pyggml.autodiff.rules import NO_GRADIENT, UNARY_RULES, Backprop, GradientEr
 from pyggml.ops.base import Op, describe
 from pyggml.ops.elementwise import ClampParams, GluOp, GluParams, LeakyReluParams, ScaleParams, UnaryOp
 from pyggml.ops.norm import NormParams
+from pyggml.reference.kernels.unary import GELU_COEF_A, GELU_QUICK_COEF, SQRT_2_OVER_PI
 from pyggml.tensor import Tensor
 
 
@@ -290,6 +291,28 @@ def _tanh(node: Tensor, g: Tensor, bp: Backprop) -> None:
 def _sigmoid(node: Tensor, g: Tensor, bp: Backprop) -> None:
     if bp.needs(0):  # s (1 - s)
         bp.add(0, ops.mul(g, ops.sub(node, ops.sqr(node))))
+
+
+@unary_rule(UnaryOp.GELU)
+def _gelu(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """y = x (1 + t) / 2 with t = tanh(c (x + a x^3)) (the tanh form GELU computes; ggml has no rule):
+    y' = (1 + t) / 2 + x (1 - t^2) c (1 + 3 a x^2) / 2."""
+    if bp.needs(0):
+        x = _x(node)
+        x2 = ops.sqr(x)
+        t = ops.tanh(ops.scale(ops.mul(x, ops.scale(x2, GELU_COEF_A, 1.0)), SQRT_2_OVER_PI))
+        slope = ops.mul(ops.mul(x, ops.scale(ops.sqr(t), -1.0, 1.0)), ops.scale(x2, 3.0 * GELU_COEF_A, 1.0))
+        bp.add(0, ops.mul(g, ops.add(ops.scale(t, 0.5, 0.5), ops.scale(slope, 0.5 * SQRT_2_OVER_PI))))
+
+
+@unary_rule(UnaryOp.GELU_QUICK)
+def _gelu_quick(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """y = x s with s = sigmoid(k x) (ggml has no rule): y' = s (1 + k x (1 - s))."""
+    if bp.needs(0):
+        x = _x(node)
+        s = ops.sigmoid(ops.scale(x, GELU_QUICK_COEF))
+        inner = ops.scale(ops.mul(x, ops.scale(s, -1.0, 1.0)), GELU_QUICK_COEF, 1.0)
+        bp.add(0, ops.mul(g, ops.mul(s, inner)))
 
 
 for _u in (UnaryOp.SGN, UnaryOp.STEP, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC):

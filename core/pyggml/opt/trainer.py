@@ -23,6 +23,7 @@ import numpy as np
 from pyggml import ops
 from pyggml.alloc import alloc_ctx_tensors
 from pyggml.autodiff import Gradients, build_backward
+from pyggml.backend.host import HostBuffer
 from pyggml.backend.sched import Scheduler
 from pyggml.context import Context
 from pyggml.errors import PyGGMLError, ShapeError
@@ -199,6 +200,10 @@ class Trainer:
             if not dev.supports_op(s):
                 raise PyGGMLError(f"Trainer: {dev.name} cannot run {s.op.name} for {describe(p)}; the optimiser "
                                   "step must run where the parameters live")
+            if isinstance(p.buffer, HostBuffer) and not p.buffer.array.flags.writeable:
+                raise PyGGMLError(f"Trainer: parameter {describe(p)} lives in read-only memory (a memory-mapped "
+                                  "GGUF file, say), which the optimiser step would write; load the weights with "
+                                  "use_mmap=False")
             if not dev.supports_buft(p.buffer.buft):
                 raise PyGGMLError(f"Trainer: parameter {describe(p)} lives in a '{p.buffer.buft.name}' buffer, which "
                                   f"{dev.name} (the first backend, where the optimiser state goes) cannot update in "

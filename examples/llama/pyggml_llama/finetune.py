@@ -1,11 +1,12 @@
-"""Fine-tuning a llama model's LoRA adapter on a text with pyggml.opt (causal language modelling).
+"""Fine-tuning a llama model on a text with pyggml.opt (causal language modelling): a LoRA adapter
+(`LoraTrainer`), or every weight of an F32 model (`mark_full_params` + `CausalLMTrainer`, llama.cpp's finetune).
 
 The text's tokens are one stream; datapoint i is token i and its label the next token (one-hot). A batch of
 n_ctx datapoints is one window of the stream: the model (`LlamaModel.forward`, no KV cache) reads the window at
 positions 0..n_ctx-1 under a causal mask, and the loss is the mean cross-entropy of each position's logits against
 the next token, as llama.cpp's finetune computes it. The training step is pyggml.opt's `Trainer`: forward,
 `build_backward` (gradients reach the adapters through the frozen, quantised weights: MUL_MAT's rule gives the
-activations out_prod(W, dy^T), which takes a quantised W), and one OPT_STEP_ADAMW per adapter parameter.
+activations out_prod(W, dy^T), which takes a quantised W), and one OPT_STEP_ADAMW per parameter.
 """
 
 from __future__ import annotations
@@ -69,17 +70,15 @@ class TextDataset(Dataset):
             yield self.data[idx], labels
 
 
-class LoraTrainer:
-    """The training graph of `adapter` on `model` for windows of `n_ctx` tokens on the scheduler's backends.
-    The adapter must be placed (`LoraAdapter.alloc`) in memory of the scheduler's first backend, where the
-    optimiser steps run; the positions and the causal mask are constants in a buffer of their own."""
+class CausalLMTrainer:
+    """The training graph of `model`'s parameters (the leaves marked with `set_param`: a LoRA adapter's, or the
+    weights themselves for a full fine-tune, `mark_full_params`) for windows of `n_ctx` tokens on the scheduler's
+    backends. The parameters must be placed in memory of the scheduler's first backend, where the optimiser steps
+    run; the positions and the causal mask are constants in a buffer of their own."""
 
-    def __init__(self, model: LlamaModel, adapter: LoraAdapter, sched: Scheduler, n_ctx: int, *,
+    def __init__(self, model: LlamaModel, sched: Scheduler, n_ctx: int, *,
                  optimizer: Optimizer | None = None) -> None:
-        if adapter.buffer is None:
-            raise PyGGMLError("LoraTrainer: place the adapter first (LoraAdapter.alloc or LoraAdapter.load)")
         self.model = model
-        self.adapter = adapter
         self.n_ctx = n_ctx
         self.static = gg.Context(no_alloc=True)
         pos = self.static.new_tensor(GGMLType.I32, n_ctx, name="inp_pos")
@@ -87,15 +86,14 @@ class LoraTrainer:
         self.static_buffer = alloc_ctx_tensors(self.static, sched.buffer_type(0))
         pos.set(np.arange(n_ctx, dtype=np.int32))
         mask.set(np.triu(np.full((n_ctx, n_ctx), -np.inf, dtype=np.float32), k=1))
-        adapter.attach()
         self.ctx = gg.Context(no_alloc=True)
         with self.ctx:
             self.tokens = self.ctx.new_tensor(GGMLType.I32, 1, n_ctx, name="inp_tokens")
             self.logits = model.forward(ops.reshape(self.tokens, n_ctx), pos, mask)
         size = graph_size_for(model)
         if sched.graph_size < size:
-            raise PyGGMLError(f"LoraTrainer: the scheduler's graph_size {sched.graph_size} is below the {size} "
-                              f"nodes a training step of {model.hp.n_layer} layers may need")
+            raise PyGGMLError(f"{type(self).__name__}: the scheduler's graph_size {sched.graph_size} is below the "
+                              f"{size} nodes a training step of {model.hp.n_layer} layers may need")
         self.trainer = Trainer(sched, self.tokens, self.logits, optimizer=optimizer or AdamW(alpha=1e-3),
                                graph_size=size)
 
@@ -109,8 +107,40 @@ class LoraTrainer:
         return self.trainer.run_pass(ds, first * self.n_ctx, end * self.n_ctx, train=False)
 
 
+class LoraTrainer(CausalLMTrainer):
+    """The training graph of `adapter` on `model` (frozen weights, quantised or not); the adapter must be placed
+    (`LoraAdapter.alloc`) in memory of the scheduler's first backend."""
+
+    def __init__(self, model: LlamaModel, adapter: LoraAdapter, sched: Scheduler, n_ctx: int, *,
+                 optimizer: Optimizer | None = None) -> None:
+        if adapter.buffer is None:
+            raise PyGGMLError("LoraTrainer: place the adapter first (LoraAdapter.alloc or LoraAdapter.load)")
+        self.adapter = adapter
+        adapter.attach()
+        super().__init__(model, sched, n_ctx, optimizer=optimizer)
+
+
+FROZEN_IN_FULL_FINETUNE = ("token_embd.weight",)
+"""What llama.cpp's full fine-tune leaves frozen (llama_opt_init never marks the token embeddings; a tied output
+matrix is trained as a separate copy there): `mark_full_params` follows it so the two train the same tensors."""
+
+
+def mark_full_params(model: LlamaModel, frozen: Sequence[str] = FROZEN_IN_FULL_FINETUNE) -> list[gg.Tensor]:
+    """Mark every weight of `model` but `frozen` as a parameter (a full fine-tune) and return them. The weights
+    must be F32 or F16 (ggml trains no quantised tensor; `set_param` refuses one) and placed in writable memory of
+    the trainer's first backend (`load_weights(..., use_mmap=False)`), since the optimiser updates them in place.
+    With tied embeddings (no output.weight) the output matrix is the token embedding: freeze both or neither."""
+    if model.output is model.tok_embd and ("token_embd.weight" in frozen) != ("output.weight" in frozen):
+        raise PyGGMLError("mark_full_params: the model's output matrix is its token embedding (tied); give it an "
+                          "output.weight of its own (benchmarks/f32_gguf.py does) or freeze both or neither")
+    params = [t for name, t in model.weights.tensors.items() if name not in frozen]
+    for t in params:
+        t.set_param()
+    return params
+
+
 def graph_size_for(model: LlamaModel) -> int:
-    """The scheduler graph size a LoraTrainer of this model needs."""
+    """The scheduler graph size a CausalLMTrainer of this model needs."""
     return NODES_PER_LAYER * (model.hp.n_layer + 2)
 
 

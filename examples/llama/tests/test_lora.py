@@ -26,7 +26,7 @@ from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_llama import lora
 from pyggml_llama.adapter import LoraAdapter, LoraConfig, layer_list, parse_targets
-from pyggml_llama.finetune import LoraTrainer, TextDataset, graph_size_for, placement
+from pyggml_llama.finetune import CausalLMTrainer, LoraTrainer, TextDataset, graph_size_for, mark_full_params, placement
 from pyggml_llama.hparams import HParams
 from pyggml_llama.model import LlamaModel
 from pyggml_llama.synthetic import synthetic_weights
@@ -162,6 +162,31 @@ def test_a_few_steps_make_the_loss_fall() -> None:
     assert losses[-2] < 0.8 * losses[0] and after < 0.7 * before, (before, losses, after)
     for n, t in model.weights.tensors.items():  # only the adapters moved
         np.testing.assert_array_equal(t.numpy(), frozen[n], err_msg=n)
+
+
+
+def test_full_fine_tune_trains_every_weight_it_marks() -> None:
+    """All-F32 weights marked as parameters (llama-finetune's full fine-tune): the loss falls and every marked
+    weight moves. The tiny model ties its output matrix to the token embedding, so freezing the embedding alone
+    (llama.cpp's choice, which trains a separate output copy) is refused rather than half-applied."""
+    be = init_backend("numpy")
+    ctx, tensors = synthetic_weights(TINY, GGMLType.F32, GGMLType.F32)
+    alloc_ctx_tensors(ctx, be.device.buffer_type())
+    for name, v in _values(TINY).items():
+        tensors[name].set(v)
+    model = LlamaModel(TINY, Weights(SimpleNamespace(path="<tiny>"), ctx, tensors))  # type: ignore[arg-type]
+    with pytest.raises(PyGGMLError, match="tied"):
+        mark_full_params(model)
+    params = mark_full_params(model, frozen=())
+    assert len(params) == len(tensors)
+    trainer = CausalLMTrainer(model, Scheduler([be], graph_size=graph_size_for(model)), 16,
+                              optimizer=AdamW(alpha=1e-2))
+    ds = TextDataset(np.random.default_rng(0).integers(0, TINY.n_vocab, 16 + 1).tolist(), TINY.n_vocab, 16)
+    before = {t.name: t.numpy().copy() for t in params}
+    losses = [trainer.step(ds, 0).loss for _ in range(6)]
+    assert np.isfinite(losses).all() and losses[-1] < 0.7 * losses[0], losses
+    for t in params:
+        assert not np.array_equal(t.numpy(), before[t.name]), t.name
 
 
 def _losses(device: str, steps: int) -> tuple[list[float], dict[str, Counter[str]]]:
