@@ -190,6 +190,22 @@ def with_overrides(base: TensorPlacer, overrides: Sequence[tuple[str, BufferType
     return place
 
 
+def with_extra_buffer_types(base: TensorPlacer, matmul_only: Callable[[str], bool]) -> TensorPlacer:
+    """Weights that only MUL_MAT reads (`matmul_only(name)`, as the model knows) go to the first extra buffer type
+    of their device that takes them (`Device.extra_buffer_types`: the cpu device's cpu_repack, say); the rest as
+    `base` places them (llama.cpp's loader makes the same choice with its extra buffer types)."""
+
+    def place(info: GGUFTensorInfo) -> BufferType:
+        buft = base(info)
+        if buft.device is not None and matmul_only(info.name):
+            for extra in buft.device.extra_buffer_types():
+                if extra.takes_weight(info.type, info.ne):
+                    return extra
+        return buft
+
+    return place
+
+
 @dataclass
 class Weights:
     """Tensors of a GGUF file placed in buffers. Mapped host tensors share the file's memory map."""

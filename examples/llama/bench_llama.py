@@ -1,13 +1,17 @@
-"""Prompt processing (pp) and decode (tg) speed of pyggml next to llama.cpp on the same GGUF, same threads.
+"""Prompt processing (pp) and decode (tg) speed of pyggml next to llama.cpp built for this machine, on the same GGUF
+and threads, and decode measured against the machine's memory bandwidth.
 
     python examples/llama/bench_llama.py [--backend cpu] [--threads 2] [--pp 128] [--tg 128] [--repeat 3]
-                                         [--cpu-simd-level 1]
+                                         [--cpu-simd-level -1] [--no-repack] [--llama-dir DIR]
 
-Prints one JSON object. llama.cpp is measured through llama-cpp-python when it is importable. Both run in this
-process; each round measures pyggml then llama.cpp, and the best round of each is kept, so that a burst of load
-from other processes on a shared machine hits both sides alike. The load average is reported with the figures.
---cpu-simd-level caps pyggml's cpu kernels (1: AVX2, as a generic llama.cpp x86-64 build) for a like-for-like
-comparison; by default they use the best level of the CPU.
+Prints one JSON object. The anchor is llama-cpp-python built from source for this CPU, as its users build it
+(`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install --no-cache-dir llama-cpp-python`; `python -m
+pyggml_testing.llama_cpp_ref native` builds it once into .cache/llama-native, about 10 minutes; --llama-dir takes
+another build, e.g. a generic AVX2 one). Both run in this process, after a warm-up; each round measures pyggml then
+llama.cpp, and the best round of each is kept, so that a burst of load from other processes on a shared machine
+hits both sides alike. The JSON holds the CPU model and flags, llama.cpp's build options and its system info, the
+load average, and for decode tok/s x bytes read per token / read bandwidth (`decode_bw_fraction`), where the
+bandwidth is measured in the same run with as many threads.
 """
 
 from __future__ import annotations
@@ -15,13 +19,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pyggml.backend.sysinfo import cpu_model
+from pyggml.gguf import GGUFFile
+from pyggml_llama.hparams import HParams
 from pyggml_llama.session import Session, default_model_path
+
+X86_FLAGS = ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+             "amx_int8")
 
 
 def random_prompt(pp: int) -> list[int]:
@@ -32,12 +44,12 @@ Round = Callable[[], tuple[float, float]]
 """One measurement: (pp tok/s, tg tok/s)."""
 
 
-def pyggml_round(backends: list[str], threads: int, pp: int, tg: int) -> tuple[Round, dict[str, Any]]:
-    s = Session(None, backends, n_ctx=pp + tg + 8, n_batch=pp, n_threads=threads)
+def pyggml_round(backends: list[str], threads: int, pp: int, tg: int, repack: bool) -> tuple[Round, dict[str, Any]]:
+    s = Session(None, backends, n_ctx=pp + tg + 8, n_batch=pp, n_threads=threads, repack=repack)
     prompt = random_prompt(pp)
     s.eval(prompt)  # warm-up: plans, caches, threads, and the graphs of both shapes
     s.eval([1])
-    info: dict[str, Any] = {"backends": s.stats.backends}
+    info: dict[str, Any] = {"backends": s.stats.backends, "repack": repack}
 
     def run() -> tuple[float, float]:
         s.reset()
@@ -55,12 +67,13 @@ def pyggml_round(backends: list[str], threads: int, pp: int, tg: int) -> tuple[R
     return run, info
 
 
-def llama_cpp_round(threads: int, pp: int, tg: int) -> tuple[Round, dict[str, Any]] | None:
-    try:
-        import llama_cpp
-        from llama_cpp import Llama
-    except ImportError:
-        return None
+def llama_cpp_round(llama_dir: Path, threads: int, pp: int, tg: int) -> tuple[Round, dict[str, Any]]:
+    sys.path.insert(0, str(llama_dir))
+    import llama_cpp
+    from llama_cpp import Llama
+
+    if not str(Path(llama_cpp.__file__).resolve()).startswith(str(llama_dir.resolve())):
+        raise SystemExit(f"llama_cpp was imported from {llama_cpp.__file__}, not from {llama_dir}")
     llm = Llama(model_path=str(default_model_path()), n_ctx=pp + tg + 8, n_batch=pp, n_threads=threads,
                 n_threads_batch=threads, verbose=False)
     prompt = random_prompt(pp)
@@ -83,7 +96,31 @@ def llama_cpp_round(threads: int, pp: int, tg: int) -> tuple[Round, dict[str, An
         t_tg = time.perf_counter() - t0
         return pp / t_pp, tg / t_tg
 
-    return run, {"version": llama_cpp.__version__}
+    stamp = llama_dir / "built-for.txt"
+    build = stamp.read_text(encoding="utf-8").splitlines()[-1] if stamp.is_file() else "unknown"
+    return run, {"version": llama_cpp.__version__, "dir": str(llama_dir), "cmake_args": build,
+                 "system_info": llama_cpp.llama_print_system_info().decode().strip()}
+
+
+def cpu_flags() -> list[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return []
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    have = set(line.split(":", 1)[-1].split())
+    return [f for f in X86_FLAGS if f in have]
+
+
+def decode_bytes_per_token(pp: int, tg: int) -> int:
+    """What one decode step reads: every weight once (the embedding matrix as the output matrix when tied; a
+    separate output matrix and the embedding row besides) plus the KV cache at its mean length during the tg steps
+    (F16 K and V)."""
+    gf = GGUFFile(default_model_path())
+    hp = HParams.from_gguf(gf)
+    weights = sum(info.nbytes for info in gf.tensors.values())
+    kv = 2 * hp.n_layer * hp.n_embd_kv * (pp + tg // 2) * 2
+    return int(weights + kv)
 
 
 def main() -> None:
@@ -94,32 +131,39 @@ def main() -> None:
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3, help="rounds; the best of each side is reported")
     ap.add_argument("--cpu-simd-level", type=int, default=-1, help="pyggml cpu kernel level (-1: best)")
+    ap.add_argument("--no-repack", action="store_true", help="pyggml with ggml's weight layout (no cpu_repack)")
+    ap.add_argument("--llama-dir", type=Path, default=None,
+                    help="a llama-cpp-python --target folder (default: the native build, made if missing)")
     a = ap.parse_args()
+    from pyggml_testing.llama_cpp_ref import build_native_llama
+
+    llama_dir = a.llama_dir or build_native_llama()
     try:
         from pyggml_cpu import native
-    except ImportError:  # no cpu plugin: nothing to cap
-        simd = None
-    else:
-        simd = native.set_simd_level(a.cpu_simd_level)
-    sides: dict[str, tuple[Round, dict[str, Any]]] = {"pyggml": pyggml_round(a.backend or ["cpu"], a.threads,
-                                                                              a.pp, a.tg)}
-    peer = llama_cpp_round(a.threads, a.pp, a.tg)
-    if peer:
-        sides["llama_cpp"] = peer
+    except ImportError:  # no cpu plugin: nothing to cap, no bandwidth figure
+        native = None
+    simd = native.set_simd_level(a.cpu_simd_level) if native else None
+    sides: dict[str, tuple[Round, dict[str, Any]]] = {
+        "pyggml": pyggml_round(a.backend or ["cpu"], a.threads, a.pp, a.tg, not a.no_repack),
+        "llama_cpp": llama_cpp_round(llama_dir, a.threads, a.pp, a.tg)}
     best = {name: [0.0, 0.0] for name in sides}
     for _ in range(max(1, a.repeat)):
         for name, (run, _info) in sides.items():
             pp, tg = run()
             best[name] = [max(best[name][0], pp), max(best[name][1], tg)]
-    out: dict[str, Any] = {"model": default_model_path().name, "threads": a.threads, "pp": a.pp, "tg": a.tg,
-                           "repeat": a.repeat, "loadavg_1m": round(os.getloadavg()[0], 2), "pyggml_cpu_simd": simd}
+    bandwidth = native.read_bandwidth(a.threads) if native else None
+    per_token = decode_bytes_per_token(a.pp, a.tg)
+    out: dict[str, Any] = {
+        "model": default_model_path().name, "cpu": cpu_model(), "cpu_flags": cpu_flags(), "threads": a.threads,
+        "pp": a.pp, "tg": a.tg, "repeat": a.repeat, "loadavg_1m": round(os.getloadavg()[0], 2),
+        "pyggml_cpu_simd": simd, "read_bandwidth_gb_s": round(bandwidth / 1e9, 2) if bandwidth else None,
+        "decode_bytes_per_token": per_token}
     for name, (_run, info) in sides.items():
-        out[name] = {"pp_tok_s": round(best[name][0], 2), "tg_tok_s": round(best[name][1], 2), **info}
-    if peer:
-        out["ratio"] = {"pp": round(best["pyggml"][0] / best["llama_cpp"][0], 3),
-                        "tg": round(best["pyggml"][1] / best["llama_cpp"][1], 3), "target_pp": 0.7, "target_tg": 0.8}
-    else:
-        out["llama_cpp"] = None
+        pp_s, tg_s = best[name]
+        out[name] = {"pp_tok_s": round(pp_s, 2), "tg_tok_s": round(tg_s, 2),
+                     "decode_bw_fraction": round(tg_s * per_token / bandwidth, 3) if bandwidth else None, **info}
+    out["ratio"] = {"pp": round(best["pyggml"][0] / best["llama_cpp"][0], 3),
+                    "tg": round(best["pyggml"][1] / best["llama_cpp"][1], 3), "target_pp": 1.0, "target_tg": 1.0}
     print(json.dumps(out, indent=2))
 
 

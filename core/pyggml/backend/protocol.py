@@ -23,6 +23,7 @@ from pyggml.errors import AllocationError, UnsupportedOpError
 if TYPE_CHECKING:
     from pyggml.graph import Graph
     from pyggml.tensor import Tensor
+    from pyggml.types import GGMLType
 
 API_VERSION = 1
 """The backend API this core implements. A plugin declares the version it was written for as the constant
@@ -196,6 +197,12 @@ class Device(ABC):
         """(optional, caps.host_buffer) a host buffer type fast to copy from/to this device."""
         return None
 
+    def extra_buffer_types(self) -> list[BufferType]:
+        """(optional) buffer types keeping matmul weights in a layout of this device's own (ggml's extra buffer
+        types, such as the cpu device's cpu_repack). A loader places a weight that only MUL_MAT reads, as its
+        matrix, in the first whose `takes_weight` accepts it; [] by default."""
+        return []
+
     def buffer_from_host_ptr(self, array: Bytes, max_tensor_size: int) -> Buffer:
         """(optional, caps.buffer_from_host_ptr) a buffer over existing host memory, no copy."""
         raise UnsupportedOpError(f"device {self.name} cannot wrap host memory")
@@ -251,6 +258,11 @@ class BufferType(ABC):
 
     def alloc_size(self, tensor: Tensor) -> int:
         return tensor.nbytes()
+
+    def takes_weight(self, type: GGMLType, ne: Sequence[int]) -> bool:
+        """For an extra buffer type (`Device.extra_buffer_types`): whether a matmul weight of this type and shape
+        gains from it."""
+        return False
 
     @abstractmethod
     def alloc_buffer(self, size: int) -> Buffer:

@@ -16,6 +16,7 @@ adds its low-rank term."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -100,6 +101,16 @@ class LayerWeights:
     bk: Tensor | None = None
     bv: Tensor | None = None
     bo: Tensor | None = None
+
+
+_MATMUL_ONLY = re.compile(r"^(output|blk\.\d+\.(attn_(q|k|v|output)|ffn_(gate|up|down)))\.weight$")
+
+
+def is_matmul_weight(name: str) -> bool:
+    """Whether the graph reads weight `name` only as MUL_MAT's matrix (so a device may keep it in a layout of its
+    own, `Session(repack=True)`): the attention and dense FFN projections, and an untied output matrix. Not the
+    token embeddings (GET_ROWS; with a tied output also its matrix), norms, biases nor experts (MUL_MAT_ID)."""
+    return _MATMUL_ONLY.match(name) is not None
 
 
 class LlamaModel:

@@ -20,11 +20,11 @@ from pyggml.backend.protocol import Backend, BufferType
 from pyggml.backend.registry import get_device
 from pyggml.backend.sched import Scheduler
 from pyggml.errors import PyGGMLError
-from pyggml.gguf import GGUFFile, TensorPlacer, load_weights, place_by_layers
+from pyggml.gguf import GGUFFile, TensorPlacer, load_weights, place_by_layers, with_extra_buffer_types
 from pyggml.types import GGMLType
 from pyggml_llama.hparams import HParams
 from pyggml_llama.kv_cache import KVCache
-from pyggml_llama.model import BuiltGraph, GraphKey, LlamaModel
+from pyggml_llama.model import BuiltGraph, GraphKey, LlamaModel, is_matmul_weight
 from pyggml_llama.sampling import Sampler, SamplingParams
 from pyggml_llama.tokenizer import Tokenizer
 
@@ -72,9 +72,13 @@ class Session:
     def __init__(self, model_path: str | Path | None = None, backends: Sequence[str] = ("cpu",), *,
                  n_ctx: int = 2048, n_batch: int = 256, split_mode: str = "layer",
                  tensor_split: Sequence[float] | None = None, kv_type: GGMLType = GGMLType.F16,
-                 flash_attn: bool = False, n_threads: int | None = None, comm: str = "local") -> None:
+                 flash_attn: bool = False, n_threads: int | None = None, comm: str = "local",
+                 repack: bool = True) -> None:
         """`comm="mpi"` (with split_mode="tensor"): this process is one MPI rank of the tensor split; every rank
-        runs the same session on its own device (`backends[0]`), and rank 0's sampled tokens are every rank's."""
+        runs the same session on its own device (`backends[0]`), and rank 0's sampled tokens are every rank's.
+        `repack`: matmul weights go to their device's extra buffer types where one takes them (the cpu device's
+        cpu_repack: faster matmuls, weights copied out of the file's memory map; llama.cpp's --no-repack is
+        repack=False)."""
         self.gguf = GGUFFile(model_path or default_model_path())
         self.hp = HParams.from_gguf(self.gguf)
         self.tokenizer = Tokenizer(self.gguf)
@@ -125,6 +129,8 @@ class Session:
         host = self.backends[-1].device.buffer_type()
         self.layer_bufts = _layer_bufts(self.hp.n_layer, bufts, tensor_split)
         place: TensorPlacer = place_by_layers(self.hp.n_layer, bufts, tensor_split, host=bufts[0] if bufts else host)
+        if repack:
+            place = with_extra_buffer_types(place, is_matmul_weight)
         self.weights = load_weights(self.gguf, place)
         self.model = LlamaModel(self.hp, self.weights)
         self.kv = KVCache(self.hp.n_layer, self.hp.n_embd_kv, self.n_ctx, lambda il: self.layer_bufts[il], kv_type,
@@ -133,7 +139,9 @@ class Session:
         self.n_past = 0
         self.cached: list[int] = []
         """The tokens in the KV cache's first n_past cells."""
-        self._graph: BuiltGraph | None = None
+        self._graphs: dict[GraphKey, BuiltGraph] = {}
+        """The graphs built so far, oldest first (a prompt's and a decode step's alternate in a chat)."""
+        self._current: BuiltGraph | None = None
         self.stats = Stats(backends=[b.name for b in self.backends])
 
     @staticmethod
@@ -196,16 +204,20 @@ class Session:
         n = len(tokens)
         n_kv = min(self.n_ctx, -(-(self.n_past + n) // KV_PAD) * KV_PAD)
         key = GraphKey(n, n_kv, n if all_logits else 1)
-        g = self._graph
-        if g is None or g.key != key:
+        g = self._graphs.get(key)
+        if g is None:
             g = self.model.build_graph(key, self.kv, flash_attn=self.flash_attn)
-            self.sched.reset()
-            self.sched.alloc_graph(g.graph)
-            self._graph = g
+            if len(self._graphs) >= GRAPHS_KEPT:
+                del self._graphs[next(iter(self._graphs))]
+            self._graphs[key] = g
             self.stats.graph_builds += 1
-            self.stats.n_splits = self.sched.n_splits
         else:
             self.stats.graph_reuses += 1
+        if g is not self._current:  # the compute buffers are shared: place this graph's tensors again
+            self.sched.reset()
+            self.sched.alloc_graph(g.graph)
+            self._current = g
+            self.stats.n_splits = self.sched.n_splits
         pos = np.arange(self.n_past, self.n_past + n, dtype=np.int32)
         g.tokens.set(np.asarray(tokens, dtype=np.int32))
         g.set_positions(pos, self.n_ctx)
@@ -239,6 +251,10 @@ class Session:
             logits = self.eval([tok])[-1]
             self.stats.decode_tokens += 1
             self.stats.decode_s += time.perf_counter() - t0
+
+
+GRAPHS_KEPT = 4
+"""Built graphs a session keeps (each holds only its node records: the compute buffers are the scheduler's)."""
 
 
 def _fingerprint(gguf: GGUFFile) -> str:

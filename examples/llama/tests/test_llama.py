@@ -35,8 +35,16 @@ def _need(*names: str) -> None:
 
 @pytest.fixture(scope="module")
 def cpu_session() -> Session:
+    """As a user runs it: the matmul weights repacked (cpu_repack), whose dots sum in another order than ggml's."""
     _need("CPU")
     return Session(None, ["CPU"], n_ctx=256)
+
+
+@pytest.fixture(scope="module")
+def plain_session() -> Session:
+    """ggml's weight layout and summation orders (Session(repack=False), llama.cpp's --no-repack)."""
+    _need("CPU")
+    return Session(None, ["CPU"], n_ctx=256, repack=False)
 
 
 def greedy(s: Session, prompt: list[int], n: int) -> list[int]:
@@ -110,9 +118,10 @@ def exact_level(request: pytest.FixtureRequest) -> Iterator[int]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["prompt"][:20] for c in CASES])
-def test_cpu_logits_are_llama_cpps_bits(cpu_session: Session, exact_level: int, case: dict[str, Any]) -> None:
+def test_cpu_logits_are_llama_cpps_bits(plain_session: Session, exact_level: int, case: dict[str, Any]) -> None:
     """Along llama.cpp's greedy path, the two largest logits of every step are llama.cpp's float32 values (then
-    greedy decoding gives all of llama.cpp's tokens)."""
+    greedy decoding gives all of llama.cpp's tokens), with ggml's weight layout."""
+    cpu_session = plain_session
     cpu_session.reset()
     logits = cpu_session.eval(case["prompt_tokens"])[-1]
     for step, (tok, top) in enumerate(zip(case["tokens"], case["top2"], strict=True)):
@@ -121,12 +130,43 @@ def test_cpu_logits_are_llama_cpps_bits(cpu_session: Session, exact_level: int, 
         logits = cpu_session.eval([tok])[-1]
 
 
-def test_graph_is_reused_for_every_decode_step(cpu_session: Session) -> None:
-    before = cpu_session.stats.graph_builds
-    out = greedy(cpu_session, CASES[0]["prompt_tokens"], 8)
+def test_cpu_agrees_with_llama_cpp_teacher_forced(cpu_session: Session) -> None:
+    """The next-token distributions along one token sequence (a fixture prompt and llama.cpp's greedy answer),
+    against llama.cpp's (libllama of `make llama-cpp-ref`) in one batch: the mean KL divergence stays at llama.cpp's
+    own noise floor (batch vs one token at a time), whether pyggml reads the prompt in one batch or token by token,
+    with the weights repacked (its own summation order) or not (ggml's)."""
+    from pyggml_llama.agreement import NOISE_FLOOR_KLD, agreement
+    from pyggml_testing.llama_cpp_ref import llama_cpp_module
+
+    llama_cpp = llama_cpp_module()
+    case = CASES[0]
+    tokens = (case["prompt_tokens"] + case["tokens"])[:96]
+    llm = llama_cpp.Llama(model_path=str(default_model_path()), n_ctx=256, n_batch=256, n_threads=2,
+                          logits_all=True, verbose=False)
+    llm.eval(tokens)
+    import numpy as np
+
+    ref = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    for repack in (True, False):
+        s = Session(None, ["CPU"], n_ctx=256, repack=repack)
+        batch = s.eval(tokens, all_logits=True)
+        s.reset()
+        stepped = np.concatenate([s.eval([t]) for t in tokens])
+        for how, got in (("batch", batch), ("token by token", stepped)):
+            a = agreement(ref, got)
+            assert a.mean_kld <= NOISE_FLOOR_KLD and a.same_top1 >= 0.95, (repack, how, a)
+
+
+def test_graph_is_reused_for_every_decode_step() -> None:
+    _need("CPU")
+    s = Session(None, ["CPU"], n_ctx=256)
+    out = greedy(s, CASES[0]["prompt_tokens"], 8)
     assert len(out) == 8
-    # one build for the prompt, one for the first decode step; the other 6 steps replay it
-    assert cpu_session.stats.graph_builds - before == 2
+    # one build for the prompt, one for the first of the 8 decode steps; the other 7 steps replay it
+    assert (s.stats.graph_builds, s.stats.graph_reuses) == (2, 7)
+    # a second prompt of the same length and its 8 decode steps reuse both graphs kept
+    assert greedy(s, CASES[0]["prompt_tokens"], 8) == out
+    assert (s.stats.graph_builds, s.stats.graph_reuses) == (2, 16)
 
 
 @pytest.mark.parametrize("backends", [["OpenCL0"], ["Vulkan0"], ["CPU", "OpenCL0", "Vulkan0"]],

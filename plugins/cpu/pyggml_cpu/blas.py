@@ -85,6 +85,9 @@ class BlasDevice(CpuDevice):
     def supports_buft(self, buft: BufferType) -> bool:
         return buft.is_host
 
+    def extra_buffer_types(self) -> list[BufferType]:
+        return []  # sgemm reads ggml's layout only
+
 
 class BlasBackend(Backend):
     """One C thread widens F16/BF16 operands; OpenBLAS's own threads do the product."""

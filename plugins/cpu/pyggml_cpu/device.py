@@ -16,6 +16,7 @@ from pyggml.tensor import Tensor
 from pyggml_cpu import native
 from pyggml_cpu.backend import CpuBackend
 from pyggml_cpu.op_table import TABLE
+from pyggml_cpu.repack import RepackBufferType
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class CpuDevice(Device):
     def __init__(self, reg: Registry, name: str = "cpu", type: DeviceType = DeviceType.CPU) -> None:
         super().__init__(reg, name, type, DeviceCaps(host_buffer=True, buffer_from_host_ptr=True))
         self._buft = HostBufferType(name, self)
+        self._repack = RepackBufferType(self)
 
     @property
     def description(self) -> str:
@@ -57,6 +59,9 @@ class CpuDevice(Device):
 
     def host_buffer_type(self) -> BufferType:
         return self._buft
+
+    def extra_buffer_types(self) -> list[BufferType]:
+        return [self._repack]
 
     def buffer_from_host_ptr(self, array: Bytes, max_tensor_size: int) -> HostBuffer:
         return self._buft.wrap(array)

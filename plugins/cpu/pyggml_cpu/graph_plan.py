@@ -17,8 +17,9 @@ from pyggml.backend.plan_cache import check_not_freed
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
-from pyggml_cpu._pgc import ffi
+from pyggml_cpu._pgc import ffi, lib
 from pyggml_cpu.op_table import Descriptors
+from pyggml_cpu.repack import R8_FLAG, R8_ROWS, RepackBuffer
 
 if TYPE_CHECKING:
     from pyggml.backend.protocol import Buffer
@@ -59,6 +60,23 @@ def address_of(t: Tensor, node: Tensor) -> int:
     return int(base) + t.offset
 
 
+def repacked(t: Tensor, node: Tensor, slot: int, c_op: int) -> bool:
+    """Whether slot `slot` of node's descriptor (operation c_op) reads t in the R8 layout of a cpu_repack buffer;
+    ComputeError where a node other than MUL_MAT, or another slot, would read R8 bytes."""
+    buf = t.buffer
+    if not isinstance(buf, RepackBuffer):
+        return False
+    rec = buf.overlapping(t.offset, t.nbytes())
+    if rec is None:
+        return False
+    if c_op == lib.PGC_OP_MUL_MAT and slot == 1 and buf.layout_of(t) is rec and t.ne[0] == rec.ne0 \
+            and t.ne[1] % R8_ROWS == 0 and t.is_contiguous():
+        return True
+    raise ComputeError(f"cpu: node '{node.name}' ({node.op.name}) reads '{t.name}', which is kept repacked in a "
+                       f"{buf.buft.name} buffer (tensor '{rec.name}'): only MUL_MAT reads it, as its matrix; place "
+                       "weights other ops read in the device's buffer type")
+
+
 @dataclass
 class CpuGraphPlan:
     array: np.ndarray
@@ -89,7 +107,7 @@ def build_plan(graph: Graph, table: OpTable[Descriptors], backend_name: str) -> 
         for s, t in enumerate(slots):
             if t is None:
                 continue
-            row["type"][s] = int(t.type)
+            row["type"][s] = int(t.type) | (R8_FLAG if repacked(t, node, s, c_op) else 0)
             row["ne"][s] = t.ne
             row["nb"][s] = t.nb
             row["data"][s] = address_of(t, node) if t.nelements() else 0

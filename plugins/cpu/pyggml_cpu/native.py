@@ -151,3 +151,13 @@ def vec_dot(t: GGMLType, x: npt.NDArray[Any], y: npt.NDArray[Any], n: int) -> fl
     if rc:
         raise UnsupportedTypeError(f"cpu kernels have no dot product for {t}")
     return float(out[0])
+
+
+def read_bandwidth(n_threads: int, size: int = 1 << 30, reps: int = 5) -> float:
+    """The machine's memory read bandwidth in bytes/s: n_threads threads streaming `size` bytes (far beyond the
+    caches) at once, the best of `reps` passes (the limit a memory-bound decode step is measured against)."""
+    buf = np.ones(size, dtype=np.uint8)  # written once, so every page is really there
+    bw = float(lib.pgc_read_bandwidth(ffi.from_buffer(buf), size, n_threads, reps))
+    if bw <= 0:
+        raise ValueError(f"read_bandwidth: bad arguments (n_threads={n_threads}, size={size}, reps={reps})")
+    return bw

@@ -21,6 +21,13 @@ int pgc_set_simd_level(int level); /* 0 forces the portable kernels; returns the
 int pgc_quantize_rows(int type, const float *src, void *dst, int64_t nrows, int64_t ne0);
 int pgc_dequantize_rows(int type, const void *src, float *dst, int64_t nrows, int64_t ne0);
 int pgc_vec_dot(int type, int64_t n, const void *x, const void *y, float *out);
+/* the R8 weight layout (repack.h) of Q4_0 / Q4_1 / Q8_0 rows: from plain (to_plain 0) or back (1); nrows % 8 == 0 */
+int pgc_repack_r8(int type, const void *src, void *dst, int64_t nrows, int64_t ne0, int to_plain);
+/* R8 rows x one activation row (already the weight type's dot partner) into out[r] (tests) */
+int pgc_r8_matvec(int type, const void *x, int64_t nrows, int64_t k, const void *y, float *out);
+
+/* memory read bandwidth in bytes/s: n_threads stream `bytes` of buf at once, best of reps (-1 on bad input) */
+double pgc_read_bandwidth(const void *buf, size_t bytes, int n_threads, int reps);
 
 /* BLAS: load an OpenBLAS-style library (returns 0 or -1), is one loaded */
 int pgc_blas_load(const char *path, const char *sgemm_symbol, const char *set_threads_symbol);

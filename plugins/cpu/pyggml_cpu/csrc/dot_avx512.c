@@ -144,9 +144,10 @@ void pgc_simd_avx512(pgc_simd *s, int vnni) {
     else register_x86_512(&k);
     if (pgc_cpu_features() & PGC_F_AVXVNNI) {
         pgc_simd_vnni(s);
-    } else {
+    } else { /* e.g. AMD Zen 4: VPDPBUSD only in its EVEX form */
         pgc_simd_avx2(s);
-        register_x86_512(s);
+        if (vnni) pgc_simd_avx512_vnni(s);
+        else register_x86_512(s);
     }
     const int kt[] = {T_Q4_K, T_Q6_K};
     for (int j = 0; j < 2; j++) {

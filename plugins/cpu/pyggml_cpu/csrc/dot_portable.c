@@ -26,6 +26,7 @@ void pgc_simd_portable(pgc_simd *s) {
     s->level = 0;
     register_portable(s);
     pgc_quant_portable(s);
+    pgc_r8_portable(s);
 }
 
 int pgc_cpu_features(void) {

@@ -442,6 +442,8 @@ COLS_ENTRIES(q2_K)
 COLS_ENTRIES(q3_K)
 COLS_ENTRIES(q5_K)
 
+#include "dot_x86_r8.h"
+
 /* a type's one-column, two-column and eight-row dots */
 #define XREGISTER_DOTS(T, t)                        \
     do {                                            \
@@ -462,6 +464,9 @@ static void XSFX(register_x86)(pgc_simd *s) {
     XREGISTER_DOTS(Q2_K, q2_K);
     XREGISTER_DOTS(Q3_K, q3_K);
     XREGISTER_DOTS(Q5_K, q5_K);
+    s->r8[T_Q4_0] = XSFX(r8_q4_0);
+    s->r8[T_Q4_1] = XSFX(r8_q4_1);
+    s->r8[T_Q8_0] = XSFX(r8_q8_0);
     s->vec_dot[T_Q5_0] = XSFX(vd_q5_0); /* no two-column kernels: the eight-row one serves prompts too */
     s->vec_dotr[T_Q5_0] = XSFX(vdr_q5_0);
     s->vec_dot[T_Q5_1] = XSFX(vd_q5_1);

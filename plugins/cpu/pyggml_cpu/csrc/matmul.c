@@ -38,7 +38,7 @@ static int convert_rows(const pgc_node *n, int s, int vt, char *dst, const pgc_t
 }
 
 size_t pgc_mul_mat_shared(const pgc_node *n) {
-    int t0 = n->type[1];
+    int t0 = n->type[1] & ~PGC_R8;
     if (!needs_conv(n, 2, t0)) return 0;
     return (size_t)pgc_nrows(n, 2) * (size_t)pgc_row_size(conv_type(t0), n->ne[2][0]);
 }
@@ -76,8 +76,24 @@ static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y
     for (; r < nr; r++) *(float *)(d + r * db) = row_dot(t0, K, x + r * bx, y);
 }
 
+/* R8 weights (repack.h; rows in groups of eight, M % 8 == 0, activations converted): rows [r0, r1) of one matrix
+   (from x0, groups 8 * nb01 bytes apart) against columns [c0, c1) (converted, rs1 bytes apart from y0) */
+static void r8_tile(int t0, int64_t K, const char *x0, int64_t nb01, int64_t r0, int64_t r1, const char *y0,
+                    int64_t rs1, int64_t c0, int64_t c1, const pgc_node *n, int64_t i12, int64_t i13) {
+    const int64_t nb0 = n->nb[0][0];
+    for (int64_t ic = c0; ic < c1; ic++)
+        for (int64_t r = r0; r < r1; r += R8_ROWS) {
+            float o[R8_ROWS];
+            pgc_S.r8[t0](K, x0 + (r - r0) * nb01, y0 + ic * rs1, o);
+            char *d = pgc_ptr(n, 0, r, ic, i12, i13);
+            for (int k = 0; k < R8_ROWS; k++) *(float *)(d + k * nb0) = o[k];
+        }
+}
+
 int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
-    const int t0 = n->type[1];
+    const int r8 = (n->type[1] & PGC_R8) != 0, t0 = n->type[1] & ~PGC_R8;
+    if (r8 && (t0 >= T_COUNT || !pgc_S.r8[t0] || n->ne[1][1] % R8_ROWS || n->nb[1][0] != pgc_type_size(t0)))
+        return PGC_E_TYPE;
     const int64_t K = n->ne[1][0], M = n->ne[1][1], ne02 = n->ne[1][2], ne03 = n->ne[1][3];
     const int64_t N = n->ne[2][1], ne12 = n->ne[2][2], ne13 = n->ne[2][3];
     if (t0 != T_F32 && t0 != T_F16 && t0 != T_BF16 && !(t0 < T_COUNT && pgc_S.vec_dot[t0])) return PGC_E_TYPE;
@@ -104,6 +120,11 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
         int64_t ic1 = bc * TILE_C + TILE_C < N ? bc * TILE_C + TILE_C : N;
         const int64_t nb01 = n->nb[1][1], nb0 = n->nb[0][0];
         const char *x0 = pgc_ptr(n, 1, 0, br * TILE_R, i02, i03);
+        if (r8) { /* conv is always set: R8 types are quantised */
+            r8_tile(t0, K, x0, nb01, br * TILE_R, ir1, c->wdata + (i13 * ne12 + i12) * N * rs1, rs1, bc * TILE_C, ic1,
+                    n, i12, i13);
+            continue;
+        }
         if (f16_tiles) { /* the whole tile in one call (converted columns: rs1 apart) */
             pgc_S.dot_f16_tiles(K, (const uint16_t *)x0, (size_t)nb01, ir1 - br * TILE_R,
                                 (const float *)(c->wdata + ((i13 * ne12 + i12) * N + bc * TILE_C) * rs1), (size_t)rs1,

@@ -97,6 +97,8 @@ enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q
 /* error codes */
 enum { PGC_OK = 0, PGC_E_OP = 1, PGC_E_TYPE = 2, PGC_E_SHAPE = 3, PGC_E_NOMEM = 4, PGC_E_INDEX = 5,
        PGC_E_BLAS = 6 };
+/* a slot's type | PGC_R8: its data is in the R8 layout (repack.h) */
+enum { PGC_R8 = 256 };
 /* cdef-end */
 
 typedef struct pgc_pool pgc_pool;
@@ -277,6 +279,11 @@ typedef void (*pgc_f16_tiles_fn)(int64_t n, const uint16_t *x, size_t bx, int64_
    dot to the float at d + r * dd */
 typedef void (*pgc_f16_rows_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, char *d,
                                 size_t dd);
+/* R8 (repack.h): a node's type | PGC_R8 marks a slot holding weights in the R8 layout (MUL_MAT's src0 only). A
+   kernel takes one group of R8_ROWS rows (k values each) against one activation row y (Q8_1 for Q4_1, else Q8_0)
+   into out[r], with ggml's vec_dot arithmetic (the plain kernels' bits; repack.c defines it). */
+#define R8_ROWS 8
+typedef void (*pgc_r8_fn)(int64_t k, const void *x, const void *y, float out[R8_ROWS]);
 /* the one- and two-column table entries `name` of a kernel `cols(n, s, x, ys, NC)` written for NC columns */
 #define PGC_VD1_ENTRY(name, cols)                                                                         \
     static void name(int64_t n, float *s, const void *vx, const void *vy) {                               \
@@ -304,6 +311,7 @@ typedef struct pgc_simd {
     pgc_vec_dot_fn vec_dot[T_COUNT];   /* quantised row x its dot partner row */
     pgc_vec_dot2_fn vec_dot2[T_COUNT]; /* ... x two partner rows (NULL: use vec_dot twice) */
     pgc_vec_dotr_fn vec_dotr[T_COUNT]; /* PGC_DOTR_ROWS rows x one partner row (NULL: vec_dot per row) */
+    pgc_r8_fn r8[T_COUNT];             /* R8_ROWS R8 weight rows (Q4_0, Q4_1, Q8_0) x one partner row */
     pgc_quant_fn quantize[T_COUNT];    /* float row -> blocks (dot partners Q8_0/Q8_1/Q8_K and CPY targets) */
 } pgc_simd;
 
@@ -313,6 +321,7 @@ extern float pgc_f16_table[65536];
 #define F16T(h) (pgc_f16_table[(uint16_t)(h)])
 int pgc_vec_dot_type(int type);
 void pgc_simd_portable(pgc_simd *s);
+void pgc_r8_portable(pgc_simd *s); /* repack.c */
 void pgc_simd_avx2(pgc_simd *s);   /* overrides entries with AVX2/FMA/F16C kernels */
 void pgc_simd_vnni(pgc_simd *s);   /* ... and the byte dots with AVX-VNNI */
 void pgc_simd_avx512(pgc_simd *s, int vnni); /* AVX-512 F/VL/BW kernels (+ AVX512-VNNI byte dots) */

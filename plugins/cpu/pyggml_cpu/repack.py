@@ -1,0 +1,189 @@
+"""The cpu device's extra buffer type for matmul weights, `cpu_repack` (ggml's CPU_REPACK): Q4_0, Q4_1 and Q8_0
+matrices whose rows come in groups of eight are kept in the R8 layout (csrc/repack.h: eight rows interleaved block
+by block), which the matmul kernels read with one byte dot per eight rows. Any other tensor placed in such a buffer
+is stored as is.
+
+The layout is private to the buffer: `set_tensor` repacks, `get_tensor` gives ggml's layout back, so copies to
+other devices and reads see the usual bytes. Byte-level access to a repacked range, and any node other than
+MUL_MAT reading a repacked tensor, raise an error naming the tensor rather than read the wrong bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyggml.backend.host import HostBuffer, aligned_empty
+from pyggml.backend.protocol import Buffer, BufferType, Bytes, Device
+from pyggml.errors import PyGGMLError
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType
+from pyggml_cpu._pgc import ffi, lib
+
+R8_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0})
+R8_ROWS = 8
+R8_FLAG = int(lib.PGC_R8)
+"""Set on a node descriptor's type of a slot whose data is in the R8 layout."""
+
+
+def r8_eligible(t: Tensor) -> bool:
+    """Whether a tensor placed in a cpu_repack buffer takes the R8 layout: a contiguous Q4_0/Q4_1/Q8_0 tensor of its
+    own (no view) whose matrices have a multiple of eight rows."""
+    return t.type in R8_TYPES and t.view_src is None and t.ne[1] % R8_ROWS == 0 and t.nelements() > 0 \
+        and t.is_contiguous()
+
+
+def _convert(t: GGMLType, src: Bytes, nrows: int, ne0: int, to_plain: bool) -> Bytes:
+    out = np.empty_like(src)
+    rc = lib.pgc_repack_r8(int(t), ffi.from_buffer(src), ffi.from_buffer(out), nrows, ne0, int(to_plain))
+    if rc:
+        raise PyGGMLError(f"cpu_repack: cannot convert {nrows} rows of {ne0} {t.name} values (error {rc})")
+    return out
+
+
+def to_r8(t: GGMLType, plain: Bytes, nrows: int, ne0: int) -> Bytes:
+    """ggml's bytes of nrows x ne0 values of type t (nrows % 8 == 0) in the R8 layout."""
+    return _convert(t, np.ascontiguousarray(plain, dtype=np.uint8).reshape(-1), nrows, ne0, False)
+
+
+def from_r8(t: GGMLType, packed: Bytes, nrows: int, ne0: int) -> Bytes:
+    """The inverse of `to_r8`."""
+    return _convert(t, np.ascontiguousarray(packed, dtype=np.uint8).reshape(-1), nrows, ne0, True)
+
+
+@dataclass(frozen=True)
+class Repacked:
+    """A tensor a RepackBuffer holds in the R8 layout: its byte range and what its conversion needs."""
+
+    name: str
+    type: GGMLType
+    offset: int
+    nbytes: int
+    ne0: int
+    nrows: int
+
+    @property
+    def group_bytes(self) -> int:
+        return self.nbytes // self.nrows * R8_ROWS
+
+
+class RepackBuffer(HostBuffer):
+    """Host memory whose eligible tensors (recorded when placed, `init_tensor`) hold the R8 layout. Not a host
+    buffer to others: `host_array()` is None, so no one reads the packed bytes as ggml's."""
+
+    def __init__(self, buft: BufferType, array: Bytes) -> None:
+        super().__init__(buft, array)
+        self.repacked: dict[int, Repacked] = {}
+        """By offset."""
+
+    def host_array(self) -> None:  # type: ignore[override]
+        return None
+
+    def init_tensor(self, tensor: Tensor) -> None:
+        if r8_eligible(tensor):
+            self.repacked[tensor.offset] = Repacked(tensor.name, tensor.type, tensor.offset, tensor.nbytes(),
+                                                    tensor.ne[0], tensor.nrows())
+
+    def layout_of(self, tensor: Tensor) -> Repacked | None:
+        """The R8 record of exactly this tensor (same place and size), else None."""
+        rec = self.repacked.get(tensor.offset)
+        return rec if rec is not None and rec.nbytes == tensor.nbytes() else None
+
+    def overlapping(self, offset: int, size: int) -> Repacked | None:
+        for rec in self.repacked.values():
+            if offset < rec.offset + rec.nbytes and rec.offset < offset + size:
+                return rec
+        return None
+
+    def _raw(self, offset: int, size: int, what: str) -> None:
+        rec = self.overlapping(offset, size)
+        if rec is not None:
+            raise PyGGMLError(f"{self.buft.name}: {what} of bytes [{offset}, {offset + size}) would touch tensor "
+                              f"'{rec.name}', which is kept repacked: use set_tensor / get_tensor")
+
+    # -- raw bytes: only outside repacked tensors --
+    def write(self, offset: int, data: Bytes) -> None:
+        self._raw(offset, data.size, "a raw write")
+        super().write(offset, data)
+
+    def read(self, offset: int, size: int) -> Bytes:
+        self._raw(offset, size, "a raw read")
+        return super().read(offset, size)
+
+    def fill(self, offset: int, size: int, value: int) -> None:
+        self._raw(offset, size, "a raw fill")
+        super().fill(offset, size, value)
+
+    def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
+        return False  # through set_tensor, which repacks
+
+    def clear(self, value: int = 0) -> None:
+        if value and self.repacked:  # zero bytes mean zero values in either layout
+            raise PyGGMLError(f"{self.buft.name}: clear({value}) of a buffer holding repacked tensors")
+        self.array[:] = value
+
+    # -- tensors: converted --
+    def _groups(self, rec: Repacked, offset: int, size: int) -> tuple[int, int]:
+        g = rec.group_bytes
+        return offset // g * g, -(-(offset + size) // g) * g
+
+    def set_tensor(self, tensor: Tensor, data: Bytes | bytes, offset: int = 0) -> None:
+        rec = self.layout_of(tensor)
+        if rec is None:
+            super().set_tensor(tensor, data, offset)
+            return
+        arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray) else data.view(np.uint8)
+        arr = arr.reshape(-1)
+        self._check(tensor, offset, arr.size)
+        lo, hi = self._groups(rec, offset, arr.size)
+        rows = (hi - lo) // rec.group_bytes * R8_ROWS
+        if lo == offset and hi == offset + arr.size:
+            plain = arr
+        else:  # a partial write: the groups it touches, unpacked, patched, packed again
+            plain = from_r8(rec.type, self.array[rec.offset + lo : rec.offset + hi], rows, rec.ne0)
+            plain[offset - lo : offset - lo + arr.size] = arr
+        self.array[rec.offset + lo : rec.offset + hi] = to_r8(rec.type, plain, rows, rec.ne0)
+
+    def get_tensor(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
+        rec = self.layout_of(tensor)
+        if rec is None:
+            return super().get_tensor(tensor, offset, size)
+        n = tensor.nbytes() - offset if size is None else size
+        self._check(tensor, offset, n)
+        lo, hi = self._groups(rec, offset, n)
+        rows = (hi - lo) // rec.group_bytes * R8_ROWS
+        plain = from_r8(rec.type, self.array[rec.offset + lo : rec.offset + hi], rows, rec.ne0)
+        return plain[offset - lo : offset - lo + n].copy()
+
+    def memset_tensor(self, tensor: Tensor, value: int, offset: int = 0, size: int | None = None) -> None:
+        rec = self.layout_of(tensor)
+        if rec is None:
+            super().memset_tensor(tensor, value, offset, size)
+            return
+        n = tensor.nbytes() - offset if size is None else size
+        self.set_tensor(tensor, np.full(n, value, dtype=np.uint8), offset)
+
+
+class RepackBufferType(BufferType):
+    """`cpu_repack`: buffers for weights that only MUL_MAT reads (see the module docstring). Only its device (the
+    cpu device) can use them."""
+
+    def __init__(self, device: Device) -> None:
+        super().__init__("cpu_repack", device)
+
+    @property
+    def alignment(self) -> int:
+        return 64
+
+    def alloc_buffer(self, size: int) -> RepackBuffer:
+        from pyggml.backend.accounting import check_size
+        from pyggml.backend.sysinfo import host_memory_total
+
+        size = check_size(self.name, size, host_memory_total())
+        return RepackBuffer(self, aligned_empty(max(size, 1))[:size])
+
+    def takes_weight(self, type: GGMLType, ne: Sequence[int]) -> bool:
+        """Whether a contiguous tensor of this type and shape is held repacked."""
+        return type in R8_TYPES and len(ne) >= 2 and ne[1] % R8_ROWS == 0 and ne[0] > 0

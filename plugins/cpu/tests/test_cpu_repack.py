@@ -1,0 +1,154 @@
+"""The R8 weight layout (csrc/repack.h) and the cpu_repack buffer type: the conversion round-trips, every SIMD level
+computes the portable kernel's bits, a MUL_MAT over repacked weights agrees with the plain kernels, and misuse is an
+error naming the tensor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyggml import ops, quants
+from pyggml.alloc import alloc_ctx_tensors
+from pyggml.alloc.gallocr import GraphAllocator
+from pyggml.backend.registry import devices, get_device
+from pyggml.context import Context
+from pyggml.errors import ComputeError, PyGGMLError
+from pyggml.graph import build_graph
+from pyggml.tensor import TensorFlag
+from pyggml.types import GGMLType
+from pyggml_cpu import native
+from pyggml_cpu._pgc import ffi, lib
+from pyggml_cpu.repack import RepackBuffer, from_r8, to_r8
+
+T = GGMLType
+R8 = [T.Q4_0, T.Q4_1, T.Q8_0]
+
+
+def weights(t: GGMLType, rows: int, k: int, seed: int = 0) -> np.ndarray:
+    w = np.random.default_rng(seed).standard_normal((rows, k)).astype(np.float32)
+    return quants.quantize(w.ravel(), t)
+
+
+def r8_matvec(t: GGMLType, packed: np.ndarray, rows: int, k: int, acts: np.ndarray) -> np.ndarray:
+    """The R8 kernel of the level in use: rows x each activation row of `acts` (already quantised to t's partner)."""
+    out = np.empty((len(acts), rows), dtype=np.float32)
+    for c, y in enumerate(acts):
+        y = np.ascontiguousarray(y)
+        rc = lib.pgc_r8_matvec(int(t), ffi.from_buffer(packed), rows, k, ffi.from_buffer(y),
+                               ffi.from_buffer("float[]", out[c]))
+        assert rc == 0
+    return out
+
+
+@pytest.mark.parametrize("t", R8)
+def test_round_trip(t: GGMLType) -> None:
+    plain = weights(t, 24, 96)
+    packed = to_r8(t, plain, 24, 96)
+    assert packed.size == plain.size and not np.array_equal(packed, plain)
+    np.testing.assert_array_equal(from_r8(t, packed, 24, 96), plain)
+
+
+@pytest.mark.parametrize("t", R8)
+def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType) -> None:
+    rows, k = 16, 512
+    plain = weights(t, rows, k, 1)
+    packed = to_r8(t, plain, rows, k)
+    partner = t.traits.vec_dot_type
+    assert partner is not None
+    a = np.random.default_rng(2).standard_normal((4, k)).astype(np.float32)
+    acts = np.stack([native.quantize(a[c], partner) for c in range(4)])
+    before = native.simd_level()
+    try:
+        native.set_simd_level(0)
+        want = r8_matvec(t, packed, rows, k, acts)
+        for level in range(1, 5):
+            if native.SIMD_LEVELS.get(level) is None or native.set_simd_level(level) != native.SIMD_LEVELS[level]:
+                continue
+            np.testing.assert_array_equal(r8_matvec(t, packed, rows, k, acts), want,
+                                          err_msg=f"level {native.simd_level()}")
+    finally:
+        native.set_simd_level(before)
+    w = quants.dequantize(plain, t, rows * k).reshape(rows, k)
+    exact = quants.dequantize(acts.ravel(), partner, 4 * k).reshape(4, k) @ w.T
+    scale = np.abs(quants.dequantize(acts.ravel(), partner, 4 * k).reshape(4, k)) @ np.abs(w).T
+    assert np.all(np.abs(want - exact) <= 1e-3 * scale)
+
+
+def repack_buft():  # type: ignore[no-untyped-def]
+    (buft,) = get_device("cpu").extra_buffer_types()
+    return buft
+
+
+@pytest.mark.parametrize("t", R8)
+@pytest.mark.parametrize("n", [1, 3, 17])
+def test_mul_mat_over_repacked_weights_gives_the_plain_layouts_bits(t: GGMLType, n: int) -> None:
+    rows, k = 48, 256
+    raw = weights(t, rows, k, 3)
+    x = np.random.default_rng(4).standard_normal((n, k)).astype(np.float32)
+    cpu = get_device("cpu").init_backend("n_threads=2")
+    got = {}
+    for where in ("plain", "repack"):
+        wctx = Context(no_alloc=True)
+        w = wctx.new_tensor(t, k, rows, name="w")
+        buft = repack_buft() if where == "repack" else get_device("cpu").buffer_type()
+        wbuf = alloc_ctx_tensors(wctx, buft)
+        assert wbuf is not None
+        wbuf.set_tensor(w, raw)
+        assert isinstance(wbuf, RepackBuffer) == (where == "repack")
+        np.testing.assert_array_equal(wbuf.get_tensor(w), raw)  # ggml's bytes back
+        ctx = Context(no_alloc=True)
+        xt = ctx.new_tensor(T.F32, k, n, name="x")
+        xt.flags |= TensorFlag.INPUT
+        y = ops.mul_mat(w, xt)
+        g = build_graph(y)
+        GraphAllocator(get_device("cpu").buffer_type()).alloc_graph(g)
+        xt.set(x)
+        cpu.graph_compute(g)
+        got[where] = y.numpy().reshape(n, rows)
+    np.testing.assert_array_equal(got["repack"], got["plain"])  # the same sums in the same order
+
+
+def test_partial_writes_and_reads_convert_only_their_groups() -> None:
+    t, rows, k = T.Q4_1, 32, 64
+    raw = weights(t, rows, k, 5)
+    ctx = Context(no_alloc=True)
+    w = ctx.new_tensor(t, k, rows, name="w")
+    buf = alloc_ctx_tensors(ctx, repack_buft())
+    assert isinstance(buf, RepackBuffer)
+    buf.set_tensor(w, raw)
+    row = raw.size // rows
+    patch = weights(t, 1, k, 6)
+    buf.set_tensor(w, patch, 13 * row)  # one row, inside the second group
+    want = raw.copy()
+    want[13 * row : 14 * row] = patch
+    np.testing.assert_array_equal(buf.get_tensor(w), want)
+    np.testing.assert_array_equal(buf.get_tensor(w, 7, 100), want[7:107])
+    buf.memset_tensor(w, 0)
+    np.testing.assert_array_equal(buf.get_tensor(w), np.zeros_like(raw))
+
+
+def test_misuse_names_the_tensor() -> None:
+    t, rows, k = T.Q8_0, 16, 64
+    wctx = Context(no_alloc=True)
+    w = wctx.new_tensor(t, k, rows, name="emb")
+    buf = alloc_ctx_tensors(wctx, repack_buft())
+    assert isinstance(buf, RepackBuffer)
+    buf.set_tensor(w, weights(t, rows, k))
+    assert buf.host_array() is None
+    with pytest.raises(PyGGMLError, match="'emb'"):
+        buf.read(0, 16)
+    with pytest.raises(PyGGMLError, match="'emb'"):
+        buf.write(8, np.zeros(4, np.uint8))
+    ctx = Context(no_alloc=True)
+    ids = ctx.new_tensor(T.I32, 2, name="ids")
+    ids.flags |= TensorFlag.INPUT
+    g = build_graph(ops.get_rows(w, ids))  # GET_ROWS would read R8 bytes as ggml's
+    GraphAllocator(get_device("cpu").buffer_type()).alloc_graph(g)
+    ids.set(np.array([1, 2], np.int32))
+    cpu = get_device("cpu").init_backend()
+    with pytest.raises(ComputeError, match=r"GET_ROWS.*'emb'.*repacked"):
+        cpu.graph_compute(g)
+    assert get_device("cpu").supports_buft(repack_buft())
+    if any(d.name == "blas" for d in devices()):
+        assert not get_device("blas").supports_buft(repack_buft())
+        assert get_device("blas").extra_buffer_types() == []
