@@ -20,7 +20,7 @@ from pyggml.backend.protocol import Backend, BufferType
 from pyggml.backend.registry import get_device
 from pyggml.backend.sched import Scheduler
 from pyggml.errors import PyGGMLError
-from pyggml.gguf import GGUFFile, TensorPlacer, load_weights, place_by_layers, with_extra_buffer_types
+from pyggml.gguf import GGUFFile, TensorPlacer, Weights, load_weights, place_by_layers, with_extra_buffer_types
 from pyggml.types import GGMLType
 from pyggml_llama.hparams import HParams
 from pyggml_llama.kv_cache import KVCache
@@ -132,6 +132,8 @@ class Session:
         if repack:
             place = with_extra_buffer_types(place, is_matmul_weight)
         self.weights = load_weights(self.gguf, place)
+        if repack:
+            _duplicate_tied_output(self.weights, place)
         self.model = LlamaModel(self.hp, self.weights)
         self.kv = KVCache(self.hp.n_layer, self.hp.n_embd_kv, self.n_ctx, lambda il: self.layer_bufts[il], kv_type,
                           v_trans=not self.flash_attn)
@@ -251,6 +253,24 @@ class Session:
             logits = self.eval([tok])[-1]
             self.stats.decode_tokens += 1
             self.stats.decode_s += time.perf_counter() - t0
+
+
+def _duplicate_tied_output(weights: Weights, place: TensorPlacer) -> None:
+    """With tied embeddings, the output matmul reads the embedding matrix, which GET_ROWS reads too and so stays in
+    ggml's layout: as llama.cpp does (TENSOR_DUPLICATED), load a second copy as `output.weight` into the first extra
+    buffer type of its device that takes it (the cpu device's cpu_repack), for the faster matmul."""
+    info = weights.file.tensors.get("token_embd.weight")
+    if info is None or "output.weight" in weights.file.tensors:
+        return
+    dev = place(info).device
+    extra = [b for b in (dev.extra_buffer_types() if dev else []) if b.takes_weight(info.type, info.ne)]
+    if not extra:
+        return
+    dup = load_weights(weights.file, extra[0], names=[info.name])
+    out = dup.tensors.pop(info.name)
+    out.name = "output.weight"
+    weights.tensors[out.name] = out
+    weights.buffers += dup.buffers
 
 
 GRAPHS_KEPT = 4

@@ -35,7 +35,7 @@ def _need(*names: str) -> None:
 
 @pytest.fixture(scope="module")
 def cpu_session() -> Session:
-    """As a user runs it: the matmul weights repacked (cpu_repack), whose dots sum in another order than ggml's."""
+    """As a user runs it: the matmul weights repacked (cpu_repack)."""
     _need("CPU")
     return Session(None, ["CPU"], n_ctx=256)
 
@@ -118,10 +118,14 @@ def exact_level(request: pytest.FixtureRequest) -> Iterator[int]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["prompt"][:20] for c in CASES])
-def test_cpu_logits_are_llama_cpps_bits(plain_session: Session, exact_level: int, case: dict[str, Any]) -> None:
+@pytest.mark.parametrize("layout", ["repacked", "plain"])
+def test_cpu_logits_are_llama_cpps_bits(cpu_session: Session, plain_session: Session, layout: str, exact_level: int,
+                                        case: dict[str, Any]) -> None:
     """Along llama.cpp's greedy path, the two largest logits of every step are llama.cpp's float32 values (then
-    greedy decoding gives all of llama.cpp's tokens), with ggml's weight layout."""
-    cpu_session = plain_session
+    greedy decoding gives all of llama.cpp's tokens), with the matmul weights repacked (cpu_repack: its kernels
+    keep ggml's lanes) and in ggml's layout."""
+    if layout == "plain":
+        cpu_session = plain_session
     cpu_session.reset()
     logits = cpu_session.eval(case["prompt_tokens"])[-1]
     for step, (tok, top) in enumerate(zip(case["tokens"], case["top2"], strict=True)):
@@ -134,7 +138,7 @@ def test_cpu_agrees_with_llama_cpp_teacher_forced(cpu_session: Session) -> None:
     """The next-token distributions along one token sequence (a fixture prompt and llama.cpp's greedy answer),
     against llama.cpp's (libllama of `make llama-cpp-ref`) in one batch: the mean KL divergence stays at llama.cpp's
     own noise floor (batch vs one token at a time), whether pyggml reads the prompt in one batch or token by token,
-    with the weights repacked (its own summation order) or not (ggml's)."""
+    with the weights repacked or not."""
     from pyggml_llama.agreement import NOISE_FLOOR_KLD, agreement
     from pyggml_testing.llama_cpp_ref import llama_cpp_module
 
