@@ -305,11 +305,12 @@ def _spaced() -> Init:
 
 
 def _conv() -> list[GradCase]:
-    """IM2COL (2-D and 1-D, stride, padding, dilation) and POOL_2D (avg, max) through their backward ops, and ggml's
-    composite conv_2d / conv_1d (IM2COL with F16 patches, MUL_MAT, layout ops) with kernel and input parameters.
-    The composites' forward rounds the patches to F16, which the finite differences of the input see (the backward
-    is that of the unrounded function): the loss is linear in each element, so a step of 1 (exact for any step)
-    shrinks the rounding's share of the quotient, and the threshold is 5e-4 (the rounding alone gives ~1e-4)."""
+    """IM2COL (2-D and 1-D, stride, padding, dilation), POOL_2D (avg, max) and POOL_1D through their backward ops,
+    and ggml's composite conv_2d / conv_1d (IM2COL with F16 patches, MUL_MAT, layout ops) with kernel and input
+    parameters. The composites' forward rounds the patches to F16, which the finite differences of the input see
+    (the backward is that of the unrounded function): the loss is linear in each element, so a step of 1 (exact for
+    any step) shrinks the rounding's share of the quotient, and the threshold is 5e-4 (the rounding alone gives
+    ~1e-4)."""
     def im2col(ne: tuple[int, ...], nk: tuple[int, ...], w: tuple[int, ...], is_2d: bool) -> Build:
         return lambda b: ops.im2col(b.input(F32, nk), _p(b, ne), w[0], w[1], w[2], w[3], w[4], w[5], is_2d, F32)
 
@@ -323,6 +324,10 @@ def _conv() -> list[GradCase]:
         out.append(_case(Op.POOL_2D, fmt_params(op=pool.name.lower(), ne=[7, 6, 2], k=[k0, k1], s=[s0, s1],
                                                 p=[p0, p1]),
                          _apply(partial(ops.pool_2d, op=pool, k0=k0, k1=k1, s0=s0, s1=s1, p0=p0, p1=p1), (7, 6, 2),
+                                _spaced() if pool is PoolOp.MAX else None)))
+    for pool, k0, s0, p0 in ((PoolOp.MAX, 3, 1, 1), (PoolOp.MAX, 2, 2, 0), (PoolOp.AVG, 3, 2, 0)):
+        out.append(_case(Op.POOL_1D, fmt_params(op=pool.name.lower(), ne=[9, 3, 2], k=k0, s=s0, p=p0),
+                         _apply(partial(ops.pool_1d, op=pool, k0=k0, s0=s0, p0=p0), (9, 3, 2),
                                 _spaced() if pool is PoolOp.MAX else None)))
     out.append(_case(Op.IM2COL, fmt_params(net="conv_2d", ne=[6, 5, 2, 2], ne_k=[3, 3, 2, 3], s=1, p=1, d=1),
                      _apply2(lambda k, x: ops.conv_2d(k, x, 1, 1, 1, 1, 1, 1), (3, 3, 2, 3), (6, 5, 2, 2))))

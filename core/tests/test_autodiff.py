@@ -161,6 +161,17 @@ def test_op_without_rule_names_op_and_tensor(make: object, what: str) -> None:
         build_backward(gg.build_graph(loss))
 
 
+def test_pool_1d_avg_with_padding_is_refused_by_name() -> None:
+    """POOL_1D's AVG divides edge windows by the real elements they cover, which POOL_2D_BACK does not model."""
+    from pyggml.ops.spatial import PoolOp
+
+    ctx = gg.Context(no_alloc=True)
+    w = ctx.new_tensor(gg.F32, 9, 2, name="w").set_param()
+    loss = ops.sum(ops.pool_1d(w, PoolOp.AVG, 3, 2, 1)).set_loss()
+    with pytest.raises(GradientError, match="POOL_1D.*AVG.*padding"):
+        build_backward(gg.build_graph(loss))
+
+
 def test_unused_op_without_rule_is_fine_and_inplace_is_refused() -> None:
     ctx = gg.Context(no_alloc=True)
     w = ctx.new_tensor(gg.F32, 4, 3, name="w").set_param()
