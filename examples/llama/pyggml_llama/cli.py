@@ -51,6 +51,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="KV cache type (quantised ones need --flash-attn, as llama.cpp's)")
     p.add_argument("--flash-attn", action="store_true",
                    help="fused FLASH_ATTN_EXT attention (default: mul_mat + soft_max, as llama.cpp's default)")
+    p.add_argument("--no-repack", action="store_true",
+                   help="keep the matmul weights in ggml's layout (default: the cpu device's cpu_repack)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
     return p.parse_args(argv)
@@ -67,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
         s = Session(args.model, args.backend or ["cpu"], n_ctx=args.ctx_size, n_batch=args.batch_size,
                     split_mode=args.split_mode, tensor_split=split, kv_type=GGMLType[args.kv_type.upper()],
-                    flash_attn=args.flash_attn, n_threads=args.threads, comm=args.comm)
+                    flash_attn=args.flash_attn, n_threads=args.threads, comm=args.comm, repack=not args.no_repack)
         if s.world is not None and s.world.rank != 0:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - every rank runs, rank 0 speaks
         sampling = SamplingParams(args.temp, args.top_k, args.top_p, args.seed)
