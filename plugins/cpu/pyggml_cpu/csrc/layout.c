@@ -163,17 +163,30 @@ int pgc_k_get_rows(const pgc_node *n, const pgc_tctx *c) {
    raced for one destination row). */
 int pgc_k_set_rows(const pgc_node *n, const pgc_tctx *c) {
     const int td = n->type[0];
-    const int64_t ne0 = n->ne[2][0], nrow = n->ne[2][1], ne2 = n->ne[2][2], ndst = n->ne[0][1];
+    const int64_t ne0 = n->ne[2][0], nrow = n->ne[2][1], ne2 = n->ne[2][2], ne3 = n->ne[2][3], ndst = n->ne[0][1];
+    /* each destination row is written by one thread (the last write of a repeated id wins, as in order): thread
+       ith owns the flattened destination rows [d0, d1). No division per row: a transposed V cache writes its
+       values as rows of one element. */
+    int64_t d0, d1;
+    pgc_split(ndst * ne2 * ne3, c->ith, c->nth, &d0, &d1);
     float *tmp = (float *)c->scratch;
-    for (int64_t r = 0; r < pgc_nrows(n, 2); r++) {
-        int64_t i = r % nrow, i2 = (r / nrow) % ne2, i3 = r / (nrow * ne2);
-        int64_t id = ld_index(pgc_ptr(n, 3, i, i2 % n->ne[3][1], i3 % n->ne[3][2], 0), n->type[3]);
-        if (id < 0 || id >= ndst) return PGC_E_INDEX;
-        if ((id + ndst * (i2 + ne2 * i3)) % c->nth != c->ith) continue;  /* another thread's destination row */
-        const char *sp = pgc_ptr(n, 2, 0, i, i2, i3);
-        for (int64_t e = 0; e < ne0; e++) tmp[e] = *(const float *)(sp + e * n->nb[2][0]);
-        if (pgc_from_float(tmp, pgc_ptr(n, 0, 0, id, i2, i3), ne0, td)) return PGC_E_TYPE;
-    }
+    for (int64_t i3 = 0; i3 < ne3; i3++)
+        for (int64_t i2 = 0; i2 < ne2; i2++) {
+            const int64_t base = ndst * (i2 + ne2 * i3);
+            for (int64_t i = 0; i < nrow; i++) {
+                int64_t id = ld_index(pgc_ptr(n, 3, i, i2 % n->ne[3][1], i3 % n->ne[3][2], 0), n->type[3]);
+                if (id < 0 || id >= ndst) return PGC_E_INDEX;
+                if (id + base < d0 || id + base >= d1) continue;  /* another thread's destination row */
+                const char *sp = pgc_ptr(n, 2, 0, i, i2, i3);
+                char *dp = pgc_ptr(n, 0, 0, id, i2, i3);
+                if (ne0 == 1 && td == T_F16) { /* one value: no conversion call */
+                    *(uint16_t *)dp = F32_TO_FP16(*(const float *)sp);
+                    continue;
+                }
+                for (int64_t e = 0; e < ne0; e++) tmp[e] = *(const float *)(sp + e * n->nb[2][0]);
+                if (pgc_from_float(tmp, dp, ne0, td)) return PGC_E_TYPE;
+            }
+        }
     return PGC_OK;
 }
 

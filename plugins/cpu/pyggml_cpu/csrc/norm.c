@@ -89,11 +89,16 @@ int pgc_k_soft_max(const pgc_node *n, const pgc_tctx *c) {
     ROWS_LOOP(n, c)
         const char *xp = pgc_ptr(n, 1, 0, i1, i2, i3);
         float slope = pgc_alibi_slope(max_bias, i2, nh);
-        for (int64_t k = 0; k < ne0; k++) w[k] = *(const float *)(xp + k * n->nb[1][0]) * scale;
+        if (n->nb[1][0] == 4) { /* contiguous rows: loops the compiler vectorises */
+            const float *x = (const float *)xp;
+            for (int64_t k = 0; k < ne0; k++) w[k] = x[k] * scale;
+        } else {
+            for (int64_t k = 0; k < ne0; k++) w[k] = *(const float *)(xp + k * n->nb[1][0]) * scale;
+        }
         if (has_mask) {
             const char *mp = pgc_ptr(n, 2, 0, i1, i2 % n->ne[2][2], i3 % n->ne[2][3]);
             if (n->type[2] == T_F16)
-                for (int64_t k = 0; k < ne0; k++) w[k] += slope * pgc_fp16_to_fp32(((const uint16_t *)mp)[k]);
+                for (int64_t k = 0; k < ne0; k++) w[k] += slope * F16T(((const uint16_t *)mp)[k]);
             else
                 for (int64_t k = 0; k < ne0; k++) w[k] += slope * ((const float *)mp)[k];
         }
@@ -107,7 +112,12 @@ int pgc_k_soft_max(const pgc_node *n, const pgc_tctx *c) {
         if (has_sinks) sum += expf(sink - mx);
         float inv = (float)(1.0 / sum);
         char *yp = pgc_ptr(n, 0, 0, i1, i2, i3);
-        for (int64_t k = 0; k < ne0; k++) *(float *)(yp + k * n->nb[0][0]) = w[k] * inv;
+        if (n->nb[0][0] == 4) {
+            float *y = (float *)yp;
+            for (int64_t k = 0; k < ne0; k++) y[k] = w[k] * inv;
+        } else {
+            for (int64_t k = 0; k < ne0; k++) *(float *)(yp + k * n->nb[0][0]) = w[k] * inv;
+        }
     ROWS_END
     return PGC_OK;
 }
