@@ -185,5 +185,8 @@ class RepackBufferType(BufferType):
         return RepackBuffer(self, aligned_empty(max(size, 1))[:size])
 
     def takes_weight(self, type: GGMLType, ne: Sequence[int]) -> bool:
-        """Whether a contiguous tensor of this type and shape is held repacked."""
-        return type in R8_TYPES and len(ne) >= 2 and ne[1] % R8_ROWS == 0 and ne[0] > 0
+        """Whether a contiguous tensor of this type and shape is held repacked, and gains from it: the kernel level
+        in use has a SIMD R8 kernel for the type (x86; elsewhere the portable one would be slower than the
+        level's own plain kernels, NEON's say)."""
+        return (type in R8_TYPES and len(ne) >= 2 and ne[1] % R8_ROWS == 0 and ne[0] > 0
+                and bool(lib.pgc_r8_simd(int(type))))

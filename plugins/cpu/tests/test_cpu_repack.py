@@ -152,3 +152,17 @@ def test_misuse_names_the_tensor() -> None:
     if any(d.name == "blas" for d in devices()):
         assert not get_device("blas").supports_buft(repack_buft())
         assert get_device("blas").extra_buffer_types() == []
+
+
+def test_weights_go_to_cpu_repack_only_where_a_simd_kernel_reads_them() -> None:
+    """The portable R8 kernel (arm64, PYGGML_CPU_PORTABLE) is slower than those levels' plain kernels."""
+    buft = repack_buft()
+    before = native.simd_level()
+    try:
+        native.set_simd_level(0)
+        assert not buft.takes_weight(T.Q4_1, (576, 1536))
+        if native.set_simd_level(-1) != "portable":  # an x86 level
+            assert buft.takes_weight(T.Q4_1, (576, 1536)) and buft.takes_weight(T.Q8_0, (64, 16))
+            assert not buft.takes_weight(T.Q4_1, (576, 12)) and not buft.takes_weight(T.Q4_K, (256, 16))
+    finally:
+        native.set_simd_level(before)

@@ -23,6 +23,9 @@ int pgc_dequantize_rows(int type, const void *src, float *dst, int64_t nrows, in
 int pgc_vec_dot(int type, int64_t n, const void *x, const void *y, float *out);
 /* the R8 weight layout (repack.h) of Q4_0 / Q4_1 / Q8_0 rows: from plain (to_plain 0) or back (1); nrows % 8 == 0 */
 int pgc_repack_r8(int type, const void *src, void *dst, int64_t nrows, int64_t ne0, int to_plain);
+/* whether the kernel level in use has a SIMD R8 kernel for type (else R8 runs the portable one, slower than the
+   level's plain kernels: the cpu_repack buffer type then takes no weights) */
+int pgc_r8_simd(int type);
 /* R8 rows x one activation row (already the weight type's dot partner) into out[r] (tests) */
 int pgc_r8_matvec(int type, const void *x, int64_t nrows, int64_t k, const void *y, float *out);
 

@@ -97,6 +97,13 @@ void pgc_r8_portable(pgc_simd *s) {
     s->r8[T_Q8_0] = r8_q8_0_portable;
 }
 
+int pgc_r8_simd(int type) {
+    if (!r8_ok(type) || !pgc_S.r8[type]) return 0;
+    const pgc_r8_fn portable = type == T_Q4_0 ? r8_q4_0_portable : type == T_Q4_1 ? r8_q4_1_portable
+                             : r8_q8_0_portable;
+    return pgc_S.r8[type] != portable;
+}
+
 int pgc_r8_matvec(int type, const void *x, int64_t nrows, int64_t k, const void *y, float *out) {
     if (!r8_ok(type) || !pgc_S.r8[type]) return PGC_E_TYPE;
     if (nrows % R8_ROWS || k % QK) return PGC_E_SHAPE;
