@@ -1,6 +1,6 @@
 # The step runner of the device check scripts (plugins/cuda/gpu_check.sh, plugins/metal/mac_check.sh), sourced by
 # them after they cd to the checkout and set OUT: `step NAME COMMAND...` runs the command with its output in
-# $OUT/NAME.txt, appends "NAME: rc=... Ns" to $OUT/summary.txt and clears `status` on a failure, so that a failing
+# $OUT/NAME.txt, appends "NAME: rc=... Ns" to $OUT/summary.txt and sets `status` to 1 on a failure, so that a failing
 # step does not stop the others and the script's exit status ($status) says whether all passed.
 status=0
 step() {  # step NAME COMMAND...

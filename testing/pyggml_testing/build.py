@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 from pathlib import Path
 from types import ModuleType
 
 
 def load_setup(project: Path) -> ModuleType:
     """`project`/setup.py imported under a private name; its setup() call is guarded by __main__, so nothing is
-    built."""
+    built. A setup.py puts its folder and plugins/ first on sys.path to find build_helpers: both are undone after,
+    so that the rest of the run keeps importing the installed plugins, not their source folders."""
     spec = importlib.util.spec_from_file_location(f"_setup_{project.name}", project / "setup.py")
     assert spec is not None and spec.loader is not None, f"no setup.py in {project}"
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    saved = list(sys.path)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path[:] = saved
+        sys.modules.pop("build_helpers", None)
     return mod
 
 

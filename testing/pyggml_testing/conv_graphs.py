@@ -88,7 +88,8 @@ def codec_decoder(c: Context) -> list[Tensor]:
 def cnn_training(c: Context) -> list[Tensor]:
     """A small CNN's backward pass: conv_2d k3 p1 (IM2COL + MUL_MAT), a max pool, an average pool and a squared
     sum as the loss; the gradients of the image and the F16 kernel (POOL_2D_BACK avg and max, OUT_PROD,
-    IM2COL_BACK)."""
+    IM2COL_BACK). The loss's gradient seed is a leaf like the others, so a device check that fills every leaf at
+    random runs the backward pass of a randomly scaled loss: the same graph on both sides."""
     img = c.new_tensor(F32, 13, 10, 3, 2).set_param()
     k = c.new_tensor(F16, 3, 3, 3, 4).set_param()
     h = ops.pool_2d(ops.conv_2d(k, img, 1, 1, 1, 1, 1, 1), PoolOp.MAX, 2, 2, 2, 2)
