@@ -43,6 +43,7 @@ def write_f32_copy(src: str | Path, dest: str | Path) -> Path:
             value = FILE_TYPE_ALL_F32
         sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
         w.add_key_value(field.name, value, vtype, sub_type=sub)
+    tied = "output.weight" not in gf.tensors and "token_embd.weight" in gf.tensors
     for info in gf:
         n = int(np.prod(info.ne))
         raw = gf.data(info.name)
@@ -51,10 +52,8 @@ def write_f32_copy(src: str | Path, dest: str | Path) -> Path:
         else:
             values = dequantize(raw, info.type, n)
         w.add_tensor(info.name, values.reshape(tuple(reversed(info.ne))))
-    if "output.weight" not in gf.tensors and "token_embd.weight" in gf.tensors:
-        emb = next(i for i in gf if i.name == "token_embd.weight")
-        w.add_tensor("output.weight", dequantize(gf.data(emb.name), emb.type, int(np.prod(emb.ne)))
-                     .reshape(tuple(reversed(emb.ne))))
+        if tied and info.name == "token_embd.weight":  # the output matrix as a copy of its own
+            w.add_tensor("output.weight", values.reshape(tuple(reversed(info.ne))).copy())
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -168,7 +168,7 @@ def test_pool_1d_avg_with_padding_is_refused_by_name() -> None:
     ctx = gg.Context(no_alloc=True)
     w = ctx.new_tensor(gg.F32, 9, 2, name="w").set_param()
     loss = ops.sum(ops.pool_1d(w, PoolOp.AVG, 3, 2, 1)).set_loss()
-    with pytest.raises(GradientError, match="POOL_1D.*AVG.*padding"):
+    with pytest.raises(GradientError, match=r"POOL_1D.*AVG.*padding"):
         build_backward(gg.build_graph(loss))
 
 

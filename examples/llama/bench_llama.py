@@ -119,6 +119,9 @@ def decode_bytes_per_token(pp: int, tg: int) -> int:
     gf = GGUFFile(default_model_path())
     hp = HParams.from_gguf(gf)
     weights = sum(info.nbytes for info in gf.tensors.values())
+    emb = gf.tensors.get("token_embd.weight")
+    if emb is not None and "output.weight" in gf.tensors:  # untied: only one row of the embeddings is read
+        weights -= emb.nbytes - emb.nbytes // emb.ne[1]
     kv = 2 * hp.n_layer * hp.n_embd_kv * (pp + tg // 2) * 2
     return int(weights + kv)
 

@@ -134,6 +134,10 @@ def mark_full_params(model: LlamaModel, frozen: Sequence[str] = FROZEN_IN_FULL_F
         raise PyGGMLError("mark_full_params: the model's output matrix is its token embedding (tied); give it an "
                           "output.weight of its own (benchmarks/f32_gguf.py does) or freeze both or neither")
     params = [t for name, t in model.weights.tensors.items() if name not in frozen]
+    bad = [f"'{t.name}' ({t.type})" for t in params if t.type not in (GGMLType.F32, GGMLType.F16)]
+    if bad:  # refused before any is marked: the model is left as it was
+        raise PyGGMLError(f"mark_full_params: ggml trains float weights only; {', '.join(bad[:4])}"
+                          f"{' ...' if len(bad) > 4 else ''} would need freezing or an F32/F16 copy of the model")
     for t in params:
         t.set_param()
     return params

@@ -19,7 +19,7 @@ from pyggml.backend.host import HostBuffer, aligned_empty
 from pyggml.backend.protocol import Buffer, BufferType, Bytes, Device
 from pyggml.errors import PyGGMLError
 from pyggml.tensor import Tensor
-from pyggml.types import GGMLType
+from pyggml.types import GGMLType, row_size
 from pyggml_cpu._pgc import ffi, lib
 
 R8_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0})
@@ -36,6 +36,11 @@ def r8_eligible(t: Tensor) -> bool:
 
 
 def _convert(t: GGMLType, src: Bytes, nrows: int, ne0: int, to_plain: bool) -> Bytes:
+    if t not in R8_TYPES or nrows < 0 or ne0 <= 0 or ne0 % t.traits.blck_size:
+        raise PyGGMLError(f"cpu_repack: no R8 layout for {nrows} rows of {ne0} {t.name} values")
+    need = nrows * row_size(t, ne0)
+    if src.size != need:
+        raise PyGGMLError(f"cpu_repack: {nrows} rows of {ne0} {t.name} values take {need} bytes, not {src.size}")
     out = np.empty_like(src)
     rc = lib.pgc_repack_r8(int(t), ffi.from_buffer(src), ffi.from_buffer(out), nrows, ne0, int(to_plain))
     if rc:
@@ -57,12 +62,17 @@ def from_r8(t: GGMLType, packed: Bytes, nrows: int, ne0: int) -> Bytes:
 class Repacked:
     """A tensor a RepackBuffer holds in the R8 layout: its byte range and what its conversion needs."""
 
-    name: str
+    tensor: Tensor
+    """The tensor placed (its name now, for messages: a loader may rename it after placing it)."""
     type: GGMLType
     offset: int
     nbytes: int
     ne0: int
     nrows: int
+
+    @property
+    def name(self) -> str:
+        return self.tensor.name
 
     @property
     def group_bytes(self) -> int:
@@ -83,7 +93,7 @@ class RepackBuffer(HostBuffer):
 
     def init_tensor(self, tensor: Tensor) -> None:
         if r8_eligible(tensor):
-            self.repacked[tensor.offset] = Repacked(tensor.name, tensor.type, tensor.offset, tensor.nbytes(),
+            self.repacked[tensor.offset] = Repacked(tensor, tensor.type, tensor.offset, tensor.nbytes(),
                                                     tensor.ne[0], tensor.nrows())
 
     def layout_of(self, tensor: Tensor) -> Repacked | None:
@@ -120,9 +130,13 @@ class RepackBuffer(HostBuffer):
         return False  # through set_tensor, which repacks
 
     def clear(self, value: int = 0) -> None:
-        if value and self.repacked:  # zero bytes mean zero values in either layout
-            raise PyGGMLError(f"{self.buft.name}: clear({value}) of a buffer holding repacked tensors")
+        """Every byte `value`, as ggml's clear: a repacked tensor reads back as that many `value` bytes (its groups
+        are written through the conversion, since R8 stores Q8_0's values plus 128)."""
         self.array[:] = value
+        for rec in self.repacked.values():
+            rows = rec.nrows
+            self.array[rec.offset : rec.offset + rec.nbytes] = to_r8(rec.type, np.full(rec.nbytes, value, np.uint8),
+                                                                     rows, rec.ne0)
 
     # -- tensors: converted --
     def _groups(self, rec: Repacked, offset: int, size: int) -> tuple[int, int]:

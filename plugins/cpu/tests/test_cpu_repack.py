@@ -166,3 +166,21 @@ def test_weights_go_to_cpu_repack_only_where_a_simd_kernel_reads_them() -> None:
             assert not buft.takes_weight(T.Q4_1, (576, 12)) and not buft.takes_weight(T.Q4_K, (256, 16))
     finally:
         native.set_simd_level(before)
+
+
+def test_conversions_check_their_sizes_and_clear_reads_back_as_bytes() -> None:
+    with pytest.raises(PyGGMLError, match="take 27200000 bytes, not 16"):
+        from_r8(T.Q8_0, np.zeros(16, np.uint8), 800000, 32)  # used to read and write far past both arrays
+    with pytest.raises(PyGGMLError, match="no R8 layout"):
+        to_r8(T.Q4_K, np.zeros(144, np.uint8), 8, 256)
+    ctx = Context(no_alloc=True)
+    w = ctx.new_tensor(T.Q8_0, 64, 16, name="w")
+    buf = alloc_ctx_tensors(ctx, repack_buft())
+    assert isinstance(buf, RepackBuffer)
+    buf.set_tensor(w, weights(T.Q8_0, 16, 64))
+    w.name = "renamed"  # a loader may rename what it placed: errors name the tensor as it is now
+    with pytest.raises(PyGGMLError, match="'renamed'"):
+        buf.read(0, 4)
+    for value in (0, 7):  # R8 stores Q8_0 values + 128: the clear goes through the conversion
+        buf.clear(value)
+        np.testing.assert_array_equal(buf.get_tensor(w), np.full(w.nbytes(), value, np.uint8))

@@ -34,7 +34,10 @@ double pgc_read_bandwidth(const void *buf, size_t bytes, int n_threads, int reps
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int t = 0; t < n_threads; t++) {
             parts[t] = (bw_part){(const uint64_t *)buf + (size_t)t * per, per, 0};
-            if (t && pthread_create(&th[t], NULL, bw_read, &parts[t])) return -1.0;
+            if (t && pthread_create(&th[t], NULL, bw_read, &parts[t])) {
+                for (int j = 1; j < t; j++) pthread_join(th[j], NULL); /* none may outlive buf or parts */
+                return -1.0;
+            }
         }
         bw_read(&parts[0]);
         for (int t = 1; t < n_threads; t++) pthread_join(th[t], NULL);

@@ -281,7 +281,8 @@ typedef void (*pgc_f16_rows_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t
                                 size_t dd);
 /* R8 (repack.h): a node's type | PGC_R8 marks a slot holding weights in the R8 layout (MUL_MAT's src0 only). A
    kernel takes one group of R8_ROWS rows (k values each) against one activation row y (Q8_1 for Q4_1, else Q8_0)
-   into out[r], with ggml's vec_dot arithmetic (the plain kernels' bits; repack.c defines it). */
+   into out[r], with ggml's AVX2 vec_dot arithmetic (repack.c defines it): the plain kernels' bits on the x86
+   levels, which sum in that order too; the portable and NEON plain kernels sum in others. */
 #define R8_ROWS 8
 typedef void (*pgc_r8_fn)(int64_t k, const void *x, const void *y, float out[R8_ROWS]);
 /* the one- and two-column table entries `name` of a kernel `cols(n, s, x, ys, NC)` written for NC columns */
