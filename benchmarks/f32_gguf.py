@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from pyggml.gguf import GGUFFile
 from pyggml.quants import dequantize
 from pyggml.types import GGMLType
+from pyggml_testing.gguf_copy import copy_metadata, finish_file
 
 FILE_TYPE_ALL_F32 = 0
 
@@ -31,18 +31,9 @@ def write_f32_copy(src: str | Path, dest: str | Path) -> Path:
 
     src, dest = Path(src), Path(dest)
     gf = GGUFFile(src)
-    reader = gguf.GGUFReader(src)
     tmp = dest.with_suffix(".partial")
     w = gguf.GGUFWriter(tmp, gf.architecture, use_temp_file=False)
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue  # written by the writer itself
-        value: Any = field.contents()
-        vtype = field.types[0]
-        if field.name == "general.file_type":
-            value = FILE_TYPE_ALL_F32
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(field.name, value, vtype, sub_type=sub)
+    copy_metadata(src, w, {"general.file_type": FILE_TYPE_ALL_F32})
     tied = "output.weight" not in gf.tensors and "token_embd.weight" in gf.tensors
     for info in gf:
         n = int(np.prod(info.ne))
@@ -54,12 +45,7 @@ def write_f32_copy(src: str | Path, dest: str | Path) -> Path:
         w.add_tensor(info.name, values.reshape(tuple(reversed(info.ne))))
         if tied and info.name == "token_embd.weight":  # the output matrix as a copy of its own
             w.add_tensor("output.weight", values.reshape(tuple(reversed(info.ne))).copy())
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    tmp.replace(dest)
-    return dest
+    return finish_file(w, tmp, dest)
 
 
 def f32_copy(src: str | Path, cache: Path) -> Path:

