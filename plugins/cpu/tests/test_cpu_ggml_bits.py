@@ -92,11 +92,11 @@ def _ours(backend: Backend, t: GGMLType, w: np.ndarray, k: int, x: np.ndarray) -
 
 @pytest.mark.parametrize("t", PARTNER)
 def test_mul_mat_gives_ggml_avx2_bits(ggml: ctypes.CDLL, cpu_backend: Backend, level: int, t: str) -> None:
-    """One, two, three and nine activation columns (the one-column, two-column and eight-row kernels and their
-    remainders) against 20 weight rows of 512 values, activations of very different sizes per column."""
+    """One, two, three and nine activation columns (the one-column, two-column, eight-row and tile kernels and their
+    remainders) against 21 weight rows of 512 values, activations of very different sizes per column."""
     qt = GGMLType[t]
     rng = np.random.default_rng(len(t) * 31 + int(qt))
-    k, m = 512, 20
+    k, m = 512, 21
     w = quants.quantize(rng.standard_normal((m, k)).astype(np.float32), qt).reshape(m, -1)
     for n in (1, 2, 3, 9):
         x = (rng.standard_normal((n, k)) * rng.uniform(0.01, 100, (n, 1))).astype(np.float32)

@@ -1,6 +1,6 @@
 """The R8 weight layout (csrc/repack.h) and the cpu_repack buffer type: the conversion round-trips, every SIMD level
-computes the portable kernel's bits, a MUL_MAT over repacked weights agrees with the plain kernels, and misuse is an
-error naming the tensor."""
+computes the portable kernel's bits, a MUL_MAT over repacked weights gives the R8 kernel's bits column by column and
+agrees with the plain kernels (bit for bit where R8 keeps ggml's order), and misuse is an error naming the tensor."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from pyggml_cpu._pgc import ffi, lib
 from pyggml_cpu.repack import RepackBuffer, from_r8, to_r8
 
 T = GGMLType
-R8 = [T.Q4_0, T.Q4_1, T.Q8_0]
+R8 = [T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K]
+GGML_ORDER = {T.Q4_0, T.Q4_1, T.Q8_0}
+"""The R8 types whose kernels sum in ggml's AVX2 order (Q4_K's sum each block in integers first)."""
 
 
 def weights(t: GGMLType, rows: int, k: int, seed: int = 0) -> np.ndarray:
@@ -42,10 +44,11 @@ def r8_matvec(t: GGMLType, packed: np.ndarray, rows: int, k: int, acts: np.ndarr
 
 @pytest.mark.parametrize("t", R8)
 def test_round_trip(t: GGMLType) -> None:
-    plain = weights(t, 24, 96)
-    packed = to_r8(t, plain, 24, 96)
+    k = 3 * t.traits.blck_size
+    plain = weights(t, 24, k)
+    packed = to_r8(t, plain, 24, k)
     assert packed.size == plain.size and not np.array_equal(packed, plain)
-    np.testing.assert_array_equal(from_r8(t, packed, 24, 96), plain)
+    np.testing.assert_array_equal(from_r8(t, packed, 24, k), plain)
 
 
 @pytest.mark.parametrize("t", R8)
@@ -81,7 +84,9 @@ def repack_buft():  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("t", R8)
 @pytest.mark.parametrize("n", [1, 3, 17])
-def test_mul_mat_over_repacked_weights_gives_the_plain_layouts_bits(t: GGMLType, n: int) -> None:
+def test_mul_mat_over_repacked_weights_gives_the_r8_kernels_bits(t: GGMLType, n: int) -> None:
+    """Columns in groups of up to four (R8_COLS) give each column's one-column bits; the plain kernels' bits where
+    R8 keeps ggml's order, else their result within float rounding."""
     rows, k = 48, 256
     raw = weights(t, rows, k, 3)
     x = np.random.default_rng(4).standard_normal((n, k)).astype(np.float32)
@@ -105,7 +110,14 @@ def test_mul_mat_over_repacked_weights_gives_the_plain_layouts_bits(t: GGMLType,
         xt.set(x)
         cpu.graph_compute(g)
         got[where] = y.numpy().reshape(n, rows)
-    np.testing.assert_array_equal(got["repack"], got["plain"])  # the same sums in the same order
+    partner = t.traits.vec_dot_type
+    assert partner is not None
+    acts = np.stack([native.quantize(x[c], partner) for c in range(n)])
+    np.testing.assert_array_equal(got["repack"], r8_matvec(t, to_r8(t, raw, rows, k), rows, k, acts))
+    if t in GGML_ORDER:
+        np.testing.assert_array_equal(got["repack"], got["plain"])  # the same sums in the same order
+    else:
+        np.testing.assert_allclose(got["repack"], got["plain"], rtol=0, atol=1e-5 * float(np.abs(got["plain"]).max()))
 
 
 def test_partial_writes_and_reads_convert_only_their_groups() -> None:
@@ -163,7 +175,8 @@ def test_weights_go_to_cpu_repack_only_where_a_simd_kernel_reads_them() -> None:
         assert not buft.takes_weight(T.Q4_1, (576, 1536))
         if native.set_simd_level(-1) != "portable":  # an x86 level
             assert buft.takes_weight(T.Q4_1, (576, 1536)) and buft.takes_weight(T.Q8_0, (64, 16))
-            assert not buft.takes_weight(T.Q4_1, (576, 12)) and not buft.takes_weight(T.Q4_K, (256, 16))
+            assert buft.takes_weight(T.Q4_K, (256, 16))
+            assert not buft.takes_weight(T.Q4_1, (576, 12)) and not buft.takes_weight(T.Q6_K, (256, 16))
     finally:
         native.set_simd_level(before)
 
@@ -172,7 +185,7 @@ def test_conversions_check_their_sizes_and_clear_reads_back_as_bytes() -> None:
     with pytest.raises(PyGGMLError, match="take 27200000 bytes, not 16"):
         from_r8(T.Q8_0, np.zeros(16, np.uint8), 800000, 32)  # used to read and write far past both arrays
     with pytest.raises(PyGGMLError, match="no R8 layout"):
-        to_r8(T.Q4_K, np.zeros(144, np.uint8), 8, 256)
+        to_r8(T.Q6_K, np.zeros(8 * 210, np.uint8), 8, 256)
     ctx = Context(no_alloc=True)
     w = ctx.new_tensor(T.Q8_0, 64, 16, name="w")
     buf = alloc_ctx_tensors(ctx, repack_buft())

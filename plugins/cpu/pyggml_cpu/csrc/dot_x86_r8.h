@@ -1,5 +1,5 @@
-/* The R8 kernels (repack.h) for x86, included by dot_x86.h: a group of eight weight rows against one activation
-   column. A 32-byte chunk of a tile holds four values of each of the eight rows, so one byte dot
+/* The R8 kernels (repack.h) for x86, included by dot_x86.h: a group of eight weight rows against activation
+   columns. A 32-byte chunk of a tile holds four values of each of the eight rows, so one byte dot
    against four activation bytes broadcast to every lane gives, for all eight rows at once, the lane sum that
    ggml's vec_dot computes in one lane for one row; each of those eight lane positions has its own float
    accumulator vector (row r in lane r), summed at the end in hsum_float_8's order. So the results are the plain
@@ -64,11 +64,110 @@ AINLINE void r8_rows(const int T, int64_t k, const void *vx, const void *vy, flo
     _mm256_storeu_ps(out, T == T_Q4_1 ? _mm256_add_ps(sum, summs) : sum);
 }
 
+/* Q4_K: a tile's 64 scales and mins (repack.h's regrouped 6-bit fields) as bytes, index 8 * sub-block + row */
+AINLINE void r8k_unpack(const uint8_t *t, uint8_t sc[64], uint8_t mn[64]) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i lo = _mm256_loadu_si256((const __m256i *)(t + 32)), ml = _mm256_loadu_si256((const __m256i *)(t + 64));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(t + 96));
+    /* each high-bit pair masked in place before a 16-bit shift, so no bit crosses into the next byte */
+    _mm256_storeu_si256((__m256i *)sc, _mm256_or_si256(_mm256_and_si256(lo, m4),
+                                                       _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(3)), 4)));
+    _mm256_storeu_si256((__m256i *)(sc + 32),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4),
+                                        _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(0x0C)), 2)));
+    _mm256_storeu_si256((__m256i *)mn, _mm256_or_si256(_mm256_and_si256(ml, m4), _mm256_and_si256(h, _mm256_set1_epi8(0x30))));
+    _mm256_storeu_si256((__m256i *)(mn + 32),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ml, 4), m4),
+                                        _mm256_srli_epi16(_mm256_and_si256(h, _mm256_set1_epi8((char)0xC0)), 2)));
+}
+
+/* Q4_K R8 against C columns: repack.c's r8_q4_K_rows for the eight rows at once (row r in lane r). A sub-block's
+   32 values of eight rows are eight chunks; each chunk's byte dot with four activation values broadcast adds to
+   the row's partial sum (16-bit pairs, or VNNI's 32-bit lanes: at most 8 x 2 x 15 x 128 = 30720 either way), and
+   one multiply by the eight rows' scales per sub-block (not per chunk, as in the plain layout) makes the block's
+   integer dot. */
+AINLINE void r8_q4_K_cols(int64_t k, const void *vx, const void *vy, size_t by, const int C, float *out) {
+    const int tile = r8_tile(T_Q4_K);
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc[R8_COLS], accm[R8_COLS];
+    for (int c = 0; c < C; c++) acc[c] = accm[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / QKK; b++) {
+        const uint8_t *t = (const uint8_t *)vx + b * tile, *q = t + r8_hdr(T_Q4_K);
+        for (int o = 0; o < tile; o += 64) _mm_prefetch((const char *)t + R8_PREFETCH + o, _MM_HINT_T0);
+        uint8_t sc[64], mn[64];
+        r8k_unpack(t, sc, mn);
+        const bq8_K *y[R8_COLS];
+        __m256i sumi[R8_COLS];
+        for (int c = 0; c < C; c++) {
+            y[c] = (const bq8_K *)((const char *)vy + c * by) + b;
+            sumi[c] = _mm256_setzero_si256();
+        }
+        for (int sb = 0; sb < 8; sb++) {
+            const uint8_t *g = q + 256 * (sb / 2);
+            __m256i part[R8_COLS];
+            for (int c = 0; c < C; c++) part[c] = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 32 * j));
+                const __m256i w = sb & 1 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                for (int c = 0; c < C; c++) {
+                    const __m256i yb = bcast32(y[c]->qs + 32 * sb + 4 * j);
+#if defined(PGC_VNNI) || defined(PGC_VNNI512)
+                    part[c] = dot_us8_acc(part[c], w, yb);
+#else
+                    part[c] = _mm256_add_epi16(part[c], _mm256_maddubs_epi16(w, yb));
+#endif
+                }
+            }
+            const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * sb)));
+#if defined(PGC_VNNI) || defined(PGC_VNNI512) /* each lane's sum fits 16 bits: its low half times the scale */
+            const __m256i s16 = s32;
+#else /* the scale against both 16-bit halves of a row's lane */
+            const __m256i s16 = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+#endif
+            for (int c = 0; c < C; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(part[c], s16));
+        }
+        /* the mins term: row r's mins of sub-blocks 2p, 2p + 1 as a 16-bit pair in lane r, against the pair's
+           activation sums */
+        __m256i mpair[4];
+        for (int p = 0; p < 4; p++)
+            mpair[p] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(mn + 16 * p)),
+                                                              _mm_loadl_epi64((const __m128i *)(mn + 16 * p + 8))));
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
+        const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + 16)));
+        for (int c = 0; c < C; c++) {
+            const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums),
+                                              _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
+            int32_t pairs[4];
+            _mm_storeu_si128((__m128i *)pairs, bs);
+            __m256i summ = _mm256_setzero_si256();
+            for (int p = 0; p < 4; p++) summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mpair[p], _mm256_set1_epi32(pairs[p])));
+            const __m256 yd = _mm256_set1_ps(y[c]->d);
+            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, yd), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+            accm[c] = _mm256_fmadd_ps(_mm256_mul_ps(dm8, yd), _mm256_cvtepi32_ps(summ), accm[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) _mm256_storeu_ps(out + c * R8_ROWS, _mm256_sub_ps(acc[c], accm[c]));
+}
+
+/* the pgc_r8_fn entries: the 32-block types one column per pass, Q4_K up to R8_COLS */
 #define R8_ENTRIES(t, T)                                                                                    \
-    static void XSFX(r8_##t)(int64_t k, const void *x, const void *y, float out[R8_ROWS]) {                \
-        r8_rows(T, k, x, y, out);                                                                           \
+    static void XSFX(r8_##t)(int64_t k, const void *x, const void *y, size_t by, int nc, float *out) {    \
+        for (int c = 0; c < nc; c++) r8_rows(T, k, x, (const char *)y + c * by, out + c * R8_ROWS);       \
     }
 R8_ENTRIES(q4_0, T_Q4_0)
 R8_ENTRIES(q4_1, T_Q4_1)
 R8_ENTRIES(q8_0, T_Q8_0)
 #undef R8_ENTRIES
+
+static void XSFX(r8_q4_K)(int64_t k, const void *x, const void *y, size_t by, int nc, float *out) {
+    switch (nc) {
+    case 1: r8_q4_K_cols(k, x, y, by, 1, out); break;
+    case 2: r8_q4_K_cols(k, x, y, by, 2, out); break;
+    case 3: r8_q4_K_cols(k, x, y, by, 3, out); break;
+    case 4: r8_q4_K_cols(k, x, y, by, 4, out); break;
+    case 5: r8_q4_K_cols(k, x, y, by, 5, out); break;
+    case 6: r8_q4_K_cols(k, x, y, by, 6, out); break;
+    case 7: r8_q4_K_cols(k, x, y, by, 7, out); break;
+    default: r8_q4_K_cols(k, x, y, by, 8, out); break;
+    }
+}

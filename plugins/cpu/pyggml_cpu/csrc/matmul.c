@@ -81,13 +81,17 @@ static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y
 static void r8_tile(int t0, int64_t K, const char *x0, int64_t nb01, int64_t r0, int64_t r1, const char *y0,
                     int64_t rs1, int64_t c0, int64_t c1, const pgc_node *n, int64_t i12, int64_t i13) {
     const int64_t nb0 = n->nb[0][0];
-    for (int64_t ic = c0; ic < c1; ic++)
+    for (int64_t ic = c0; ic < c1; ic += R8_COLS) {
+        const int nc = c1 - ic < R8_COLS ? (int)(c1 - ic) : R8_COLS;
         for (int64_t r = r0; r < r1; r += R8_ROWS) {
-            float o[R8_ROWS];
-            pgc_S.r8[t0](K, x0 + (r - r0) * nb01, y0 + ic * rs1, o);
-            char *d = pgc_ptr(n, 0, r, ic, i12, i13);
-            for (int k = 0; k < R8_ROWS; k++) *(float *)(d + k * nb0) = o[k];
+            float o[R8_COLS * R8_ROWS];
+            pgc_S.r8[t0](K, x0 + (r - r0) * nb01, y0 + ic * rs1, (size_t)rs1, nc, o);
+            for (int c = 0; c < nc; c++) {
+                char *d = pgc_ptr(n, 0, r, ic + c, i12, i13);
+                for (int k = 0; k < R8_ROWS; k++) *(float *)(d + k * nb0) = o[c * R8_ROWS + k];
+            }
         }
+    }
 }
 
 int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
@@ -107,6 +111,7 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     const int64_t rs1 = pgc_row_size(conv_type(t0), K);
     const int64_t r2 = ne12 / ne02, r3 = ne13 / ne03;
     const pgc_vec_dot2_fn vd2 = pgc_blck_size(t0) > 1 ? pgc_S.vec_dot2[t0] : NULL;
+    const pgc_q_tiles_fn q_tiles = conv && N >= 2 && pgc_blck_size(t0) > 1 ? pgc_S.q_tiles[t0] : NULL;
     const int64_t nbr = (M + TILE_R - 1) / TILE_R, nbc = (N + TILE_C - 1) / TILE_C;
     const int64_t units = ne12 * ne13 * nbr * nbc;
     int64_t u0, u1;
@@ -130,6 +135,12 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
                                 (const float *)(c->wdata + ((i13 * ne12 + i12) * N + bc * TILE_C) * rs1), (size_t)rs1,
                                 ic1 - bc * TILE_C, pgc_ptr(n, 0, 0, bc * TILE_C, i12, i13) + br * TILE_R * nb0,
                                 (size_t)nb0, (size_t)n->nb[0][1]);
+            continue;
+        }
+        if (q_tiles) { /* the whole tile in one call, as for F16 */
+            q_tiles(K, x0, (size_t)nb01, ir1 - br * TILE_R, c->wdata + ((i13 * ne12 + i12) * N + bc * TILE_C) * rs1,
+                    (size_t)rs1, ic1 - bc * TILE_C, pgc_ptr(n, 0, 0, bc * TILE_C, i12, i13) + br * TILE_R * nb0,
+                    (size_t)nb0, (size_t)n->nb[0][1]);
             continue;
         }
         for (int64_t ic = bc * TILE_C; ic < ic1; ic++) {

@@ -279,12 +279,18 @@ typedef void (*pgc_f16_tiles_fn)(int64_t n, const uint16_t *x, size_t bx, int64_
    dot to the float at d + r * dd */
 typedef void (*pgc_f16_rows_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, char *d,
                                 size_t dd);
+/* nr quantised weight rows (from x, bx bytes apart) against nc converted activation rows (from y, by bytes apart):
+   output (r, c) to the float at d + r * dr + c * dc, each with vec_dot's bits (a prompt matmul's tile) */
+typedef void (*pgc_q_tiles_fn)(int64_t n, const void *x, size_t bx, int64_t nr, const void *y, size_t by, int64_t nc,
+                               char *d, size_t dr, size_t dc);
 /* R8 (repack.h): a node's type | PGC_R8 marks a slot holding weights in the R8 layout (MUL_MAT's src0 only). A
-   kernel takes one group of R8_ROWS rows (k values each) against one activation row y (Q8_1 for Q4_1, else Q8_0)
-   into out[r], with ggml's AVX2 vec_dot arithmetic (repack.c defines it): the plain kernels' bits on the x86
-   levels, which sum in that order too; the portable and NEON plain kernels sum in others. */
+   kernel takes one group of R8_ROWS rows (k values each) against nc <= R8_COLS activation rows (the weight type's
+   dot partner, by bytes apart, from y) into out[c * R8_ROWS + r], with the arithmetic repack.c's portable kernels
+   define: for Q4_0, Q4_1 and Q8_0 ggml's AVX2 vec_dot's (the plain kernels' bits on the x86 levels, which sum in
+   that order too; the portable and NEON plain kernels sum in others), for Q4_K one of its own. */
 #define R8_ROWS 8
-typedef void (*pgc_r8_fn)(int64_t k, const void *x, const void *y, float out[R8_ROWS]);
+#define R8_COLS 8
+typedef void (*pgc_r8_fn)(int64_t k, const void *x, const void *y, size_t by, int nc, float *out);
 /* the one- and two-column table entries `name` of a kernel `cols(n, s, x, ys, NC)` written for NC columns */
 #define PGC_VD1_ENTRY(name, cols)                                                                         \
     static void name(int64_t n, float *s, const void *vx, const void *vy) {                               \
@@ -312,7 +318,8 @@ typedef struct pgc_simd {
     pgc_vec_dot_fn vec_dot[T_COUNT];   /* quantised row x its dot partner row */
     pgc_vec_dot2_fn vec_dot2[T_COUNT]; /* ... x two partner rows (NULL: use vec_dot twice) */
     pgc_vec_dotr_fn vec_dotr[T_COUNT]; /* PGC_DOTR_ROWS rows x one partner row (NULL: vec_dot per row) */
-    pgc_r8_fn r8[T_COUNT];             /* R8_ROWS R8 weight rows (Q4_0, Q4_1, Q8_0) x one partner row */
+    pgc_q_tiles_fn q_tiles[T_COUNT];   /* tiles of rows x columns (NULL: vec_dot2 / vec_dot per column) */
+    pgc_r8_fn r8[T_COUNT];             /* R8_ROWS R8 weight rows (Q4_0, Q4_1, Q8_0, Q4_K) x partner rows */
     pgc_quant_fn quantize[T_COUNT];    /* float row -> blocks (dot partners Q8_0/Q8_1/Q8_K and CPY targets) */
 } pgc_simd;
 

@@ -4,6 +4,21 @@
 
 #include "api.h"
 
+/* Q4_K's 6-bit scales and mins (repack.h): scale / min `idx` (8 * sub-block + row) of a tile's header */
+static void k4_put(uint8_t *h, int idx, int sc, int mn) {
+    const int i = idx & 31, hi = idx >> 5;
+    h[32 + i] = (uint8_t)((h[32 + i] & (hi ? 0x0F : 0xF0)) | (sc & 15) << (4 * hi));
+    h[64 + i] = (uint8_t)((h[64 + i] & (hi ? 0x0F : 0xF0)) | (mn & 15) << (4 * hi));
+    h[96 + i] = (uint8_t)((h[96 + i] & ~(3 << (2 * hi) | 3 << (4 + 2 * hi))) | (sc >> 4) << (2 * hi) |
+                          (mn >> 4) << (4 + 2 * hi));
+}
+
+static void k4_get(const uint8_t *h, int idx, int *sc, int *mn) {
+    const int i = idx & 31, hi = idx >> 5;
+    *sc = (h[32 + i] >> (4 * hi) & 15) | (h[96 + i] >> (2 * hi) & 3) << 4;
+    *mn = (h[64 + i] >> (4 * hi) & 15) | (h[96 + i] >> (4 + 2 * hi) & 3) << 4;
+}
+
 /* block b of row r (plain layout) <-> tile b of its group: the header fields and the value bytes */
 static void tile_from_rows(int type, const uint8_t *rows, size_t row_bytes, int64_t b, uint8_t *tile) {
     const int bs = pgc_type_size(type), nq = 32 * r8_chunks(type), nibbles = type != T_Q8_0;
@@ -12,8 +27,14 @@ static void tile_from_rows(int type, const uint8_t *rows, size_t row_bytes, int6
     for (int r = 0; r < R8_ROWS; r++) {
         const uint8_t *blk = rows + r * row_bytes + b * bs;
         memcpy(&d[r], blk, 2);
-        if (type == T_Q4_1) memcpy(&m[r], blk + 2, 2);
-        const uint8_t *qs = blk + (type == T_Q4_1 ? 4 : 2);
+        if (type == T_Q4_1 || type == T_Q4_K) memcpy(&m[r], blk + 2, 2);
+        if (type == T_Q4_K)
+            for (int j = 0; j < 8; j++) {
+                int sc, mn;
+                pg_scale_min_k4(j, blk + 4, &sc, &mn);
+                k4_put(tile, 8 * j + r, sc, mn);
+            }
+        const uint8_t *qs = blk + (type == T_Q4_K ? 16 : type == T_Q4_1 ? 4 : 2);
         for (int j = 0; j < nq / 32; j++)
             for (int i = 0; i < 4; i++) q[32 * j + 4 * r + i] = nibbles ? qs[4 * j + i] : qs[4 * j + i] ^ 0x80;
     }
@@ -26,8 +47,17 @@ static void rows_from_tile(int type, const uint8_t *tile, uint8_t *rows, size_t 
     for (int r = 0; r < R8_ROWS; r++) {
         uint8_t *blk = rows + r * row_bytes + b * bs;
         memcpy(blk, &d[r], 2);
-        if (type == T_Q4_1) memcpy(blk + 2, &m[r], 2);
-        uint8_t *qs = blk + (type == T_Q4_1 ? 4 : 2);
+        if (type == T_Q4_1 || type == T_Q4_K) memcpy(blk + 2, &m[r], 2);
+        if (type == T_Q4_K) { /* the inverse of pg_scale_min_k4 */
+            int sc[8], mn[8];
+            for (int j = 0; j < 8; j++) k4_get(tile, 8 * j + r, &sc[j], &mn[j]);
+            for (int j = 0; j < 4; j++) {
+                blk[4 + j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+                blk[8 + j] = (uint8_t)(mn[j] | (mn[j + 4] >> 4) << 6);
+                blk[12 + j] = (uint8_t)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
+            }
+        }
+        uint8_t *qs = blk + (type == T_Q4_K ? 16 : type == T_Q4_1 ? 4 : 2);
         for (int j = 0; j < nq / 32; j++)
             for (int i = 0; i < 4; i++) qs[4 * j + i] = nibbles ? q[32 * j + 4 * r + i] : q[32 * j + 4 * r + i] ^ 0x80;
     }
@@ -35,9 +65,9 @@ static void rows_from_tile(int type, const uint8_t *tile, uint8_t *rows, size_t 
 
 int pgc_repack_r8(int type, const void *src, void *dst, int64_t nrows, int64_t ne0, int to_plain) {
     if (!r8_ok(type)) return PGC_E_TYPE;
-    if (nrows % R8_ROWS || ne0 % QK || src == dst) return PGC_E_SHAPE;
+    if (nrows % R8_ROWS || ne0 % r8_blck(type) || src == dst) return PGC_E_SHAPE;
     const size_t row_bytes = (size_t)pgc_row_size(type, ne0), tile = (size_t)r8_tile(type);
-    const int64_t nb = ne0 / QK;
+    const int64_t nb = ne0 / r8_blck(type);
     for (int64_t g = 0; g < nrows / R8_ROWS; g++) {
         const size_t base = (size_t)g * R8_ROWS * row_bytes; /* a group keeps its rows' bytes */
         for (int64_t b = 0; b < nb; b++) {
@@ -50,10 +80,10 @@ int pgc_repack_r8(int type, const void *src, void *dst, int64_t nrows, int64_t n
     return PGC_OK;
 }
 
-/* the portable kernel: ggml's AVX2 vec_dot arithmetic, row by row. A block's dot is eight integer lane sums (lane
-   l: values 4l..4l+3 of the 32-byte value vector, for the nibble types the low nibbles of bytes 0..15 then the
-   high ones), each scaled and added to its own float accumulator; the row's accumulators sum as hsum_float_8 does;
-   Q4_1 adds the min terms, summed apart. */
+/* the portable kernels, which define the bits. Q4_0, Q4_1, Q8_0: ggml's AVX2 vec_dot arithmetic, row by row. A
+   block's dot is eight integer lane sums (lane l: values 4l..4l+3 of the 32-byte value vector, for the nibble types
+   the low nibbles of bytes 0..15 then the high ones), each scaled and added to its own float accumulator; the row's
+   accumulators sum as hsum_float_8 does; Q4_1 adds the min terms, summed apart. */
 static void r8_portable(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
     const int hdr = r8_hdr(type), tile = r8_tile(type);
     for (int r = 0; r < R8_ROWS; r++) {
@@ -83,31 +113,74 @@ static void r8_portable(int type, int64_t k, const void *vx, const void *vy, flo
         }
 }
 
-#define R8_ENTRY(name, T)                                                                                \
-    static void name(int64_t k, const void *x, const void *y, float out[R8_ROWS]) {                      \
-        r8_portable(T, k, x, y, out);                                                                    \
+/* Q4_K (R8 only, not ggml's order): a block's whole dot in integers, sum over sub-blocks of scale x (nibbles .
+   values), and of the mins term, min x (sum of the sub-block's values); each converted once and added to the row's
+   two float accumulators with one fused multiply-add, d x y.d and dmin x y.d; the row's result is their
+   difference. Rounded once per block rather than once per lane: as close to the exact dot as ggml's. */
+static void r8_q4_K_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    const int tile = r8_tile(T_Q4_K);
+    for (int r = 0; r < R8_ROWS; r++) {
+        float acc = 0.0f, accm = 0.0f;
+        for (int64_t b = 0; b < k / QKK; b++) {
+            const uint8_t *t = (const uint8_t *)vx + b * tile, *q = t + r8_hdr(T_Q4_K);
+            const uint16_t *d = (const uint16_t *)t;
+            const bq8_K *y = (const bq8_K *)vy + b;
+            int32_t sumi = 0, summ = 0;
+            for (int sb = 0; sb < 8; sb++) {
+                int sc, mn, dot = 0;
+                k4_get(t, 8 * sb + r, &sc, &mn);
+                for (int p = 0; p < 32; p++) { /* value 32 sb + p: byte p of group sb / 2, high nibble for odd sb */
+                    const uint8_t byte = q[256 * (sb / 2) + 32 * (p / 4) + 4 * r + p % 4];
+                    dot += (sb & 1 ? byte >> 4 : byte & 15) * y->qs[32 * sb + p];
+                }
+                sumi += sc * dot;
+                summ += mn * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
+            }
+            acc = fmaf(F16T(d[r]) * y->d, (float)sumi, acc);
+            accm = fmaf(F16T(d[R8_ROWS + r]) * y->d, (float)summ, accm);
+        }
+        out[r] = acc - accm;
     }
-R8_ENTRY(r8_q4_0_portable, T_Q4_0)
-R8_ENTRY(r8_q4_1_portable, T_Q4_1)
-R8_ENTRY(r8_q8_0_portable, T_Q8_0)
+}
+
+/* a pgc_r8_fn from a one-column kernel */
+#define R8_ENTRY(name, rows)                                                                                  \
+    static void name(int64_t k, const void *x, const void *y, size_t by, int nc, float *out) {                \
+        for (int c = 0; c < nc; c++) rows(k, x, (const char *)y + c * by, out + c * R8_ROWS);                  \
+    }
+#define R8_PORTABLE(t, T)                                                                                     \
+    static void r8_##t##_rows(int64_t k, const void *x, const void *y, float out[R8_ROWS]) {                  \
+        r8_portable(T, k, x, y, out);                                                                         \
+    }                                                                                                         \
+    R8_ENTRY(r8_##t##_portable, r8_##t##_rows)
+R8_PORTABLE(q4_0, T_Q4_0)
+R8_PORTABLE(q4_1, T_Q4_1)
+R8_PORTABLE(q8_0, T_Q8_0)
+R8_ENTRY(r8_q4_K_portable, r8_q4_K_rows)
+#undef R8_PORTABLE
+#undef R8_ENTRY
+
+static const pgc_r8_fn *portable_entry(int type) {
+    static const pgc_r8_fn q4_0 = r8_q4_0_portable, q4_1 = r8_q4_1_portable, q8_0 = r8_q8_0_portable,
+                           q4_K = r8_q4_K_portable;
+    return type == T_Q4_0 ? &q4_0 : type == T_Q4_1 ? &q4_1 : type == T_Q8_0 ? &q8_0 : &q4_K;
+}
 
 void pgc_r8_portable(pgc_simd *s) {
-    s->r8[T_Q4_0] = r8_q4_0_portable;
-    s->r8[T_Q4_1] = r8_q4_1_portable;
-    s->r8[T_Q8_0] = r8_q8_0_portable;
+    const int types[] = {T_Q4_0, T_Q4_1, T_Q8_0, T_Q4_K};
+    for (int i = 0; i < 4; i++) s->r8[types[i]] = *portable_entry(types[i]);
 }
 
 int pgc_r8_simd(int type) {
     if (!r8_ok(type) || !pgc_S.r8[type]) return 0;
-    const pgc_r8_fn portable = type == T_Q4_0 ? r8_q4_0_portable : type == T_Q4_1 ? r8_q4_1_portable
-                             : r8_q8_0_portable;
-    return pgc_S.r8[type] != portable;
+    return pgc_S.r8[type] != *portable_entry(type);
 }
 
 int pgc_r8_matvec(int type, const void *x, int64_t nrows, int64_t k, const void *y, float *out) {
     if (!r8_ok(type) || !pgc_S.r8[type]) return PGC_E_TYPE;
-    if (nrows % R8_ROWS || k % QK) return PGC_E_SHAPE;
+    if (nrows % R8_ROWS || k % r8_blck(type)) return PGC_E_SHAPE;
     const size_t group = (size_t)R8_ROWS * (size_t)pgc_row_size(type, k);
-    for (int64_t g = 0; g < nrows / R8_ROWS; g++) pgc_S.r8[type](k, (const char *)x + g * group, y, out + g * R8_ROWS);
+    for (int64_t g = 0; g < nrows / R8_ROWS; g++)
+        pgc_S.r8[type](k, (const char *)x + g * group, y, 0, 1, out + g * R8_ROWS);
     return PGC_OK;
 }
