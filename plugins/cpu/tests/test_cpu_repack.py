@@ -31,14 +31,14 @@ def weights(t: GGMLType, rows: int, k: int, seed: int = 0) -> np.ndarray:
     return quants.quantize(w.ravel(), t)
 
 
-def r8_matvec(t: GGMLType, packed: np.ndarray, rows: int, k: int, acts: np.ndarray) -> np.ndarray:
-    """The R8 kernel of the level in use: rows x each activation row of `acts` (already quantised to t's partner)."""
+def r8_matmul(t: GGMLType, packed: np.ndarray, rows: int, k: int, acts: np.ndarray) -> np.ndarray:
+    """The R8 kernel of the level in use: rows x each activation row of `acts` (already quantised to t's partner),
+    in as many groups and columns a call as a matmul passes."""
     out = np.empty((len(acts), rows), dtype=np.float32)
-    for c, y in enumerate(acts):
-        y = np.ascontiguousarray(y)
-        rc = lib.pgc_r8_matvec(int(t), ffi.from_buffer(packed), rows, k, ffi.from_buffer(y),
-                               ffi.from_buffer("float[]", out[c]))
-        assert rc == 0
+    y = np.ascontiguousarray(acts)
+    rc = lib.pgc_r8_matmul(int(t), ffi.from_buffer(packed), rows, k, ffi.from_buffer(y), len(acts),
+                           ffi.from_buffer("float[]", out))
+    assert rc == 0
     return out
 
 
@@ -53,6 +53,7 @@ def test_round_trip(t: GGMLType) -> None:
 
 @pytest.mark.parametrize("t", R8)
 def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType) -> None:
+    """Two groups and four columns a call (the prompt kernels), and each column alone (mat-vec)."""
     rows, k = 16, 512
     plain = weights(t, rows, k, 1)
     packed = to_r8(t, plain, rows, k)
@@ -63,12 +64,15 @@ def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType)
     before = native.simd_level()
     try:
         native.set_simd_level(0)
-        want = r8_matvec(t, packed, rows, k, acts)
+        want = r8_matmul(t, packed, rows, k, acts)
         for level in range(1, 5):
             if native.SIMD_LEVELS.get(level) is None or native.set_simd_level(level) != native.SIMD_LEVELS[level]:
                 continue
-            np.testing.assert_array_equal(r8_matvec(t, packed, rows, k, acts), want,
+            np.testing.assert_array_equal(r8_matmul(t, packed, rows, k, acts), want,
                                           err_msg=f"level {native.simd_level()}")
+            for c in range(4):
+                np.testing.assert_array_equal(r8_matmul(t, packed, rows, k, acts[c : c + 1])[0], want[c],
+                                              err_msg=f"level {native.simd_level()}, column {c} alone")
     finally:
         native.set_simd_level(before)
     w = quants.dequantize(plain, t, rows * k).reshape(rows, k)
@@ -113,7 +117,7 @@ def test_mul_mat_over_repacked_weights_gives_the_r8_kernels_bits(t: GGMLType, n:
     partner = t.traits.vec_dot_type
     assert partner is not None
     acts = np.stack([native.quantize(x[c], partner) for c in range(n)])
-    np.testing.assert_array_equal(got["repack"], r8_matvec(t, to_r8(t, raw, rows, k), rows, k, acts))
+    np.testing.assert_array_equal(got["repack"], r8_matmul(t, to_r8(t, raw, rows, k), rows, k, acts))
     if t in GGML_ORDER:
         np.testing.assert_array_equal(got["repack"], got["plain"])  # the same sums in the same order
     else:

@@ -26,8 +26,9 @@ int pgc_repack_r8(int type, const void *src, void *dst, int64_t nrows, int64_t n
 /* whether the kernel level in use has a SIMD R8 kernel for type (else R8 runs the portable one, slower than the
    level's plain kernels: the cpu_repack buffer type then takes no weights) */
 int pgc_r8_simd(int type);
-/* R8 rows x one activation row (already the weight type's dot partner) into out[r] (tests) */
-int pgc_r8_matvec(int type, const void *x, int64_t nrows, int64_t k, const void *y, float *out);
+/* R8 rows x ny activation rows (already the weight type's dot partner, packed) into out[c * nrows + r], as many
+   groups and columns a kernel call as a matmul passes (tests) */
+int pgc_r8_matmul(int type, const void *x, int64_t nrows, int64_t k, const void *y, int64_t ny, float *out);
 
 /* memory read bandwidth in bytes/s: n_threads stream `bytes` of buf at once, best of reps (-1 on bad input) */
 double pgc_read_bandwidth(const void *buf, size_t bytes, int n_threads, int reps);

@@ -135,99 +135,7 @@ static void dot_f16_tiles_zmm(int64_t n, const uint16_t *x, size_t bx, int64_t n
     f16_tiles_drive(n, x, bx, nr, y, by, nc, d, dr, dc, tiles, 8);
 }
 
-/* Q4_K prompt tiles: two weight rows at once, row a in the low half of each zmm and row b in the high half, against
-   C activation columns (each 32-byte activation vector broadcast to both halves by its load). Each half runs
-   q4_K_block's instructions for its row (dot_x86.h), so every output keeps the one-row bits, while each
-   instruction does the work of two: half the multiply uops of the ymm kernel, and the nibbles and scales of a
-   weight block unpacked once for C columns. */
-static inline __attribute__((always_inline)) void q4_K_pair(int64_t n, const bq4_K *xa, const bq4_K *xb,
-                                                            const bq8_K *const *y, const int C, float o[2][4]) {
-    const __m512i m4 = _mm512_set1_epi8(0xF);
-    __m512 acc[4];
-    __m256 accm[4];
-    for (int c = 0; c < C; c++) {
-        acc[c] = _mm512_setzero_ps();
-        accm[c] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < n / QKK; i++) {
-        const bq4_K *a = xa + i, *b = xb + i;
-        __m256i sca, scb;
-        __m128i mna, mnb;
-        k4_scales_mins(a->scales, &sca, &mna);
-        k4_scales_mins(b->scales, &scb, &mnb);
-        const __m512i sc = _mm512_inserti64x4(_mm512_castsi256_si512(sca), scb, 1);
-        const __m256i mn = _mm256_inserti128_si256(_mm256_castsi128_si256(mna), mnb, 1);
-        const float da = F16T(a->d), db = F16T(b->d), dma = F16T(a->dmin), dmb = F16T(b->dmin);
-        __m512i sumi[4];
-        for (int c = 0; c < C; c++) { /* mins . (bsums summed in pairs), as q4_K_block */
-            const bq8_K *yc = y[c] + i;
-            const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)yc->bsums),
-                                              _mm_loadu_si128((const __m128i *)(yc->bsums + 8)));
-            const __m256 dm = _mm256_set_m128(_mm_set1_ps(yc->d * dmb), _mm_set1_ps(yc->d * dma));
-            accm[c] = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(_mm256_madd_epi16(mn, _mm256_broadcastsi128_si256(bs))),
-                                      accm[c]);
-            sumi[c] = _mm512_setzero_si512();
-        }
-        for (int k = 0; k < 4; k++) {
-            const __m512i q4 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a->qs + 32 * k))),
-                                                  _mm256_loadu_si256((const __m256i *)(b->qs + 32 * k)), 1);
-            const __m512i lo = _mm512_and_si512(q4, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q4, 4), m4);
-            const __m512i s0 = _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(k4_spread(2 * k)));
-            const __m512i s1 = _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(k4_spread(2 * k + 1)));
-            for (int c = 0; c < C; c++) {
-                const int8_t *q8 = (y[c] + i)->qs + 64 * k;
-                const __m512i p0 = _mm512_maddubs_epi16(lo, _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)q8)));
-                const __m512i p1 =
-                    _mm512_maddubs_epi16(hi, _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(q8 + 32))));
-                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_add_epi32(_mm512_madd_epi16(p0, s0), _mm512_madd_epi16(p1, s1)));
-            }
-        }
-        for (int c = 0; c < C; c++) { /* k_block_acc for both rows */
-            const float yd = (y[c] + i)->d;
-            const __m512 dd = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(yd * da))),
-                                                                  _mm256_castps_pd(_mm256_set1_ps(yd * db)), 1));
-            acc[c] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(sumi[c]), acc[c]);
-        }
-    }
-    for (int c = 0; c < C; c++) {
-        o[0][c] = q4_K_finish(_mm512_castps512_ps256(acc[c]), _mm256_castps256_ps128(accm[c]));
-        o[1][c] = q4_K_finish(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[c]), 1)), _mm256_extractf128_ps(accm[c], 1));
-    }
-}
-
-typedef void (*q_pair_fn)(int64_t n, const void *xa, const void *xb, const bq8_K *const *y, float o[2][4]);
-#define Q4K_PAIR_ENTRY(C)                                                                                        \
-    static void q4_K_pair##C(int64_t n, const void *xa, const void *xb, const bq8_K *const *y, float o[2][4]) { \
-        q4_K_pair(n, (const bq4_K *)xa, (const bq4_K *)xb, y, C, o);                                           \
-    }
-Q4K_PAIR_ENTRY(1)
-Q4K_PAIR_ENTRY(2)
-Q4K_PAIR_ENTRY(3)
-Q4K_PAIR_ENTRY(4)
-#undef Q4K_PAIR_ENTRY
-
-/* pgc_q_tiles_fn: row pairs x up to four columns per pass; an odd last row by the one-row kernel */
-static void q4_K_tiles_zmm(int64_t n, const void *x, size_t bx, int64_t nr, const void *y, size_t by, int64_t nc,
-                           char *d, size_t dr, size_t dc) {
-    static const q_pair_fn pairs[] = {NULL, q4_K_pair1, q4_K_pair2, q4_K_pair3, q4_K_pair4};
-    for (int64_t c0 = 0; c0 < nc; c0 += 4) {
-        const int C = nc - c0 < 4 ? (int)(nc - c0) : 4;
-        const bq8_K *ys[4];
-        for (int c = 0; c < C; c++) ys[c] = (const bq8_K *)((const char *)y + (c0 + c) * by);
-        char *dc0 = d + c0 * dc;
-        int64_t r = 0;
-        for (; r + 2 <= nr; r += 2) {
-            float o[2][4];
-            pairs[C](n, (const char *)x + r * bx, (const char *)x + (r + 1) * bx, ys, o);
-            for (int c = 0; c < C; c++) {
-                *(float *)(dc0 + r * dr + c * dc) = o[0][c];
-                *(float *)(dc0 + (r + 1) * dr + c * dc) = o[1][c];
-            }
-        }
-        for (; r < nr; r++)
-            for (int c = 0; c < C; c++) vd_q4_K_512(n, (float *)(dc0 + r * dr + c * dc), (const char *)x + r * bx, ys[c]);
-    }
-}
+#include "dot_avx512_kpairs.h" /* the K-quants' prompt tiles */
 
 /* Measured here: the K-quant dots gain from 32 registers; the 32-block dots run fastest as the VEX AVX-VNNI
    build, so those come from dot_vnni.c when the CPU has AVX-VNNI. */
@@ -250,6 +158,7 @@ void pgc_simd_avx512(pgc_simd *s, int vnni) {
         s->vec_dotr[kt[j]] = k.vec_dotr[kt[j]];
     }
     s->q_tiles[T_Q4_K] = q4_K_tiles_zmm;
+    s->q_tiles[T_Q6_K] = q6_K_tiles_zmm;
     s->r8[T_Q4_K] = k.r8[T_Q4_K];
     const int lt[] = {T_Q4_0, T_Q4_1, T_Q8_0, T_Q5_0, T_Q5_1};
     for (int j = 0; j < 5; j++) s->q_tiles[lt[j]] = k.q_tiles[lt[j]];

@@ -83,12 +83,14 @@ static void r8_tile(int t0, int64_t K, const char *x0, int64_t nb01, int64_t r0,
     const int64_t nb0 = n->nb[0][0];
     for (int64_t ic = c0; ic < c1; ic += R8_COLS) {
         const int nc = c1 - ic < R8_COLS ? (int)(c1 - ic) : R8_COLS;
-        for (int64_t r = r0; r < r1; r += R8_ROWS) {
-            float o[R8_COLS * R8_ROWS];
-            pgc_S.r8[t0](K, x0 + (r - r0) * nb01, y0 + ic * rs1, (size_t)rs1, nc, o);
+        for (int64_t r = r0; r < r1; r += R8_GROUPS * R8_ROWS) {
+            const int rows = r1 - r < R8_GROUPS * R8_ROWS ? (int)(r1 - r) : R8_GROUPS * R8_ROWS;
+            float o[R8_COLS * R8_GROUPS * R8_ROWS];
+            pgc_S.r8[t0](K, x0 + (r - r0) * nb01, (size_t)(R8_ROWS * nb01), rows / R8_ROWS, y0 + ic * rs1,
+                         (size_t)rs1, nc, o);
             for (int c = 0; c < nc; c++) {
                 char *d = pgc_ptr(n, 0, r, ic + c, i12, i13);
-                for (int k = 0; k < R8_ROWS; k++) *(float *)(d + k * nb0) = o[c * R8_ROWS + k];
+                for (int k = 0; k < rows; k++) *(float *)(d + k * nb0) = o[c * rows + k];
             }
         }
     }

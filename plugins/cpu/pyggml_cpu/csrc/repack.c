@@ -143,10 +143,13 @@ static void r8_q4_K_rows(int64_t k, const void *vx, const void *vy, float out[R8
     }
 }
 
-/* a pgc_r8_fn from a one-column kernel */
+/* a pgc_r8_fn from a one-group, one-column kernel */
 #define R8_ENTRY(name, rows)                                                                                  \
-    static void name(int64_t k, const void *x, const void *y, size_t by, int nc, float *out) {                \
-        for (int c = 0; c < nc; c++) rows(k, x, (const char *)y + c * by, out + c * R8_ROWS);                  \
+    static void name(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc,            \
+                     float *out) {                                                                            \
+        for (int c = 0; c < nc; c++)                                                                          \
+            for (int g = 0; g < ng; g++)                                                                      \
+                rows(k, (const char *)x + g * gb, (const char *)y + c * by, out + (c * ng + g) * R8_ROWS);   \
     }
 #define R8_PORTABLE(t, T)                                                                                     \
     static void r8_##t##_rows(int64_t k, const void *x, const void *y, float out[R8_ROWS]) {                  \
@@ -176,11 +179,21 @@ int pgc_r8_simd(int type) {
     return pgc_S.r8[type] != *portable_entry(type);
 }
 
-int pgc_r8_matvec(int type, const void *x, int64_t nrows, int64_t k, const void *y, float *out) {
+int pgc_r8_matmul(int type, const void *x, int64_t nrows, int64_t k, const void *y, int64_t ny, float *out) {
     if (!r8_ok(type) || !pgc_S.r8[type]) return PGC_E_TYPE;
-    if (nrows % R8_ROWS || k % r8_blck(type)) return PGC_E_SHAPE;
+    if (nrows % R8_ROWS || k % r8_blck(type) || ny < 0) return PGC_E_SHAPE;
     const size_t group = (size_t)R8_ROWS * (size_t)pgc_row_size(type, k);
-    for (int64_t g = 0; g < nrows / R8_ROWS; g++)
-        pgc_S.r8[type](k, (const char *)x + g * group, y, 0, 1, out + g * R8_ROWS);
+    const size_t by = (size_t)pgc_row_size(pgc_vec_dot_type(type), k);
+    const int64_t ngroups = nrows / R8_ROWS;
+    float o[R8_COLS * R8_GROUPS * R8_ROWS];
+    for (int64_t c0 = 0; c0 < ny; c0 += R8_COLS) {
+        const int nc = ny - c0 < R8_COLS ? (int)(ny - c0) : R8_COLS;
+        for (int64_t g = 0; g < ngroups; g += R8_GROUPS) {
+            const int ng = ngroups - g < R8_GROUPS ? (int)(ngroups - g) : R8_GROUPS;
+            pgc_S.r8[type](k, (const char *)x + g * group, group, ng, (const char *)y + c0 * by, by, nc, o);
+            for (int c = 0; c < nc; c++)
+                memcpy(out + (c0 + c) * nrows + g * R8_ROWS, o + c * ng * R8_ROWS, sizeof(float) * ng * R8_ROWS);
+        }
+    }
     return PGC_OK;
 }
