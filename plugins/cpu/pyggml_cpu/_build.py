@@ -74,13 +74,17 @@ def make_ffibuilder(sanitize: bool = SANITIZE, csrc: str = os.path.join("pyggml_
     """The cffi builder of pyggml_cpu._pgc from the sources in `csrc` (relative to the build's working folder, or
     absolute); sanitize: with SANITIZE_ARGS, symbols kept."""
     strip = STRIP and not sanitize
+    includes = include_dirs or INCLUDE_DIRS
+    # the headers too: without them an edit to a kernel header leaves a stale extension in place
+    headers = sorted(str(h) for d in (csrc, *includes) for h in Path(d).glob("*.h"))
     ffi = FFI()
     ffi.cdef(CDEF)
     ffi.set_source(
         "pyggml_cpu._pgc",
         '#include "api.h"\n',
         sources=[os.path.join(csrc, s) for s in SOURCES],
-        include_dirs=include_dirs or INCLUDE_DIRS,
+        include_dirs=includes,
+        depends=headers,
         extra_compile_args=COMPILE_ARGS + (["-g0"] if strip else []) + (SANITIZE_ARGS if sanitize else []),
         extra_link_args=(["-s"] if strip else []) + (SANITIZE_ARGS[:1] if sanitize else []),
         libraries=LIBRARIES,

@@ -81,6 +81,35 @@ def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType)
     assert np.all(np.abs(want - exact) <= 1e-3 * scale)
 
 
+def test_q4_k_extreme_values_give_the_portable_bits_on_every_level() -> None:
+    """Every nibble 15 and every 6-bit scale and min 63 against activations that quantise to all -128 or all 127:
+    the integer sums at their largest (a sub-block's 32 products reach 61440, past 16 bits), the case the VNNI
+    kernels once wrapped."""
+    rows, k = 16, 512
+    blk = np.zeros(144, np.uint8)
+    blk[0:2] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
+    blk[2:4] = np.frombuffer(np.float16(0.25).tobytes(), np.uint8)
+    blk[4:16] = 0xFF  # 6-bit scales and mins all 63
+    blk[16:] = 0xFF  # nibbles all 15
+    packed = to_r8(T.Q4_K, np.tile(blk, rows * k // 256), rows, k)
+    acts = np.stack([native.quantize(np.full(k, v, np.float32), T.Q8_K) for v in (1.0, -1.0, 1.0, -1.0)])
+    w = quants.dequantize(np.tile(blk, rows * k // 256), T.Q4_K, rows * k).reshape(rows, k)
+    exact = quants.dequantize(acts.ravel(), T.Q8_K, 4 * k).reshape(4, k) @ w.T
+    before = native.simd_level()
+    try:
+        native.set_simd_level(0)
+        want = r8_matmul(T.Q4_K, packed, rows, k, acts)
+        np.testing.assert_allclose(want, exact, rtol=1e-5)
+        for level in range(1, 5):
+            if native.SIMD_LEVELS.get(level) is None or native.set_simd_level(level) != native.SIMD_LEVELS[level]:
+                continue
+            for cols in (acts, acts[:1]):  # two groups and four columns a call; one column
+                np.testing.assert_array_equal(r8_matmul(T.Q4_K, packed, rows, k, cols), want[: len(cols)],
+                                              err_msg=f"level {native.simd_level()}")
+    finally:
+        native.set_simd_level(before)
+
+
 def repack_buft():  # type: ignore[no-untyped-def]
     (buft,) = get_device("cpu").extra_buffer_types()
     return buft
@@ -89,7 +118,7 @@ def repack_buft():  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("t", R8)
 @pytest.mark.parametrize("n", [1, 3, 17])
 def test_mul_mat_over_repacked_weights_gives_the_r8_kernels_bits(t: GGMLType, n: int) -> None:
-    """Columns in groups of up to four (R8_COLS) give each column's one-column bits; the plain kernels' bits where
+    """Columns in groups of up to eight (R8_COLS) give each column's one-column bits; the plain kernels' bits where
     R8 keeps ggml's order, else their result within float rounding."""
     rows, k = 48, 256
     raw = weights(t, rows, k, 3)

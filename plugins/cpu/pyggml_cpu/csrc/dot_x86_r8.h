@@ -89,9 +89,10 @@ static inline void q8k_sub_block_pairs(const bq8_K *y, int32_t pairs[4]) {
 
 /* Q4_K R8 against C columns: repack.c's r8_q4_K_rows for the eight rows at once (row r in lane r). A sub-block's
    32 values of eight rows are eight chunks; each chunk's byte dot with four activation values broadcast adds to
-   the row's partial sum (16-bit pairs, or VNNI's 32-bit lanes: at most 8 x 2 x 15 x 128 = 30720 either way), and
-   one multiply by the eight rows' scales per sub-block (not per chunk, as in the plain layout) makes the block's
-   integer dot. */
+   the row's partial sum, and one multiply by the eight rows' scales per sub-block (not per chunk, as in the plain
+   layout) makes the block's integer dot. Without VNNI the partial sums are 16-bit pairs (each at most 8 x 2 x 15 x
+   128 = 30720, Q8_K values reach -128) multiplied by VPMADDWD; VNNI's 32-bit lanes reach 32 x 15 x 128 = 61440,
+   past 16 bits, so they are multiplied as 32-bit integers (VPMULLD). */
 AINLINE void r8_q4_K_cols(int64_t k, const void *vx, const void *vy, size_t by, const int C, float *out) {
     const int tile = r8_tile(T_Q4_K);
     const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -125,12 +126,12 @@ AINLINE void r8_q4_K_cols(int64_t k, const void *vx, const void *vy, size_t by, 
                 }
             }
             const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * sb)));
-#if defined(PGC_VNNI) || defined(PGC_VNNI512) /* each lane's sum fits 16 bits: its low half times the scale */
-            const __m256i s16 = s32;
+#if defined(PGC_VNNI) || defined(PGC_VNNI512)
+            for (int c = 0; c < C; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_mullo_epi32(part[c], s32));
 #else /* the scale against both 16-bit halves of a row's lane */
             const __m256i s16 = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
-#endif
             for (int c = 0; c < C; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(part[c], s16));
+#endif
         }
         /* the mins term: row r's mins of sub-blocks 2p, 2p + 1 as a 16-bit pair in lane r, against the pair's
            activation sums */
@@ -205,11 +206,11 @@ AINLINE void r8_q4_K_pair(int64_t k, const uint8_t *xa, const uint8_t *xb, const
             }
             const __m512i s32 = r8k_pair8(sca + 8 * sb, scb + 8 * sb);
 #if defined(PGC_VNNI512)
-            const __m512i s16 = s32;
+            for (int c = 0; c < C; c++) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(part[c], s32));
 #else
             const __m512i s16 = _mm512_or_si512(s32, _mm512_slli_epi32(s32, 16));
-#endif
             for (int c = 0; c < C; c++) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(part[c], s16));
+#endif
         }
         __m512i mpair[4];
         for (int p = 0; p < 4; p++) {
