@@ -11,16 +11,21 @@ if TYPE_CHECKING:
 
 
 def copy_metadata(src: Path, w: gguf.GGUFWriter, overrides: dict[str, Any]) -> None:
-    """Every key/value of `src` into the gguf.GGUFWriter `w` (with its value type), `overrides` replacing values."""
+    """Every key/value of `src` into the gguf.GGUFWriter `w` (with its value type), `overrides` replacing values of
+    keys src has (a key it lacks is an error: its value type would be a guess)."""
     import gguf
 
+    missing = set(overrides)
     for field in gguf.GGUFReader(src).fields.values():
         if field.name.startswith("GGUF.") or field.name == "general.architecture":
             continue  # written by the writer itself
+        missing.discard(field.name)
         value: Any = overrides.get(field.name, field.contents())
         vtype = field.types[0]
         sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
         w.add_key_value(field.name, value, vtype, sub_type=sub)
+    if missing:
+        raise KeyError(f"{src}: no metadata {sorted(missing)} to replace")
 
 
 def finish_file(w: gguf.GGUFWriter, tmp: Path, dest: Path) -> Path:

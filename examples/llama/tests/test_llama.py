@@ -148,6 +148,7 @@ def _teacher_forced(model: Path, tokens: list[int], floor: float) -> None:
                           verbose=False)
     llm.eval(tokens)
     ref = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    llm.close()
     for repack in (True, False):
         s = Session(model, ["CPU"], n_ctx=256, repack=repack)
         batch = s.eval(tokens, all_logits=True)
@@ -174,6 +175,7 @@ def _llama_cpp_self_kld(model: Path, tokens: list[int]) -> float:
     for t in tokens:
         llm.eval([t])
         stepped.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
+    llm.close()
     return agreement(batch, np.stack(stepped)).mean_kld
 
 
@@ -189,14 +191,17 @@ def test_cpu_agrees_with_llama_cpp_teacher_forced(cpu_session: Session) -> None:
 def test_cpu_agrees_with_llama_cpp_on_q4_k_m(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The same on SmolLM2 quantised again as llama.cpp's Q4_K_M (pyggml_testing.q4_k_m: Q4_K ffn_down, which
     cpu_repack keeps in its own order, Q6_K, and llama.cpp's Q5_0 / Q8_0 fallbacks for the 576-wide rows), within
-    1.5 x llama.cpp's own batch-vs-sequential divergence on the same tokens."""
+    1.5 x llama.cpp's own batch-vs-sequential divergence on the same tokens (4.2e-3 to 6.2e-3 measured), and never
+    below the Q4_1 floor."""
+    from pyggml_llama.agreement import NOISE_FLOOR_KLD
+
     pytest.importorskip("gguf")
     from pyggml_testing.q4_k_m import q4_k_m_copy
 
     model = q4_k_m_copy(tmp_path_factory.mktemp("q4_k_m"))
     case = CASES[0]
     tokens = (case["prompt_tokens"] + case["tokens"])[:96]
-    _teacher_forced(model, tokens, 1.5 * _llama_cpp_self_kld(model, tokens))
+    _teacher_forced(model, tokens, max(NOISE_FLOOR_KLD, 1.5 * _llama_cpp_self_kld(model, tokens)))
 
 
 def test_graph_is_reused_for_every_decode_step() -> None:
