@@ -96,7 +96,7 @@ static inline __attribute__((always_inline)) void q6_K_pair(int64_t n, const bq6
             const __m512i l1 = zmm_load2(a->ql + 64 * h + 32, b->ql + 64 * h + 32);
             const __m512i qh = zmm_load2(a->qh + 32 * h, b->qh + 32 * h);
             /* each row's scales 8h..8h+7 in both 128-bit lanes of its half */
-            const __m512i sc = _mm512_shuffle_i64x2(sc16, sc16, h ? 0xF5 : 0xA0);
+            const __m512i sc = h ? _mm512_shuffle_i64x2(sc16, sc16, 0xF5) : _mm512_shuffle_i64x2(sc16, sc16, 0xA0);
             __m512i q[4];
             q[0] = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m2), 4));
             q[1] = _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_slli_epi16(_mm512_and_si512(qh, h2), 2));
