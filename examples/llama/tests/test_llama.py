@@ -134,21 +134,37 @@ def test_cpu_logits_are_llama_cpps_bits(cpu_session: Session, plain_session: Ses
         logits = cpu_session.eval([tok])[-1]
 
 
-def _teacher_forced(model: Path, tokens: list[int], floor: float) -> None:
-    """pyggml's next-token distributions along `tokens` against llama.cpp's (libllama of `make llama-cpp-ref`) in
-    one batch: mean KL divergence at most `floor` and the same top-1 for 95%, whether pyggml reads the tokens in one
-    batch or one by one, with the matmul weights repacked or not."""
+def _llama_cpp_logits(model: Path, tokens: list[int], stepped: bool = False) -> tuple[Any, Any]:
+    """llama.cpp's (libllama of `make llama-cpp-ref`) next-token logits along `tokens` in one batch, and with
+    `stepped` also one token at a time (else None)."""
+    import numpy as np
+
+    from pyggml_testing.llama_cpp_ref import llama_cpp_module
+
+    llm = llama_cpp_module().Llama(model_path=str(model), n_ctx=256, n_batch=256, n_threads=2, logits_all=True,
+                                   verbose=False)
+    llm.eval(tokens)
+    batch = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    one_by_one = None
+    if stepped:
+        llm.reset()
+        rows = []
+        for t in tokens:
+            llm.eval([t])
+            rows.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
+        one_by_one = np.stack(rows)
+    llm.close()
+    return batch, one_by_one
+
+
+def _teacher_forced(model: Path, tokens: list[int], ref: Any, floor: float) -> None:
+    """pyggml's next-token distributions along `tokens` against llama.cpp's in one batch (`ref`): mean KL divergence
+    at most `floor` and the same top-1 for 95%, whether pyggml reads the tokens in one batch or one by one, with the
+    matmul weights repacked or not."""
     import numpy as np
 
     from pyggml_llama.agreement import agreement
-    from pyggml_testing.llama_cpp_ref import llama_cpp_module
 
-    llama_cpp = llama_cpp_module()
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=256, n_batch=256, n_threads=2, logits_all=True,
-                          verbose=False)
-    llm.eval(tokens)
-    ref = np.array(llm.scores[: len(tokens)], dtype=np.float32)
-    llm.close()
     for repack in (True, False):
         s = Session(model, ["CPU"], n_ctx=256, repack=repack)
         batch = s.eval(tokens, all_logits=True)
@@ -159,33 +175,15 @@ def _teacher_forced(model: Path, tokens: list[int], floor: float) -> None:
             assert a.mean_kld <= floor and a.same_top1 >= 0.95, (model.name, repack, how, a, floor)
 
 
-def _llama_cpp_self_kld(model: Path, tokens: list[int]) -> float:
-    """llama.cpp's own noise: its distributions along `tokens` one token at a time against one batch."""
-    import numpy as np
-
-    from pyggml_llama.agreement import agreement
-    from pyggml_testing.llama_cpp_ref import llama_cpp_module
-
-    llm = llama_cpp_module().Llama(model_path=str(model), n_ctx=256, n_batch=256, n_threads=2, logits_all=True,
-                                   verbose=False)
-    llm.eval(tokens)
-    batch = np.array(llm.scores[: len(tokens)], dtype=np.float32)
-    llm.reset()
-    stepped = []
-    for t in tokens:
-        llm.eval([t])
-        stepped.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
-    llm.close()
-    return agreement(batch, np.stack(stepped)).mean_kld
-
-
 def test_cpu_agrees_with_llama_cpp_teacher_forced(cpu_session: Session) -> None:
     """Along one token sequence (a fixture prompt and llama.cpp's greedy answer), at llama.cpp's own noise floor on
     SmolLM2 Q4_1 (NOISE_FLOOR_KLD)."""
     from pyggml_llama.agreement import NOISE_FLOOR_KLD
 
     case = CASES[0]
-    _teacher_forced(default_model_path(), (case["prompt_tokens"] + case["tokens"])[:96], NOISE_FLOOR_KLD)
+    tokens = (case["prompt_tokens"] + case["tokens"])[:96]
+    ref, _ = _llama_cpp_logits(default_model_path(), tokens)
+    _teacher_forced(default_model_path(), tokens, ref, NOISE_FLOOR_KLD)
 
 
 def test_cpu_agrees_with_llama_cpp_on_q4_k_m(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -193,7 +191,7 @@ def test_cpu_agrees_with_llama_cpp_on_q4_k_m(tmp_path_factory: pytest.TempPathFa
     cpu_repack keeps in its own order, Q6_K, and llama.cpp's Q5_0 / Q8_0 fallbacks for the 576-wide rows), within
     1.5 x llama.cpp's own batch-vs-sequential divergence on the same tokens (4.2e-3 to 6.2e-3 measured), and never
     below the Q4_1 floor."""
-    from pyggml_llama.agreement import NOISE_FLOOR_KLD
+    from pyggml_llama.agreement import NOISE_FLOOR_KLD, agreement
 
     pytest.importorskip("gguf")
     from pyggml_testing.q4_k_m import q4_k_m_copy
@@ -201,7 +199,8 @@ def test_cpu_agrees_with_llama_cpp_on_q4_k_m(tmp_path_factory: pytest.TempPathFa
     model = q4_k_m_copy(tmp_path_factory.mktemp("q4_k_m"))
     case = CASES[0]
     tokens = (case["prompt_tokens"] + case["tokens"])[:96]
-    _teacher_forced(model, tokens, max(NOISE_FLOOR_KLD, 1.5 * _llama_cpp_self_kld(model, tokens)))
+    ref, stepped = _llama_cpp_logits(model, tokens, stepped=True)
+    _teacher_forced(model, tokens, ref, max(NOISE_FLOOR_KLD, 1.5 * agreement(ref, stepped).mean_kld))
 
 
 def test_graph_is_reused_for_every_decode_step() -> None:

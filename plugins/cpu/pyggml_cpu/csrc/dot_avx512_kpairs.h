@@ -4,20 +4,6 @@
    instructions for its row (dot_x86.h's q4_K_block, q6_K_block), so every output keeps the one-row bits, while
    each instruction does the work of two, and a weight block's values and scales are unpacked once for C columns. */
 
-static inline __m512i zmm_of(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-
-static inline __m512i zmm_load2(const void *a, const void *b) {
-    return zmm_of(_mm256_loadu_si256((const __m256i *)a), _mm256_loadu_si256((const __m256i *)b));
-}
-
-static inline __m512 zmm_of_ps(__m256 lo, __m256 hi) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
-}
-
-static inline __m256 zmm_high_ps(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
-
-static inline __m512i bcast256(const void *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)); }
-
 /* k_block_acc for both rows: acc[c] += (y[c].d * x.d) * sumi[c], each half with its row's d */
 static inline __attribute__((always_inline)) void k_pair_acc(float da, float db, const bq8_K *const *y, int64_t i,
                                                              int C, const __m512i *sumi, __m512 *acc) {

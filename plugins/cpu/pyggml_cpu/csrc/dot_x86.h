@@ -45,6 +45,24 @@ static inline __m256i dot_us8_acc(__m256i acc, __m256i u, __m256i s) {
 #endif
 }
 
+#if defined(__AVX512F__)
+/* row pairs in zmm registers (the AVX-512 builds' prompt kernels): row a in the low 256 bits, row b in the high */
+static inline __m512i zmm_of(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+static inline __m512i zmm_load2(const void *a, const void *b) {
+    return zmm_of(_mm256_loadu_si256((const __m256i *)a), _mm256_loadu_si256((const __m256i *)b));
+}
+
+static inline __m512 zmm_of_ps(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+
+static inline __m256 zmm_high_ps(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+static inline __m512i bcast256(const void *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)); }
+
+#endif
+
 /* A float dot product over four independent FMA accumulators, in steps of four vectors of W floats, then one
    vector at a time, then scalars; the sum is (a0 + a1) + (a2 + a3), added horizontally (HSUM), then the tail in order.
    XT: the x element type, LDX / LDY: W x / y values as a vector V of floats, XS: one x value as float. Used by the
@@ -249,10 +267,17 @@ AINLINE __m256i legacy_lanes(const int T, const void *xb, __m256i yq, __m256i of
 }
 
 /* Q4_1 / Q5_1 against Q8_1 add x.m * y.s per block (summed apart, as the two-column kernel does) */
+/* a legacy type's block bytes, and whether it has a min (its partner is then Q8_1, else Q8_0) */
+AINLINE size_t legacy_block(const int T) {
+    return T == T_Q4_0 ? sizeof(bq4_0) : T == T_Q4_1 ? sizeof(bq4_1) : T == T_Q5_0 ? sizeof(bq5_0)
+         : T == T_Q5_1 ? sizeof(bq5_1) : sizeof(bq8_0);
+}
+
+AINLINE int legacy_q8_1(const int T) { return T == T_Q4_1 || T == T_Q5_1; }
+
 AINLINE void legacy_rows(int64_t n, float *s, const void *vx, size_t bx, const void *vy, const int NRR, const int T) {
-    const size_t xs = T == T_Q4_0 ? sizeof(bq4_0) : T == T_Q4_1 ? sizeof(bq4_1) : T == T_Q5_0 ? sizeof(bq5_0)
-                    : T == T_Q5_1 ? sizeof(bq5_1) : sizeof(bq8_0);
-    const int q8_1 = T == T_Q4_1 || T == T_Q5_1; /* the types with a min, whose partner is Q8_1 */
+    const size_t xs = legacy_block(T);
+    const int q8_1 = legacy_q8_1(T);
     __m256 acc[NR];
     float summs[NR];
     for (int r = 0; r < NRR; r++) {

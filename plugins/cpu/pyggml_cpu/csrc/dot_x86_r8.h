@@ -190,8 +190,7 @@ AINLINE void r8_q4_K_pair(int64_t k, const uint8_t *xa, const uint8_t *xb, const
             __m512i part[R8_COLS];
             for (int c = 0; c < C; c++) part[c] = _mm512_setzero_si512();
             for (int j = 0; j < 8; j++) {
-                const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(ga + 32 * j))),
-                                                     _mm256_loadu_si256((const __m256i *)(gb + 32 * j)), 1);
+                const __m512i v = zmm_load2(ga + 32 * j, gb + 32 * j);
                 const __m512i w = sb & 1 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
                 for (int c = 0; c < C; c++) {
                     int32_t four;

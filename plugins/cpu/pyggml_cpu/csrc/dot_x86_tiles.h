@@ -12,10 +12,9 @@
 
 AINLINE void legacy_tile(int64_t n, const char *x, size_t bx, const char *const *ys, char *d, size_t dr, size_t dc,
                          const int R, const int C, const int T) {
-    const size_t xs = T == T_Q4_0 ? sizeof(bq4_0) : T == T_Q4_1 ? sizeof(bq4_1) : T == T_Q5_0 ? sizeof(bq5_0)
-                    : T == T_Q5_1 ? sizeof(bq5_1) : sizeof(bq8_0);
-    const size_t ys_blk = T == T_Q4_1 || T == T_Q5_1 ? sizeof(bq8_1) : sizeof(bq8_0);
-    const int q8_1 = T == T_Q4_1 || T == T_Q5_1;
+    const size_t xs = legacy_block(T);
+    const int q8_1 = legacy_q8_1(T);
+    const size_t ys_blk = q8_1 ? sizeof(bq8_1) : sizeof(bq8_0);
     __m256 acc[LT_R][LT_C];
     float summs[LT_R][LT_C];
     for (int r = 0; r < R; r++)
@@ -51,12 +50,6 @@ AINLINE void legacy_tile(int64_t n, const char *x, size_t bx, const char *const 
 }
 
 #if defined(__AVX512F__)
-static inline __m512i zmm_pair(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-
-static inline __m512 zmm_pair_ps(__m256 lo, __m256 hi) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
-}
-
 /* legacy_dot on row pairs: VPSIGNB has no 512-bit form, so the sign trick negates by mask */
 AINLINE __m512i legacy_dot_zmm(const int T, __m512i w, __m512i yq, __m512i off) {
 #if defined(PGC_VNNI512)
@@ -76,10 +69,9 @@ AINLINE __m512i legacy_dot_zmm(const int T, __m512i w, __m512i yq, __m512i off) 
 /* two row pairs (four rows) x LT_C columns, row a of a pair in the low half of each zmm, row b in the high half */
 AINLINE void legacy_pairs(int64_t n, const char *x, size_t bx, const char *const *ys, char *d, size_t dr, size_t dc,
                           const int T) {
-    const size_t xs = T == T_Q4_0 ? sizeof(bq4_0) : T == T_Q4_1 ? sizeof(bq4_1) : T == T_Q5_0 ? sizeof(bq5_0)
-                    : T == T_Q5_1 ? sizeof(bq5_1) : sizeof(bq8_0);
-    const size_t ys_blk = T == T_Q4_1 || T == T_Q5_1 ? sizeof(bq8_1) : sizeof(bq8_0);
-    const int q8_1 = T == T_Q4_1 || T == T_Q5_1;
+    const size_t xs = legacy_block(T);
+    const int q8_1 = legacy_q8_1(T);
+    const size_t ys_blk = q8_1 ? sizeof(bq8_1) : sizeof(bq8_0);
     __m512 acc[2][LT_C];
     float summs[4][LT_C];
     for (int p = 0; p < 2; p++)
@@ -94,17 +86,17 @@ AINLINE void legacy_pairs(int64_t n, const char *x, size_t bx, const char *const
         for (int c = 0; c < LT_C; c++) {
             const char *yb = ys[c] + i * ys_blk;
             const __m256i q = _mm256_loadu_si256((const __m256i *)(yb + (q8_1 ? 4 : 2)));
-            yq[c] = zmm_pair(q, q);
+            yq[c] = zmm_of(q, q);
             const __m256i o = legacy_off(T, q);
-            off[c] = zmm_pair(o, o);
+            off[c] = zmm_of(o, o);
             dy[c] = _mm512_set1_ps(F16T(((const bq8_0 *)yb)->d));
             sy[c] = q8_1 ? F16T(((const bq8_1 *)yb)->s) : 0.0f;
         }
         for (int p = 0; p < 2; p++) {
             const char *xa = x + 2 * p * bx + i * xs, *xb = xa + bx;
-            const __m512 dx = zmm_pair_ps(_mm256_set1_ps(F16T(((const bq4_0 *)xa)->d)),
+            const __m512 dx = zmm_of_ps(_mm256_set1_ps(F16T(((const bq4_0 *)xa)->d)),
                                           _mm256_set1_ps(F16T(((const bq4_0 *)xb)->d)));
-            const __m512i w = zmm_pair(legacy_weights(T, xa), legacy_weights(T, xb));
+            const __m512i w = zmm_of(legacy_weights(T, xa), legacy_weights(T, xb));
             for (int c = 0; c < LT_C; c++) {
                 const __m512i q = legacy_dot_zmm(T, w, yq[c], off[c]);
                 acc[p][c] = _mm512_fmadd_ps(_mm512_mul_ps(dx, dy[c]), _mm512_cvtepi32_ps(q), acc[p][c]);
@@ -117,8 +109,7 @@ AINLINE void legacy_pairs(int64_t n, const char *x, size_t bx, const char *const
     }
     for (int p = 0; p < 2; p++)
         for (int c = 0; c < LT_C; c++) {
-            const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][c]), 1));
-            const float a = hsum8(_mm512_castps512_ps256(acc[p][c])), b = hsum8(hi);
+            const float a = hsum8(_mm512_castps512_ps256(acc[p][c])), b = hsum8(zmm_high_ps(acc[p][c]));
             *(float *)(d + 2 * p * dr + c * dc) = q8_1 ? a + summs[2 * p][c] : a;
             *(float *)(d + (2 * p + 1) * dr + c * dc) = q8_1 ? b + summs[2 * p + 1][c] : b;
         }
