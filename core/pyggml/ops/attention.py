@@ -17,24 +17,6 @@ KV_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, 
                       GGMLType.Q5_1, GGMLType.Q8_0})
 
 
-@dataclass(frozen=True, slots=True)
-class SoftMaxParams:
-    scale: float = 1.0
-    max_bias: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class DiagMaskParams:
-    n_past: int
-
-
-@dataclass(frozen=True, slots=True)
-class FlashAttnParams:
-    scale: float
-    max_bias: float = 0.0
-    logit_softcap: float = 0.0
-
-
 class Alibi(NamedTuple):
     """ALiBi's slopes of SOFT_MAX and FLASH_ATTN_EXT (max_bias): head h < n_head_log2 multiplies its mask by
     m0^(h + 1), the others by m1^(2 (h - n_head_log2) + 1). Backends pass these three to their kernels, which raise
@@ -63,11 +45,16 @@ def alibi(n_head: int, max_bias: float) -> Alibi:
     return Alibi(n, float(np.float32(2.0 ** (-mb / n))), float(np.float32(2.0 ** (-(mb / 2.0) / n))))
 
 
+@dataclass(frozen=True, slots=True)
+class SoftMaxParams:
+    scale: float = 1.0
+    max_bias: float = 0.0
+
+
 def _soft_max(srcs: Srcs, p: SoftMaxParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.SOFT_MAX, "src0")
+    a = need(srcs[0], Op.SOFT_MAX, "src0", frozenset({GGMLType.F32}))
     mask = srcs[1] if len(srcs) > 1 else None
     sinks = srcs[2] if len(srcs) > 2 else None
-    check_types(Op.SOFT_MAX, a, frozenset({GGMLType.F32}), "src0")
     if mask is not None:
         check_types(Op.SOFT_MAX, mask, MASK_TYPES, "src1 (mask)")
         if not mask.is_contiguous_rows() or mask.ne[0] != a.ne[0] or mask.ne[1] < a.ne[1]:
@@ -93,10 +80,14 @@ def soft_max(a: Tensor, mask: Tensor | None = None, scale: float = 1.0, max_bias
     return record(Op.SOFT_MAX, (a, mask, sinks), SoftMaxParams(float(scale), float(max_bias)), inplace=inplace)
 
 
+@dataclass(frozen=True, slots=True)
+class DiagMaskParams:
+    n_past: int
+
+
 def _diag_mask(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, p: DiagMaskParams) -> tuple[GGMLType, Ne]:
-        a = need(srcs[0], op, "src0")
-        check_types(op, a, frozenset({GGMLType.F32}), "src0")
+        a = need(srcs[0], op, "src0", frozenset({GGMLType.F32}))
         if p.n_past < 0:
             raise fail(op, f"n_past={p.n_past} must not be negative", a)
         return a.type, a.ne
@@ -116,6 +107,13 @@ def diag_mask_inf(a: Tensor, n_past: int, *, inplace: bool = False) -> Tensor:
 def diag_mask_zero(a: Tensor, n_past: int, *, inplace: bool = False) -> Tensor:
     """Elements with column index > n_past + row index become 0."""
     return record(Op.DIAG_MASK_ZERO, (a,), DiagMaskParams(int(n_past)), inplace=inplace)
+
+
+@dataclass(frozen=True, slots=True)
+class FlashAttnParams:
+    scale: float
+    max_bias: float = 0.0
+    logit_softcap: float = 0.0
 
 
 def _flash_attn(srcs: Srcs, p: FlashAttnParams) -> tuple[GGMLType, Ne]:

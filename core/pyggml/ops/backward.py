@@ -59,8 +59,7 @@ def _pair(op: Op, srcs: Srcs, at: tuple[int, int], names: tuple[str, str], types
 
 
 def _repeat_back(srcs: Srcs, p: ShapeParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.REPEAT_BACK, "src0 (gradient)")
-    check_types(Op.REPEAT_BACK, a, F32, "src0 (gradient)")
+    a = need(srcs[0], Op.REPEAT_BACK, "src0 (gradient)", F32)
     if not isinstance(p, ShapeParams):
         raise fail(Op.REPEAT_BACK, f"params must be ShapeParams, got {type(p).__name__}", a)
     if not all(tiles(big, small) for big, small in zip(a.ne, p.ne, strict=True)):
@@ -110,10 +109,8 @@ def rms_norm_back(grad: Tensor, x: Tensor, eps: float) -> Tensor:
 
 
 def _get_rows_back(srcs: Srcs, p: ShapeParams) -> tuple[GGMLType, Ne]:
-    g = need(srcs[0], Op.GET_ROWS_BACK, "src0 (gradient)")
-    rows = need(srcs[1], Op.GET_ROWS_BACK, "src1 (row ids)")
-    check_types(Op.GET_ROWS_BACK, g, F32_F16, "src0 (gradient)")
-    check_types(Op.GET_ROWS_BACK, rows, frozenset({GGMLType.I32}), "src1 (row ids)")
+    g = need(srcs[0], Op.GET_ROWS_BACK, "src0 (gradient)", F32_F16)
+    rows = need(srcs[1], Op.GET_ROWS_BACK, "src1 (row ids)", frozenset({GGMLType.I32}))
     if not isinstance(p, ShapeParams):
         raise fail(Op.GET_ROWS_BACK, f"params must be ShapeParams, got {type(p).__name__}", g)
     if g.ne[2:] != (1, 1) or rows.ne[1:] != (1, 1, 1):
@@ -195,8 +192,7 @@ def cross_entropy_loss(logits: Tensor, labels: Tensor) -> Tensor:
 
 def _cross_entropy_loss_back(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.CROSS_ENTROPY_LOSS_BACK
-    g = need(srcs[0], op, "src0 (gradient of the loss)")
-    check_types(op, g, F32, "src0 (gradient of the loss)")
+    g = need(srcs[0], op, "src0 (gradient of the loss)", F32)
     if g.ne != (1, 1, 1, 1):
         raise fail(op, "the gradient of the loss must be a scalar", g)
     logits, _ = _pair(op, srcs, (1, 2), ("logits", "labels"), F32)

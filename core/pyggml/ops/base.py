@@ -248,9 +248,12 @@ def fail(op: Op, msg: str, *tensors: Tensor | None) -> ShapeError:
     return ShapeError(f"{op.name}: {msg}" + (f" ({parts})" if parts else ""))
 
 
-def need(t: Tensor | None, op: Op, slot: str) -> Tensor:
+def need(t: Tensor | None, op: Op, slot: str, allowed: frozenset[GGMLType] | None = None) -> Tensor:
+    """The tensor in `slot`, which must be present and, when `allowed` is given, of one of those types."""
     if t is None:
         raise ShapeError(f"{op.name}: {slot} is required")
+    if allowed is not None:
+        check_types(op, t, allowed, slot)
     return t
 
 

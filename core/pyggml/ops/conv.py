@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, TypeVar
 
 from pyggml.errors import ShapeError
-from pyggml.ops.base import Op, check_types, define, fail, need, record
+from pyggml.ops.base import Op, define, fail, need, record
 from pyggml.ops.layout import cont, permute, reshape
 from pyggml.ops.matmul import mul_mat
 from pyggml.tensor import Ne, Tensor
@@ -35,22 +35,8 @@ F32 = GGMLType.F32
 
 
 @dataclass(frozen=True, slots=True)
-class Im2colParams:
-    s0: int
-    s1: int
-    p0: int
-    p1: int
-    d0: int
-    d1: int
-    is_2d: bool
-    dst_type: GGMLType = GGMLType.F16
-    """The result type (ggml passes it to ggml_im2col and keeps it as the tensor's type, not in op_params)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Im2colBackParams:
-    """IM2COL_BACK: IM2COL's words (s0, s1, p0, p1, d0, d1, is_2d); `ne` is the result's shape (the forward op's
-    input), which ggml keeps only in the result, so it is not a word."""
+class Window2d:
+    """A kernel window's words over two spatial dims (0: width, 1: height): stride, padding, dilation."""
 
     s0: int
     s1: int
@@ -58,12 +44,12 @@ class Im2colBackParams:
     p1: int
     d0: int
     d1: int
-    is_2d: bool
-    ne: Ne
 
 
 @dataclass(frozen=True, slots=True)
-class Im2col3dParams:
+class Window3d:
+    """A kernel window's words over three spatial dims (0: width, 1: height, 2: depth)."""
+
     s0: int
     s1: int
     s2: int
@@ -73,6 +59,26 @@ class Im2col3dParams:
     d0: int
     d1: int
     d2: int
+
+
+@dataclass(frozen=True, slots=True)
+class Im2colParams(Window2d):
+    is_2d: bool
+    dst_type: GGMLType = GGMLType.F16
+    """The result type (ggml passes it to ggml_im2col and keeps it as the tensor's type, not in op_params)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Im2colBackParams(Window2d):
+    """IM2COL_BACK: IM2COL's words (the window, is_2d); `ne` is the result's shape (the forward op's input), which
+    ggml keeps only in the result, so it is not a word."""
+
+    is_2d: bool
+    ne: Ne
+
+
+@dataclass(frozen=True, slots=True)
+class Im2col3dParams(Window3d):
     ic: int
     dst_type: GGMLType = GGMLType.F16
 
@@ -92,28 +98,12 @@ class ConvTranspose1dParams:
 
 
 @dataclass(frozen=True, slots=True)
-class Conv2dParams:
-    """CONV_2D and CONV_2D_DW: stride, padding, dilation per spatial dim (0: width, 1: height)."""
-
-    s0: int
-    s1: int
-    p0: int
-    p1: int
-    d0: int
-    d1: int
+class Conv2dParams(Window2d):
+    """CONV_2D and CONV_2D_DW: the window alone."""
 
 
 @dataclass(frozen=True, slots=True)
-class Conv3dParams:
-    s0: int
-    s1: int
-    s2: int
-    p0: int
-    p1: int
-    p2: int
-    d0: int
-    d1: int
-    d2: int
+class Conv3dParams(Window3d):
     c: int
     n: int
     oc: int
@@ -153,10 +143,8 @@ def out_size(op: Op, dim: str, ins: int, ks: int, s: int, p: int, d: int, *tenso
 
 
 def _srcs2(op: Op, srcs: Srcs) -> tuple[Tensor, Tensor]:
-    a = need(srcs[0], op, "src0 (kernel)")
-    b = need(srcs[1] if len(srcs) > 1 else None, op, "src1 (input)")
-    check_types(op, a, FLOAT_TYPES, "src0 (kernel)")
-    check_types(op, b, FLOAT_TYPES, "src1 (input)")
+    a = need(srcs[0], op, "src0 (kernel)", FLOAT_TYPES)
+    b = need(srcs[1] if len(srcs) > 1 else None, op, "src1 (input)", FLOAT_TYPES)
     return a, b
 
 
@@ -171,7 +159,7 @@ def _params(op: Op, params: object, cls: type[P]) -> P:
     return params
 
 
-def _out_wh(op: Op, a: Tensor, b: Tensor, p: Conv2dParams | Conv3dParams | Im2col3dParams) -> tuple[int, int]:
+def _out_wh(op: Op, a: Tensor, b: Tensor, p: Window2d | Window3d) -> tuple[int, int]:
     """Output width and height of kernel a over input b (ne[0], ne[1]) with p's strides, paddings, dilations."""
     return (out_size(op, "width", b.ne[0], a.ne[0], p.s0, p.p0, p.d0, a, b),
             out_size(op, "height", b.ne[1], a.ne[1], p.s1, p.p1, p.d1, a, b))
@@ -192,6 +180,9 @@ def _im2col(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return p.dst_type, _cols_ne(op, a, b.ne, p, "the input's", a, b)
 
 
+define(Op.IM2COL, (2, 2), _im2col, Im2colParams)
+
+
 def _cols_ne(op: Op, a: Tensor, ne: Ne, p: Im2colParams | Im2colBackParams, what: str, *tensors: Tensor) -> Ne:
     """The patch matrix IM2COL makes from kernel a and an input of shape ne (IM2COL_BACK's gradient has it)."""
     ow = out_size(op, "width", ne[0], a.ne[0], p.s0, p.p0, p.d0, *tensors)
@@ -210,10 +201,8 @@ def _cols_ne(op: Op, a: Tensor, ne: Ne, p: Im2colParams | Im2colBackParams, what
 def _im2col_back(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.IM2COL_BACK
     p = _params(op, params, Im2colBackParams)
-    g = need(srcs[0], op, "src0 (gradient)")
-    a = need(srcs[1] if len(srcs) > 1 else None, op, "src1 (kernel)")
-    check_types(op, g, frozenset({F32}), "src0 (gradient)")
-    check_types(op, a, FLOAT_TYPES, "src1 (kernel)")
+    g = need(srcs[0], op, "src0 (gradient)", frozenset({F32}))
+    a = need(srcs[1] if len(srcs) > 1 else None, op, "src1 (kernel)", FLOAT_TYPES)
     ne = p.ne
     if len(ne) != 4 or not all(isinstance(n, int) and n > 0 for n in ne):
         raise fail(op, f"the result's ne {list(ne)} must be four positive ints", g)
@@ -221,6 +210,9 @@ def _im2col_back(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     if g.ne != want:
         raise fail(op, f"the gradient must be IM2COL's result for an input of shape {list(ne)}: {list(want)}", g, a)
     return F32, (ne[0], ne[1], ne[2], ne[3])
+
+
+define(Op.IM2COL_BACK, (2, 2), _im2col_back, Im2colBackParams)
 
 
 def _im2col_3d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
@@ -235,11 +227,13 @@ def _im2col_3d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return p.dst_type, (a.ne[0] * a.ne[1] * a.ne[2] * p.ic, ow, oh, od * (b.ne[3] // p.ic))
 
 
+define(Op.IM2COL_3D, (2, 2), _im2col_3d, Im2col3dParams)
+
+
 def _col2im_1d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.COL2IM_1D
     p = _params(op, params, Col2im1dParams)
-    a = need(srcs[0], op, "src0 (columns)")
-    check_types(op, a, FLOAT_TYPES, "src0 (columns)")
+    a = need(srcs[0], op, "src0 (columns)", FLOAT_TYPES)
     if a.ne[2] != 1 or a.ne[3] != 1:
         raise fail(op, "src0 must be a matrix [K*OC, T_in]", a)
     if p.s0 < 1 or p.oc < 1 or p.p0 < 0:
@@ -251,6 +245,9 @@ def _col2im_1d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     if t_out <= 0 or a.ne[1] < 1:
         raise fail(op, f"output length (T_in-1)*s0 + K - 2*p0 = {t_out} must be > 0", a)
     return a.type, (t_out, p.oc, 1, 1)
+
+
+define(Op.COL2IM_1D, (1, 1), _col2im_1d, Col2im1dParams)
 
 
 def _conv_transpose_1d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
@@ -267,6 +264,9 @@ def _conv_transpose_1d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return F32, ((b.ne[0] - 1) * p.s0 + a.ne[0], a.ne[1], 1, 1)
 
 
+define(Op.CONV_TRANSPOSE_1D, (2, 2), _conv_transpose_1d, ConvTranspose1dParams)
+
+
 def _conv_2d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.CONV_2D
     a, b, p = _kernel_input(op, srcs, params, Conv2dParams)
@@ -276,6 +276,9 @@ def _conv_2d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return b.type, (ow, oh, a.ne[3], b.ne[3])
 
 
+define(Op.CONV_2D, (2, 2), _conv_2d, Conv2dParams)
+
+
 def _conv_2d_dw(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.CONV_2D_DW
     a, b, p = _kernel_input(op, srcs, params, Conv2dParams)
@@ -283,6 +286,9 @@ def _conv_2d_dw(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
         raise fail(op, "the kernel must be [KW, KH, 1, C] with C the input's ne[2]", a, b)
     ow, oh = _out_wh(op, a, b, p)
     return b.type, (ow, oh, b.ne[2], b.ne[3])
+
+
+define(Op.CONV_2D_DW, (2, 2), _conv_2d_dw, Conv2dParams)
 
 
 def _conv_3d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
@@ -299,6 +305,9 @@ def _conv_3d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return F32, (ow, oh, od, p.oc * p.n)
 
 
+define(Op.CONV_3D, (2, 2), _conv_3d, Conv3dParams)
+
+
 def _conv_transpose_2d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.CONV_TRANSPOSE_2D
     a, b, p = _kernel_input(op, srcs, params, ConvTranspose2dParams)
@@ -310,14 +319,6 @@ def _conv_transpose_2d(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return F32, ((b.ne[0] - 1) * s + a.ne[0], (b.ne[1] - 1) * s + a.ne[1], a.ne[2], b.ne[3])
 
 
-define(Op.IM2COL, (2, 2), _im2col, Im2colParams)
-define(Op.IM2COL_BACK, (2, 2), _im2col_back, Im2colBackParams)
-define(Op.IM2COL_3D, (2, 2), _im2col_3d, Im2col3dParams)
-define(Op.COL2IM_1D, (1, 1), _col2im_1d, Col2im1dParams)
-define(Op.CONV_TRANSPOSE_1D, (2, 2), _conv_transpose_1d, ConvTranspose1dParams)
-define(Op.CONV_2D, (2, 2), _conv_2d, Conv2dParams)
-define(Op.CONV_3D, (2, 2), _conv_3d, Conv3dParams)
-define(Op.CONV_2D_DW, (2, 2), _conv_2d_dw, Conv2dParams)
 define(Op.CONV_TRANSPOSE_2D, (2, 2), _conv_transpose_2d, ConvTranspose2dParams)
 
 

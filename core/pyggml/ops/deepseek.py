@@ -19,22 +19,6 @@ F32_ONLY = frozenset({GGMLType.F32})
 F16_ONLY = frozenset({GGMLType.F16})
 
 
-@dataclass(frozen=True, slots=True)
-class HcCombParams:
-    """ggml's words: eps (f32), n_iter (i32)."""
-
-    eps: float
-    n_iter: int
-
-
-@dataclass(frozen=True, slots=True)
-class HcPreParams:
-    """ggml's words: scale (f32), gated (i32 0/1: src1 is a per-element gate, else per-stream weights)."""
-
-    scale: float = 1.0
-    gated: bool = False
-
-
 def hc_streams(mix_dim: int) -> int:
     """hc with (2 + hc) * hc == mix_dim (the pre, post and comb mixes of one token), 0 if there is none."""
     hc = 1
@@ -48,11 +32,9 @@ def hc_streams(mix_dim: int) -> int:
 def _lightning_indexer(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     op = Op.LIGHTNING_INDEXER
     q, k = need(srcs[0], op, "src0 (q)"), need(srcs[1], op, "src1 (k)")
-    w = need(srcs[2] if len(srcs) > 2 else None, op, "src2 (weights)")
-    m = need(srcs[3] if len(srcs) > 3 else None, op, "src3 (mask)")
+    w = need(srcs[2] if len(srcs) > 2 else None, op, "src2 (weights)", F32_ONLY)
+    m = need(srcs[3] if len(srcs) > 3 else None, op, "src3 (mask)", F16_ONLY)
     check_types(op, q, F32_ONLY, "src0 (q)")
-    check_types(op, w, F32_ONLY, "src2 (weights)")
-    check_types(op, m, F16_ONLY, "src3 (mask)")
     if k.type in INT_TYPES:
         raise fail(op, "k must be a float or block type", k)
     n_embd, n_head, n_tok, n_str = q.ne
@@ -64,6 +46,14 @@ def _lightning_indexer(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     if m.ne[0] != n_kv or m.ne[1] != n_tok or m.ne[2] != 1 or m.ne[3] == 0 or n_str % m.ne[3]:
         raise fail(op, "mask must be [n_kv, n_tokens, 1, M] with n_stream a multiple of M", k, m)
     return GGMLType.F32, (n_kv, n_tok, 1, n_str)
+
+
+@dataclass(frozen=True, slots=True)
+class HcCombParams:
+    """ggml's words: eps (f32), n_iter (i32)."""
+
+    eps: float
+    n_iter: int
 
 
 def _hc_comb(srcs: Srcs, p: HcCombParams) -> tuple[GGMLType, Ne]:
@@ -82,6 +72,14 @@ def _hc_comb(srcs: Srcs, p: HcCombParams) -> tuple[GGMLType, Ne]:
     if isinstance(p.n_iter, bool) or not isinstance(p.n_iter, int) or p.n_iter <= 0:
         raise fail(op, f"n_iter={p.n_iter} must be positive", mixes)
     return GGMLType.F32, (hc, hc, mixes.ne[1], 1)
+
+
+@dataclass(frozen=True, slots=True)
+class HcPreParams:
+    """ggml's words: scale (f32), gated (i32 0/1: src1 is a per-element gate, else per-stream weights)."""
+
+    scale: float = 1.0
+    gated: bool = False
 
 
 def _hc_pre(srcs: Srcs, p: HcPreParams) -> tuple[GGMLType, Ne]:

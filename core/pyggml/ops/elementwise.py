@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pyggml.ops.base import Op, ShapeRule, can_repeat, check_types, define, fail, need, record
+from pyggml.ops.base import Op, ShapeRule, can_repeat, define, fail, need, record
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import FLOAT_TYPES, GGMLType
 
@@ -97,34 +97,11 @@ PARAMS_OF_GLU: dict[GluOp, type[GluParams]] = {GluOp.SWIGLU_OAI: SwigluOaiParams
 """GLU sub-ops whose node carries a params subclass (all others carry plain GluParams)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ScaleParams:
-    s: float
-    b: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class ClampParams:
-    min: float
-    max: float
-
-
-@dataclass(frozen=True, slots=True)
-class LeakyReluParams:
-    negative_slope: float
-
-
-@dataclass(frozen=True, slots=True)
-class FillParams:
-    value: float
-
-
 Srcs = tuple[Tensor | None, ...]
 
 
 def _float_src0(op: Op, srcs: Srcs) -> Tensor:
-    a = need(srcs[0], op, "src0")
-    check_types(op, a, FLOAT_TYPES, "src0")
+    a = need(srcs[0], op, "src0", FLOAT_TYPES)
     return a
 
 
@@ -139,8 +116,7 @@ def _same(op: Op) -> ShapeRule:
 def _binary(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
         a = _float_src0(op, srcs)
-        b = need(srcs[1], op, "src1")
-        check_types(op, b, FLOAT_TYPES, "src1")
+        b = need(srcs[1], op, "src1", FLOAT_TYPES)
         if not can_repeat(b, a):
             raise fail(op, "src1 must broadcast into src0 (each dim of src0 a multiple of src1's)", a, b)
         return a.type, a.ne
@@ -183,10 +159,6 @@ def _unary(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
 
 
 define(Op.UNARY, (1, 1), _unary, UnaryParams, can_inplace=True)
-define(Op.SCALE, (1, 1), _same(Op.SCALE), ScaleParams, can_inplace=True)
-define(Op.CLAMP, (1, 1), _same(Op.CLAMP), ClampParams)
-define(Op.LEAKY_RELU, (1, 1), _same(Op.LEAKY_RELU), LeakyReluParams)
-define(Op.FILL, (1, 1), _same(Op.FILL), FillParams, can_inplace=True)
 
 
 def _glu(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
@@ -339,9 +311,27 @@ def swiglu_clamp(a: Tensor, b: Tensor | None = None, limit: float = 7.0, *, swap
     return record(Op.GLU, (a, b), SwigluClampParams(GluOp.SWIGLU_CLAMP, swapped, float(limit)))
 
 
+@dataclass(frozen=True, slots=True)
+class ScaleParams:
+    s: float
+    b: float = 0.0
+
+
+define(Op.SCALE, (1, 1), _same(Op.SCALE), ScaleParams, can_inplace=True)
+
+
 def scale(a: Tensor, s: float, b: float = 0.0, *, inplace: bool = False) -> Tensor:
     """a * s + b."""
     return record(Op.SCALE, (a,), ScaleParams(float(s), float(b)), inplace=inplace)
+
+
+@dataclass(frozen=True, slots=True)
+class ClampParams:
+    min: float
+    max: float
+
+
+define(Op.CLAMP, (1, 1), _same(Op.CLAMP), ClampParams)
 
 
 def clamp(a: Tensor, min: float, max: float, *, inplace: bool = False) -> Tensor:
@@ -350,8 +340,24 @@ def clamp(a: Tensor, min: float, max: float, *, inplace: bool = False) -> Tensor
     return record(Op.CLAMP, (a,), ClampParams(float(min), float(max)), inplace=inplace)
 
 
+@dataclass(frozen=True, slots=True)
+class LeakyReluParams:
+    negative_slope: float
+
+
+define(Op.LEAKY_RELU, (1, 1), _same(Op.LEAKY_RELU), LeakyReluParams)
+
+
 def leaky_relu(a: Tensor, negative_slope: float, *, inplace: bool = False) -> Tensor:
     return record(Op.LEAKY_RELU, (a,), LeakyReluParams(float(negative_slope)), inplace=inplace)
+
+
+@dataclass(frozen=True, slots=True)
+class FillParams:
+    value: float
+
+
+define(Op.FILL, (1, 1), _same(Op.FILL), FillParams, can_inplace=True)
 
 
 def fill(a: Tensor, value: float, *, inplace: bool = False) -> Tensor:

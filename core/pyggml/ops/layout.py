@@ -43,34 +43,6 @@ class PermuteParams:
     """src dim i becomes result dim axes[i] (ggml_permute's argument order)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ConcatParams:
-    dim: int
-
-
-@dataclass(frozen=True, slots=True)
-class PadParams:
-    lp: tuple[int, int, int, int]
-    rp: tuple[int, int, int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class AccParams:
-    """Write (SET) or add (ACC) src1 into a view of src0 with these strides and byte offset."""
-
-    nb1: int
-    nb2: int
-    nb3: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ArangeParams:
-    start: float
-    stop: float
-    step: float
-
-
 # ---- views ------------------------------------------------------------------------------------------------
 
 
@@ -233,6 +205,11 @@ def repeat(a: Tensor, b: Tensor) -> Tensor:
     return record(Op.REPEAT, (a, b))
 
 
+@dataclass(frozen=True, slots=True)
+class ConcatParams:
+    dim: int
+
+
 def _concat(srcs: Srcs, params: ConcatParams) -> tuple[GGMLType, Ne]:
     a = need(srcs[0], Op.CONCAT, "src0")
     b = need(srcs[1], Op.CONCAT, "src1")
@@ -255,9 +232,14 @@ def concat(a: Tensor, b: Tensor, dim: int) -> Tensor:
     return record(Op.CONCAT, (a, b), ConcatParams(dim))
 
 
+@dataclass(frozen=True, slots=True)
+class PadParams:
+    lp: tuple[int, int, int, int]
+    rp: tuple[int, int, int, int]
+
+
 def _pad(srcs: Srcs, params: PadParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.PAD, "src0")
-    check_types(Op.PAD, a, frozenset({GGMLType.F32}), "src0")
+    a = need(srcs[0], Op.PAD, "src0", frozenset({GGMLType.F32}))
     if any(x < 0 for x in params.lp + params.rp):
         raise fail(Op.PAD, f"negative padding {params}", a)
     lp, rp, n = params.lp, params.rp, a.ne
@@ -281,11 +263,20 @@ def pad_ext(a: Tensor, lp: tuple[int, int, int, int] = (0, 0, 0, 0),
 # ---- set, acc, diag -----------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class AccParams:
+    """Write (SET) or add (ACC) src1 into a view of src0 with these strides and byte offset."""
+
+    nb1: int
+    nb2: int
+    nb3: int
+    offset: int
+
+
 def _acc(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, params: AccParams) -> tuple[GGMLType, Ne]:
-        a = need(srcs[0], op, "src0")
+        a = need(srcs[0], op, "src0", FLOAT_TYPES)
         b = need(srcs[1], op, "src1")
-        check_types(op, a, FLOAT_TYPES, "src0")
         if b.type != a.type and op is Op.SET:
             raise fail(op, "src1 must have src0's type", a, b)
         if not a.is_contiguous():
@@ -317,8 +308,7 @@ def acc(a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int, *, inpl
 
 
 def _diag(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.DIAG, "src0")
-    check_types(Op.DIAG, a, frozenset({GGMLType.F32}), "src0")
+    a = need(srcs[0], Op.DIAG, "src0", frozenset({GGMLType.F32}))
     if a.ne[1] != 1:
         raise fail(Op.DIAG, "src0 must be a row vector (ne[1] == 1)", a)
     return a.type, (a.ne[0], a.ne[0], a.ne[2], a.ne[3])
@@ -355,10 +345,8 @@ def get_rows(a: Tensor, ids: Tensor) -> Tensor:
 
 def _set_rows(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     a = need(srcs[0], Op.SET_ROWS, "src0 (destination)")
-    b = need(srcs[1], Op.SET_ROWS, "src1 (rows)")
-    c = need(srcs[2], Op.SET_ROWS, "src2 (row ids)")
-    check_types(Op.SET_ROWS, b, frozenset({GGMLType.F32}), "src1 (rows)")
-    check_types(Op.SET_ROWS, c, INDEX_TYPES, "src2 (row ids)")
+    b = need(srcs[1], Op.SET_ROWS, "src1 (rows)", frozenset({GGMLType.F32}))
+    c = need(srcs[2], Op.SET_ROWS, "src2 (row ids)", INDEX_TYPES)
     if a.ne[0] != b.ne[0] or b.ne[1] != c.ne[0] or a.ne[2] != b.ne[2] or a.ne[3] != b.ne[3]:
         raise fail(Op.SET_ROWS, "rows must be [dst.ne0, n, dst.ne2, dst.ne3] with ids [n, ...]", a, b, c)
     if c.ne[3] != 1 or not (tiles(b.ne[2], c.ne[1]) and tiles(b.ne[3], c.ne[2])):
@@ -378,6 +366,13 @@ def set_rows(a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
 
 
 # ---- generators ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ArangeParams:
+    start: float
+    stop: float
+    step: float
 
 
 define(Op.ARANGE, (0, 0), None, ArangeParams)

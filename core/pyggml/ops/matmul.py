@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyggml.ops.base import Op, check_types, define, fail, need, record, tiles
+from pyggml.ops.base import Op, define, fail, need, record, tiles
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import FLOAT_TYPES, GGMLType
 
@@ -12,10 +12,8 @@ WEIGHT_TYPES = FLOAT_TYPES | frozenset(t for t in GGMLType if t.traits.is_quanti
 
 
 def _mul_mat(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.MUL_MAT, "src0")
-    b = need(srcs[1], Op.MUL_MAT, "src1")
-    check_types(Op.MUL_MAT, a, WEIGHT_TYPES, "src0")
-    check_types(Op.MUL_MAT, b, FLOAT_TYPES, "src1")
+    a = need(srcs[0], Op.MUL_MAT, "src0", WEIGHT_TYPES)
+    b = need(srcs[1], Op.MUL_MAT, "src1", FLOAT_TYPES)
     if a.ne[0] != b.ne[0]:
         raise fail(Op.MUL_MAT, "src0 and src1 must have the same row length ne[0]", a, b)
     if not (tiles(b.ne[2], a.ne[2]) and tiles(b.ne[3], a.ne[3])):
@@ -37,12 +35,9 @@ def mul_mat(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _mul_mat_id(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    as_ = need(srcs[0], Op.MUL_MAT_ID, "src0 (experts)")
-    b = need(srcs[1], Op.MUL_MAT_ID, "src1")
-    ids = need(srcs[2], Op.MUL_MAT_ID, "src2 (expert ids)")
-    check_types(Op.MUL_MAT_ID, as_, WEIGHT_TYPES, "src0 (experts)")
-    check_types(Op.MUL_MAT_ID, b, FLOAT_TYPES, "src1")
-    check_types(Op.MUL_MAT_ID, ids, frozenset({GGMLType.I32}), "src2 (expert ids)")
+    as_ = need(srcs[0], Op.MUL_MAT_ID, "src0 (experts)", WEIGHT_TYPES)
+    b = need(srcs[1], Op.MUL_MAT_ID, "src1", FLOAT_TYPES)
+    ids = need(srcs[2], Op.MUL_MAT_ID, "src2 (expert ids)", frozenset({GGMLType.I32}))
     if as_.ne[3] != 1 or b.ne[3] != 1 or ids.ne[2] != 1 or ids.ne[3] != 1:
         raise fail(Op.MUL_MAT_ID, "experts are [k, m, n_expert], src1 [k, n_b, n_tokens], ids [n_used, n_tokens]",
                    as_, b, ids)
@@ -64,10 +59,8 @@ def mul_mat_id(as_: Tensor, b: Tensor, ids: Tensor) -> Tensor:
 
 
 def _out_prod(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.OUT_PROD, "src0")
-    b = need(srcs[1], Op.OUT_PROD, "src1")
-    check_types(Op.OUT_PROD, a, WEIGHT_TYPES, "src0")
-    check_types(Op.OUT_PROD, b, FLOAT_TYPES, "src1")
+    a = need(srcs[0], Op.OUT_PROD, "src0", WEIGHT_TYPES)
+    b = need(srcs[1], Op.OUT_PROD, "src1", FLOAT_TYPES)
     if a.ne[1] != b.ne[1] or not (tiles(b.ne[2], a.ne[2]) and tiles(b.ne[3], a.ne[3])):
         raise fail(Op.OUT_PROD, "src0 [m, k, ...] and src1 [n, k, ...] must share k and broadcast batches", a, b)
     return GGMLType.F32, (a.ne[0], b.ne[0], b.ne[2], b.ne[3])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyggml.ops.base import Op, check_types, define, fail, need, record
+from pyggml.ops.base import Op, define, fail, need, record
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import FLOAT_TYPES, GGMLType
 
@@ -10,12 +10,9 @@ Srcs = tuple[Tensor | None, ...]
 
 
 def _add_id(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.ADD_ID, "src0")
-    b = need(srcs[1], Op.ADD_ID, "src1")
-    ids = need(srcs[2] if len(srcs) > 2 else None, Op.ADD_ID, "src2 (ids)")
-    check_types(Op.ADD_ID, a, FLOAT_TYPES, "src0")
-    check_types(Op.ADD_ID, b, FLOAT_TYPES, "src1")
-    check_types(Op.ADD_ID, ids, frozenset({GGMLType.I32}), "src2 (ids)")
+    a = need(srcs[0], Op.ADD_ID, "src0", FLOAT_TYPES)
+    b = need(srcs[1], Op.ADD_ID, "src1", FLOAT_TYPES)
+    ids = need(srcs[2] if len(srcs) > 2 else None, Op.ADD_ID, "src2 (ids)", frozenset({GGMLType.I32}))
     if b.ne[0] != a.ne[0]:
         raise fail(Op.ADD_ID, "src1's rows must be as long as src0's (ne[0])", a, b)
     if b.ne[2] != 1 or b.ne[3] != 1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pyggml.ops.base import Op, ShapeRule, check_types, define, fail, need, record
+from pyggml.ops.base import Op, ShapeRule, define, fail, need, record
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import GGMLType
 
@@ -17,16 +17,9 @@ class NormParams:
     eps: float
 
 
-@dataclass(frozen=True, slots=True)
-class GroupNormParams:
-    n_groups: int
-    eps: float
-
-
 def _row_norm(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, params: NormParams) -> tuple[GGMLType, Ne]:
-        a = need(srcs[0], op, "src0")
-        check_types(op, a, frozenset({GGMLType.F32}), "src0")
+        a = need(srcs[0], op, "src0", frozenset({GGMLType.F32}))
         if not (params.eps >= 0 and math.isfinite(params.eps)):
             raise fail(op, f"eps {params.eps} must be a finite number >= 0", a)
         return a.type, a.ne
@@ -34,9 +27,14 @@ def _row_norm(op: Op) -> ShapeRule:
     return infer
 
 
+@dataclass(frozen=True, slots=True)
+class GroupNormParams:
+    n_groups: int
+    eps: float
+
+
 def _group_norm(srcs: Srcs, params: GroupNormParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.GROUP_NORM, "src0")
-    check_types(Op.GROUP_NORM, a, frozenset({GGMLType.F32}), "src0")
+    a = need(srcs[0], Op.GROUP_NORM, "src0", frozenset({GGMLType.F32}))
     if not params.n_groups > 0:
         raise fail(Op.GROUP_NORM, f"n_groups {params.n_groups} must be positive", a)
     if not (params.eps >= 0 and math.isfinite(params.eps)):

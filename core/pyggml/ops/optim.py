@@ -9,7 +9,7 @@ tensors that live where the step runs (a copy made for another backend would tak
 
 from __future__ import annotations
 
-from pyggml.ops.base import Op, check_types, define, fail, need, record
+from pyggml.ops.base import Op, define, fail, need, record
 from pyggml.tensor import Ne, Tensor, TensorFlag
 from pyggml.types import GGMLType
 
@@ -31,24 +31,21 @@ def written_srcs(node: Tensor) -> tuple[Tensor, ...]:
 
 
 def _param(op: Op, srcs: Srcs) -> Tensor:
-    a = need(srcs[0], op, "src0 (parameter)")
-    check_types(op, a, F32, "src0 (parameter)")
+    a = need(srcs[0], op, "src0 (parameter)", F32)
     if not a.flags & TensorFlag.PARAM:
         raise fail(op, "src0 is not marked as a parameter (call set_param() on it first, as ggml requires)", a)
     return a
 
 
 def _state(op: Op, a: Tensor, t: Tensor | None, slot: str) -> Tensor:
-    t = need(t, op, slot)
-    check_types(op, t, F32, slot)
+    t = need(t, op, slot, F32)
     if t.ne != a.ne:
         raise fail(op, f"{slot} must have the parameter's shape {list(a.ne)}", a, t)
     return t
 
 
 def _hyper(op: Op, t: Tensor | None, n: int, slot: str) -> Tensor:
-    t = need(t, op, slot)
-    check_types(op, t, F32, slot)
+    t = need(t, op, slot, F32)
     if t.nelements() != n:
         raise fail(op, f"{slot} must hold {n} values", t)
     return t

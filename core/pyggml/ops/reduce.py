@@ -7,7 +7,7 @@ from enum import Enum
 
 import numpy as np
 
-from pyggml.ops.base import Op, ShapeRule, check_types, define, fail, need, record
+from pyggml.ops.base import Op, ShapeRule, define, fail, need, record
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import FLOAT_TYPES, GGMLType
 
@@ -20,40 +20,26 @@ class SortOrder(Enum):
     DESC = 1
 
 
-@dataclass(frozen=True, slots=True)
-class ArgsortParams:
-    order: SortOrder
-
-
-@dataclass(frozen=True, slots=True)
-class TopKParams:
-    k: int
-
-
 def _sum(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.SUM, "src0")
-    check_types(Op.SUM, a, FLOAT_TYPES, "src0")
+    a = need(srcs[0], Op.SUM, "src0", FLOAT_TYPES)
     return a.type, (1, 1, 1, 1)
 
 
 def _rows(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-        a = need(srcs[0], op, "src0")
-        check_types(op, a, F32_ONLY, "src0")
+        a = need(srcs[0], op, "src0", F32_ONLY)
         return GGMLType.F32, (1, a.ne[1], a.ne[2], a.ne[3])
 
     return infer
 
 
 def _cumsum(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.CUMSUM, "src0")
-    check_types(Op.CUMSUM, a, F32_ONLY, "src0")
+    a = need(srcs[0], Op.CUMSUM, "src0", F32_ONLY)
     return GGMLType.F32, a.ne
 
 
 def _argmax(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.ARGMAX, "src0")
-    check_types(Op.ARGMAX, a, F32_ONLY, "src0")
+    a = need(srcs[0], Op.ARGMAX, "src0", F32_ONLY)
     if a.ne[2] != 1 or a.ne[3] != 1:
         raise fail(Op.ARGMAX, "src0 must be a matrix", a)
     if a.ne[0] == 0 and a.ne[1] > 0:
@@ -62,25 +48,32 @@ def _argmax(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
 
 
 def _count_equal(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.COUNT_EQUAL, "src0")
+    a = need(srcs[0], Op.COUNT_EQUAL, "src0", frozenset({GGMLType.I32}))
     b = need(srcs[1], Op.COUNT_EQUAL, "src1")
-    check_types(Op.COUNT_EQUAL, a, frozenset({GGMLType.I32}), "src0")
     if b.type != a.type or b.ne != a.ne:
         raise fail(Op.COUNT_EQUAL, "srcs must have the same type and shape", a, b)
     return GGMLType.I64, (1, 1, 1, 1)
 
 
+@dataclass(frozen=True, slots=True)
+class ArgsortParams:
+    order: SortOrder
+
+
 def _argsort(srcs: Srcs, params: ArgsortParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.ARGSORT, "src0")
-    check_types(Op.ARGSORT, a, F32_ONLY, "src0")
+    a = need(srcs[0], Op.ARGSORT, "src0", F32_ONLY)
     if not isinstance(params.order, SortOrder):
         raise fail(Op.ARGSORT, f"order must be SortOrder.ASC or SortOrder.DESC, got {params.order!r}", a)
     return GGMLType.I32, a.ne
 
 
+@dataclass(frozen=True, slots=True)
+class TopKParams:
+    k: int
+
+
 def _top_k(srcs: Srcs, params: TopKParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.TOP_K, "src0")
-    check_types(Op.TOP_K, a, F32_ONLY, "src0")
+    a = need(srcs[0], Op.TOP_K, "src0", F32_ONLY)
     if not 0 < params.k <= a.ne[0]:
         raise fail(Op.TOP_K, f"k={params.k} must be in 1..ne[0]", a)
     return GGMLType.I32, (params.k, a.ne[1], a.ne[2], a.ne[3])

@@ -30,11 +30,9 @@ class RopeParams:
 
 def _rope(srcs: Srcs, p: RopeParams, op: Op = Op.ROPE) -> tuple[GGMLType, Ne]:
     """The ROPE rule, shared by ROPE_BACK (same srcs and params; `op` names the op in errors)."""
-    a = need(srcs[0], op, "src0")
-    pos = need(srcs[1], op, "src1 (positions)")
+    a = need(srcs[0], op, "src0", frozenset({GGMLType.F32, GGMLType.F16}))
+    pos = need(srcs[1], op, "src1 (positions)", frozenset({GGMLType.I32}))
     ff = srcs[2] if len(srcs) > 2 else None
-    check_types(op, a, frozenset({GGMLType.F32, GGMLType.F16}), "src0")
-    check_types(op, pos, frozenset({GGMLType.I32}), "src1 (positions)")
     if p.mode not in (ROPE_TYPE_NORMAL, ROPE_TYPE_NEOX):
         raise fail(op, f"mode {p.mode} is not supported (0 normal, 2 neox)", a)
     if pos.ne[0] != a.ne[2] or pos.nelements() != pos.ne[0]:

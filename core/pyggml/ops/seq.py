@@ -30,28 +30,6 @@ class TriType(IntEnum):
     LOWER = 3
 
 
-@dataclass(frozen=True, slots=True)
-class TriParams:
-    tri_type: TriType
-
-
-@dataclass(frozen=True, slots=True)
-class SsmScanParams:
-    k: int = 1
-    """State snapshot slots (op_params word 0): slot 0 the final state, slot s the state s tokens back."""
-
-
-@dataclass(frozen=True, slots=True)
-class GlaParams:
-    scale: float
-
-
-@dataclass(frozen=True, slots=True)
-class GatedDeltaNetParams:
-    k: int = 1
-    """State snapshot slots (op_params word 0), as SSM_SCAN's."""
-
-
 def _srcs(op: Op, srcs: Srcs, names: tuple[str, ...]) -> list[Tensor]:
     """Every named src present and F32 (ids excepted: the caller checks I32 slots itself)."""
     out = []
@@ -75,6 +53,11 @@ def _snapshots(op: Op, k: object) -> int:
 
 
 # ---- TRI, SOLVE_TRI --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TriParams:
+    tri_type: TriType
 
 
 def _tri(srcs: Srcs, params: TriParams) -> tuple[GGMLType, Ne]:
@@ -129,6 +112,12 @@ def _ssm_conv(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     if n_t < 0:
         raise fail(Op.SSM_CONV, f"the kernel (d_conv={c.ne[0]}) is longer than sx's rows plus one", sx, c)
     return GGMLType.F32, (c.ne[1], n_t, sx.ne[2], 1)
+
+
+@dataclass(frozen=True, slots=True)
+class SsmScanParams:
+    k: int = 1
+    """State snapshot slots (op_params word 0): slot 0 the final state, slot s the state s tokens back."""
 
 
 def _ssm_scan(srcs: Srcs, params: SsmScanParams) -> tuple[GGMLType, Ne]:
@@ -201,6 +190,11 @@ def _wkv6(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return GGMLType.F32, _linear_state(Op.RWKV_WKV6, [k, v, r, td], ("k", "v", "r", "td"), state)
 
 
+@dataclass(frozen=True, slots=True)
+class GlaParams:
+    scale: float
+
+
 def _gla(srcs: Srcs, params: GlaParams) -> tuple[GGMLType, Ne]:
     k, v, q, g, state = _srcs(Op.GATED_LINEAR_ATTN, srcs, ("k", "v", "q", "g", "state"))
     return GGMLType.F32, _linear_state(Op.GATED_LINEAR_ATTN, [k, v, q, g], ("k", "v", "q", "g"), state)
@@ -245,6 +239,12 @@ for _f in (rwkv_wkv6, gated_linear_attn, rwkv_wkv7):
 
 
 # ---- GATED_DELTA_NET -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GatedDeltaNetParams:
+    k: int = 1
+    """State snapshot slots (op_params word 0), as SSM_SCAN's."""
 
 
 def _gdn(srcs: Srcs, params: GatedDeltaNetParams) -> tuple[GGMLType, Ne]:

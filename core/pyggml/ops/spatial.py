@@ -41,86 +41,6 @@ SCALE_FLAG_ANTIALIAS = 1 << 9
 SCALE_FLAGS = SCALE_FLAG_ALIGN_CORNERS | SCALE_FLAG_ANTIALIAS
 
 
-@dataclass(frozen=True, slots=True)
-class Pool1DParams:
-    """ggml's words: op, k0, s0, p0."""
-
-    op: PoolOp
-    k0: int
-    s0: int
-    p0: int
-
-
-@dataclass(frozen=True, slots=True)
-class Pool2DParams:
-    """ggml's words: op, k0, k1, s0, s1, p0, p1 (ggml_pool_2d takes float paddings but stores them as int32, and
-    its kernel uses the ints: pyggml takes ints)."""
-
-    op: PoolOp
-    k0: int
-    k1: int
-    s0: int
-    s1: int
-    p0: int
-    p1: int
-
-
-@dataclass(frozen=True, slots=True)
-class UpscaleParams:
-    """`mode` is ggml's word 0 (ggml_scale_mode | flags); `ne` the result's shape, which ggml keeps only there."""
-
-    ne: Ne
-    mode: int
-
-    @property
-    def scale_mode(self) -> int:
-        return self.mode & 0xFF
-
-    @property
-    def align_corners(self) -> bool:
-        return bool(self.mode & SCALE_FLAG_ALIGN_CORNERS)
-
-    @property
-    def antialias(self) -> bool:
-        return bool(self.mode & SCALE_FLAG_ANTIALIAS)
-
-
-@dataclass(frozen=True, slots=True)
-class PadReflect1DParams:
-    p0: int
-    p1: int
-
-
-@dataclass(frozen=True, slots=True)
-class RollParams:
-    shifts: tuple[int, int, int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class TimestepEmbeddingParams:
-    dim: int
-    max_period: int
-
-
-@dataclass(frozen=True, slots=True)
-class WinPartParams:
-    """ggml's words: npx, npy (windows along dims 1 and 2), w (the window side)."""
-
-    npx: int
-    npy: int
-    w: int
-
-
-@dataclass(frozen=True, slots=True)
-class WinUnpartParams:
-    """`w` is ggml's one word; w0, h0 (the image's dims 1 and 2) are the result's shape, which ggml keeps only
-    there."""
-
-    w: int
-    w0: int
-    h0: int
-
-
 def _ints(op: Op, a: Tensor, **values: object) -> None:
     """Each value is an int (the params are ggml's int32 words)."""
     for name, v in values.items():
@@ -146,44 +66,93 @@ def _pool_len(op: Op, a: Tensor, dim: int, k: int, s: int, p: int) -> int:
     return (n + 2 * p - k) // s + 1
 
 
-def _pool_1d(srcs: Srcs, p: Pool1DParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.POOL_1D, "src0")
-    check_types(Op.POOL_1D, a, F32_F16, "src0")
+def _pooled_ne(op: Op, a: Tensor, p: Pool1DParams | Pool2DParams) -> Ne:
+    """The pooled shape of input a (POOL_1D's, or POOL_2D's and so POOL_2D_BACK's gradient's)."""
     if not isinstance(p.op, PoolOp):
-        raise fail(Op.POOL_1D, f"op {p.op!r} is not a PoolOp", a)
-    _positive(Op.POOL_1D, a, k0=p.k0, s0=p.s0)
-    return GGMLType.F32, (_pool_len(Op.POOL_1D, a, 0, p.k0, p.s0, p.p0), a.ne[1], a.ne[2], a.ne[3])
+        raise fail(op, f"op {p.op!r} is not a PoolOp", a)
+    if isinstance(p, Pool1DParams):
+        _positive(op, a, k0=p.k0, s0=p.s0)
+        return _pool_len(op, a, 0, p.k0, p.s0, p.p0), a.ne[1], a.ne[2], a.ne[3]
+    _positive(op, a, k0=p.k0, k1=p.k1, s0=p.s0, s1=p.s1)
+    return _pool_len(op, a, 0, p.k0, p.s0, p.p0), _pool_len(op, a, 1, p.k1, p.s1, p.p1), a.ne[2], a.ne[3]
+
+
+@dataclass(frozen=True, slots=True)
+class Pool1DParams:
+    """ggml's words: op, k0, s0, p0."""
+
+    op: PoolOp
+    k0: int
+    s0: int
+    p0: int
+
+
+def _pool_1d(srcs: Srcs, p: Pool1DParams) -> tuple[GGMLType, Ne]:
+    return GGMLType.F32, _pooled_ne(Op.POOL_1D, need(srcs[0], Op.POOL_1D, "src0", F32_F16), p)
+
+
+define(Op.POOL_1D, (1, 1), _pool_1d, Pool1DParams)
+
+
+@dataclass(frozen=True, slots=True)
+class Pool2DParams:
+    """ggml's words: op, k0, k1, s0, s1, p0, p1 (ggml_pool_2d takes float paddings but stores them as int32, and
+    its kernel uses the ints: pyggml takes ints)."""
+
+    op: PoolOp
+    k0: int
+    k1: int
+    s0: int
+    s1: int
+    p0: int
+    p1: int
 
 
 def _pool_2d(srcs: Srcs, p: Pool2DParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.POOL_2D, "src0")
-    check_types(Op.POOL_2D, a, F32_F16, "src0")
-    if not isinstance(p.op, PoolOp):
-        raise fail(Op.POOL_2D, f"op {p.op!r} is not a PoolOp", a)
-    _positive(Op.POOL_2D, a, k0=p.k0, k1=p.k1, s0=p.s0, s1=p.s1)
-    return GGMLType.F32, (_pool_len(Op.POOL_2D, a, 0, p.k0, p.s0, p.p0),
-                          _pool_len(Op.POOL_2D, a, 1, p.k1, p.s1, p.p1), a.ne[2], a.ne[3])
+    return GGMLType.F32, _pooled_ne(Op.POOL_2D, need(srcs[0], Op.POOL_2D, "src0", F32_F16), p)
+
+
+define(Op.POOL_2D, (1, 1), _pool_2d, Pool2DParams)
 
 
 def _pool_2d_back(srcs: Srcs, p: Pool2DParams) -> tuple[GGMLType, Ne]:
     """POOL_2D_BACK (gradient, POOL_2D's input): the gradient has POOL_2D's result shape for that input."""
     op = Op.POOL_2D_BACK
-    g = need(srcs[0], op, "src0 (gradient)")
-    x = need(srcs[1] if len(srcs) > 1 else None, op, "src1 (pool_2d's input)")
-    check_types(op, g, F32_ONLY, "src0 (gradient)")
-    check_types(op, x, F32_F16, "src1 (pool_2d's input)")
-    if not isinstance(p, Pool2DParams) or not isinstance(p.op, PoolOp):
-        raise fail(op, f"params must be Pool2DParams with a PoolOp, got {p!r}", g)
-    _positive(op, x, k0=p.k0, k1=p.k1, s0=p.s0, s1=p.s1)
-    want = (_pool_len(op, x, 0, p.k0, p.s0, p.p0), _pool_len(op, x, 1, p.k1, p.s1, p.p1), x.ne[2], x.ne[3])
+    g = need(srcs[0], op, "src0 (gradient)", F32_ONLY)
+    x = need(srcs[1] if len(srcs) > 1 else None, op, "src1 (pool_2d's input)", F32_F16)
+    if not isinstance(p, Pool2DParams):
+        raise fail(op, f"params must be Pool2DParams, got {p!r}", g)
+    want = _pooled_ne(op, x, p)
     if g.ne != want:
         raise fail(op, f"the gradient must have POOL_2D's result shape {list(want)} for the input", g, x)
     return GGMLType.F32, x.ne
 
 
+define(Op.POOL_2D_BACK, (2, 2), _pool_2d_back, Pool2DParams)
+
+
+@dataclass(frozen=True, slots=True)
+class UpscaleParams:
+    """`mode` is ggml's word 0 (ggml_scale_mode | flags); `ne` the result's shape, which ggml keeps only there."""
+
+    ne: Ne
+    mode: int
+
+    @property
+    def scale_mode(self) -> int:
+        return self.mode & 0xFF
+
+    @property
+    def align_corners(self) -> bool:
+        return bool(self.mode & SCALE_FLAG_ALIGN_CORNERS)
+
+    @property
+    def antialias(self) -> bool:
+        return bool(self.mode & SCALE_FLAG_ANTIALIAS)
+
+
 def _upscale(srcs: Srcs, p: UpscaleParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.UPSCALE, "src0")
-    check_types(Op.UPSCALE, a, F32_ONLY, "src0")
+    a = need(srcs[0], Op.UPSCALE, "src0", F32_ONLY)
     if p.scale_mode not in tuple(ScaleMode):
         raise fail(Op.UPSCALE, f"mode {p.scale_mode} is not a ggml_scale_mode (0 nearest, 1 bilinear, 2 bicubic)", a)
     if p.mode & ~0xFF & ~SCALE_FLAGS:
@@ -199,9 +168,17 @@ def _upscale(srcs: Srcs, p: UpscaleParams) -> tuple[GGMLType, Ne]:
     return a.type, (ne[0], ne[1], ne[2], ne[3])
 
 
+define(Op.UPSCALE, (1, 1), _upscale, UpscaleParams)
+
+
+@dataclass(frozen=True, slots=True)
+class PadReflect1DParams:
+    p0: int
+    p1: int
+
+
 def _pad_reflect_1d(srcs: Srcs, p: PadReflect1DParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.PAD_REFLECT_1D, "src0")
-    check_types(Op.PAD_REFLECT_1D, a, F32_ONLY, "src0")
+    a = need(srcs[0], Op.PAD_REFLECT_1D, "src0", F32_ONLY)
     _ints(Op.PAD_REFLECT_1D, a, p0=p.p0, p1=p.p1)
     for name, v in (("p0", p.p0), ("p1", p.p1)):
         if not 0 <= v < a.ne[0]:
@@ -209,9 +186,16 @@ def _pad_reflect_1d(srcs: Srcs, p: PadReflect1DParams) -> tuple[GGMLType, Ne]:
     return a.type, (a.ne[0] + p.p0 + p.p1, a.ne[1], a.ne[2], a.ne[3])
 
 
+define(Op.PAD_REFLECT_1D, (1, 1), _pad_reflect_1d, PadReflect1DParams)
+
+
+@dataclass(frozen=True, slots=True)
+class RollParams:
+    shifts: tuple[int, int, int, int]
+
+
 def _roll(srcs: Srcs, p: RollParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.ROLL, "src0")
-    check_types(Op.ROLL, a, F32_ONLY, "src0")
+    a = need(srcs[0], Op.ROLL, "src0", F32_ONLY)
     if len(p.shifts) != 4:
         raise fail(Op.ROLL, f"shifts {p.shifts} must be four values", a)
     _ints(Op.ROLL, a, **{f"shift{i}": s for i, s in enumerate(p.shifts)})
@@ -221,18 +205,37 @@ def _roll(srcs: Srcs, p: RollParams) -> tuple[GGMLType, Ne]:
     return a.type, a.ne
 
 
+define(Op.ROLL, (1, 1), _roll, RollParams)
+
+
+@dataclass(frozen=True, slots=True)
+class TimestepEmbeddingParams:
+    dim: int
+    max_period: int
+
+
 def _timestep_embedding(srcs: Srcs, p: TimestepEmbeddingParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.TIMESTEP_EMBEDDING, "src0 (timesteps)")
-    check_types(Op.TIMESTEP_EMBEDDING, a, F32_ONLY, "src0 (timesteps)")
+    a = need(srcs[0], Op.TIMESTEP_EMBEDDING, "src0 (timesteps)", F32_ONLY)
     if a.ne[1] != 1 or a.ne[2] != 1 or a.ne[3] != 1:
         raise fail(Op.TIMESTEP_EMBEDDING, "timesteps must be a vector [N] (ggml reads ne[0] values only)", a)
     _positive(Op.TIMESTEP_EMBEDDING, a, dim=p.dim, max_period=p.max_period)
     return GGMLType.F32, (p.dim, a.ne[0], 1, 1)
 
 
+define(Op.TIMESTEP_EMBEDDING, (1, 1), _timestep_embedding, TimestepEmbeddingParams)
+
+
+@dataclass(frozen=True, slots=True)
+class WinPartParams:
+    """ggml's words: npx, npy (windows along dims 1 and 2), w (the window side)."""
+
+    npx: int
+    npy: int
+    w: int
+
+
 def _win_part(srcs: Srcs, p: WinPartParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.WIN_PART, "src0")
-    check_types(Op.WIN_PART, a, F32_ONLY, "src0")
+    a = need(srcs[0], Op.WIN_PART, "src0", F32_ONLY)
     _positive(Op.WIN_PART, a, w=p.w)
     _ints(Op.WIN_PART, a, npx=p.npx, npy=p.npy)
     if a.ne[3] != 1:
@@ -243,9 +246,21 @@ def _win_part(srcs: Srcs, p: WinPartParams) -> tuple[GGMLType, Ne]:
     return a.type, (a.ne[0], p.w, p.w, npx * npy)
 
 
+define(Op.WIN_PART, (1, 1), _win_part, WinPartParams)
+
+
+@dataclass(frozen=True, slots=True)
+class WinUnpartParams:
+    """`w` is ggml's one word; w0, h0 (the image's dims 1 and 2) are the result's shape, which ggml keeps only
+    there."""
+
+    w: int
+    w0: int
+    h0: int
+
+
 def _win_unpart(srcs: Srcs, p: WinUnpartParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.WIN_UNPART, "src0")
-    check_types(Op.WIN_UNPART, a, F32_ONLY, "src0")
+    a = need(srcs[0], Op.WIN_UNPART, "src0", F32_ONLY)
     _positive(Op.WIN_UNPART, a, w=p.w, w0=p.w0, h0=p.h0)
     if a.ne[1] != p.w or a.ne[2] != p.w:
         raise fail(Op.WIN_UNPART, f"src0 must hold windows [C, {p.w}, {p.w}, n] (w={p.w})", a)
@@ -256,13 +271,18 @@ def _win_unpart(srcs: Srcs, p: WinUnpartParams) -> tuple[GGMLType, Ne]:
     return a.type, (a.ne[0], p.w0, p.h0, 1)
 
 
+define(Op.WIN_UNPART, (1, 1), _win_unpart, WinUnpartParams)
+
+
 def _get_rel_pos(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.GET_REL_POS, "src0")
-    check_types(Op.GET_REL_POS, a, frozenset({GGMLType.F16}), "src0")
+    a = need(srcs[0], Op.GET_REL_POS, "src0", frozenset({GGMLType.F16}))
     if a.ne[1] % 2 == 0 or a.ne[2] != 1 or a.ne[3] != 1:
         raise fail(Op.GET_REL_POS, "src0 must be a table [C, 2*size - 1] (odd ne[1], ne[2] = ne[3] = 1)", a)
     size = (a.ne[1] + 1) // 2
     return a.type, (a.ne[0], size, size, 1)
+
+
+define(Op.GET_REL_POS, (1, 1), _get_rel_pos)
 
 
 def _add_rel_pos(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
@@ -279,16 +299,6 @@ def _add_rel_pos(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return a.type, a.ne
 
 
-define(Op.POOL_1D, (1, 1), _pool_1d, Pool1DParams)
-define(Op.POOL_2D, (1, 1), _pool_2d, Pool2DParams)
-define(Op.POOL_2D_BACK, (2, 2), lambda srcs, p: _pool_2d_back(srcs, p), Pool2DParams)
-define(Op.UPSCALE, (1, 1), _upscale, UpscaleParams)
-define(Op.PAD_REFLECT_1D, (1, 1), _pad_reflect_1d, PadReflect1DParams)
-define(Op.ROLL, (1, 1), _roll, RollParams)
-define(Op.TIMESTEP_EMBEDDING, (1, 1), _timestep_embedding, TimestepEmbeddingParams)
-define(Op.WIN_PART, (1, 1), _win_part, WinPartParams)
-define(Op.WIN_UNPART, (1, 1), _win_unpart, WinUnpartParams)
-define(Op.GET_REL_POS, (1, 1), _get_rel_pos)
 define(Op.ADD_REL_POS, (3, 3), _add_rel_pos, can_inplace=True)
 
 
