@@ -1,8 +1,9 @@
 """Checks of a device backend's training ops beyond the conformance suite's one-shot comparisons, shared by the
-OpenCL and Vulkan tests (each calls them with its device): the ops the allocator may run in place give the same
-result when the destination is a source's memory; an optimiser step recorded once and replayed with new
-hyper-parameters and gradients follows the numpy reference step after step (parameter and moments); sums without
-atomics give the same bits on every run; a bad row id of GET_ROWS_BACK raises an error naming the node."""
+cpu, OpenCL and Vulkan tests (each runs them as TrainOpsTests on its device): the ops the allocator may run in
+place give the same result when the destination is a source's memory; an optimiser step recorded once and
+replayed with new hyper-parameters and gradients follows the numpy reference step after step (parameter and
+moments); sums without atomics give the same bits on every run; a bad row id of GET_ROWS_BACK raises an error
+naming the node."""
 
 from __future__ import annotations
 
@@ -71,14 +72,6 @@ def _compute(device: Device, build: InPlaceBuild, alias: int | None, seed: int) 
     return node.numpy().astype(np.float64)
 
 
-def check_in_place(device: Device, name: str, alias: int) -> None:
-    """IN_PLACE[name] with its destination over src `alias` matches the reference computed out of place."""
-    build = IN_PLACE[name]
-    ref = _compute(numpy_device(), build, None, 1)
-    got = _compute(device, build, alias, 1)
-    assert nmse(got, ref) < 1e-10, f"{name} in place over src{alias}: NMSE {nmse(got, ref):.3g}"
-
-
 # ---- optimiser steps replayed ------------------------------------------------------------------------------
 
 class _Steps:
@@ -113,18 +106,7 @@ class _Steps:
         return [t.numpy().astype(np.float64) for t in (self.param, self.m, self.v)]
 
 
-def check_optimiser_replay(device: Device, adamw: bool) -> None:
-    """Five steps of one recorded graph, hyper-parameters and gradients rewritten between them, equal the
-    reference's five steps: the kernels read the hyper-parameters on the device and update m and v in place."""
-    shape = (37, 5, 2)
-    ref = _Steps(numpy_device(), adamw, shape).run(5, 7)
-    got = _Steps(device, adamw, shape).run(5, 7)
-    for what, g, r in zip(("param", "m", "v"), got, ref, strict=True):
-        if adamw or what == "param":
-            assert nmse(g, r) < 1e-10, f"{what} after 5 steps: NMSE {nmse(g, r):.3g}"
-
-
-# ---- determinism and index errors --------------------------------------------------------------------------
+# ---- determinism --------------------------------------------------------------------------------------------
 
 def _sums(c: Context) -> list[Tensor]:
     rows = c.new_tensor(GGMLType.I32, 600, name="rows")
@@ -134,38 +116,61 @@ def _sums(c: Context) -> list[Tensor]:
             ops.repeat_back(c.new_tensor(F32, 30, 64, 8), c.new_tensor(F32, 30, 1, 1))]
 
 
-def check_deterministic(device: Device) -> None:
-    """The reductions without atomics (GET_ROWS_BACK with ids repeated 200 times, the loss, its gradient,
-    REPEAT_BACK) give the same bits on two runs."""
-    ctx = Context(no_alloc=True)
-    outs = _sums(ctx)
-    g = build_graph(*outs)
-    place(ctx, device.buffer_type())
-    rng = np.random.default_rng(3)
-    for leaf in g.leafs:
-        n = leaf.nelements()
-        leaf.set(rng.integers(0, 3, n).astype(np.int32) if leaf.type == GGMLType.I32
-                 else rng.standard_normal(n).astype(np.float32))
-    backend = device.init_backend()
-    runs = []
-    for _ in range(2):
-        backend.graph_compute(g)
-        runs.append([o.numpy().copy() for o in outs])
-    for a, b in zip(*runs, strict=True):
-        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+class TrainOpsTests:
+    """The checks as pytest tests, for a device plugin's test module to subclass (`class TestTrainOps(
+    TrainOpsTests)`); they run on the module's `device` fixture."""
 
+    @pytest.mark.parametrize(("name", "alias"), IN_PLACE_CASES)
+    def test_in_place(self, device: Device, name: str, alias: int) -> None:
+        """IN_PLACE[name] with its destination over src `alias` matches the reference computed out of place."""
+        build = IN_PLACE[name]
+        ref = _compute(numpy_device(), build, None, 1)
+        got = _compute(device, build, alias, 1)
+        assert nmse(got, ref) < 1e-10, f"{name} in place over src{alias}: NMSE {nmse(got, ref):.3g}"
 
-def check_bad_row_id(device: Device) -> None:
-    """A row id outside the result's rows: ComputeError naming the node and the range."""
-    ctx = Context(no_alloc=True)
-    rows, grad = ctx.new_tensor(GGMLType.I32, 3), ctx.new_tensor(F32, 8, 3)
-    out = ops.get_rows_back(grad, rows, ctx.new_tensor(F32, 8, 5))
-    out.set_name("grad_rows")
-    g = build_graph(out)
-    place(ctx, device.buffer_type())
-    rows.set(np.array([0, 5, 1], np.int32))
-    grad.set(np.ones(24, np.float32))
-    with pytest.raises(ComputeError, match=r"node 'grad_rows' \(GET_ROWS_BACK.*a row id outside 0\.\.4"):
+    @pytest.mark.parametrize("adamw", [True, False], ids=["adamw", "sgd"])
+    def test_optimiser_steps_replayed(self, device: Device, adamw: bool) -> None:
+        """Five steps of one recorded graph, hyper-parameters and gradients rewritten between them, equal the
+        reference's five steps: the kernels read the hyper-parameters on the device and update m and v in
+        place."""
+        shape = (37, 5, 2)
+        ref = _Steps(numpy_device(), adamw, shape).run(5, 7)
+        got = _Steps(device, adamw, shape).run(5, 7)
+        for what, g, r in zip(("param", "m", "v"), got, ref, strict=True):
+            if adamw or what == "param":
+                assert nmse(g, r) < 1e-10, f"{what} after 5 steps: NMSE {nmse(g, r):.3g}"
+
+    def test_sums_are_deterministic(self, device: Device) -> None:
+        """The reductions without atomics (GET_ROWS_BACK with ids repeated 200 times, the loss, its gradient,
+        REPEAT_BACK) give the same bits on two runs."""
+        ctx = Context(no_alloc=True)
+        outs = _sums(ctx)
+        g = build_graph(*outs)
+        place(ctx, device.buffer_type())
+        rng = np.random.default_rng(3)
+        for leaf in g.leafs:
+            n = leaf.nelements()
+            leaf.set(rng.integers(0, 3, n).astype(np.int32) if leaf.type == GGMLType.I32
+                     else rng.standard_normal(n).astype(np.float32))
         backend = device.init_backend()
-        backend.graph_compute(g)
-        backend.synchronize()
+        runs = []
+        for _ in range(2):
+            backend.graph_compute(g)
+            runs.append([o.numpy().copy() for o in outs])
+        for a, b in zip(*runs, strict=True):
+            assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+    def test_bad_row_id_names_the_node(self, device: Device) -> None:
+        """A row id outside the result's rows: ComputeError naming the node and the range."""
+        ctx = Context(no_alloc=True)
+        rows, grad = ctx.new_tensor(GGMLType.I32, 3), ctx.new_tensor(F32, 8, 3)
+        out = ops.get_rows_back(grad, rows, ctx.new_tensor(F32, 8, 5))
+        out.set_name("grad_rows")
+        g = build_graph(out)
+        place(ctx, device.buffer_type())
+        rows.set(np.array([0, 5, 1], np.int32))
+        grad.set(np.ones(24, np.float32))
+        with pytest.raises(ComputeError, match=r"node 'grad_rows' \(GET_ROWS_BACK.*a row id outside 0\.\.4"):
+            backend = device.init_backend()
+            backend.graph_compute(g)
+            backend.synchronize()

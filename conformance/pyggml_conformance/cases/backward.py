@@ -8,15 +8,17 @@ optimiser steps OPT_STEP_ADAMW (the parameter and both moments compared after th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from itertools import product
 
 from pyggml import ops
 from pyggml.ops.base import Op
+from pyggml.ops.rope import RopeParams
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_conformance.case import Case, CaseBuilder, fmt_params
 from pyggml_conformance.cases.common import F32, HALF, I32, mul, unique
-from pyggml_conformance.cases.rope import NEOX, NORMAL, Yarn
+from pyggml_conformance.cases.rope import NEOX, NORMAL, SCALED, rope_params
 from pyggml_conformance.inputs import integers, uniform
 
 
@@ -72,18 +74,15 @@ def soft_max_back_case(ne: Sequence[int], scale: float) -> Case:
     return Case(Op.SOFT_MAX_BACK, fmt_params(type=F32, ne=ne, scale=scale), build)
 
 
-def rope_back_case(t: GGMLType, ne: Sequence[int], n_dims: int, mode: int, y: Yarn, ff: bool = False,
-                   v: int = 0) -> Case:
-    params = fmt_params(type=t, ne=ne, n_dims=n_dims, mode=mode, fs=y.freq_scale, ef=y.ext_factor,
-                        af=y.attn_factor, n_ctx_orig=y.n_ctx_orig, ff=ff, v=v)
+def rope_back_case(t: GGMLType, ne: Sequence[int], p: RopeParams, ff: bool = False, v: int = 0) -> Case:
+    params = fmt_params(type=t, ne=ne, n_dims=p.n_dims, mode=p.mode, fs=p.freq_scale, ef=p.ext_factor,
+                        af=p.attn_factor, n_ctx_orig=p.n_ctx_orig, ff=ff, v=v)
 
     def build(b: CaseBuilder) -> Tensor:
         a = b.strided(t, ne, pad=(4, 1, 0, 0)) if v else b.input(t, ne)
         pos = b.input(I32, (ne[2],), integers(0, 4096))
-        factors = b.input(F32, (n_dims // 2,), uniform(0.9, 1.1)) if ff else None
-        return ops.rope_back(a, pos, n_dims, mode, freq_factors=factors, n_ctx_orig=y.n_ctx_orig,
-                             freq_base=y.freq_base, freq_scale=y.freq_scale, ext_factor=y.ext_factor,
-                             attn_factor=y.attn_factor, beta_fast=y.beta_fast, beta_slow=y.beta_slow)
+        factors = b.input(F32, (p.n_dims // 2,), uniform(0.9, 1.1)) if ff else None
+        return ops.rope_back(a, pos, freq_factors=factors, **asdict(p))
 
     return Case(Op.ROPE_BACK, params, build)
 
@@ -147,8 +146,8 @@ def eval_cases() -> list[Case]:
         out.append(soft_max_back_case((ne0, ne1, 2, 3), scale))
     for t, (ne, nd, mode), ff, v in product(HALF, (((128, 4, 3, 1), 128, NORMAL), ((80, 3, 5, 2), 32, NEOX),
                                                    ((64, 2, 4, 1), 20, NORMAL)), (False, True), (0, 1)):
-        out.append(rope_back_case(t, ne, nd, mode, Yarn(), ff, v))
-        out.append(rope_back_case(t, ne, nd, mode, Yarn(1.4245, 0.7465, 1.4245), ff, v))
+        out.append(rope_back_case(t, ne, rope_params(nd, mode), ff, v))
+        out.append(rope_back_case(t, ne, rope_params(nd, mode, **SCALED), ff, v))
     for back in (False, True):
         out.append(cross_entropy_case((10, 5, 4, 3), back))
         out.append(cross_entropy_case((30000, 1, 1, 1), back))

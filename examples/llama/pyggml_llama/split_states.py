@@ -28,7 +28,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import lcm
-from typing import Protocol
 
 from pyggml.backend.meta import MIRRORED, Axis, MetaDevice, SplitState, segmented, split, split_shares
 from pyggml.backend.meta.spmd import Spmd
@@ -36,33 +35,23 @@ from pyggml.backend.protocol import Device
 from pyggml.errors import ShapeError
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_llama.hparams import HParams
 
-
-class LlamaDims(Protocol):
-    @property
-    def n_layer(self) -> int: ...
-    @property
-    def n_head(self) -> int: ...
-    @property
-    def n_head_kv(self) -> int: ...
-    @property
-    def head_dim(self) -> int: ...
-    @property
-    def n_ff(self) -> int: ...
-
+COLUMN_PARALLEL: tuple[tuple[str, str], ...] = (
+    (r"attn_q", "q"),
+    (r"attn_[kv]", "kv"),
+    (r"attn_qkv", "qkv"),
+    (r"ffn_(gate|up)", "ff"),
+)
+"""(name inside blk.N. without .weight/.bias, unit group) of the column-parallel projections: the weight splits
+its output columns (AXIS_1) and the bias, one entry per output, its entries (AXIS_0), in the same units."""
 
 TABLE: tuple[tuple[str, Axis, str], ...] = (
-    (r"attn_q\.weight", Axis.AXIS_1, "q"),
-    (r"attn_[kv]\.weight", Axis.AXIS_1, "kv"),
-    (r"attn_qkv\.weight", Axis.AXIS_1, "qkv"),
-    (r"attn_q\.bias", Axis.AXIS_0, "q"),
-    (r"attn_[kv]\.bias", Axis.AXIS_0, "kv"),
-    (r"attn_qkv\.bias", Axis.AXIS_0, "qkv"),
+    *((stem + r"\.weight", Axis.AXIS_1, group) for stem, group in COLUMN_PARALLEL),
+    *((stem + r"\.bias", Axis.AXIS_0, group) for stem, group in COLUMN_PARALLEL),
     (r"attn_output\.weight", Axis.AXIS_0, "q"),
     (r"attn_sinks\.weight", Axis.AXIS_0, "heads"),
-    (r"ffn_(gate|up)\.weight", Axis.AXIS_1, "ff"),
     (r"ffn_gate_up\.weight", Axis.AXIS_1, "ff2"),
-    (r"ffn_(gate|up)\.bias", Axis.AXIS_0, "ff"),
     (r"ffn_down\.weight", Axis.AXIS_0, "ff"),
 )
 """(name inside blk.N., axis, unit group) of the split layer tensors; see the module docstring."""
@@ -77,7 +66,7 @@ _TABLE = [(re.compile(p + "$"), axis, group) for p, axis, group in TABLE]
 class LlamaSplit:
     """The split state callback of a llama model on `n_devices` devices (shares from `tensor_split`)."""
 
-    dims: LlamaDims
+    dims: HParams
     n_devices: int
     tensor_split: tuple[float, ...] | None = None
     weight_types: Mapping[str, GGMLType] | None = None
@@ -166,7 +155,7 @@ class LlamaSplit:
         return split(axis, self.shares(total, group, il, t.name))
 
 
-def llama_meta_device(devices: Sequence[Device], dims: LlamaDims, tensor_split: Sequence[float] | None = None,
+def llama_meta_device(devices: Sequence[Device], dims: HParams, tensor_split: Sequence[float] | None = None,
                       weight_types: Mapping[str, GGMLType] | None = None, spmd: Spmd | None = None) -> MetaDevice:
     """A meta device over `devices` whose weights and KV caches follow the llama table (`spmd`: the devices span
     processes, see pyggml.backend.meta.spmd)."""

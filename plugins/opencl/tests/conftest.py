@@ -22,6 +22,12 @@ def dev(cl_devices):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
+def device(dev):  # type: ignore[no-untyped-def]
+    """`dev` under the name the shared test classes of pyggml_testing (TrainOpsTests, ConvGraphTests) ask for."""
+    return dev
+
+
+@pytest.fixture(scope="session")
 def backend(dev):  # type: ignore[no-untyped-def]
     return dev.init_backend()
 

@@ -3,15 +3,7 @@ front ends as whole graphs on the device, repeatable sums, ggml's nearest pixel 
 
 from __future__ import annotations
 
-import pytest
-
-from pyggml.backend.protocol import Device
 from pyggml_testing.conv_graphs import ConvGraphTests
-
-
-@pytest.fixture
-def device(dev: Device) -> Device:
-    return dev
 
 
 class TestConvGraphs(ConvGraphTests):

@@ -5,36 +5,21 @@ supports_op, never computed wrong."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from pyggml import ops
 from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing import train_ops
 from pyggml_testing.opencl import place
+from pyggml_testing.train_ops import TrainOpsTests
 from pyggml_vulkan.ops.train import MAX_LOOP, MAX_ROW
 
 F32, I32 = GGMLType.F32, GGMLType.I32
 
 
-@pytest.mark.parametrize(("name", "alias"), train_ops.IN_PLACE_CASES)
-def test_in_place(device, name: str, alias: int) -> None:  # type: ignore[no-untyped-def]
-    train_ops.check_in_place(device, name, alias)
-
-
-@pytest.mark.parametrize("adamw", [True, False], ids=["adamw", "sgd"])
-def test_optimiser_steps_replayed(device, adamw: bool) -> None:  # type: ignore[no-untyped-def]
-    train_ops.check_optimiser_replay(device, adamw)
-
-
-def test_sums_are_deterministic(device) -> None:  # type: ignore[no-untyped-def]
-    train_ops.check_deterministic(device)
-
-
-def test_bad_row_id_names_the_node(device) -> None:  # type: ignore[no-untyped-def]
-    train_ops.check_bad_row_id(device)
+class TestTrainOps(TrainOpsTests):
+    pass
 
 
 def _limits(c: Context, over: int) -> list[Tensor]:
