@@ -45,16 +45,7 @@ from pyggml.ops import (
     UnaryParams,
     ViewParams,
     XieluParams,
-)
-from pyggml.ops.conv import (
-    Col2im1dParams,
-    Conv2dParams,
-    Conv3dParams,
-    ConvTranspose1dParams,
-    ConvTranspose2dParams,
-    Im2col3dParams,
-    Im2colBackParams,
-    Im2colParams,
+    conv,
 )
 from pyggml.ops.deepseek import HcCombParams, HcPreParams
 from pyggml.ops.seq import GatedDeltaNetParams, GlaParams, SsmScanParams, TriParams, TriType
@@ -369,15 +360,15 @@ def _f32(name: str, slot: int, **kw: Any) -> Field:
 
 _EPS = (_f32("eps", 0, lo=0.0),)
 _ACC = (Field("nb1", 0, lo=0), Field("nb2", 1, lo=0), Field("nb3", 2, lo=0))
-def _im2col_back_to(srcs: Srcs, p: Im2colBackParams, node: Tensor) -> tuple[Srcs, Any]:
-    return srcs, Im2colParams(p.s0, p.s1, p.p0, p.p1, p.d0, p.d1, p.is_2d)  # IM2COL's words, ne aside
+def _im2col_back_to(srcs: Srcs, p: conv.Im2colBackParams, node: Tensor) -> tuple[Srcs, Any]:
+    return srcs, conv.Im2colParams(p.s0, p.s1, p.p0, p.p1, p.d0, p.d1, p.is_2d)  # IM2COL's words, ne aside
 
 
-def _im2col_back_from(srcs: Srcs, w: Im2colParams, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
-    return srcs, Im2colBackParams(w.s0, w.s1, w.p0, w.p1, w.d0, w.d1, w.is_2d, ne)
+def _im2col_back_from(srcs: Srcs, w: conv.Im2colParams, dtype: GGMLType, ne: Ne) -> tuple[Srcs, Any]:
+    return srcs, conv.Im2colBackParams(w.s0, w.s1, w.p0, w.p1, w.d0, w.d1, w.is_2d, ne)
 
 
-def _im2col_back_check(p: Im2colBackParams, ne: Ne) -> None:
+def _im2col_back_check(p: conv.Im2colBackParams, ne: Ne) -> None:
     if tuple(p.ne) != tuple(ne):
         raise ParamError("ne", f"Im2colBackParams.ne={list(p.ne)} differs from the result's ne={list(ne)}")
 
@@ -466,17 +457,18 @@ ENTRIES: dict[Op, Entry] = {
                                           Field("swapped", 1, "bool"), _f32("alpha", 2), _f32("limit", 3)),
                   wire=SwigluOaiParams, to_wire=_glu_to, from_wire=_glu_from),
     Op.ADD_ID: Entry(3, (3, 3)),
-    Op.CONV_TRANSPOSE_1D: Entry(51, (2, 2), ConvTranspose1dParams, _spatial("s0", "p0", "d0")),
-    Op.IM2COL: Entry(52, (2, 2), Im2colParams, (*_CONV2D, Field("is_2d", 6, "bool")), from_wire=_dst_type_from),
-    Op.IM2COL_BACK: Entry(53, (2, 2), Im2colBackParams, (*_CONV2D, Field("is_2d", 6, "bool")), wire=Im2colParams,
-                          to_wire=_im2col_back_to, from_wire=_im2col_back_from, check=_im2col_back_check),
-    Op.IM2COL_3D: Entry(54, (2, 2), Im2col3dParams, (*_CONV3D, Field("ic", 9, lo=1)), from_wire=_dst_type_from),
-    Op.COL2IM_1D: Entry(55, (1, 1), Col2im1dParams, _spatial("s0", "oc", "p0")),
-    Op.CONV_2D: Entry(56, (2, 2), Conv2dParams, _CONV2D),
-    Op.CONV_3D: Entry(57, (2, 2), Conv3dParams, (*_CONV3D, Field("c", 9, lo=1), Field("n", 10, lo=1),
-                                                 Field("oc", 11, lo=1))),
-    Op.CONV_2D_DW: Entry(58, (2, 2), Conv2dParams, _CONV2D),
-    Op.CONV_TRANSPOSE_2D: Entry(59, (2, 2), ConvTranspose2dParams, (Field("stride", 0, lo=0),)),
+    Op.CONV_TRANSPOSE_1D: Entry(51, (2, 2), conv.ConvTranspose1dParams, _spatial("s0", "p0", "d0")),
+    Op.IM2COL: Entry(52, (2, 2), conv.Im2colParams, (*_CONV2D, Field("is_2d", 6, "bool")), from_wire=_dst_type_from),
+    Op.IM2COL_BACK: Entry(53, (2, 2), conv.Im2colBackParams, (*_CONV2D, Field("is_2d", 6, "bool")),
+                          wire=conv.Im2colParams, to_wire=_im2col_back_to, from_wire=_im2col_back_from,
+                          check=_im2col_back_check),
+    Op.IM2COL_3D: Entry(54, (2, 2), conv.Im2col3dParams, (*_CONV3D, Field("ic", 9, lo=1)), from_wire=_dst_type_from),
+    Op.COL2IM_1D: Entry(55, (1, 1), conv.Col2im1dParams, _spatial("s0", "oc", "p0")),
+    Op.CONV_2D: Entry(56, (2, 2), conv.Conv2dParams, _CONV2D),
+    Op.CONV_3D: Entry(57, (2, 2), conv.Conv3dParams, (*_CONV3D, Field("c", 9, lo=1), Field("n", 10, lo=1),
+                                                      Field("oc", 11, lo=1))),
+    Op.CONV_2D_DW: Entry(58, (2, 2), conv.Conv2dParams, _CONV2D),
+    Op.CONV_TRANSPOSE_2D: Entry(59, (2, 2), conv.ConvTranspose2dParams, (Field("stride", 0, lo=0),)),
     Op.TRI: Entry(72, (1, 1), TriParams, (Field("tri_type", 0, "enum", codes={t: int(t) for t in TriType}),)),
     Op.SSM_CONV: Entry(76, (2, 2)),
     Op.SSM_SCAN: Entry(77, (7, 7), SsmScanParams, (Field("k", 0, lo=1),)),

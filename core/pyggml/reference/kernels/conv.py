@@ -11,17 +11,8 @@ from types import EllipsisType
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from pyggml.ops import conv
 from pyggml.ops.base import Op
-from pyggml.ops.conv import (
-    Col2im1dParams,
-    Conv2dParams,
-    Conv3dParams,
-    ConvTranspose1dParams,
-    ConvTranspose2dParams,
-    Im2col3dParams,
-    Im2colBackParams,
-    Im2colParams,
-)
 from pyggml.reference.access import load, store
 from pyggml.reference.kernels.rules import KernelRules
 from pyggml.reference.kernels.util import Array, src
@@ -47,7 +38,7 @@ def windows(x: Array, ks: Sequence[int], s: Sequence[int], p: Sequence[int], d: 
 def im2col(dst: Tensor) -> None:
     """Rows of patches: [N, OH, OW, IC*KH*KW] (2-D) or [N, OW, IC*KW] (1-D), channel-major inside a row."""
     p = dst.params
-    assert isinstance(p, Im2colParams)
+    assert isinstance(p, conv.Im2colParams)
     a, b = src(dst, 0), load(src(dst, 1))
     if p.is_2d:
         win = windows(b, (a.ne[1], a.ne[0]), (p.s1, p.s0), (p.p1, p.p0), (p.d1, p.d0))  # [N, IC, OH, OW, KH, KW]
@@ -63,7 +54,7 @@ def im2col_back(dst: Tensor) -> None:
     """The adjoint of `im2col`: each kernel tap's column of the gradient is added back, with a strided slice, onto
     the zero-padded input positions that tap read; the padding is then cut off."""
     p = dst.params
-    assert isinstance(p, Im2colBackParams)
+    assert isinstance(p, conv.Im2colBackParams)
     a, g = src(dst, 1), load(src(dst, 0))
     ks: tuple[int, ...]
     s: tuple[int, ...]
@@ -96,7 +87,7 @@ def im2col_back(dst: Tensor) -> None:
 def im2col_3d(dst: Tensor) -> None:
     """Rows of 3-D patches: [N*OD, OH, OW, IC*KD*KH*KW]."""
     p = dst.params
-    assert isinstance(p, Im2col3dParams)
+    assert isinstance(p, conv.Im2col3dParams)
     a, b = src(dst, 0), load(src(dst, 1))
     x = b.reshape(b.shape[0] // p.ic, p.ic, *b.shape[1:])  # [N, IC, ID, IH, IW]
     win = windows(x, (a.ne[2], a.ne[1], a.ne[0]), (p.s2, p.s1, p.s0), (p.p2, p.p1, p.p0), (p.d2, p.d1, p.d0))
@@ -107,7 +98,7 @@ def im2col_3d(dst: Tensor) -> None:
 def col2im_1d(dst: Tensor) -> None:
     """dst[o, t] = sum of columns[t_in, o*K + k] over t_in*s0 + k = t + p0."""
     p = dst.params
-    assert isinstance(p, Col2im1dParams)
+    assert isinstance(p, conv.Col2im1dParams)
     cols = load(src(dst, 0))[0, 0]  # [T_in, K*OC]
     t_in, k = cols.shape[0], cols.shape[1] // p.oc
     taps = cols.reshape(t_in, p.oc, k)
@@ -121,7 +112,7 @@ def col2im_1d(dst: Tensor) -> None:
 def conv_transpose_1d(dst: Tensor) -> None:
     """dst[o, l*s0 + k] += sum_c a[c, o, k] * b[c, l] (a numpy [IC, OC, K], b [IC, L])."""
     p = dst.params
-    assert isinstance(p, ConvTranspose1dParams)
+    assert isinstance(p, conv.ConvTranspose1dParams)
     a = load(src(dst, 0))[0]
     b = load(src(dst, 1))[0, 0]
     taps = np.einsum("cok,cl->okl", a, b)
@@ -136,7 +127,7 @@ def _conv_2d_windows(dst: Tensor) -> tuple[Array, Array]:
     """CONV_2D's and CONV_2D_DW's operands: the kernel a [.., .., KH, KW] and b's windows [N, C, OH, OW, KH, KW]
     under the op's strides, padding and dilation."""
     p = dst.params
-    assert isinstance(p, Conv2dParams)
+    assert isinstance(p, conv.Conv2dParams)
     a, b = load(src(dst, 0)), load(src(dst, 1))
     return a, windows(b, a.shape[2:], (p.s1, p.s0), (p.p1, p.p0), (p.d1, p.d0))
 
@@ -160,7 +151,7 @@ def conv_3d(dst: Tensor) -> None:
     """CONV_2D one dimension up, with channels and batch folded into ne[3] (input n*IC + c, kernel o*IC + c,
     result n*OC + o)."""
     p = dst.params
-    assert isinstance(p, Conv3dParams)
+    assert isinstance(p, conv.Conv3dParams)
     a, b = load(src(dst, 0)), load(src(dst, 1))
     w = a.reshape(p.oc, p.c, *a.shape[1:])
     x = b.reshape(p.n, p.c, *b.shape[1:])
@@ -173,7 +164,7 @@ def conv_3d(dst: Tensor) -> None:
 def conv_transpose_2d(dst: Tensor) -> None:
     """dst[n, o, y*s + i, x*s + j] += sum_c a[c, o, i, j] * b[n, c, y, x] (a numpy [IC, OC, KH, KW])."""
     p = dst.params
-    assert isinstance(p, ConvTranspose2dParams)
+    assert isinstance(p, conv.ConvTranspose2dParams)
     a, b = load(src(dst, 0)), load(src(dst, 1))
     s = p.stride
     taps = np.einsum("coij,ncyx->noijyx", a, b, optimize=True)
