@@ -110,20 +110,21 @@ class CudaHostBuffer(HostBuffer):
     between it and the device run at full bus speed and can be asynchronous."""
 
 
-class CudaHostBufferType(CudaBufferType):
-    """`Device.host_buffer_type()`: pinned host memory for staging weights and inputs."""
+class CudaHostBufferType(DeviceBufferType["CudaDevice"]):
+    """`Device.host_buffer_type()`: pinned host memory for staging weights and inputs. Its tensors sit at the
+    device's alignment; its size limit is the host's (BufferType's default), not the device memory's."""
 
     suffix = "_Host"
 
     @property
-    def max_size(self) -> int:
-        return 1 << 62
+    def alignment(self) -> int:
+        return ALIGNMENT
 
     @property
     def is_host(self) -> bool:
         return True
 
-    def alloc_buffer(self, size: int) -> CudaHostBuffer:  # type: ignore[override]
+    def alloc_buffer(self, size: int) -> CudaHostBuffer:
         cuda = drv()
         with self.dev.active():
             try:

@@ -16,7 +16,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from pyggml.backend.op_table import compute_nodes
 from pyggml.errors import PyGGMLError
@@ -88,10 +88,6 @@ class Report:
     compiled: int = 0
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, object]:
-        return {k: getattr(self, k) for k in ("programs", "kernels", "launches_checked", "bundles", "compiled",
-                                              "seconds", "failures")}
 
 
 def compile_all(variants: Sequence[Variant], kc: KernelCache, jobs: int | None,
@@ -167,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(rep.to_dict(), indent=1))
+        print(json.dumps(asdict(rep), indent=1))
     else:
         print(f"{rep.programs} programs, {rep.kernels} kernels in {rep.bundles} bundles ({rep.compiled} compiled "
               f"now), {rep.launches_checked} launch signatures checked in {rep.seconds} s")

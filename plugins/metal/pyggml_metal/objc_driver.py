@@ -20,17 +20,7 @@ import Metal  # type: ignore[import-not-found]  # macOS only: the registry impor
 import numpy as np
 import numpy.typing as npt
 
-from pyggml_metal import mslgen
-from pyggml_metal.driver import (
-    Binding,
-    CommandBufferError,
-    DriverEvent,
-    DriverPipeline,
-    KernelLayout,
-    MetalError,
-    Spec,
-    layouts,
-)
+from pyggml_metal import driver, mslgen
 
 SHARED = Metal.MTLResourceStorageModeShared
 
@@ -38,7 +28,7 @@ SHARED = Metal.MTLResourceStorageModeShared
 def _check(obj: Any, what: str, error: Any = None) -> Any:
     if obj is None:
         detail = f": {error.localizedDescription()}" if error is not None else ""
-        raise MetalError(f"Metal: {what} failed{detail}")
+        raise driver.MetalError(f"Metal: {what} failed{detail}")
     return obj
 
 
@@ -51,7 +41,7 @@ class ObjCBuffer:
 
     def contents(self) -> npt.NDArray[np.uint8]:
         if self.mtl is None:
-            raise MetalError("Metal: a released buffer was used")
+            raise driver.MetalError("Metal: a released buffer was used")
         if self._view is None:
             self._view = np.frombuffer(self.mtl.contents().as_buffer(self.length), dtype=np.uint8)
         return self._view
@@ -63,7 +53,7 @@ class ObjCBuffer:
 
 
 class ObjCPipeline:
-    def __init__(self, layout: KernelLayout, state: Any, threads: tuple[int, int, int]) -> None:
+    def __init__(self, layout: driver.KernelLayout, state: Any, threads: tuple[int, int, int]) -> None:
         self.layout = layout
         self.state = state
         self.threads = threads
@@ -102,7 +92,7 @@ class ObjCCommandBuffer:
             self._enc.endEncoding()
             self._enc = None
 
-    def dispatch(self, pipeline: DriverPipeline, bindings: Sequence[Binding | None],
+    def dispatch(self, pipeline: driver.DriverPipeline, bindings: Sequence[driver.Binding | None],
                  groups: tuple[int, int, int]) -> None:
         assert isinstance(pipeline, ObjCPipeline)
         enc = self._encoder()
@@ -114,12 +104,12 @@ class ObjCCommandBuffer:
                 enc.setBuffer_offset_atIndex_(buf.mtl, offset, index)
         enc.dispatchThreadgroups_threadsPerThreadgroup_(groups, pipeline.threads)  # MTLSize as tuples
 
-    def encode_wait(self, event: DriverEvent, value: int) -> None:
+    def encode_wait(self, event: driver.DriverEvent, value: int) -> None:
         assert isinstance(event, ObjCEvent)
         self._end()
         self.cb.encodeWaitForEvent_value_(event.mtl, value)
 
-    def encode_signal(self, event: DriverEvent, value: int) -> None:
+    def encode_signal(self, event: driver.DriverEvent, value: int) -> None:
         assert isinstance(event, ObjCEvent)
         self._end()
         self.cb.encodeSignalEvent_value_(event.mtl, value)
@@ -132,8 +122,8 @@ class ObjCCommandBuffer:
         self.cb.waitUntilCompleted()
         if self.cb.status() == Metal.MTLCommandBufferStatusError:
             err = self.cb.error()
-            raise CommandBufferError(f"Metal: command buffer failed: "
-                                     f"{err.localizedDescription() if err is not None else 'unknown error'}")
+            raise driver.CommandBufferError(f"Metal: command buffer failed: "
+                                            f"{err.localizedDescription() if err is not None else 'unknown error'}")
 
 
 class ObjCDevice:
@@ -144,9 +134,9 @@ class ObjCDevice:
         self.max_buffer_length = int(mtl.maxBufferLength())
         self.working_set_bytes = int(mtl.recommendedMaxWorkingSetSize())
         self._msl_dir = msl_dir
-        self._layouts = layouts(msl_dir)
+        self._layouts = driver.layouts(msl_dir)
         self._queue = _check(mtl.newCommandQueue(), "newCommandQueue")
-        self._pipelines: dict[tuple[str, Spec], ObjCPipeline] = {}
+        self._pipelines: dict[tuple[str, driver.Spec], ObjCPipeline] = {}
         self._lock = threading.Lock()
 
     def allocated_bytes(self) -> int:
@@ -160,10 +150,10 @@ class ObjCDevice:
         try:
             mtl = self.mtl.newBufferWithBytesNoCopy_length_options_deallocator_(memory, memory.size, SHARED, None)
         except (TypeError, ValueError) as e:  # PyObjC refusing the memory object as a pointer
-            raise MetalError(f"Metal: newBufferWithBytesNoCopy refused the memory: {e}") from e
+            raise driver.MetalError(f"Metal: newBufferWithBytesNoCopy refused the memory: {e}") from e
         return ObjCBuffer(_check(mtl, f"wrapping {memory.size} bytes of host memory"), memory.size, keep=memory)
 
-    def pipeline(self, kernel: str, spec: Spec) -> ObjCPipeline:
+    def pipeline(self, kernel: str, spec: driver.Spec) -> ObjCPipeline:
         key = (kernel, spec)
         with self._lock:
             p = self._pipelines.get(key)
@@ -171,10 +161,10 @@ class ObjCDevice:
                 p = self._pipelines[key] = self._create(kernel, spec)
         return p
 
-    def _create(self, kernel: str, spec: Spec) -> ObjCPipeline:
+    def _create(self, kernel: str, spec: driver.Spec) -> ObjCPipeline:
         layout = self._layouts.get(kernel)
         if layout is None:
-            raise MetalError(f"Metal: no MSL for kernel {kernel} in {self._msl_dir}")
+            raise driver.MetalError(f"Metal: no MSL for kernel {kernel} in {self._msl_dir}")
         src = mslgen.specialize((self._msl_dir / f"{kernel}.metal").read_text(), spec)
         opts = Metal.MTLCompileOptions.new()
         lib, err = self.mtl.newLibraryWithSource_options_error_(src, opts, None)
@@ -185,8 +175,8 @@ class ObjCDevice:
         threads = layout.threads(spec)
         total = threads[0] * threads[1] * threads[2]
         if total > int(state.maxTotalThreadsPerThreadgroup()):
-            raise MetalError(f"Metal: {kernel} needs {total} threads per threadgroup, the pipeline allows "
-                             f"{state.maxTotalThreadsPerThreadgroup()}")
+            raise driver.MetalError(f"Metal: {kernel} needs {total} threads per threadgroup, the pipeline allows "
+                                    f"{state.maxTotalThreadsPerThreadgroup()}")
         return ObjCPipeline(layout, state, threads)
 
     def command_buffer(self) -> ObjCCommandBuffer:

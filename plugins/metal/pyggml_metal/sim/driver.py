@@ -15,17 +15,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from pyggml_metal import mslgen
-from pyggml_metal.driver import (
-    Binding,
-    CommandBufferError,
-    DriverEvent,
-    DriverPipeline,
-    KernelLayout,
-    MetalError,
-    Spec,
-    layouts,
-)
+from pyggml_metal import driver, mslgen
 from pyggml_metal.sim.build import EmuLibrary, build, variant
 
 MAX_BUFFERS = 31
@@ -47,8 +37,8 @@ class _Launch(ctypes.Structure):
 def _run(pipeline: SimPipeline, launch: _Launch, keep: list[object]) -> None:
     """One dispatch (keep: the ctypes objects the launch points into, alive as long as the step)."""
     if pipeline.run(ctypes.addressof(launch)) != 0:  # type: ignore[arg-type]
-        raise CommandBufferError(f"MetalSim: dispatch of {pipeline.layout.name} could not allocate its fibers' "
-                                 "stacks")
+        raise driver.CommandBufferError(f"MetalSim: dispatch of {pipeline.layout.name} could not allocate its "
+                                        "fibers' stacks")
 
 
 class SimBuffer:
@@ -62,7 +52,7 @@ class SimBuffer:
 
     def contents(self) -> npt.NDArray[np.uint8]:
         if self._mem is None:
-            raise MetalError("MetalSim: a released buffer was used")
+            raise driver.MetalError("MetalSim: a released buffer was used")
         return self._mem
 
     def release(self) -> None:
@@ -74,7 +64,7 @@ class SimBuffer:
 
 @dataclass(frozen=True)
 class SimPipeline:
-    layout: KernelLayout
+    layout: driver.KernelLayout
     run: Callable[[ctypes.c_void_p], int]
     spec: ctypes.Array[ctypes.c_uint32]
     threads: tuple[int, int, int]
@@ -104,8 +94,8 @@ class SimCommandBuffer:
     error: BaseException | None = None
     committed: bool = False
 
-    def dispatch(self, pipeline: DriverPipeline, bindings: Sequence[Binding | None], groups: tuple[int, int, int]
-                 ) -> None:
+    def dispatch(self, pipeline: driver.DriverPipeline, bindings: Sequence[driver.Binding | None],
+                 groups: tuple[int, int, int]) -> None:
         assert isinstance(pipeline, SimPipeline)
         dims = _Dims((ctypes.c_uint32 * 3)(*groups), (ctypes.c_uint32 * 3)(*pipeline.threads), pipeline.spec)
         launch = _Launch(ctypes.pointer(dims))
@@ -119,22 +109,22 @@ class SimCommandBuffer:
             launch.buf[i] = buf.address + offset
         self.steps.append(functools.partial(_run, pipeline, launch, keep))
 
-    def encode_wait(self, event: DriverEvent, value: int) -> None:
+    def encode_wait(self, event: driver.DriverEvent, value: int) -> None:
         assert isinstance(event, SimEvent)
 
         def wait() -> None:
             if event.value < value:
-                raise CommandBufferError(f"MetalSim: a command buffer waits for event value {value}, which nothing "
-                                         f"committed before it signals (it is at {event.value})")
+                raise driver.CommandBufferError(f"MetalSim: a command buffer waits for event value {value}, which "
+                                                f"nothing committed before it signals (it is at {event.value})")
         self.steps.append(wait)
 
-    def encode_signal(self, event: DriverEvent, value: int) -> None:
+    def encode_signal(self, event: driver.DriverEvent, value: int) -> None:
         assert isinstance(event, SimEvent)
         self.steps.append(lambda: event.signal(value))
 
     def commit(self) -> None:
         if self.committed:
-            raise MetalError("MetalSim: a command buffer was committed twice")
+            raise driver.MetalError("MetalSim: a command buffer was committed twice")
         self.committed = True
         try:
             for step in self.steps:
@@ -144,17 +134,17 @@ class SimCommandBuffer:
 
     def wait(self) -> None:
         if not self.committed:
-            raise MetalError("MetalSim: waiting for a command buffer that was never committed")
+            raise driver.MetalError("MetalSim: waiting for a command buffer that was never committed")
         if self.error is not None:
             e, self.error = self.error, None
-            if isinstance(e, CommandBufferError):
+            if isinstance(e, driver.CommandBufferError):
                 raise e
-            raise CommandBufferError(f"MetalSim: command buffer failed: {type(e).__name__}: {e}") from e
+            raise driver.CommandBufferError(f"MetalSim: command buffer failed: {type(e).__name__}: {e}") from e
 
 
-def spec_words(spec: Spec) -> ctypes.Array[ctypes.c_uint32]:
+def spec_words(spec: driver.Spec) -> ctypes.Array[ctypes.c_uint32]:
     if len(spec) > MAX_SPEC:
-        raise MetalError(f"MetalSim: {len(spec)} function constants, at most {MAX_SPEC}")
+        raise driver.MetalError(f"MetalSim: {len(spec)} function constants, at most {MAX_SPEC}")
     words = [struct.unpack("<I", struct.pack("<f", v))[0] if isinstance(v, float) else v & 0xFFFFFFFF
              for v in spec]
     return (ctypes.c_uint32 * MAX_SPEC)(*words)
@@ -172,7 +162,7 @@ class SimDevice:
     def __init__(self) -> None:
         self._lib: EmuLibrary | None = None
         self._dll: ctypes.CDLL | None = None
-        self._pipelines: dict[tuple[str, Spec], SimPipeline] = {}
+        self._pipelines: dict[tuple[str, driver.Spec], SimPipeline] = {}
         self._variants: dict[str, ctypes.CDLL] = {}
         self._allocated = 0
         self._lock = threading.Lock()
@@ -202,15 +192,15 @@ class SimDevice:
     def buffer_no_copy(self, memory: npt.NDArray[np.uint8]) -> SimBuffer:
         return SimBuffer(memory)
 
-    def pipeline(self, kernel: str, spec: Spec) -> SimPipeline:
+    def pipeline(self, kernel: str, spec: driver.Spec) -> SimPipeline:
         key = (kernel, spec)
         p = self._pipelines.get(key)
         if p is None:
             lib, dll = self.library()
             if kernel not in lib.kernels:
                 why = lib.failed.get(kernel, "no such kernel")
-                raise MetalError(f"MetalSim: kernel {kernel} is not in the emulator library: {why}")
-            lay = layouts(Path(lib.msl_dir))[kernel]
+                raise driver.MetalError(f"MetalSim: kernel {kernel} is not in the emulator library: {why}")
+            lay = driver.layouts(Path(lib.msl_dir))[kernel]
             if lay.array_spec:  # constants that size arrays: a compilation per value
                 defines = mslgen.array_defines((lib.msl_dir / f"{kernel}.metal").read_text(), spec)
                 vkey = f"{kernel}:{defines}"  # a variant holds this one kernel, compiled with these values
