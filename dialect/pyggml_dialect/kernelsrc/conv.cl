@@ -7,6 +7,11 @@
  * input; IM2COL_BACK's kernel, read for its shape), TD (dst). */
 #include "common.h"
 
+/* a convolution's geometry arguments, ggml's op_params order: stride s, padding p, dilation d of each spatial axis
+ * (x, then y, then z) */
+#define CONV_GEOMETRY_2D i32 s0, i32 s1, i32 p0, i32 p1, i32 d0, i32 d1
+#define CONV_GEOMETRY_3D i32 s0, i32 s1, i32 s2, i32 p0, i32 p1, i32 p2, i32 d0, i32 d1, i32 d2
+
 /* the input element at (x, y) of plane (i2, i3), 0 outside the image (zero padding) */
 #define IN_OR_ZERO(x, y, i2, i3) \
     (((x) >= 0 && (x) < b_ne0 && (y) >= 0 && (y) < b_ne1) ? LOADT(T1, AT(b, (x), (y), (i2), (i3))) : 0.f)
@@ -14,7 +19,7 @@
 /* 2-D: d [IC*KH*KW, OW, OH, N], element (ic*KH*KW + kh*KW + kw, ow, oh, n) = b[ow*s0 + kw*d0 - p0,
  * oh*s1 + kh*d1 - p1, ic, n]. 1-D (is_2d 0): d [IC*KW, OW, N], element (ic*KW + kw, ow, n) = b[ow*s0 + kw*d0 - p0,
  * ic, n]; a is the kernel ([KW, KH, IC, OC] or [KW, IC, OC]) */
-KERNEL void k_im2col(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0, i32 p1, i32 d0, i32 d1, i32 is_2d) {
+KERNEL void k_im2col(TENSOR(a), TENSOR(b), TENSOR(d), CONV_GEOMETRY_2D, i32 is_2d) {
     i64 i = GID(0);
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, i0, ow, i2, i3);
@@ -33,8 +38,7 @@ KERNEL void k_im2col(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0, i3
 
 /* d [IC*KD*KH*KW, OW, OH, OD*N]: element (((ic*KD + kd)*KH + kh)*KW + kw, ow, oh, n*OD + od) =
  * b[ow*s0 + kw*d0 - p0, oh*s1 + kh*d1 - p1, od*s2 + kd*d2 - p2, n*IC + ic]; a [KW, KH, KD, OC*IC] gives the sizes */
-KERNEL void k_im2col_3d(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 s2, i32 p0, i32 p1, i32 p2, i32 d0,
-                        i32 d1, i32 d2, i32 ic_n, i64 od_n) {
+KERNEL void k_im2col_3d(TENSOR(a), TENSOR(b), TENSOR(d), CONV_GEOMETRY_3D, i32 ic_n, i64 od_n) {
     i64 i = GID(0);
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, i0, ow, oh, i3);
@@ -61,7 +65,7 @@ KERNEL void k_im2col_3d(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 s2,
 
 /* d[x, y, o, n] = sum over c, ky, kx (that order, kx fastest) of a[kx, ky, c, o] * b[x*s0 + kx*d0 - p0,
  * y*s1 + ky*d1 - p1, c, n]; a tap in the padding adds nothing */
-KERNEL void k_conv_2d(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0, i32 p1, i32 d0, i32 d1) {
+KERNEL void k_conv_2d(TENSOR(a), TENSOR(b), TENSOR(d), CONV_GEOMETRY_2D) {
     i64 i = GID(0);
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, ox, oy, o, n);
@@ -71,7 +75,7 @@ KERNEL void k_conv_2d(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0, i
 }
 
 /* depthwise: d[x, y, c, n] = sum over ky, kx of a[kx, ky, 0, c] * b[x*s0 + kx*d0 - p0, y*s1 + ky*d1 - p1, c, n] */
-KERNEL void k_conv_2d_dw(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0, i32 p1, i32 d0, i32 d1) {
+KERNEL void k_conv_2d_dw(TENSOR(a), TENSOR(b), TENSOR(d), CONV_GEOMETRY_2D) {
     i64 i = GID(0);
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, ox, oy, c, n);
@@ -82,8 +86,7 @@ KERNEL void k_conv_2d_dw(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0
 
 /* d[x, y, z, n*OC + o] = sum over c, kz, ky, kx of a[kx, ky, kz, o*IC + c] * b[x*s0 + kx*d0 - p0,
  * y*s1 + ky*d1 - p1, z*s2 + kz*d2 - p2, n*IC + c] */
-KERNEL void k_conv_3d(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 s2, i32 p0, i32 p1, i32 p2, i32 d0,
-                      i32 d1, i32 d2, i32 ic_n, i32 oc_n) {
+KERNEL void k_conv_3d(TENSOR(a), TENSOR(b), TENSOR(d), CONV_GEOMETRY_3D, i32 ic_n, i32 oc_n) {
     i64 i = GID(0);
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, ox, oy, oz, i3);
@@ -154,8 +157,7 @@ KERNEL void k_col2im_1d(TENSOR(a), TENSOR(d), i32 s0, i32 p0) {
  * kernel, read for its shape): d[x, y, c, n] (1-D d[x, c, n]) = sum over ky, then kx, of
  * a[(c*KH + ky)*KW + kx, ox, oy, n] for the output with ox*s0 + kx*d0 - p0 = x and oy*s1 + ky*d1 - p1 = y, where
  * the divisions are exact and the output exists: the cpu kernel's (back2.c) float sums in its order */
-KERNEL void k_im2col_back(TENSOR(a), TENSOR(b), TENSOR(d), i32 s0, i32 s1, i32 p0, i32 p1, i32 d0, i32 d1,
-                          i32 is_2d) {
+KERNEL void k_im2col_back(TENSOR(a), TENSOR(b), TENSOR(d), CONV_GEOMETRY_2D, i32 is_2d) {
     i64 i = GID(0);
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, x, i1, i2, i3);

@@ -125,6 +125,16 @@ KERNEL void k_ssm_scan(TENSOR(s), TENSOR(x), TENSOR(dt), TENSOR(a), TENSOR(b), T
  * the T rows of outputs) */
 #define STATE_IN(f) F32_AT(st, f, q, 0, 0)
 #define STATE_OUT(f) D_FLAT((i64)d_ne0 * (d_ne1 - HS * st_ne1) + q * HS * d_ne0 + (f))
+/* token t's vectors a, b, c of head h staged in local memory as sa, sb, sc (lane me writes element me, every lane then
+ * reads all HS): the first barrier keeps the writes until every lane has finished reading the previous token's */
+#define STAGE_TOKEN(sa, a, sb, b, sc, c)     \
+    do {                                     \
+        BARRIER();                           \
+        sa[me] = F32_AT(a, me, h, t, 0);     \
+        sb[me] = F32_AT(b, me, h, t, 0);     \
+        sc[me] = F32_AT(c, me, h, t, 0);     \
+        BARRIER();                           \
+    } while (0)
 
 /* RWKV_WKV6 (k, v, r, tf, td, state): lane j owns column j of S[i][j] (i over k) */
 KERNEL void k_rwkv_wkv6(TENSOR(k), TENSOR(v), TENSOR(r), TENSOR(tf), TENSOR(td), TENSOR(st), TENSOR(d)) {
@@ -133,11 +143,7 @@ KERNEL void k_rwkv_wkv6(TENSOR(k), TENSOR(v), TENSOR(r), TENSOR(tf), TENSOR(td),
     for (i32 i = 0; i < HS; i++) s[i] = STATE_IN((h * HS + i) * HS + me);
     su[me] = F32_AT(tf, me, h, 0, 0);
     for (i64 t = t0; t < t0 + tps; t++) {
-        BARRIER();
-        sk[me] = F32_AT(k, me, h, t, 0);
-        sr[me] = F32_AT(r, me, h, t, 0);
-        sw[me] = F32_AT(td, me, h, t, 0);
-        BARRIER();
+        STAGE_TOKEN(sk, k, sr, r, sw, td);
         float vj = F32_AT(v, me, h, t, 0), y = 0.f;
         for (i32 i = 0; i < HS; i++) {
             float kv = sk[i] * vj;
@@ -155,11 +161,7 @@ KERNEL void k_gated_linear_attn(TENSOR(k), TENSOR(v), TENSOR(qq), TENSOR(g), TEN
     LINEAR_PROLOGUE(k);
     for (i32 i = 0; i < HS; i++) s[i] = STATE_IN((h * HS + i) * HS + me);
     for (i64 t = t0; t < t0 + tps; t++) {
-        BARRIER();
-        sk[me] = F32_AT(k, me, h, t, 0);
-        sq[me] = F32_AT(qq, me, h, t, 0);
-        sg[me] = F32_AT(g, me, h, t, 0);
-        BARRIER();
+        STAGE_TOKEN(sk, k, sq, qq, sg, g);
         float vj = F32_AT(v, me, h, t, 0), y = 0.f;
         for (i32 i = 0; i < HS; i++) {
             s[i] = s[i] * sg[i] + sk[i] * vj;

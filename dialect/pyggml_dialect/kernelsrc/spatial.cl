@@ -106,6 +106,18 @@ KERNEL void k_upscale(TENSOR(a), TENSOR(d), i32 mode, i32 align, i32 aa) {
     store_f32(AT(d, i0, i1, i2, i3), v);
 }
 
+/* one window row of output i0 in row y of plane (i2, i3): m its max, s its sum, n the count of its elements inside
+ * the input (taps in the padding are skipped). The one loop of POOL_1D and POOL_2D (per window row). */
+#define POOL_ROW(m, s, n, y)                                    \
+    for (i32 kx = 0; kx < k0; kx++) {                           \
+        i64 x = i0 * s0 - p0 + kx;                              \
+        if (x < 0 || x >= a_ne0) continue;                      \
+        float v = LOADT(T0, AT(a, x, (y), i2, i3));             \
+        (m) = FMAX((m), v);                                     \
+        (s) += v;                                               \
+        (n)++;                                                  \
+    }
+
 /* POOL_1D over dim 0: MAX ignores the padding (-FLT_MAX for a window wholly in it), AVG divides by the real
  * elements of the window (0 for none) */
 KERNEL void k_pool_1d(TENSOR(a), TENSOR(d), i32 avg, i32 k0, i32 s0, i32 p0) {
@@ -114,14 +126,7 @@ KERNEL void k_pool_1d(TENSOR(a), TENSOR(d), i32 avg, i32 k0, i32 s0, i32 p0) {
     UNRAVEL(d, i, i0, i1, i2, i3);
     float m = -PG_FLT_MAX, s = 0.f;
     i32 n = 0;
-    for (i32 k = 0; k < k0; k++) {
-        i64 x = i0 * s0 - p0 + k;
-        if (x < 0 || x >= a_ne0) continue;
-        float v = LOADT(T0, AT(a, x, i1, i2, i3));
-        m = FMAX(m, v);
-        s += v;
-        n++;
-    }
+    POOL_ROW(m, s, n, i1);
     store_f32(AT(d, i0, i1, i2, i3), avg ? (n > 0 ? s / (float)n : 0.f) : m);
 }
 
@@ -131,16 +136,11 @@ KERNEL void k_pool_2d(TENSOR(a), TENSOR(d), i32 avg, i32 k0, i32 k1, i32 s0, i32
     if (i >= NEL(d)) return;
     UNRAVEL(d, i, i0, i1, i2, i3);
     float m = -PG_FLT_MAX, s = 0.f;
+    i32 n = 0;
     for (i32 ky = 0; ky < k1; ky++) {
         i64 y = i1 * s1 - p1 + ky;
         if (y < 0 || y >= a_ne1) continue;
-        for (i32 kx = 0; kx < k0; kx++) {
-            i64 x = i0 * s0 - p0 + kx;
-            if (x < 0 || x >= a_ne0) continue;
-            float v = LOADT(T0, AT(a, x, y, i2, i3));
-            m = FMAX(m, v);
-            s += v;
-        }
+        POOL_ROW(m, s, n, y);
     }
     store_f32(AT(d, i0, i1, i2, i3), avg ? s / (float)(k0 * k1) : m);
 }

@@ -133,6 +133,15 @@ static void cv_pack_w(const pgc_node *n, const cv_geo *g, int64_t ob, float *dst
                 }
 }
 
+/* the input row (x = 0) that tap row (ic, kz, ky) reads for an output whose window starts at rows y0, z0 of batch
+   bn; NULL where that row lies in the zero padding. The one bounds rule of both patch gathers below. */
+static inline const char *cv_tap_row(const cv_geo *g, const char *base, int64_t bn, int64_t y0, int64_t z0,
+                                     int64_t ic, int64_t kz, int64_t ky) {
+    const int64_t iz = z0 + kz * g->d[2], iy = y0 + ky * g->d[1];
+    if (iz < 0 || iz >= g->id || iy < 0 || iy >= g->ih) return NULL;
+    return base + ic * g->xb[3] + bn * g->xb[4] + iz * g->xb[2] + iy * g->xb[1];
+}
+
 /* the patches of CV_MR positions ox0 .. ox0+CV_MR-1 of one output row (oy, oz, batch bn) of an F32 input: tap by
    tap, its CV_MR values written together (the usual case, and the cheap one: one bounds check per tap where the
    whole group is inside the input) */
@@ -142,14 +151,10 @@ static void cv_pack_row(const cv_geo *g, const char *base, int64_t ox0, int64_t 
     const int64_t sx = g->s[0] * g->xb[0], last = (CV_MR - 1) * g->s[0];
     float *o = gd;
     for (int64_t ic = 0; ic < g->ic; ic++) {
-        const char *pc = base + ic * g->xb[3] + bn * g->xb[4];
         for (int64_t kz = 0; kz < g->kd; kz++) {
-            const int64_t iz = z0 + kz * g->d[2];
-            const int zin = iz >= 0 && iz < g->id;
             for (int64_t ky = 0; ky < g->kh; ky++) {
-                const int64_t iy = y0 + ky * g->d[1];
-                const char *pr = pc + iz * g->xb[2] + iy * g->xb[1];
-                if (!zin || iy < 0 || iy >= g->ih) {
+                const char *pr = cv_tap_row(g, base, bn, y0, z0, ic, kz, ky);
+                if (!pr) {
                     memset(o, 0, (size_t)(g->kw * CV_MR) * sizeof(float));
                     o += g->kw * CV_MR;
                     continue;
@@ -199,18 +204,13 @@ static void cv_pack_x(const pgc_node *n, const cv_geo *g, int64_t q0, int64_t np
             const int64_t x0 = ox * g->s[0] - g->p[0], y0 = oy * g->s[1] - g->p[1], z0 = oz * g->s[2] - g->p[2];
             int64_t k = 0;
             for (int64_t ic = 0; ic < g->ic; ic++) {
-                const char *pc = base + ic * g->xb[3] + bn * g->xb[4];
                 for (int64_t kz = 0; kz < g->kd; kz++) {
-                    const int64_t iz = z0 + kz * g->d[2];
-                    const int zin = iz >= 0 && iz < g->id;
                     for (int64_t ky = 0; ky < g->kh; ky++) {
-                        const int64_t iy = y0 + ky * g->d[1];
-                        const int yin = zin && iy >= 0 && iy < g->ih;
-                        const char *pr = pc + iz * g->xb[2] + iy * g->xb[1];
+                        const char *pr = cv_tap_row(g, base, bn, y0, z0, ic, kz, ky);
                         for (int64_t kx = 0; kx < g->kw; kx++, k++) {
                             const int64_t ix = x0 + kx * g->d[0];
                             float v = 0.0f;
-                            if (yin && ix >= 0 && ix < g->iw) {
+                            if (pr && ix >= 0 && ix < g->iw) {
                                 const char *pe = pr + ix * g->xb[0];
                                 v = fast ? *(const float *)pe : pgc_ld(pe, xt);
                             }
