@@ -100,14 +100,9 @@ PARAMS_OF_GLU: dict[GluOp, type[GluParams]] = {GluOp.SWIGLU_OAI: SwigluOaiParams
 Srcs = tuple[Tensor | None, ...]
 
 
-def _float_src0(op: Op, srcs: Srcs) -> Tensor:
-    a = need(srcs[0], op, "src0", FLOAT_TYPES)
-    return a
-
-
 def _same(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-        a = _float_src0(op, srcs)
+        a = need(srcs[0], op, "src0", FLOAT_TYPES)
         return a.type, a.ne
 
     return infer
@@ -115,7 +110,7 @@ def _same(op: Op) -> ShapeRule:
 
 def _binary(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-        a = _float_src0(op, srcs)
+        a = need(srcs[0], op, "src0", FLOAT_TYPES)
         b = need(srcs[1], op, "src1", FLOAT_TYPES)
         if not can_repeat(b, a):
             raise fail(op, "src1 must broadcast into src0 (each dim of src0 a multiple of src1's)", a, b)
@@ -129,7 +124,7 @@ for _op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):
 
 
 def _add1(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
-    a = _float_src0(Op.ADD1, srcs)
+    a = need(srcs[0], Op.ADD1, "src0", FLOAT_TYPES)
     b = need(srcs[1], Op.ADD1, "src1")
     if b.nelements() != 1:
         raise fail(Op.ADD1, "src1 must be a scalar", a, b)
@@ -154,7 +149,7 @@ def _check_sub_params(op: Op, params: object, base: type, table: dict[Any, type]
 
 def _unary(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     _check_sub_params(Op.UNARY, params, UnaryParams, PARAMS_OF_UNARY)
-    a = _float_src0(Op.UNARY, srcs)
+    a = need(srcs[0], Op.UNARY, "src0", FLOAT_TYPES)
     return a.type, a.ne
 
 
@@ -163,7 +158,7 @@ define(Op.UNARY, (1, 1), _unary, UnaryParams, can_inplace=True)
 
 def _glu(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     _check_sub_params(Op.GLU, params, GluParams, PARAMS_OF_GLU)
-    a = _float_src0(Op.GLU, srcs)
+    a = need(srcs[0], Op.GLU, "src0", FLOAT_TYPES)
     b = srcs[1] if len(srcs) > 1 else None
     if b is None:
         if a.ne[0] % 2:
