@@ -24,8 +24,6 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class MetaStats:
-    plans: int = 0
-    """Graphs planned (states, simple tensors, subgraphs)."""
     computes: int = 0
     allreduces: int = 0
     """Allreduces run in total."""
@@ -51,6 +49,11 @@ class MetaBackend(Backend):
     def name(self) -> str:
         return self.device.name
 
+    @property
+    def plans_built(self) -> int:
+        """Graphs planned so far (states, simple tensors, subgraphs); a replayed graph plans none."""
+        return self._plans.builds
+
     def set_comm(self, comm: Communicator | str | None) -> None:
         """Reduce through another communicator from now on (auto, inprocess, butterfly or an instance)."""
         self.comm = make_communicator(comm, self.backends)
@@ -61,7 +64,6 @@ class MetaBackend(Backend):
         builds = self._plans.builds
         p = self._plans.get(graph)
         if self._plans.builds != builds:
-            self.stats.plans += 1
             log.debug("meta plan of graph %d: %d subgraphs, %d allreduces", graph.uid, len(p.subgraphs),
                       p.n_allreduce)
         return p
