@@ -116,7 +116,7 @@ def test_rope_back_is_ropes_adjoint(mode: int, yarn: bool) -> None:
     pos = tensor(ctx, np.array([3, -1, 17], np.int32), T.I32)
     kw = dict(n_ctx_orig=64, freq_scale=0.25, ext_factor=1.0, attn_factor=0.9) if yarn else {}
     fwd = result(ops.rope(tensor(ctx, x), pos, 8, mode, **kw))  # type: ignore[arg-type]
-    back = result(ops.rope_back(tensor(ctx, g), pos, 8, mode, **kw))  # type: ignore[arg-type]
+    back = result(ops.rope_back(tensor(ctx, g), pos, ops.RopeParams(8, mode, **kw)))  # type: ignore[arg-type]
     assert _dot(fwd, g) == pytest.approx(_dot(x, back), rel=1e-5)
 
 
@@ -164,7 +164,7 @@ def test_shape_rules_refuse_bad_input() -> None:
     with pytest.raises(ShapeError, match="SOFT_MAX_BACK: max_bias"):
         ops.soft_max_ext_back(a, a, 1.0, 8.0)
     with pytest.raises(ShapeError, match="ROPE_BACK: n_dims"):
-        ops.rope_back(tensor(ctx, rand(1, 2, 3, 4)), tensor(ctx, np.zeros(2, np.int32), T.I32), 5)
+        ops.rope_back(tensor(ctx, rand(1, 2, 3, 4)), tensor(ctx, np.zeros(2, np.int32), T.I32), ops.RopeParams(5))
     with pytest.raises(ShapeError, match="GET_ROWS_BACK: one row id per gradient row"):
         ops.get_rows_back(a, tensor(ctx, np.zeros(2, np.int32), T.I32), a)
     with pytest.raises(ShapeError, match="CROSS_ENTROPY_LOSS_BACK: the gradient of the loss must be a scalar"):

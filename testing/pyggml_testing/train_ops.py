@@ -31,7 +31,7 @@ InPlaceBuild = Callable[[Context], tuple[Tensor, Tensor, Tensor]]
 
 def _rope_back(c: Context) -> tuple[Tensor, Tensor, Tensor]:
     a, pos = c.new_tensor(F32, 16, 3, 5), c.new_tensor(GGMLType.I32, 5)
-    return ops.rope_back(a, pos, 12, 2, n_ctx_orig=4096, freq_scale=0.25, ext_factor=1.0), a, pos
+    return ops.rope_back(a, pos, ops.RopeParams(12, 2, n_ctx_orig=4096, freq_scale=0.25, ext_factor=1.0)), a, pos
 
 
 IN_PLACE: dict[str, InPlaceBuild] = {

@@ -8,7 +8,6 @@ optimiser steps OPT_STEP_ADAMW (the parameter and both moments compared after th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
 from itertools import product
 
 from pyggml import ops
@@ -82,7 +81,7 @@ def rope_back_case(t: GGMLType, ne: Sequence[int], p: RopeParams, ff: bool = Fal
         a = b.strided(t, ne, pad=(4, 1, 0, 0)) if v else b.input(t, ne)
         pos = b.input(I32, (ne[2],), integers(0, 4096))
         factors = b.input(F32, (p.n_dims // 2,), uniform(0.9, 1.1)) if ff else None
-        return ops.rope_back(a, pos, freq_factors=factors, **asdict(p))
+        return ops.rope_back(a, pos, p, factors)
 
     return Case(Op.ROPE_BACK, params, build)
 

@@ -17,8 +17,7 @@ from pyggml.tensor import Tensor
 
 @rule(Op.IM2COL, ignore=frozenset({0}))
 def _im2col(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    p = node.params
-    assert isinstance(p, Im2colParams)
+    p: Im2colParams = node.params
     kernel, x = node.src[0], node.src[1]
     assert kernel is not None and x is not None
     if bp.needs(1):
@@ -27,8 +26,7 @@ def _im2col(node: Tensor, g: Tensor, bp: Backprop) -> None:
 
 @rule(Op.POOL_2D)
 def _pool_2d(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    p = node.params
-    assert isinstance(p, Pool2DParams)
+    p: Pool2DParams = node.params
     x = node.src[0]
     assert x is not None
     if bp.needs(0):
@@ -40,8 +38,7 @@ def _pool_1d(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """ggml has no rule: POOL_1D is POOL_2D over windows one row high (x as [ne0, 1, ne1, ne2 ne3]), so its
     gradient is POOL_2D_BACK's. Its AVG divides by the real elements a window covers where POOL_2D's divides by k0,
     which differ only where a window reaches into the padding: AVG with padding has no rule."""
-    p = node.params
-    assert isinstance(p, Pool1DParams)
+    p: Pool1DParams = node.params
     x = node.src[0]
     assert x is not None
     if not bp.needs(0):

@@ -34,8 +34,7 @@ def _flash_attn_ext(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """(ggml has no rule for it.) q, k and v get gradients; the mask and the sinks are constants."""
     from pyggml.autodiff.backward import backprop_through  # backward imports this module to fill the table
 
-    p = node.params
-    assert isinstance(p, FlashAttnParams)
+    p: FlashAttnParams = node.params
     q, k, v = node.src[0], node.src[1], node.src[2]
     assert q is not None and k is not None and v is not None
     mask = node.src[3] if len(node.src) > 3 else None

@@ -5,8 +5,6 @@ CROSS_ENTROPY_LOSS use their backward ops. Index, position and destination sourc
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from pyggml import ops
 from pyggml.autodiff.rules import Backprop, GradientError, rule
 from pyggml.ops.attention import DiagMaskParams, SoftMaxParams
@@ -52,8 +50,7 @@ def _transpose(node: Tensor, g: Tensor, bp: Backprop) -> None:
 
 @rule(Op.PERMUTE)
 def _permute(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    p = node.params
-    assert isinstance(p, PermuteParams)
+    p: PermuteParams = node.params
     if bp.needs(0):
         back = [0, 0, 0, 0]
         for i, ax in enumerate(p.axes):
@@ -65,8 +62,7 @@ def _permute(node: Tensor, g: Tensor, bp: Backprop) -> None:
 def _view(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """The viewed elements of src0 get the gradient, the others none: add g into a zero tensor of src0's shape
     through the same view (ACC)."""
-    p = node.params
-    assert isinstance(p, ViewParams)
+    p: ViewParams = node.params
     a = _src(node, 0)
     if not bp.needs(0):
         return
@@ -78,8 +74,7 @@ def _view(node: Tensor, g: Tensor, bp: Backprop) -> None:
 @rule(Op.SET)
 def _set(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """src1 overwrites a view of src0: src1 gets that view of g, src0 gets g with the view zeroed."""
-    p = node.params
-    assert isinstance(p, AccParams)
+    p: AccParams = node.params
     b = _src(node, 1)
     g = _contiguous(g)  # the byte strides and offset address src0's contiguous layout, not a transposed g's
     part = ops.view(g, b.ne, (p.nb1, p.nb2, p.nb3), p.offset)
@@ -91,8 +86,7 @@ def _set(node: Tensor, g: Tensor, bp: Backprop) -> None:
 
 @rule(Op.ACC)
 def _acc(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    p = node.params
-    assert isinstance(p, AccParams)
+    p: AccParams = node.params
     b = _src(node, 1)
     if bp.needs(0):
         bp.add(0, g)
@@ -109,8 +103,7 @@ def _repeat(node: Tensor, g: Tensor, bp: Backprop) -> None:
 @rule(Op.CONCAT)
 def _concat(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """Each source gets its slab of g along the concatenated dim."""
-    p = node.params
-    assert isinstance(p, ConcatParams)
+    p: ConcatParams = node.params
     a, b = _src(node, 0), _src(node, 1)
     g = _contiguous(g)  # views take nb0 to be the element size
     if bp.needs(0):
@@ -122,8 +115,7 @@ def _concat(node: Tensor, g: Tensor, bp: Backprop) -> None:
 @rule(Op.PAD)
 def _pad(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """Zero padding (not in ggml's rules): src0 gets the block of g the padding surrounds."""
-    p = node.params
-    assert isinstance(p, PadParams)
+    p: PadParams = node.params
     a = _src(node, 0)
     if bp.needs(0):
         g = _contiguous(g)  # views take nb0 to be the element size
@@ -142,8 +134,7 @@ def _get_rows(node: Tensor, g: Tensor, bp: Backprop) -> None:
 
 def _diag_mask(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """Masked elements are constants: their gradient is zero, the others pass through."""
-    p = node.params
-    assert isinstance(p, DiagMaskParams)
+    p: DiagMaskParams = node.params
     if bp.needs(0):
         bp.add(0, ops.diag_mask_zero(g, p.n_past))
 
@@ -158,8 +149,7 @@ def _soft_max(node: Tensor, g: Tensor, bp: Backprop) -> None:
     sum(g y)) holds with sinks too (they only enlarge the denominator) and does not depend on ALiBi's slopes, which
     scale the constant mask: the backward op gets max_bias 0 whatever the forward's was (ggml passes it on and
     then supports only 0)."""
-    p = node.params
-    assert isinstance(p, SoftMaxParams)
+    p: SoftMaxParams = node.params
     if bp.needs(0):
         bp.add(0, ops.soft_max_ext_back(g, node, scale=p.scale, max_bias=0.0))
 
@@ -167,12 +157,10 @@ def _soft_max(node: Tensor, g: Tensor, bp: Backprop) -> None:
 @rule(Op.ROPE, ignore=frozenset({1, 2}))
 def _rope(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """Positions and frequency factors take no gradient; x gets the inverse rotation of g."""
-    p = node.params
-    assert isinstance(p, RopeParams)
+    p: RopeParams = node.params
     if bp.needs(0):
-        kw = {f.name: getattr(p, f.name) for f in fields(p) if f.name not in ("n_dims", "mode")}
         ff = node.src[2] if len(node.src) > 2 else None
-        bp.add(0, ops.rope_back(g, _src(node, 1), p.n_dims, p.mode, freq_factors=ff, **kw))
+        bp.add(0, ops.rope_back(g, _src(node, 1), p, ff))
 
 
 @rule(Op.REPEAT_BACK)

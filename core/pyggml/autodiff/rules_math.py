@@ -114,8 +114,7 @@ def _cos(node: Tensor, g: Tensor, bp: Backprop) -> None:
 
 @rule(Op.SCALE)
 def _scale(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    p = node.params
-    assert isinstance(p, ScaleParams)
+    p: ScaleParams = node.params
     if bp.needs(0):
         bp.add(0, ops.scale(g, p.s))
 
@@ -129,8 +128,7 @@ def _dup(node: Tensor, g: Tensor, bp: Backprop) -> None:
 @rule(Op.LEAKY_RELU)
 def _leaky_relu(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """(not in ggml's rules) slope 1 where x > 0, negative_slope elsewhere."""
-    p = node.params
-    assert isinstance(p, LeakyReluParams)
+    p: LeakyReluParams = node.params
     if bp.needs(0):
         bp.add(0, ops.mul(g, ops.scale(ops.step(_x(node)), 1.0 - p.negative_slope, p.negative_slope)))
 
@@ -138,8 +136,7 @@ def _leaky_relu(node: Tensor, g: Tensor, bp: Backprop) -> None:
 @rule(Op.CLAMP)
 def _clamp(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """(not in ggml's rules) g passes where min < x < max, zero where the clamp holds x."""
-    p = node.params
-    assert isinstance(p, ClampParams)
+    p: ClampParams = node.params
     if bp.needs(0):
         x = _x(node)
         inside = ops.mul(ops.step(ops.scale(x, 1.0, -p.min)), ops.step(ops.scale(x, -1.0, p.max)))
@@ -173,8 +170,7 @@ def _mean(node: Tensor, g: Tensor, bp: Backprop) -> None:
 
 @rule(Op.RMS_NORM)
 def _rms_norm(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    p = node.params
-    assert isinstance(p, NormParams)
+    p: NormParams = node.params
     if bp.needs(0):
         bp.add(0, ops.rms_norm_back(g, _x(node), p.eps))
 
@@ -182,8 +178,7 @@ def _rms_norm(node: Tensor, g: Tensor, bp: Backprop) -> None:
 @rule(Op.NORM)
 def _norm(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """y = (x - mean x) / s with s = sqrt(var x + eps) per row: dx = (g - mean g - y mean(g y)) / s."""
-    p = node.params
-    assert isinstance(p, NormParams)
+    p: NormParams = node.params
     if not bp.needs(0):
         return
     x = _x(node)
@@ -329,8 +324,7 @@ def _swiglu(node: Tensor, g: Tensor, bp: Backprop) -> None:
     """silu(x) * gate. Split: x = src0, gate = src1 (exchanged when swapped). Fused (one source, which ggml does
     not differentiate): x and gate are the first and second halves of each row of src0 (exchanged when swapped),
     and src0's gradient is the two halves' gradients concatenated back."""
-    p = node.params
-    assert isinstance(p, GluParams)
+    p: GluParams = node.params
     if len(node.src) < 2 or node.src[1] is None:
         if bp.needs(0):
             a = _x(node)

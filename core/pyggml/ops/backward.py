@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pyggml.ops.attention import SoftMaxParams
 from pyggml.ops.base import Op, check_types, define, fail, need, record, tiles
 from pyggml.ops.norm import NormParams
-from pyggml.ops.rope import ROPE_TYPE_NORMAL, RopeParams, _rope
+from pyggml.ops.rope import RopeParams, _rope
 from pyggml.tensor import Ne, Tensor
 from pyggml.types import GGMLType
 
@@ -152,26 +152,11 @@ def soft_max_ext_back(grad: Tensor, y: Tensor, scale: float = 1.0, max_bias: flo
 define(Op.ROPE_BACK, (2, 3), lambda srcs, p: _rope(srcs, p, Op.ROPE_BACK), RopeParams, can_inplace=True)
 
 
-def rope_back(
-    a: Tensor,
-    pos: Tensor,
-    n_dims: int,
-    mode: int = ROPE_TYPE_NORMAL,
-    *,
-    freq_factors: Tensor | None = None,
-    n_ctx_orig: int = 0,
-    freq_base: float = 10000.0,
-    freq_scale: float = 1.0,
-    ext_factor: float = 0.0,
-    attn_factor: float = 1.0,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
-) -> Tensor:
-    """The gradient of ROPE with the same arguments (`O.rope`'s): each pair rotated by minus the forward angle
-    (ROPE with the sine negated, ggml_rope_ext_back), scaled by the same magnitude (attn_factor and YaRN's)."""
-    p = RopeParams(int(n_dims), int(mode), int(n_ctx_orig), float(freq_base), float(freq_scale),
-                   float(ext_factor), float(attn_factor), float(beta_fast), float(beta_slow))
-    return record(Op.ROPE_BACK, (a, pos, freq_factors), p)
+def rope_back(grad: Tensor, pos: Tensor, params: RopeParams, freq_factors: Tensor | None = None) -> Tensor:
+    """The gradient of the ROPE made with `params`, `pos` and `freq_factors` (`rope`'s arguments as its params
+    keep them): each pair rotated by minus the forward angle (ROPE with the sine negated, ggml_rope_ext_back),
+    scaled by the same magnitude (attn_factor and YaRN's)."""
+    return record(Op.ROPE_BACK, (grad, pos, freq_factors), params)
 
 
 def _cross_entropy_loss(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:

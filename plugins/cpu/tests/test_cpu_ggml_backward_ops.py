@@ -85,9 +85,7 @@ def test_rope_back(cpu_backend: Backend, gg: GgmlCtx, t: GGMLType, mode: int, n_
     args = (n_dims, mode, 512, 10000.0, fs, ef, af, 32.0, 1.0)
     want = gg.run(gg.call("ggml_rope_ext_back", gg.tensor(x, t), gg.tensor(pos, T.I32), gg.tensor(ff, T.F32), *args),
                   x.shape, t)
-    got = run_pyggml(cpu_backend, lambda mk: O.rope_back(
-        mk(x, t), mk(pos, T.I32), n_dims, mode, freq_factors=mk(ff, T.F32), n_ctx_orig=512, freq_base=10000.0,
-        freq_scale=fs, ext_factor=ef, attn_factor=af, beta_fast=32.0, beta_slow=1.0))
+    got = run_pyggml(cpu_backend, lambda mk: O.rope_back(mk(x, t), mk(pos, T.I32), O.RopeParams(*args), mk(ff, T.F32)))
     err = nmse(got.reshape(x.shape), want)
     # YaRN: the angles of positions up to 4096 differ from ggml's by float32 roundings, as ROPE's do (same NMSE)
     assert err < (1e-8 if t == T.F16 else 1e-10 if yarn else 1e-12), err
