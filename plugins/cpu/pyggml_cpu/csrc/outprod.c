@@ -89,53 +89,34 @@ static void op_tile_base(int64_t kc, const float *restrict a, const float *restr
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/* AVX2 + FMA: one fused multiply-add per element and k, as ggml's vec_mad */
-__attribute__((target("avx2,fma"))) static void op_tile_avx2(int64_t kc, const float *restrict a,
-                                                              const float *restrict b, float *restrict c,
-                                                              int64_t ldc, int acc) {
-    __m256 c0[OP_NR], c1[OP_NR];
-    for (int j = 0; j < OP_NR; j++) {
-        c0[j] = acc ? _mm256_loadu_ps(c + j * ldc) : _mm256_setzero_ps();
-        c1[j] = acc ? _mm256_loadu_ps(c + j * ldc + 8) : _mm256_setzero_ps();
+/* The x86 tiles, one text for both vector widths: W floats per register (AVX2 + FMA: 8, a 16-row tile; AVX-512:
+   16, a 32-row tile), the intrinsics named by their width prefix P. One fused multiply-add per element and k, as
+   ggml's AVX2 vec_mad: the same sums at either width, hence the same bits. */
+#define OP_TILE_X86(name, isa, V, W, P)                                                                               \
+    __attribute__((target(isa))) static void name(int64_t kc, const float *restrict a, const float *restrict b,      \
+                                                  float *restrict c, int64_t ldc, int acc) {                          \
+        V c0[OP_NR], c1[OP_NR];                                                                                       \
+        for (int j = 0; j < OP_NR; j++) {                                                                             \
+            c0[j] = acc ? P##_loadu_ps(c + j * ldc) : P##_setzero_ps();                                               \
+            c1[j] = acc ? P##_loadu_ps(c + j * ldc + W) : P##_setzero_ps();                                           \
+        }                                                                                                             \
+        for (int64_t k = 0; k < kc; k++) {                                                                            \
+            const V a0 = P##_load_ps(a + k * 2 * W), a1 = P##_load_ps(a + k * 2 * W + W);                             \
+            const float *bk = b + k * OP_NR;                                                                          \
+            for (int j = 0; j < OP_NR; j++) {                                                                         \
+                const V bj = P##_set1_ps(bk[j]);                                                                      \
+                c0[j] = P##_fmadd_ps(a0, bj, c0[j]);                                                                  \
+                c1[j] = P##_fmadd_ps(a1, bj, c1[j]);                                                                  \
+            }                                                                                                         \
+        }                                                                                                             \
+        for (int j = 0; j < OP_NR; j++) {                                                                             \
+            P##_storeu_ps(c + j * ldc, c0[j]);                                                                        \
+            P##_storeu_ps(c + j * ldc + W, c1[j]);                                                                    \
+        }                                                                                                             \
     }
-    for (int64_t k = 0; k < kc; k++) {
-        const __m256 a0 = _mm256_load_ps(a + k * OP_MR), a1 = _mm256_load_ps(a + k * OP_MR + 8);
-        const float *bk = b + k * OP_NR;
-        for (int j = 0; j < OP_NR; j++) {
-            const __m256 bj = _mm256_broadcast_ss(bk + j);
-            c0[j] = _mm256_fmadd_ps(a0, bj, c0[j]);
-            c1[j] = _mm256_fmadd_ps(a1, bj, c1[j]);
-        }
-    }
-    for (int j = 0; j < OP_NR; j++) {
-        _mm256_storeu_ps(c + j * ldc, c0[j]);
-        _mm256_storeu_ps(c + j * ldc + 8, c1[j]);
-    }
-}
 
-/* AVX-512: a 32-row tile, twice AVX2's lanes per fused multiply-add; the same sums, hence the same bits */
-__attribute__((target("avx512f"))) static void op_tile_avx512(int64_t kc, const float *restrict a,
-                                                               const float *restrict b, float *restrict c,
-                                                               int64_t ldc, int acc) {
-    __m512 c0[OP_NR], c1[OP_NR];
-    for (int j = 0; j < OP_NR; j++) {
-        c0[j] = acc ? _mm512_loadu_ps(c + j * ldc) : _mm512_setzero_ps();
-        c1[j] = acc ? _mm512_loadu_ps(c + j * ldc + 16) : _mm512_setzero_ps();
-    }
-    for (int64_t k = 0; k < kc; k++) {
-        const __m512 a0 = _mm512_load_ps(a + k * 32), a1 = _mm512_load_ps(a + k * 32 + 16);
-        const float *bk = b + k * OP_NR;
-        for (int j = 0; j < OP_NR; j++) {
-            const __m512 bj = _mm512_set1_ps(bk[j]);
-            c0[j] = _mm512_fmadd_ps(a0, bj, c0[j]);
-            c1[j] = _mm512_fmadd_ps(a1, bj, c1[j]);
-        }
-    }
-    for (int j = 0; j < OP_NR; j++) {
-        _mm512_storeu_ps(c + j * ldc, c0[j]);
-        _mm512_storeu_ps(c + j * ldc + 16, c1[j]);
-    }
-}
+OP_TILE_X86(op_tile_avx2, "avx2,fma", __m256, 8, _mm256)
+OP_TILE_X86(op_tile_avx512, "avx512f", __m512, 16, _mm512)
 #endif
 
 /* the level's tile kernel and its row count MR (the a panels' width) */
@@ -143,7 +124,7 @@ static op_tile_fn op_tile(int *mr) {
     *mr = OP_MR;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (pgc_S.level == 3 || pgc_S.level == 4) {
-        *mr = 32;
+        *mr = OP_MR_MAX;
         return op_tile_avx512;
     }
     if (pgc_S.level >= 1 && pgc_S.level <= 2) return op_tile_avx2; /* AVX2 + FMA */
