@@ -37,8 +37,8 @@ def child(args: argparse.Namespace) -> dict[str, object]:
     stats = getattr(meta, "stats", None)
     return {
         "devices": n, "split_mode": mode, "backends": s.stats.backends, "load_s": round(load_s, 2),
-        "prompt_tokens": len(prompt), "prompt_tok_s": round(s.stats.prompt_tok_s, 2),
-        "decode_tokens": s.stats.decode_tokens, "decode_tok_s": round(s.stats.decode_tok_s, 3),
+        "prompt_tokens": len(prompt), "prompt_tok_s": round(s.stats.prompt.tok_s, 2),
+        "decode_tokens": s.stats.decode.tokens, "decode_tok_s": round(s.stats.decode.tok_s, 3),
         "allreduces_per_token": stats.last_allreduces if stats is not None else 0,
         "allreduce": getattr(getattr(meta, "comm", None), "name", None),
         "tokens": tokens,

@@ -15,12 +15,11 @@ import numpy.typing as npt
 import pytest
 
 from pyggml_llama.agreement import NOISE_FLOOR_KLD, agreement
-from pyggml_llama.mamba_synthetic import TinyRecurrent
-from pyggml_llama.recurrent import RecurrentSession
+from pyggml_llama.recurrent import RecurrentHParams, RecurrentSession
 from pyggml_llama.session import has_device
 from pyggml_testing.llama_cpp_ref import llama_cpp_module
 
-C = TypeVar("C", bound=TinyRecurrent)
+C = TypeVar("C", bound=RecurrentHParams)
 F32 = npt.NDArray[np.float32]
 Weights = dict[str, F32]
 DEVICES = ["numpy", "cpu", "OpenCL0", "Vulkan0"]

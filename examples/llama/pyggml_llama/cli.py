@@ -98,13 +98,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps({
             "prompt_tokens": prompt, "tokens": out, "text": tk.decode(out),
-            "prompt_tok_s": round(st.prompt_tok_s, 2), "decode_tok_s": round(st.decode_tok_s, 2),
+            "prompt_tok_s": round(st.prompt.tok_s, 2), "decode_tok_s": round(st.decode.tok_s, 2),
             "backends": st.backends, "n_splits": st.n_splits,
             "graph_builds": st.graph_builds, "graph_reuses": st.graph_reuses,
         }))
     else:
-        print(f"\n\n[{len(prompt)} prompt tokens at {st.prompt_tok_s:.1f} tok/s, {len(out)} generated at "
-              f"{st.decode_tok_s:.1f} tok/s on {', '.join(st.backends)}; {st.n_splits} splits, "
+        print(f"\n\n[{len(prompt)} prompt tokens at {st.prompt.tok_s:.1f} tok/s, {len(out)} generated at "
+              f"{st.decode.tok_s:.1f} tok/s on {', '.join(st.backends)}; {st.n_splits} splits, "
               f"{st.graph_builds} graph builds, {st.graph_reuses} reuses]", file=sys.stderr)
     return 0
 

@@ -26,23 +26,25 @@ from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile, Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_llama.recurrent import GRAPH_SIZE, RecurrentArch, RecurrentGraph, RecurrentSession, RecurrentState
+from pyggml_llama.recurrent import (
+    GRAPH_SIZE,
+    RecurrentArch,
+    RecurrentGraph,
+    RecurrentHParams,
+    RecurrentSession,
+    RecurrentState,
+)
 
 F32_SIZE = 4
 
 
 @dataclass(frozen=True)
-class MambaHParams:
-    arch: str
-    n_layer: int
-    n_embd: int
-    n_vocab: int
+class MambaHParams(RecurrentHParams):
     d_conv: int
     d_inner: int
     d_state: int
     dt_rank: int
     """Mamba 1: the rank of dt's projection; Mamba 2: the number of heads (llama.cpp keeps both in this key)."""
-    norm_eps: float
     n_group: int = 1
     """Mamba 2's B/C groups (and ssm_norm groups)."""
 

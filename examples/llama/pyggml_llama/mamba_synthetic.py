@@ -11,60 +11,34 @@ what the example checks against llama.cpp.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pyggml_llama.mamba import MambaHParams
+from pyggml_llama.recurrent import RecurrentHParams
+
 F64 = npt.NDArray[np.float64]
 F32 = npt.NDArray[np.float32]
 
 
-@dataclass(frozen=True)
-class TinyRecurrent:
-    """What every tiny recurrent file has (Mamba's and RWKV's configs extend it): the architecture, the depth and
-    width, the vocabulary and the norms' epsilon."""
-
-    arch: str
-    n_layer: int = 2
-    n_embd: int = 32
-    n_vocab: int = 96
-    eps: float = 1e-5
-
-    @property
-    def tokens(self) -> list[str]:
-        """One character per token (printable ASCII from '!') and one merge, '!' + '"': a gpt2 vocabulary that
-        llama.cpp loads (it needs merges)."""
-        return [chr(33 + i) for i in range(self.n_vocab - 1)] + ['!"']
-
-
-@dataclass(frozen=True)
-class TinyMamba(TinyRecurrent):
-    arch: str = "mamba"
-    """`mamba` (Mamba 1) or `mamba2`."""
-    d_conv: int = 4
-    d_state: int = 16
-    dt_rank: int = 4
-    """Mamba 1: dt's projection rank; Mamba 2: the number of heads (llama.cpp's ssm.time_step_rank for both)."""
-    n_group: int = 1
-    """Mamba 2's B/C groups."""
-
-    @property
-    def d_inner(self) -> int:
-        return 2 * self.n_embd
-
-    @property
-    def conv_dim(self) -> int:
-        return self.d_inner if self.arch == "mamba" else self.d_inner + 2 * self.n_group * self.d_state
-
-
-MAMBA2 = TinyMamba(arch="mamba2", dt_rank=8, n_group=2)
+MAMBA1 = MambaHParams(arch="mamba", n_layer=2, n_embd=32, n_vocab=96, norm_eps=1e-5, d_conv=4, d_inner=64,
+                      d_state=16, dt_rank=4)
+"""Mamba 1: d_inner = 2 * n_embd (the only expansion llama.cpp loads), dt's projection of rank 4."""
+MAMBA2 = replace(MAMBA1, arch="mamba2", dt_rank=8, n_group=2)
 """8 heads of head_dim 8, B and C in 2 groups."""
 
 
-def tiny_mamba_weights(cfg: TinyMamba, rng: np.random.Generator, *, output: bool = False) -> dict[str, F32]:
+def tiny_vocab(n_vocab: int) -> list[str]:
+    """One character per token (printable ASCII from '!') and one merge, '!' + '"': a gpt2 vocabulary that
+    llama.cpp loads (it needs merges)."""
+    return [chr(33 + i) for i in range(n_vocab - 1)] + ['!"']
+
+
+def tiny_mamba_weights(cfg: MambaHParams, rng: np.random.Generator, *, output: bool = False) -> dict[str, F32]:
     """Numpy arrays by GGUF name, rows the output features (numpy shape = ggml ne reversed)."""
     def m(rows: int, cols: int, scale: float = 1.0) -> F32:
         out: F32 = (scale / np.sqrt(cols) * rng.standard_normal((rows, cols))).astype(np.float32)
@@ -103,7 +77,7 @@ QUANTIZED = ("token_embd.weight", "output.weight", "ssm_in.weight", "ssm_x.weigh
 llama.cpp's converter keeps the conv kernel, A, D, the norms and the small dt projection."""
 
 
-def write_tiny_mamba(path: str | Path, cfg: TinyMamba, weights: dict[str, F32], qtype: str = "F32") -> Path:
+def write_tiny_mamba(path: str | Path, cfg: MambaHParams, weights: dict[str, F32], qtype: str = "F32") -> Path:
     """The GGUF llama.cpp's `mamba` / `mamba2` loader reads (gguf package): keys under the architecture's name,
     a gpt2 vocabulary; the matrices named in QUANTIZED stored as `qtype` (a GGML type name, e.g. Q8_0)."""
     def keys(w: Any) -> None:
@@ -113,15 +87,15 @@ def write_tiny_mamba(path: str | Path, cfg: TinyMamba, weights: dict[str, F32], 
         w.add_ssm_time_step_rank(cfg.dt_rank)
         if cfg.arch == "mamba2":
             w.add_ssm_group_count(cfg.n_group)
-        w.add_layer_norm_rms_eps(cfg.eps)
+        w.add_layer_norm_rms_eps(cfg.norm_eps)
 
     return write_tiny_gguf(path, cfg, 0, keys, weights, lambda name, arr: name.endswith(QUANTIZED), qtype)
 
 
-def write_tiny_gguf(path: str | Path, cfg: TinyRecurrent, n_ff: int, keys: Callable[[Any], None],
+def write_tiny_gguf(path: str | Path, cfg: RecurrentHParams, n_ff: int, keys: Callable[[Any], None],
                     weights: dict[str, F32], quantized: Callable[[str, F32], bool], qtype: str) -> Path:
     """A tiny recurrent GGUF (gguf package): the keys every architecture has, then the family's own (`keys` adds
-    them to the writer), the gpt2 vocabulary of `cfg.tokens`, and the weights, those `quantized` picks stored as
+    them to the writer), the gpt2 vocabulary of `tiny_vocab`, and the weights, those `quantized` picks stored as
     `qtype` (a GGML type name, e.g. Q8_0) unless it is F32."""
     import gguf
 
@@ -134,7 +108,7 @@ def write_tiny_gguf(path: str | Path, cfg: TinyRecurrent, n_ff: int, keys: Calla
     keys(w)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt-2")
-    w.add_token_list(cfg.tokens)
+    w.add_token_list(tiny_vocab(cfg.n_vocab))
     w.add_token_types([1] * cfg.n_vocab)
     w.add_token_merges(['! "'])
     quant = gguf.GGMLQuantizationType[qtype]
@@ -163,7 +137,7 @@ def _softplus(x: float) -> float:
     return x if x > 20.0 else float(np.log1p(np.exp(x)))
 
 
-def _causal_conv(cfg: TinyMamba, u: F64, kern: F64, bias: F64) -> F64:
+def _causal_conv(cfg: MambaHParams, u: F64, kern: F64, bias: F64) -> F64:
     """SiLU of each channel's causal conv: tap k reads the input d_conv - 1 - k steps back (zeros before the
     first), plus the bias."""
     n, channels = u.shape
@@ -179,7 +153,7 @@ def _causal_conv(cfg: TinyMamba, u: F64, kern: F64, bias: F64) -> F64:
     return _silu(out)
 
 
-def _mamba1_mixer(cfg: TinyMamba, w: dict[str, F64], p: str, h: F64) -> F64:
+def _mamba1_mixer(cfg: MambaHParams, w: dict[str, F64], p: str, h: F64) -> F64:
     n, di, ds, r = len(h), cfg.d_inner, cfg.d_state, cfg.dt_rank
     xz = h @ w[p + "ssm_in.weight"].T
     u = _causal_conv(cfg, xz[:, :di], w[p + "ssm_conv1d.weight"], w[p + "ssm_conv1d.bias"])
@@ -199,7 +173,7 @@ def _mamba1_mixer(cfg: TinyMamba, w: dict[str, F64], p: str, h: F64) -> F64:
     return out
 
 
-def _mamba2_mixer(cfg: TinyMamba, w: dict[str, F64], p: str, h: F64) -> F64:
+def _mamba2_mixer(cfg: MambaHParams, w: dict[str, F64], p: str, h: F64) -> F64:
     """Heads of head_dim channels share a scalar decay; head hd reads B/C group hd // (n_head / n_group); the
     gated output is RMS-normalised per group of d_inner / n_group channels."""
     n, di, ds, nh, ng = len(h), cfg.d_inner, cfg.d_state, cfg.dt_rank, cfg.n_group
@@ -223,12 +197,12 @@ def _mamba2_mixer(cfg: TinyMamba, w: dict[str, F64], p: str, h: F64) -> F64:
                     state[head, c, s] = decay * state[head, c, s] + step * bmat[t, g, s] * x[t, head, c]
                 y[t, head, c] = float(state[head, c] @ cmat[t, g]) + w[p + "ssm_d"][head, 0] * x[t, head, c]
     gated = (y.reshape(n, di) * _silu(z)).reshape(n, ng, di // ng)
-    normed = _rms(gated, w[p + "ssm_norm.weight"], cfg.eps).reshape(n, di)
+    normed = _rms(gated, w[p + "ssm_norm.weight"], cfg.norm_eps).reshape(n, di)
     out: F64 = normed @ w[p + "ssm_out.weight"].T
     return out
 
 
-def mamba_forward(cfg: TinyMamba, weights: dict[str, F32], tokens: list[int]) -> F64:
+def mamba_forward(cfg: MambaHParams, weights: dict[str, F32], tokens: list[int]) -> F64:
     """Logits [len(tokens), n_vocab] in float64 from an empty history: per layer and channel the causal conv, then
     the discretised recurrence h = exp(dt A) h + dt B x, y = C . h + D x, gated by silu(z)."""
     w = {k: a.astype(np.float64) for k, a in weights.items()}
@@ -236,6 +210,6 @@ def mamba_forward(cfg: TinyMamba, weights: dict[str, F32], tokens: list[int]) ->
     mixer = _mamba1_mixer if cfg.arch == "mamba" else _mamba2_mixer
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
-        x = x + mixer(cfg, w, p, _rms(x, w[p + "attn_norm.weight"], cfg.eps))
+        x = x + mixer(cfg, w, p, _rms(x, w[p + "attn_norm.weight"], cfg.norm_eps))
     out = w.get("output.weight", w["token_embd.weight"])
-    return _rms(x, w["output_norm.weight"], cfg.eps) @ out.T
+    return _rms(x, w["output_norm.weight"], cfg.norm_eps) @ out.T

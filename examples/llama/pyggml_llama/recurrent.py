@@ -43,9 +43,16 @@ class RecurrentGraph:
     """SSM_SCAN's state index per sequence (always 0: one sequence), where the graph has one."""
 
 
-class RecurrentHParams(Protocol):
-    @property
-    def n_vocab(self) -> int: ...
+@dataclass(frozen=True)
+class RecurrentHParams:
+    """What every recurrent family's hyper-parameters hold (Mamba's and RWKV's extend them): the architecture, the
+    depth and width, the vocabulary and the norms' epsilon."""
+
+    arch: str
+    n_layer: int
+    n_embd: int
+    n_vocab: int
+    norm_eps: float
 
 
 class RecurrentState:

@@ -31,7 +31,14 @@ from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile, Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_llama.recurrent import GRAPH_SIZE, RecurrentArch, RecurrentGraph, RecurrentSession, RecurrentState
+from pyggml_llama.recurrent import (
+    GRAPH_SIZE,
+    RecurrentArch,
+    RecurrentGraph,
+    RecurrentHParams,
+    RecurrentSession,
+    RecurrentState,
+)
 
 F32_SIZE = 4
 GROUP_NORM_EPS = 64e-5
@@ -45,14 +52,9 @@ W7_SCALE = -0.606531
 
 
 @dataclass(frozen=True)
-class RwkvHParams:
-    arch: str
-    n_layer: int
-    n_embd: int
-    n_vocab: int
+class RwkvHParams(RecurrentHParams):
     n_ff: int
     head_size: int
-    norm_eps: float
     time_mix_extra_dim: int = 0
     """v6: rank of the mixes' projection."""
     time_decay_extra_dim: int = 0

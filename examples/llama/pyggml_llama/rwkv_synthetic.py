@@ -6,14 +6,14 @@ loads to compare with.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from pyggml_llama.mamba_synthetic import QUANTIZED, TinyRecurrent, write_tiny_gguf
+from pyggml_llama.mamba_synthetic import QUANTIZED, write_tiny_gguf
+from pyggml_llama.rwkv import RwkvHParams
 
 F64 = npt.NDArray[np.float64]
 F32 = npt.NDArray[np.float32]
@@ -21,30 +21,17 @@ GROUP_NORM_EPS = 64e-5
 MIXES = ("w", "k", "v", "r", "g")
 
 
-@dataclass(frozen=True)
-class TinyRwkv6(TinyRecurrent):
-    arch: str = "rwkv6"
-    n_embd: int = 64
-    n_ff: int = 224
-    head_size: int = 16
-    time_mix_extra_dim: int = 8
-    time_decay_extra_dim: int = 16
-    rescale_every_n_layers: int = 2
-    lora: tuple[int, int, int, int] = (8, 8, 8, 16)
-    """v7: ranks of the decay, in-context learning rate, value residual mix and gate projections."""
-
-    @property
-    def n_head(self) -> int:
-        return self.n_embd // self.head_size
-
-
-RWKV7 = TinyRwkv6(arch="rwkv7", n_layer=3, n_embd=128, n_ff=256, head_size=64, rescale_every_n_layers=0)
+RWKV6 = RwkvHParams(arch="rwkv6", n_layer=2, n_embd=64, n_vocab=96, norm_eps=1e-5, n_ff=224, head_size=16,
+                    time_mix_extra_dim=8, time_decay_extra_dim=16, rescale_every_n_layers=2)
+"""Two layers of four 16-wide heads, the residual stream halved after the second."""
+RWKV7 = RwkvHParams(arch="rwkv7", n_layer=3, n_embd=128, n_vocab=96, norm_eps=1e-5, n_ff=256, head_size=64,
+                    lora=(8, 8, 8, 16))
 """Three layers (the first layer's value mixes into two later ones), two heads of 64: ggml's SIMD WKV7 kernel
 reads past a head smaller than its vector step (32 floats on AVX2), so llama.cpp computes other heads' sums into
 a 16-wide head's output; real RWKV 7 models have heads of 64."""
 
 
-def tiny_rwkv6_weights(cfg: TinyRwkv6, rng: np.random.Generator) -> dict[str, F32]:
+def tiny_rwkv6_weights(cfg: RwkvHParams, rng: np.random.Generator) -> dict[str, F32]:
     """Numpy arrays by GGUF name (numpy shape = ggml ne reversed, as llama.cpp's converter writes them)."""
     def m(*shape: int, scale: float = 1.0) -> F32:
         out: F32 = (scale / np.sqrt(shape[-1]) * rng.standard_normal(shape)).astype(np.float32)
@@ -91,7 +78,7 @@ def tiny_rwkv6_weights(cfg: TinyRwkv6, rng: np.random.Generator) -> dict[str, F3
     return w
 
 
-def write_tiny_rwkv6(path: str | Path, cfg: TinyRwkv6, weights: dict[str, F32], qtype: str = "F32") -> Path:
+def write_tiny_rwkv6(path: str | Path, cfg: RwkvHParams, weights: dict[str, F32], qtype: str = "F32") -> Path:
     """The GGUF llama.cpp's `rwkv6` / `rwkv7` loader reads (gguf package); the 2-D matrices stored as `qtype` where
     their rows allow (the embeddings, output and the time/channel mix matrices), the rest F32."""
     def keys(w: Any) -> None:
@@ -106,7 +93,7 @@ def write_tiny_rwkv6(path: str | Path, cfg: TinyRwkv6, weights: dict[str, F32], 
             w.add_value_residual_mix_lora_rank(cfg.lora[2])
             w.add_gate_lora_rank(cfg.lora[3])
         w.add_token_shift_count(2)
-        w.add_layer_norm_eps(cfg.eps)
+        w.add_layer_norm_eps(cfg.norm_eps)
 
     matrices = (*QUANTIZED, "_key.weight", "_value.weight", "_receptance.weight", "_gate.weight", "mix_output.weight")
     return write_tiny_gguf(path, cfg, cfg.n_ff, keys, weights,
@@ -125,7 +112,7 @@ def _prev(x: F64) -> F64:
     return np.concatenate([np.zeros((1, x.shape[1])), x[:-1]])
 
 
-def _time_mix(cfg: TinyRwkv6, w: dict[str, F64], p: str, x: F64) -> F64:
+def _time_mix(cfg: RwkvHParams, w: dict[str, F64], p: str, x: F64) -> F64:
     n, hs, nh = len(x), cfg.head_size, cfg.n_head
     dx = _prev(x) - x
     lora = np.tanh((x + dx * w[p + "time_mix_lerp_x.weight"].reshape(-1)) @ w[p + "time_mix_w1.weight"].T)
@@ -161,7 +148,7 @@ def _sigmoid(x: F64) -> F64:
     return out
 
 
-def _time_mix7(cfg: TinyRwkv6, w: dict[str, F64], p: str, x: F64, v_first: list[F64]) -> F64:
+def _time_mix7(cfg: RwkvHParams, w: dict[str, F64], p: str, x: F64, v_first: list[F64]) -> F64:
     """RWKV-7: a generalised delta rule per head, S <- S diag(w) + v k^T + (S a) b^T with a = -kk and b = kk * iclr
     (kk the normalised key), read out by r; then GroupNorm, the bonus v (r . k r_k), the gate."""
     n, hs, nh = len(x), cfg.head_size, cfg.n_head
@@ -218,17 +205,17 @@ def _channel_mix(w: dict[str, F64], p: str, x: F64) -> F64:
     return out
 
 
-def rwkv6_forward(cfg: TinyRwkv6, weights: dict[str, F32], tokens: list[int]) -> F64:
+def rwkv6_forward(cfg: RwkvHParams, weights: dict[str, F32], tokens: list[int]) -> F64:
     """Logits [len(tokens), n_vocab] in float64 from an empty history."""
     w = {k: a.astype(np.float64) for k, a in weights.items()}
-    x = _ln(w["token_embd.weight"][tokens], w["token_embd_norm.weight"], w["token_embd_norm.bias"], cfg.eps)
+    x = _ln(w["token_embd.weight"][tokens], w["token_embd_norm.weight"], w["token_embd_norm.bias"], cfg.norm_eps)
     v_first: list[F64] = []
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
-        h = _ln(x, w[p + "attn_norm.weight"], w[p + "attn_norm.bias"], cfg.eps)
+        h = _ln(x, w[p + "attn_norm.weight"], w[p + "attn_norm.bias"], cfg.norm_eps)
         x = x + (_time_mix(cfg, w, p, h) if cfg.arch == "rwkv6" else _time_mix7(cfg, w, p, h, v_first))
-        x = x + _channel_mix(w, p, _ln(x, w[p + "attn_norm_2.weight"], w[p + "attn_norm_2.bias"], cfg.eps))
+        x = x + _channel_mix(w, p, _ln(x, w[p + "attn_norm_2.weight"], w[p + "attn_norm_2.bias"], cfg.norm_eps))
         if cfg.rescale_every_n_layers and (il + 1) % cfg.rescale_every_n_layers == 0:
             x = x * 0.5
-    out: F64 = _ln(x, w["output_norm.weight"], w["output_norm.bias"], cfg.eps) @ w["output.weight"].T
+    out: F64 = _ln(x, w["output_norm.weight"], w["output_norm.bias"], cfg.norm_eps) @ w["output.weight"].T
     return out

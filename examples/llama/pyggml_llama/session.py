@@ -49,23 +49,32 @@ def default_model_path() -> Path:
 
 
 @dataclass
+class Throughput:
+    """The tokens one phase of generation (the prompt, or decoding) evaluated and the seconds they took."""
+
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        self.tokens += tokens
+        self.seconds += seconds
+
+
+@dataclass
 class Stats:
-    prompt_tokens: int = 0
-    prompt_s: float = 0.0
-    decode_tokens: int = 0
-    decode_s: float = 0.0
+    """What a session measures: the prompt's and decoding's throughput, the graphs built and replayed, the
+    scheduler's splits and the backends."""
+
+    prompt: Throughput = field(default_factory=Throughput)
+    decode: Throughput = field(default_factory=Throughput)
     graph_builds: int = 0
     graph_reuses: int = 0
     n_splits: int = 0
     backends: list[str] = field(default_factory=list)
-
-    @property
-    def prompt_tok_s(self) -> float:
-        return self.prompt_tokens / self.prompt_s if self.prompt_s else 0.0
-
-    @property
-    def decode_tok_s(self) -> float:
-        return self.decode_tokens / self.decode_s if self.decode_s else 0.0
 
 
 class Session:
@@ -240,8 +249,7 @@ class Session:
         sampler = Sampler(sampling or SamplingParams())
         t0 = time.perf_counter()
         logits = self.eval(prompt_tokens)[-1]
-        self.stats.prompt_tokens += len(prompt_tokens)
-        self.stats.prompt_s += time.perf_counter() - t0
+        self.stats.prompt.add(len(prompt_tokens), time.perf_counter() - t0)
         for _ in range(n_predict):
             tok = sampler(logits)
             if self.world is not None:  # every rank feeds rank 0's choice
@@ -251,8 +259,7 @@ class Session:
                 return
             t0 = time.perf_counter()
             logits = self.eval([tok])[-1]
-            self.stats.decode_tokens += 1
-            self.stats.decode_s += time.perf_counter() - t0
+            self.stats.decode.add(1, time.perf_counter() - t0)
 
 
 def _duplicate_tied_output(weights: Weights, place: TensorPlacer) -> None:

@@ -253,7 +253,7 @@ def test_chat_turns_evaluate_only_what_follows_the_cached_prefix(capsys: pytest.
     second = s.tokenizer.encode_chat([*first, {"role": "user", "content": "Name a colour."}])
     turn1 = s.tokenizer.encode_chat(first[:1])
     # the second turn evaluated only what follows the first turn's prompt (and reply), which stayed cached
-    assert s.stats.prompt_tokens - len(turn1) <= len(second) - len(turn1)
+    assert s.stats.prompt.tokens - len(turn1) <= len(second) - len(turn1)
     fresh = Session(None, ["CPU"], n_ctx=256)
     tokens = list(fresh.generate(second, 8))
     eos = fresh.tokenizer.eos_id

@@ -6,6 +6,7 @@ same top token)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +14,15 @@ import numpy as np
 import pytest
 
 from pyggml.errors import GGUFError
-from pyggml_llama.mamba import MambaSession
-from pyggml_llama.mamba_synthetic import MAMBA2, TinyMamba, mamba_forward, tiny_mamba_weights, write_tiny_mamba
+from pyggml_llama.mamba import MambaHParams, MambaSession
+from pyggml_llama.mamba_synthetic import MAMBA1, MAMBA2, mamba_forward, tiny_mamba_weights, write_tiny_mamba
 from pyggml_testing.recurrent import TOKENS_SEED, Family, RecurrentFamilyTests
 
 pytest.importorskip("gguf")
 
-MAMBA1 = TinyMamba()
 MAMBA = Family({"mamba": MAMBA1, "mamba2": MAMBA2}, tiny_mamba_weights, write_tiny_mamba, mamba_forward, MambaSession)
 TOKENS = MAMBA.tokens(TOKENS_SEED, 19)
-Tiny = tuple[TinyMamba, Path, dict[str, Any]]
+Tiny = tuple[MambaHParams, Path, dict[str, Any]]
 
 
 class TestMamba(RecurrentFamilyTests):
@@ -53,7 +53,7 @@ def test_unsupported_files_are_refused_by_name(tmp_path: Path) -> None:
     short = weights | {"blk.0.ssm_d": np.ones(1, np.float32)}
     with pytest.raises(GGUFError, match=r"tensor 'blk\.0\.ssm_d' has ne=\[1, 1, 1, 1\], expected \[64\]"):
         MambaSession(write_tiny_mamba(tmp_path / "short.gguf", MAMBA1, short), ["numpy"])
-    odd = TinyMamba(arch="mamba2", dt_rank=8, n_group=3)
+    odd = replace(MAMBA2, n_group=3)
     odd_path = write_tiny_mamba(tmp_path / "odd.gguf", odd, tiny_mamba_weights(MAMBA2, np.random.default_rng(0)))
     with pytest.raises(GGUFError, match=r"8 heads \(time_step_rank\) and 3 groups do not divide evenly"):
         MambaSession(odd_path, ["numpy"])
