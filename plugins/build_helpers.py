@@ -1,6 +1,6 @@
 """What the plugins' build hooks (plugins/*/setup.py) share: the setup of a plugin with a cffi extension (cpu, rpc),
-loading a plugin's own build module by path before the plugin is importable (vulkan, metal: kernels generated at
-build time), and an sdist command that carries this file.
+the build_py step of a plugin whose kernels its own build module generates at build time (vulkan: SPIR-V, metal:
+MSL; the module loaded by path, before the plugin is importable), and an sdist command that carries this file.
 
 A cffi extension uses only Python's stable ABI (cffi builds it with Py_LIMITED_API), so its wheel is tagged
 cp311-abi3: one wheel for CPython 3.11 and every later 3.x (`make wheels-smoke` makes it manylinux with `auditwheel
@@ -15,24 +15,29 @@ environment a wheel is built in, from a checkout or from an sdist alone.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shlex
 import shutil
 import sys
 import sysconfig
-from collections.abc import Callable
+from collections.abc import Callable, Sized
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
-from setuptools.errors import PlatformError
+from setuptools.errors import PlatformError, SetupError
 
 Check = Callable[[], str | None]
 """A build precondition: None, or why the sources cannot build here."""
 
 HERE = Path(__file__).resolve()
+
+log = logging.getLogger(__name__)
 
 
 def toolchain_problems() -> list[str]:
@@ -100,6 +105,57 @@ def load_by_path(name: str, path: Path) -> ModuleType:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """A plugin's kernels as its build module generates them at build time, and what the build says about them."""
+
+    generate: Callable[[Path], Sized]
+    """Writes every kernel into the folder it is given; returns what it made."""
+    error: type[Exception]
+    """What `generate` raises when a tool is missing or a kernel does not build."""
+    folder: Path
+    """The kernels' folder in the package's sources: an editable install's kernels go there, a wheel's to the same
+    place in the build's lib folder."""
+    ships: str
+    """What a wheel carries, the start of the error when building one fails."""
+    at_first_use: str
+    """What the plugin does at run time when an editable install goes on without its kernels."""
+    editable_tolerates: Callable[[Exception], bool]
+    """Which `error` an editable install goes on after, with a warning."""
+    none_made: str
+    """The error when `generate` made nothing."""
+
+
+def kernels_build_py(build_module: Path, kernels: Callable[[ModuleType], Kernels]) -> type[build_py]:
+    """build_py that then generates the plugin's kernels: `kernels` describes them from the plugin's build module
+    (`build_module`, package/name.py beside setup.py, loaded by path at build time). A wheel always carries them
+    (their folder emptied first: only what this build makes, nothing an earlier build left in build/), so building
+    one fails when they cannot be made; an editable install writes them into the sources and goes on after an error
+    it tolerates, with a warning (the plugin then makes them at first use)."""
+    root = build_module.parent.parent
+
+    class BuildKernels(build_py):
+        def run(self) -> None:
+            super().run()
+            k = kernels(load_by_path(f"_{build_module.parent.name}_{build_module.stem}", build_module))
+            editable = getattr(self, "editable_mode", False)
+            out = k.folder if editable else Path(self.build_lib) / k.folder.relative_to(root)
+            if not editable:
+                shutil.rmtree(out, ignore_errors=True)
+            try:
+                made = k.generate(out)
+            except k.error as e:
+                if editable and k.editable_tolerates(e):
+                    self.warn(f"{e}; {k.at_first_use}")
+                    return
+                raise SetupError(f"{k.ships}: {e}") from e
+            log.info("made %d kernels into %s", len(made), out)
+            if not made:
+                raise SetupError(k.none_made)
+
+    return BuildKernels
 
 
 def cffi_setup(dist: str, cffi_module: str, *checks: Check, sdist_command: type[sdist] = Sdist) -> None:

@@ -8,38 +8,26 @@ into the cache dir, which also keeps an editable install current after shader ed
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from setuptools import setup
-from setuptools.command.build_py import build_py
-from setuptools.errors import SetupError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # plugins/build_helpers.py in a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # an sdist's copy of it, first
-from build_helpers import Sdist, load_by_path
+from build_helpers import Kernels, Sdist, kernels_build_py
 
 HERE = Path(__file__).resolve().parent
 
 
-class BuildMsl(build_py):
-    def run(self) -> None:
-        super().run()
-        gen = load_by_path("_pyggml_metal_mslgen", HERE / "pyggml_metal" / "mslgen.py")
-        editable = getattr(self, "editable_mode", False)
-        out = gen.MSL_DIR if editable else Path(self.build_lib) / "pyggml_metal" / "msl"
-        if not editable:
-            shutil.rmtree(out, ignore_errors=True)
-        try:
-            made = gen.generate_all(out)
-        except gen.MslBuildError as e:
-            if editable:
-                self.warn(f"{e}; the MSL will be generated at first use")
-                return
-            raise SetupError(f"pyggml-metal ships its kernels as MSL, generated when the wheel is built: {e}") from e
-        if not made:
-            raise SetupError("no shaders found to translate to MSL")
+def msl(gen: ModuleType) -> Kernels:
+    return Kernels(
+        generate=gen.generate_all, error=gen.MslBuildError, folder=gen.MSL_DIR,
+        ships="pyggml-metal ships its kernels as MSL, generated when the wheel is built",
+        at_first_use="the MSL will be generated at first use",
+        editable_tolerates=lambda e: True,  # any failure: the MSL is generated at first use
+        none_made="no shaders found to translate to MSL")
 
 
-setup(cmdclass={"build_py": BuildMsl, "sdist": Sdist})
+setup(cmdclass={"build_py": kernels_build_py(HERE / "pyggml_metal" / "mslgen.py", msl), "sdist": Sdist})

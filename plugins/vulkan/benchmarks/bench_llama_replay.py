@@ -20,13 +20,14 @@ def decode(backends: list[str], prompt: list[int], n: int, replay: bool = True) 
         vk.replay_enabled = replay  # type: ignore[attr-defined]
     t0 = time.perf_counter()
     tokens = list(s.generate(prompt, n))
+    decoded = s.stats.decode
     out: dict[str, object] = {"backends": backends, "tokens": tokens, "seconds": round(time.perf_counter() - t0, 3),
-                              "decode_ms_per_token": round(1e3 * s.stats.decode_s / max(1, s.stats.decode_tokens), 1),
-                              "prompt_ms": round(1e3 * s.stats.prompt_s, 1)}
+                              "decode_ms_per_token": round(1e3 * decoded.seconds / max(1, decoded.tokens), 1),
+                              "prompt_ms": round(1e3 * s.stats.prompt.seconds, 1)}
     if vk is not None:
-        st = vk.stats  # type: ignore[attr-defined]
-        out.update(records=st.records, replays=st.replays, record_ms_total=round(st.record_seconds * 1e3, 1),
-                   record_ms_per_graph=round(st.record_seconds * 1e3 / max(1, st.records), 1),
+        st, records = vk.stats, vk.plans_built  # type: ignore[attr-defined]
+        out.update(records=records, replays=st.replays, record_ms_total=round(st.record_seconds * 1e3, 1),
+                   record_ms_per_graph=round(st.record_seconds * 1e3 / max(1, records), 1),
                    dispatches=st.last_dispatches, barriers=st.last_barriers, replay=replay,
                    host_ms_per_compute=round(st.host_seconds * 1e3 / max(1, st.computes), 2))
     return out

@@ -1,19 +1,20 @@
 """VulkanBackend: a stream on one Vulkan device. graph_compute plans the graph's dispatches, records them into ONE
 command buffer and submits it; while the same graph is computed again with the same placement (the static
 allocator keeps addresses stable), the recorded command buffer is resubmitted as is (Vulkan's counterpart of
-CUDA graphs). Recordings stay with their graphs (core's `pyggml.backend.plan_cache.PlanCache`, checked against the
-graph's placement: node and source identities, buffers, offsets; the sources count because a scheduler's pipeline
-slots rewire the same nodes to per-slot input copies), so the meta device's many subgraphs per compute all replay.
+CUDA graphs). Recordings are the backend's plans (core's `pyggml.backend.plan_cache.PlannedBackend`): they stay with
+their graphs, checked against the graph's placement (node and source identities, buffers, offsets; the sources count
+because a scheduler's pipeline slots rewire the same nodes to per-slot input copies), so the meta device's many
+subgraphs per compute all replay.
 Submissions signal a timeline semaphore; events are (semaphore, value) pairs."""
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyggml.backend.plan_cache import PlanCache
+from pyggml.backend.plan_cache import PlannedBackend
 from pyggml.backend.protocol import Backend, Buffer, Bytes, Event, synchronized_copy
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
@@ -32,15 +33,17 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Stats:
-    records: int = 0
+    """What the backend did so far (the recordings made are its `plans_built`)."""
+
     replays: int = 0
+    """Computes that resubmitted a command buffer recorded before."""
     record_seconds: float = 0.0
     last_dispatches: int = 0
     last_barriers: int = 0
+    """Those of the last command buffer recorded (a replay leaves both as they are)."""
     computes: int = 0
     host_seconds: float = 0.0
     """Host time inside graph_compute_async (placement check + record or replay + submit); the GPU runs after."""
-    extra: dict[str, float] = field(default_factory=dict)
 
 
 def _referenced(graph: Graph) -> list[Buffer | None]:
@@ -48,14 +51,13 @@ def _referenced(graph: Graph) -> list[Buffer | None]:
     return [t.buffer for t in graph.nodes] + [s.buffer for t in graph.nodes for s in t.src if s is not None]
 
 
-class VulkanBackend(Backend):
+class VulkanBackend(PlannedBackend[Recording]):
     def __init__(self, device: VulkanDevice, ctx: DeviceContext) -> None:
-        super().__init__(device)
+        super().__init__(device, self.record, self._retire)
         self.ctx = ctx
         self.timeline = ctx.timeline()
         self.submitted = 0
         self._pending_waits: list[tuple[CData, int]] = []
-        self._recordings: PlanCache[Recording] = PlanCache(self.record, self._retire)
         self.stats = Stats()
         self._scratch: VulkanBuffer | None = None
         self.status = StatusWord(device.buffer_type(), ctx, self.name)  # type: ignore[arg-type]
@@ -73,7 +75,6 @@ class VulkanBackend(Backend):
         plan_graph(graph, planner, self.name)
         rec = Recording(self.ctx, planner.dispatches)
         rec.keep = _referenced(graph)
-        self.stats.records += 1
         self.stats.record_seconds += time.perf_counter() - t0
         self.stats.last_dispatches = rec.n_dispatches
         self.stats.last_barriers = rec.n_barriers
@@ -95,10 +96,10 @@ class VulkanBackend(Backend):
     def recording(self, graph: Graph) -> Recording:
         """The graph's command buffer: recorded now if the graph is new or moved, else the one recorded before."""
         if not self.replay_enabled:
-            self._recordings.clear()
-        builds = self._recordings.builds
-        rec = self._recordings.get(graph)
-        if self._recordings.builds == builds:
+            self.plans.clear()
+        builds = self.plans_built
+        rec = self.plans.get(graph)
+        if self.plans_built == builds:
             self.stats.replays += 1
         return rec
 
@@ -115,10 +116,16 @@ class VulkanBackend(Backend):
             raise
         except Exception as e:  # a Vulkan or planning failure: name it, keep the backend usable
             raise ComputeError(f"{self.name}: recording graph {graph.uid} failed: {type(e).__name__}: {e}") from e
+        self.replay(rec)
+        self.stats.computes += 1
+        self.stats.host_seconds += time.perf_counter() - t0
+
+    def replay(self, rec: Recording) -> None:
+        """Submit the recorded command buffer after the events it waits for; it signals the next timeline value."""
         with self.ctx.lock:  # a buffer freed from another thread is either refused here or waited for by free()
             rec.check_alive(self.name)
             if rec.cb is None:  # a cached recording is freed only when retired, so never seen here
-                raise ComputeError(f"{self.name}: graph {graph.uid}'s recording was freed")
+                raise ComputeError(f"{self.name}: a graph's recording was freed")
             waits, self._pending_waits = self._pending_waits, []
             value = self.submitted + 1
             self.ctx.submit(rec.cb, waits, (self.timeline, value))
@@ -126,12 +133,6 @@ class VulkanBackend(Backend):
             if rec.checks:
                 self.status.armed = True
             self.ctx.track(self.timeline, value, rec.handles)
-        self.stats.computes += 1
-        self.stats.host_seconds += time.perf_counter() - t0
-
-    def graph_compute(self, graph: Graph) -> None:
-        self.graph_compute_async(graph)
-        self.synchronize()
 
     def synchronize(self) -> None:
         """Wait for the submitted work; raise ComputeError if a shader found an index out of range."""
@@ -175,7 +176,7 @@ class VulkanBackend(Backend):
             self._wait()
         except PyGGMLError:  # a lost device: nothing runs any more, the recordings are freed without waiting
             self.submitted = 0
-        self._recordings.clear()
+        super().free()  # the recordings
         self.status.free()
         self.ctx.destroy_semaphore(self.timeline)
 
