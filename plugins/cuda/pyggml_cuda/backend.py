@@ -18,10 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from pyggml.backend.op_table import describe_node
-from pyggml.backend.plan_cache import PlannedBackend
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
@@ -31,6 +28,7 @@ from pyggml_cuda.device import CudaDevice, CudaEvent
 from pyggml_cuda.launch import CudaLaunchBuilder, DevPtr
 from pyggml_cuda.modules import Bound
 from pyggml_cuda.op_table import build_launches
+from pyggml_dialect.backend import DialectBackend
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
@@ -67,13 +65,11 @@ def build_plan(dev: CudaDevice, graph: Graph) -> CudaGraphPlan:
     return CudaGraphPlan(bound, keep + b.scratch_mems)
 
 
-class CudaBackend(PlannedBackend[CudaGraphPlan]):
+class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
     def __init__(self, device: CudaDevice) -> None:
         super().__init__(device, lambda g: build_plan(device, g), self._destroy_graph)
-        self.dev = device
         with device.active():
             self.stream: Any = drv().Stream()
-        self._pending: list[Any] = []
         self.use_graphs = os.environ.get(GRAPHS_ENV, "1") not in ("0", "")
         self.graph_launches = 0
         """Computes that ran as one cuGraphLaunch."""
@@ -135,15 +131,13 @@ class CudaBackend(PlannedBackend[CudaGraphPlan]):
         lib.graph_launch(plan.graph_exec, h)
         self.graph_launches += 1
 
-    def synchronize(self) -> None:
+    def drain(self) -> None:
         cuda = drv()
         try:
             with self.dev.active():
                 self.stream.synchronize()
         except cuda.Error as e:
             raise ComputeError(f"{self.dev.name}: the stream failed: {e}") from e
-        self._pending.clear()
-        self.dev.check_status()
 
     # ---- async transfers --------------------------------------------------------------------------------------
 
@@ -152,9 +146,7 @@ class CudaBackend(PlannedBackend[CudaGraphPlan]):
         if not isinstance(buf, CudaBuffer) or buf.dev is not self.dev:
             super().set_tensor_async(tensor, data, offset)
             return
-        arr = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-        start = buf._check(tensor, offset, arr.size)
-        self._pending.append(arr)  # the host array must live until the copy is done
+        arr, start = self.stage_upload(buf, tensor, data, offset)
         with self.dev.active():
             drv().memcpy_htod_async(buf.ptr + start, arr, self.stream)
 
@@ -196,10 +188,6 @@ class CudaBackend(PlannedBackend[CudaGraphPlan]):
             except CudaDriverError as e:
                 log.debug("%s: freeing a CUDA graph: %s", self.dev.name, e)
         plan.graph = plan.graph_exec = 0
-
-    def free(self) -> None:
-        self.synchronize()
-        super().free()  # destroys the plans' CUDA graphs
 
 
 def _end_quietly(lib: Any, stream: int) -> None:

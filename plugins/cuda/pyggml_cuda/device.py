@@ -15,11 +15,12 @@ import numpy as np
 
 from pyggml.backend.accounting import AllocationTally
 from pyggml.backend.launch import ErrorSites
-from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, Registry
+from pyggml.backend.protocol import Backend, BufferType, DeviceCaps, DeviceType, Event, Registry
 from pyggml.errors import ComputeError
 from pyggml_cuda.buffer import CudaBufferType, CudaHostBufferType, device_alloc, drv
 from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, toolchain
 from pyggml_cuda.launch import DevPtr
+from pyggml_dialect.backend import DialectDevice
 
 if TYPE_CHECKING:
     from pyggml.tensor import Tensor
@@ -97,7 +98,7 @@ class CudaEvent(Event):
                 self.event.synchronize()
 
 
-class CudaDevice(Device):
+class CudaDevice(DialectDevice):
     def __init__(self, reg: Registry, cu_device: Any, ordinal: int, name: str) -> None:
         super().__init__(reg, name, DeviceType.GPU,
                          DeviceCaps(async_ops=True, host_buffer=True, buffer_from_host_ptr=False, events=True))

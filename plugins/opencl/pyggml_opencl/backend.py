@@ -14,10 +14,11 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyggml.backend.plan_cache import PlannedBackend, check_not_freed
+from pyggml.backend.plan_cache import check_not_freed
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
+from pyggml_dialect.backend import DialectBackend
 from pyggml_opencl.buffer import OpenCLBuffer, OpenCLHostBuffer, cl_mem_of, device_copy, src_device
 from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
 from pyggml_opencl.op_table import TABLE, Launch, OpenCLLaunchBuilder
@@ -45,11 +46,9 @@ def build_plan(dev: OpenCLDevice, graph: Graph) -> OpenCLGraphPlan:
     return OpenCLGraphPlan(b.launches, keep + b.scratch_mems, list(own.values()))
 
 
-class OpenCLBackend(PlannedBackend[OpenCLGraphPlan]):
+class OpenCLBackend(DialectBackend[OpenCLGraphPlan, OpenCLDevice]):
     def __init__(self, device: OpenCLDevice) -> None:
         super().__init__(device, lambda g: build_plan(device, g))
-        self.dev = device
-        self._pending: list[object] = []
 
     def replay(self, plan: OpenCLGraphPlan) -> None:
         import pyopencl as cl
@@ -67,20 +66,17 @@ class OpenCLBackend(PlannedBackend[OpenCLGraphPlan]):
             where = f"node '{n.name}' ({n.op.name}, {n.type} ne={list(n.ne)})" if n is not None else "a node"
             raise ComputeError(f"{self.dev.name}: launching {where} failed: {e}") from e
 
-    def synchronize(self) -> None:
+    def drain(self) -> None:
         import pyopencl as cl
 
         try:
             self.dev.queue.finish()
         except cl.Error as e:
             raise ComputeError(f"{self.dev.name}: the queue failed: {e}") from e
-        self._pending.clear()
-        self.dev.check_status()
 
     # ---- async transfers ----------------------------------------------------------------------------------
 
     def set_tensor_async(self, tensor: Tensor, data: Bytes, offset: int = 0) -> None:
-        import numpy as np
         import pyopencl as cl
 
         buf = tensor.buffer
@@ -88,9 +84,7 @@ class OpenCLBackend(PlannedBackend[OpenCLGraphPlan]):
         if buf is None or mem is None or src_device(buf) is not self.dev:
             super().set_tensor_async(tensor, data, offset)
             return
-        arr = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-        start = buf._check(tensor, offset, arr.size)
-        self._pending.append(arr)  # the host array must live until the copy is done
+        arr, start = self.stage_upload(buf, tensor, data, offset)
         cl.enqueue_copy(self.dev.queue, mem, arr, dst_offset=start, is_blocking=False)
 
     def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
@@ -112,7 +106,3 @@ class OpenCLBackend(PlannedBackend[OpenCLGraphPlan]):
             cl.enqueue_barrier(self.dev.queue, wait_for=[event.cl_event])
         else:
             event.synchronize()
-
-    def free(self) -> None:
-        self.synchronize()
-        super().free()

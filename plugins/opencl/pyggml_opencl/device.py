@@ -10,8 +10,9 @@ import numpy as np
 
 from pyggml.backend.accounting import AllocationTally
 from pyggml.backend.launch import ErrorSites
-from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Event, Registry
+from pyggml.backend.protocol import Backend, BufferType, Bytes, DeviceCaps, DeviceType, Event, Registry
 from pyggml.errors import ComputeError, UnsupportedOpError
+from pyggml_dialect.backend import DialectDevice
 from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
 from pyggml_opencl.programs import BUILD_OPTIONS, EXACT_DIV_SQRT, ProgramCache
 
@@ -92,7 +93,7 @@ class OpenCLEvent(Event):
             self.cl_event.wait()
 
 
-class OpenCLDevice(Device):
+class OpenCLDevice(DialectDevice):
     def __init__(self, reg: Registry, ctx: cl.Context, cl_device: cl.Device, name: str) -> None:
         import pyopencl as cl
 
