@@ -19,14 +19,14 @@ import numpy as np
 import numpy.typing as npt
 
 from pyggml import ops
-from pyggml.autodiff import build_backward
+from pyggml.autodiff import Gradients, build_backward
 from pyggml.graph import Graph, build_graph
 from pyggml.tensor import Tensor, TensorFlag
 from pyggml.types import GGMLType
 from pyggml_conformance.case import Case, CaseBuilder
 from pyggml_conformance.inputs import Bytes, case_rng, encode, uniform
 from pyggml_conformance.placement import GuardedArena
-from pyggml_conformance.runner import CaseResult, Status, Target, error_text, first_unsupported
+from pyggml_conformance.runner import CaseResult, Status, Target, built_for, error_text
 
 MAX_MAA = 1e-4
 """ggml's max_maa_err default."""
@@ -69,6 +69,12 @@ def _realize(case: Case, seed: int) -> _Realized:
     data = {name: encode(init(rng, tensors[name]), tensors[name].type) for name, init in b.inits.items()}
     params = [t for t in graph.nodes if t.flags & TensorFlag.PARAM]
     return _Realized(graph, out, params, tensors, data)
+
+
+def _with_backward(case: Case, seed: int) -> tuple[_Realized, Gradients]:
+    """The realised case with its backward pass appended to its graph."""
+    r = _realize(case, seed)
+    return r, build_backward(r.graph)
 
 
 def _place(r: _Realized, target: Target) -> GuardedArena:
@@ -140,16 +146,12 @@ def grad_case(case: Case, targets: list[Target], reference: Target, seed: int = 
     numeric: list[F64] | None = None
     out: list[CaseResult] = []
     for target in targets:
-        try:
-            r = _realize(case, seed)
-            grads = build_backward(r.graph)
-            why = first_unsupported(r.graph, target.device)
-        except Exception as e:
-            out.append(result(target, Status.FAIL, error=f"the backward graph does not build: {error_text(e)}"))
+        built = built_for(target, lambda: _with_backward(case, seed), lambda x: x[0].graph,
+                          "the backward graph does not build", result(target, Status.PASS))
+        if isinstance(built, CaseResult):
+            out.append(built)
             continue
-        if why is not None:
-            out.append(result(target, Status.UNSUPPORTED, error=why))
-            continue
+        r, grads = built
         try:
             if numeric is None:
                 numeric = numeric_gradients(case, reference, seed)

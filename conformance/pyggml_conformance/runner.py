@@ -145,6 +145,23 @@ def first_unsupported(graph: Graph, device: Device) -> str | None:
     return None
 
 
+def built_for(target: Target, build: Callable[[], _T], graph_of: Callable[[_T], Graph], failed: str,
+              res: CaseResult) -> _T | CaseResult:
+    """Build a case for `target` and ask its device about every node of the graph (`graph_of` picks it): what
+    `build` returned when the device can run it, or else `res` as the target's result: FAIL when building or asking
+    raised (the error after `failed`), UNSUPPORTED naming the first node the device refuses."""
+    try:
+        built = build()
+        why = first_unsupported(graph_of(built), target.device)
+    except Exception as e:
+        res.status, res.error = Status.FAIL, f"{failed}: {error_text(e)}"
+        return res
+    if why is not None:
+        res.status, res.error = Status.UNSUPPORTED, why
+        return res
+    return built
+
+
 @dataclass
 class Executed:
     values: list[Array]
@@ -216,14 +233,10 @@ def compare_case(case: Case, targets: list[Target], reference: Target, seed: int
     expected: Executed | None = None
     out: list[CaseResult] = []
     for target in targets:
-        try:
-            r = realize(case)
-            why = first_unsupported(r.graph, target.device)
-        except Exception as e:
-            out.append(result(target, Status.FAIL, error=f"supports_op failed: {error_text(e)}"))
-            continue
-        if why is not None:
-            out.append(result(target, Status.UNSUPPORTED, error=why))
+        r = built_for(target, lambda: realize(case), lambda x: x.graph, "supports_op failed",
+                      result(target, Status.PASS))
+        if isinstance(r, CaseResult):
+            out.append(r)
             continue
         if case.scenario is not None:
             out.append(_scenario(case, target, result(target, Status.PASS)))

@@ -566,6 +566,10 @@ def _twin_cases() -> list[tuple[str, Callable[[Twin], Any]]]:
     def x2(tw: Twin) -> tuple[tuple[Tensor, int], tuple[Tensor, int]]:
         return tw.input(T.F32, 8, 4, 3), tw.input(T.F32, 8, 4, 3)
 
+    def rope_inputs(tw: Twin) -> tuple[tuple[Tensor, int], tuple[Tensor, int]]:
+        """A ROPE src of 16 dims, 2 heads and 3 tokens, and its 3 positions."""
+        return tw.input(T.F32, 16, 2, 3), tw.input(T.I32, 3)
+
     out: list[tuple[str, Callable[[Twin], Any]]] = []
     for pname, gname in (("add", "ggml_add"), ("sub", "ggml_sub"), ("mul", "ggml_mul"), ("div", "ggml_div"),
                          ("count_equal", "ggml_count_equal")):
@@ -610,8 +614,7 @@ def _twin_cases() -> list[tuple[str, Callable[[Twin], Any]]]:
         pv, gv = tw.input(T.F16, 12, 8, 2)
         pfm, gfm = tw.input(T.F16, 8, 5)
         ps, gs = tw.input(T.F32, 4)
-        pr, gr = tw.input(T.F32, 16, 2, 3)
-        ppos, gpos = tw.input(T.I32, 3)
+        (pr, gr), (ppos, gpos) = rope_inputs(tw)
         pff, gff = tw.input(T.F32, 8)
         pd, gd = tw.input(T.F16, 8, 10, 3)
         prow, grow = tw.input(T.F32, 8, 4, 3)
@@ -737,8 +740,7 @@ def _twin_cases() -> list[tuple[str, Callable[[Twin], Any]]]:
         pgr, ggr = tw.input(T.F32, 8, 5)
         pm, gm = tw.input(T.F32, 8, 7)
         pids, gids = tw.input(T.I32, 5)
-        pr, gr = tw.input(T.F32, 16, 2, 3)
-        ppos, gpos = tw.input(T.I32, 3)
+        (pr, gr), (ppos, gpos) = rope_inputs(tw)
         p1, g1 = tw.input(T.F32, 1)
         pw, gw = tw.input(T.F32, 8, 4, 3)
         pw.set_param()
