@@ -85,7 +85,7 @@ def test_allocation_tally_counts_until_garbage_collected() -> None:
     a, b = _Owner(), _Owner()
     tally.track(a, 100)
     tally.track(b, 28)
-    assert tally.bytes == 128 and tally.free_of(1000) == 872 and tally.free_of(100) == 0
+    assert tally.bytes == 128 and tally.memory(1000) == (872, 1000) and tally.memory(100) == (0, 100)
     del a
     gc.collect()
     assert tally.bytes == 28

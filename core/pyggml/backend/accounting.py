@@ -33,9 +33,10 @@ class AllocationTally:
         self._add(size)
         return weakref.finalize(buffer, self._add, -size)
 
-    def free_of(self, total: int) -> int:
-        """What is left of `total` bytes of memory (never negative)."""
-        return max(total - self._bytes, 0)
+    def memory(self, total: int) -> tuple[int, int]:
+        """A device's `memory()` when it has `total` bytes: (what the live buffers leave of it, never negative,
+        total)."""
+        return max(total - self._bytes, 0), total
 
     def _add(self, size: int) -> None:
         with self._lock:

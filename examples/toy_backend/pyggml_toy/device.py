@@ -20,7 +20,7 @@ class ToyDevice(Device):
         return "pyggml-toy: ADD, MUL, SCALE of F32 tensors in numpy (an example plugin)"
 
     def memory(self) -> tuple[int, int]:
-        return self.allocations.free_of(TOTAL_MEMORY), TOTAL_MEMORY
+        return self.allocations.memory(TOTAL_MEMORY)
 
     def init_backend(self, params: str | None = None) -> Backend:
         from pyggml_toy.backend import ToyBackend

@@ -196,8 +196,7 @@ class CudaDevice(DialectDevice):
                 free, total = cuda.mem_get_info()
             return int(free), int(total)
         except cuda.Error:
-            total = self.info.total_memory
-            return self.allocations.free_of(total), total
+            return self.allocations.memory(self.info.total_memory)
 
     def details(self) -> dict[str, str]:
         i = self.info

@@ -38,8 +38,7 @@ class MetalDevice(Device):
         return f"{d} (CPU-emulated: the Metal kernels compiled as C++, not a GPU)" if self.emulated else d
 
     def memory(self) -> tuple[int, int]:
-        total = self.driver_device.working_set_bytes
-        return self.allocations.free_of(total), total
+        return self.allocations.memory(self.driver_device.working_set_bytes)
 
     def details(self) -> dict[str, str]:
         dd = self.driver_device

@@ -143,8 +143,7 @@ class OpenCLDevice(DialectDevice):
         return f"{self.info.name} ({self.info.platform})"
 
     def memory(self) -> tuple[int, int]:
-        total = self.info.global_mem
-        return self.allocations.free_of(total), total
+        return self.allocations.memory(self.info.global_mem)
 
     def details(self) -> dict[str, str]:
         i = self.info

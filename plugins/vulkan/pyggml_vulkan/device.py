@@ -41,8 +41,7 @@ class VulkanDevice(Device):
         return self.info.is_cpu
 
     def memory(self) -> tuple[int, int]:
-        total = self.info.device_local_bytes
-        return self.allocations.free_of(total), total
+        return self.allocations.memory(self.info.device_local_bytes)
 
     def details(self) -> dict[str, str]:
         i = self.info
