@@ -20,7 +20,7 @@ export PYTHONUNBUFFERED=1 PYGGML_CACHE_DIR=/tmp/pyggml-cache PYTHONPATH=$SITE PA
 install() {
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$G"/b/wheels/*.whl &&
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$SITE" \
-        ./ ./plugins/opencl ./plugins/cuda ./conformance ./examples/llama ./testing &&
+        ./ ./dialect ./plugins/opencl ./plugins/cuda ./conformance ./examples/llama ./testing &&
     cat "$G/a/model.00" "$G/b/model.01" > /tmp/model.gguf &&
     [ "$(sha256sum /tmp/model.gguf | cut -d' ' -f1)" = "$(cat "$G/b/model.sha256")" ]
 }

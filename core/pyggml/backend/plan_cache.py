@@ -27,7 +27,6 @@ import weakref
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -114,12 +113,17 @@ def _killer(alive: list[bool]) -> Callable[[weakref.ref[Any]], None]:
     return kill
 
 
-@dataclass(slots=True, weakref_slot=True)
 class _Entry(Generic[P]):
-    placement: PlacementSnapshot | None
-    """None once the graph died (cleared by the graph's weakref callback, so its tensors go with it)."""
-    plan: P
-    graph: weakref.ref[Graph] | None = None
+    """A graph's plan and placement. The slots are spelled out: `dataclass(slots=True, weakref_slot=True)` leaves
+    out `__weakref__` when the class derives from Generic on CPython 3.12.3 (Ubuntu 24.04's python3, gh-118033)."""
+
+    __slots__ = ("__weakref__", "graph", "placement", "plan")
+
+    def __init__(self, placement: PlacementSnapshot | None, plan: P) -> None:
+        self.placement = placement
+        """None once the graph died (cleared by the graph's weakref callback, so its tensors go with it)."""
+        self.plan = plan
+        self.graph: weakref.ref[Graph] | None = None
 
 
 def _on_death(dead: list[int], uid: int, entry: _Entry[Any]) -> Callable[[weakref.ref[Graph]], None]:
