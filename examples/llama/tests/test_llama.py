@@ -16,6 +16,7 @@ from pyggml.types import GGMLType
 from pyggml_llama.cli import chat
 from pyggml_llama.sampling import SamplingParams
 from pyggml_llama.session import Session, default_model_path
+from pyggml_testing.llama_cpp_ref import llama_cpp_logits
 
 try:
     from pyggml_cpu.native import SIMD_LEVELS, set_simd_level, simd_level
@@ -134,29 +135,6 @@ def test_cpu_logits_are_llama_cpps_bits(cpu_session: Session, plain_session: Ses
         logits = cpu_session.eval([tok])[-1]
 
 
-def _llama_cpp_logits(model: Path, tokens: list[int], stepped: bool = False) -> tuple[Any, Any]:
-    """llama.cpp's (libllama of `make llama-cpp-ref`) next-token logits along `tokens` in one batch, and with
-    `stepped` also one token at a time (else None)."""
-    import numpy as np
-
-    from pyggml_testing.llama_cpp_ref import llama_cpp_module
-
-    llm = llama_cpp_module().Llama(model_path=str(model), n_ctx=256, n_batch=256, n_threads=2, logits_all=True,
-                                   verbose=False)
-    llm.eval(tokens)
-    batch = np.array(llm.scores[: len(tokens)], dtype=np.float32)
-    one_by_one = None
-    if stepped:
-        llm.reset()
-        rows = []
-        for t in tokens:
-            llm.eval([t])
-            rows.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
-        one_by_one = np.stack(rows)
-    llm.close()
-    return batch, one_by_one
-
-
 def _teacher_forced(model: Path, tokens: list[int], ref: Any, floor: float) -> None:
     """pyggml's next-token distributions along `tokens` against llama.cpp's in one batch (`ref`): mean KL divergence
     at most `floor` and the same top-1 for 95%, whether pyggml reads the tokens in one batch or one by one, with the
@@ -182,7 +160,7 @@ def test_cpu_agrees_with_llama_cpp_teacher_forced(cpu_session: Session) -> None:
 
     case = CASES[0]
     tokens = (case["prompt_tokens"] + case["tokens"])[:96]
-    ref, _ = _llama_cpp_logits(default_model_path(), tokens)
+    ref, _ = llama_cpp_logits(default_model_path(), tokens)
     _teacher_forced(default_model_path(), tokens, ref, NOISE_FLOOR_KLD)
 
 
@@ -199,7 +177,7 @@ def test_cpu_agrees_with_llama_cpp_on_q4_k_m(tmp_path_factory: pytest.TempPathFa
     model = q4_k_m_copy(tmp_path_factory.mktemp("q4_k_m"))
     case = CASES[0]
     tokens = (case["prompt_tokens"] + case["tokens"])[:96]
-    ref, stepped = _llama_cpp_logits(model, tokens, stepped=True)
+    ref, stepped = llama_cpp_logits(model, tokens, stepped=True)
     _teacher_forced(model, tokens, ref, max(NOISE_FLOOR_KLD, 1.5 * agreement(ref, stepped).mean_kld))
 
 
