@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyggml.backend.op_table import describe_node
+from pyggml.backend.plan_cache import check_not_freed
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.tensor import Tensor
@@ -76,7 +77,8 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
         self.captures = 0
 
     def replay(self, plan: CudaGraphPlan) -> None:
-        with self.dev.active():
+        with self.dev.mem_lock, self.dev.active():
+            check_not_freed(plan.keep, self.dev.name)
             if plan.graph_exec:
                 try:
                     cudalib().graph_launch(plan.graph_exec, self.stream.handle)
@@ -148,7 +150,7 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
             return
         arr, start = self.stage_upload(buf, tensor, data, offset)
         with self.dev.active():
-            drv().memcpy_htod_async(buf.ptr + start, arr, self.stream)
+            drv().memcpy_htod_async(buf.at(start), arr, self.stream)
 
     def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
         sb, db = src.buffer, dst.buffer
@@ -163,7 +165,7 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
             self.event_wait(ev)
         elif src_backend is not self:
             src_backend.synchronize()
-        device_copy(self.dev, db.ptr + dst.offset, sb.dev, sb.ptr + src.offset, src.nbytes(), self.stream)
+        device_copy(self.dev, db.at(dst.offset), sb.dev, sb.at(src.offset), src.nbytes(), self.stream)
         return True
 
     # ---- events -------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 from pyggml.backend.accounting import alloc_error
 from pyggml.backend.host import HostBuffer
 from pyggml.backend.protocol import Buffer, Bytes, DeviceBufferType
-from pyggml.errors import ComputeError
+from pyggml.errors import AllocationError, ComputeError
 from pyggml_cuda.cudalib import cudalib
 
 if TYPE_CHECKING:
@@ -58,38 +58,55 @@ class CudaBuffer(Buffer):
             raise alloc_error(dev, size, f"the device has {buft.max_size} bytes of memory")
         self.mem: Any = device_alloc(dev, size)
         self.ptr = int(self.mem)
-        dev.allocations.track(self, size)
+        self._untrack = dev.allocations.track(self, size)
+
+    @property
+    def freed(self) -> bool:
+        return self.mem is None
+
+    def at(self, offset: int) -> int:
+        """The device address of byte `offset`; AllocationError once the buffer is freed (its address may then be
+        another allocation's)."""
+        if self.mem is None:
+            raise AllocationError(f"{self.buft.name}: buffer of {self.size} bytes used after free")
+        return self.ptr + offset
 
     def write(self, offset: int, data: Bytes) -> None:
         if data.size:
             with self.dev.active():
-                drv().memcpy_htod(self.ptr + offset, np.ascontiguousarray(data))
+                drv().memcpy_htod(self.at(offset), np.ascontiguousarray(data))
 
     def read(self, offset: int, size: int) -> Bytes:
         out = np.empty(size, dtype=np.uint8)
         if size:
             with self.dev.active():
-                drv().memcpy_dtoh(out, self.ptr + offset)
+                drv().memcpy_dtoh(out, self.at(offset))
         return out
 
     def fill(self, offset: int, size: int, value: int) -> None:
         if size:
             with self.dev.active():
-                drv().memset_d8(self.ptr + offset, value & 0xFF, size)
+                drv().memset_d8(self.at(offset), value & 0xFF, size)
 
     def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
         if not size:
             return True
         if isinstance(src, CudaBuffer):
-            device_copy(self.dev, self.ptr + dst_offset, src.dev, src.ptr + src_offset, size)
+            device_copy(self.dev, self.at(dst_offset), src.dev, src.at(src_offset), size)
             return True
         return self.write_from_host(src, src_offset, dst_offset, size)
 
     def free(self) -> None:
-        if self.mem is not None:
+        """Release the memory once the device's queued work is done (under the device's mem_lock, so no replay
+        queues kernels over it meanwhile); a later use raises AllocationError."""
+        with self.dev.mem_lock:
+            if self.mem is None:
+                return
             with self.dev.active():
+                drv().Context.synchronize()
                 self.mem.free()
             self.mem = None
+        self._untrack()
 
 
 class CudaBufferType(DeviceBufferType["CudaDevice"]):
@@ -159,5 +176,5 @@ def device_copy(dst_dev: CudaDevice, dst: int, src_dev: CudaDevice, src: int, si
 def device_ptr(buf: Buffer | None, dev: CudaDevice) -> int | None:
     """The device address of `buf` when kernels of `dev` can read it, else None."""
     if isinstance(buf, CudaBuffer) and buf.dev is dev:
-        return buf.ptr
+        return buf.at(0)
     return None

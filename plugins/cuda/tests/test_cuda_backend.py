@@ -8,7 +8,7 @@ import pytest
 
 from pyggml import ops
 from pyggml.context import Context, init_view
-from pyggml.errors import ComputeError, UnsupportedOpError
+from pyggml.errors import AllocationError, ComputeError, UnsupportedOpError
 from pyggml.graph import build_graph
 from pyggml.types import GGMLType
 from pyggml_cuda.backend import CudaBackend
@@ -201,3 +201,25 @@ def test_an_index_a_kernel_refuses_is_reported_at_synchronize(fake_devices, gpu_
         be.synchronize()
     be.synchronize()  # cleared: the backend goes on
     be.graph_compute(g)
+
+
+def test_a_freed_buffer_is_refused_not_written(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
+    """A compute, an upload or a read over a freed buffer raises AllocationError (its address may be another
+    allocation's by then); the free waits for the device's queued work and returns the bytes to the tally."""
+    dev = fake_devices[0]
+    g, buf, ts = _graph(dev)
+    be = dev.init_backend()
+    be.graph_compute(g)
+    held = dev.allocations.bytes
+    buf.free()
+    assert buf.freed and ("context_sync", 0) in gpu_state.calls and dev.allocations.bytes == held - buf.size
+    launches = len(gpu_state.launches)
+    with pytest.raises(AllocationError, match="used after free"):
+        be.graph_compute(g)
+    with pytest.raises(AllocationError, match="used after free"):
+        ts["x"].set(np.zeros(64, np.float32))
+    with pytest.raises(AllocationError, match="used after free"):
+        ts["x"].numpy()
+    assert len(gpu_state.launches) == launches
+    buf.free()  # a second free does nothing
+    be.free()

@@ -100,6 +100,10 @@ def make_driver(state: State) -> types.ModuleType:
             state.stack.pop()
 
         @staticmethod
+        def synchronize() -> None:
+            state.calls.append(("context_sync", current().dev))
+
+        @staticmethod
         def enable_peer_access(peer: Context, flags: int = 0) -> None:
             state.calls.append(("enable_peer_access", current().dev, peer.dev))
 
