@@ -16,6 +16,7 @@
  *   INLINE          a device helper function
  *   i64 u64 i32 u32 u8 i8 u16   fixed-width integers
  *   LOAD_HALF(p, i) / STORE_HALF(p, i, v)   IEEE half storage without needing half arithmetic
+ *   ROUND_HALF(v)   v rounded to the nearest half (to even), back as a float: what a value stored as F16 reads
  *   FMAX FMIN FABS EXP EXPM1 LOG SQRT RSQRT SIN COS TANH ERF POW FLOOR CEIL ROUND RINT TRUNC   float math
  *   (ROUND: half away from zero; RINT: half to even)
  *   acc_t           accumulator type of long sums and angles: double where the device has it (the host
@@ -57,6 +58,12 @@ typedef ushort u16;
 typedef short i16;
 #define LOAD_HALF(p, i) vload_half((i), (GLOBAL const half *)(p))
 #define STORE_HALF(p, i, v) vstore_half_rte((v), (i), (GLOBAL half *)(p))
+inline float pg_round_half(float v) {
+    ushort h; /* half storage in a private variable: no cl_khr_fp16 needed */
+    vstore_half_rte(v, 0, (half *)&h);
+    return vload_half(0, (const half *)&h);
+}
+#define ROUND_HALF(v) pg_round_half(v)
 #define AS_FLOAT(u) as_float(u)
 #define AS_UINT(f) as_uint(f)
 #define FMAX fmax
@@ -110,6 +117,7 @@ typedef unsigned short u16;
 typedef short i16;
 #define LOAD_HALF(p, i) __half2float(((const __half *)(p))[i])
 #define STORE_HALF(p, i, v) (((__half *)(p))[i] = __float2half_rn(v))
+#define ROUND_HALF(v) __half2float(__float2half_rn(v))
 #define AS_FLOAT(u) __uint_as_float(u)
 #define AS_UINT(f) __float_as_uint(f)
 #define RSQRT rsqrtf
@@ -151,6 +159,7 @@ static inline u32 pg_host_as_uint(float f) { u32 u; memcpy(&u, &f, 4); return u;
 static inline float pg_host_rsqrt(float x) { return 1.0f / sqrtf(x); }
 #define LOAD_HALF(p, i) pg_host_load_half((p), (i))
 #define STORE_HALF(p, i, v) pg_host_store_half((p), (i), (v))
+#define ROUND_HALF(v) PG_HOST_HALF_TO_FLOAT(PG_HOST_FLOAT_TO_HALF(v))
 #define AS_FLOAT(u) pg_host_as_float(u)
 #define AS_UINT(f) pg_host_as_uint(f)
 #define RSQRT pg_host_rsqrt

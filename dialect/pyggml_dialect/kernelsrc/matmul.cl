@@ -8,6 +8,15 @@
 #include "kquants.h"
 #include "reduce.h"
 
+/* an element of src1 as the products read it: rounded to F16 for F16 weights, as ggml's CPU converts src1 to the
+ * weights' vec_dot_type first (the quantised weights' partner is matmul_q.cl's k_quantize_act; Vulkan's mul_mat
+ * rounds alike) */
+#if defined(WT_IS_f16)
+#define LOAD_SRC1(p) ROUND_HALF(LOADT(T1, p))
+#else
+#define LOAD_SRC1(p) LOADT(T1, p)
+#endif
+
 /* dot of block ib (32 elements of k) of a weight row with src1 column `col` */
 INLINE float block_dot(GLOBAL const char *row, i64 ib, GLOBAL const char *col, i64 nb10, i64 ne00) {
     i64 k0 = ib * 32;
@@ -41,7 +50,7 @@ INLINE float block_dot(GLOBAL const char *row, i64 ib, GLOBAL const char *col, i
 #else
     float s = 0.f;
     i64 k1 = k0 + 32 < ne00 ? k0 + 32 : ne00;
-    for (i64 k = k0; k < k1; k++) s += ELEM(WT, row, k) * LOADT(T1, col + k * nb10);
+    for (i64 k = k0; k < k1; k++) s += ELEM(WT, row, k) * LOAD_SRC1(col + k * nb10);
     return s;
 #endif
 }
@@ -90,7 +99,7 @@ KERNEL void k_mul_mat_tiled(TENSOR(a), TENSOR(b), TENSOR(d)) {
             i32 rr = e / TILE, kk = e % TILE;
             i64 r = r0 + rr, c = c0 + rr, k = k0 + kk;
             as[rr][kk] = (r < a_ne1 && k < a_ne0) ? ELEM(WT, AT(a, 0, r, i02, i03), k) : 0.f;
-            bs[rr][kk] = (c < b_ne1 && k < a_ne0) ? LOADT(T1, AT(b, k, c, i12, i13)) : 0.f;
+            bs[rr][kk] = (c < b_ne1 && k < a_ne0) ? LOAD_SRC1(AT(b, k, c, i12, i13)) : 0.f;
         }
         BARRIER();
         for (i32 kk = 0; kk < TILE; kk++) {

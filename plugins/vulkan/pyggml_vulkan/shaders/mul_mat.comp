@@ -23,6 +23,10 @@ GENERIC_PC
 DECLARE_STATUS
 shared float part[8u * WGS];
 
+// an element of b as the products read it: rounded to F16 for F16 weights, as ggml's CPU converts b to the weights'
+// vec_dot_type first (the quantised weights' partner is mul_mat_q8's Q8_1)
+float b_as_read(float v) { return TA == T_F16 ? unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x : v; }
+
 void main() {
     uint ncols = IDS ? pc.ne1 : pc.ne11;
     uint ncg = (ncols + NC - 1u) / NC;
@@ -70,7 +74,7 @@ void main() {
         for (uint k = lane; k < K; k += TPR) {
             float av = A_ld(TA, abase + k * pc.nb00);
             for (uint c = 0u; c < NC; ++c) {
-                if (c < nc) acc[c] += av * B_ld(TB, bbase + (jb + c) * pc.nb11 + k * pc.nb10);
+                if (c < nc) acc[c] += av * b_as_read(B_ld(TB, bbase + (jb + c) * pc.nb11 + k * pc.nb10));
             }
         }
     }
