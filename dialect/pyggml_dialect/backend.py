@@ -6,6 +6,7 @@ from `pyggml.backend.launch.ErrorSites`), and a backend that queues its work, in
 
 from __future__ import annotations
 
+import threading
 from abc import abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import numpy as np
 
 from pyggml.backend.plan_cache import PlannedBackend
-from pyggml.backend.protocol import Buffer, Bytes, Device
+from pyggml.backend.protocol import Buffer, Bytes, Device, DeviceCaps, DeviceType, Registry
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
@@ -25,6 +26,12 @@ P = TypeVar("P")
 class DialectDevice(Device):
     """A device that runs dialect kernels: a kernel that finds an index out of range stores a code naming the node
     and the condition in the device's status word (one int32, zero while all is well)."""
+
+    def __init__(self, reg: Registry, name: str, type: DeviceType, caps: DeviceCaps) -> None:
+        super().__init__(reg, name, type, caps)
+        self.mem_lock = threading.RLock()
+        """Held while launches and transfers over the device's buffers are queued and while a buffer is freed: a
+        free from another thread waits for the queueing, then for the device's work."""
 
     @abstractmethod
     def check_status(self) -> None:

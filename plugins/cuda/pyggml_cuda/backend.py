@@ -62,8 +62,9 @@ def build_plan(dev: CudaDevice, graph: Graph) -> CudaGraphPlan:
     b = CudaLaunchBuilder(dev, ptr_of, alloc, dev.status_ptr(), dev.errors)
     launches = build_launches(graph.nodes, b, dev.name)
     bound = dev.modules.bind(launches)
-    keep = [s.buffer for la in launches for s in (la.node, *la.node.src) if s is not None]
-    return CudaGraphPlan(bound, keep + b.scratch_mems)
+    buffers = {id(s.buffer): s.buffer for la in launches for s in (la.node, *la.node.src)
+               if s is not None and s.buffer is not None}  # distinct: a replay checks each once
+    return CudaGraphPlan(bound, [*buffers.values(), *b.scratch_mems])
 
 
 class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):

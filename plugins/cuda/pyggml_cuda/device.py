@@ -106,9 +106,6 @@ class CudaDevice(DialectDevice):
         self.info = DeviceInfo.query(cu_device, ordinal)
         self._ctx: Any = None
         self._lock = threading.RLock()
-        self.mem_lock = threading.RLock()
-        """Held while launches over buffers are queued and while a buffer is freed: a free from another thread
-        waits for the queueing, then for the device."""
         self.allocations = AllocationTally()
         """Bytes this plugin's live buffers hold (for `memory()` when the driver cannot say)."""
         self._peers: set[int] = set()

@@ -112,8 +112,6 @@ class OpenCLDevice(DialectDevice):
         self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
         self.allocations = AllocationTally()
         """Bytes this plugin's live buffers hold: `memory()` reports the rest as free."""
-        self.mem_lock = threading.RLock()
-        """Held while a buffer is freed and while transfers and plans that use buffers are enqueued (buffer.py)."""
         self.status_mem: cl.Buffer = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                                          hostbuf=np.zeros(1, np.int32))
         """Status word kernels set to a nonzero code when an index is out of range (see check_status)."""
