@@ -22,6 +22,7 @@ import time
 
 
 def child(args: argparse.Namespace) -> dict[str, object]:
+    from pyggml.backend.meta import MetaBackend
     from pyggml_llama.session import Session
 
     n = args.child
@@ -34,12 +35,11 @@ def child(args: argparse.Namespace) -> dict[str, object]:
     prompt = s.tokenizer.encode(args.prompt)
     tokens = list(s.generate(prompt, args.n_predict))
     meta = s.backends[0]
-    stats = getattr(meta, "stats", None)
     return {
         "devices": n, "split_mode": mode, "backends": s.stats.backends, "load_s": round(load_s, 2),
         "prompt_tokens": len(prompt), "prompt_tok_s": round(s.stats.prompt.tok_s, 2),
         "decode_tokens": s.stats.decode.tokens, "decode_tok_s": round(s.stats.decode.tok_s, 3),
-        "allreduces_per_token": stats.last_allreduces if stats is not None else 0,
+        "allreduces_per_token": meta.last_plan.n_allreduce if isinstance(meta, MetaBackend) else 0,
         "allreduce": getattr(getattr(meta, "comm", None), "name", None),
         "tokens": tokens,
     }

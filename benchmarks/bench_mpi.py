@@ -141,6 +141,7 @@ def allreduce_worker(args: argparse.Namespace) -> dict[str, Any] | None:
 def decode_worker(args: argparse.Namespace) -> dict[str, Any] | None:
     """One warm-up round, then --inner rounds of a --pp-token prompt and --tg greedy tokens (no stop at end of
     text, so every round decodes the same count); under MPI rank 0's token is broadcast as in Session.generate."""
+    from pyggml.backend.meta import MetaBackend
     from pyggml_llama.session import Session
 
     shares = [float(x) for x in args.shares.split(",")] if args.shares else None
@@ -176,7 +177,7 @@ def decode_worker(args: argparse.Namespace) -> dict[str, Any] | None:
     meta = s.backends[0]
     return {"backends": s.stats.backends, "pp_tok_s": pp, "tg_tok_s": tg, "tokens": out,
             "allreduce": getattr(getattr(meta, "comm", None), "name", None),
-            "allreduces_per_token": getattr(getattr(meta, "stats", None), "last_allreduces", 0)}
+            "allreduces_per_token": meta.last_plan.n_allreduce if isinstance(meta, MetaBackend) else 0}
 
 
 # ---- driver ----------------------------------------------------------------------------------------------------

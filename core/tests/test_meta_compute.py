@@ -37,7 +37,7 @@ def test_column_then_row_parallel_equals_one_device(n: int, wtype: GGMLType) -> 
     _meta, backend, _ = make_meta(n, mlp_states(n))
     out, _g = on_meta(backend, mlp_leafs(wtype), mlp)
     assert nmse(out.numpy(), reference(mlp_leafs(wtype), mlp)) < 1e-12
-    assert backend.stats.last_allreduces == 1 and backend.stats.last_subgraphs == 2
+    assert backend.last_plan.n_allreduce == 1 and len(backend.last_plan.subgraphs) == 2
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -50,7 +50,7 @@ def test_column_parallel_mul_mat_alone(n: int) -> None:
     out, _ = on_meta(backend, mlp_leafs(), col)
     assert meta.split_state(out).extents() == split_shares(M, n, granularity=32)
     assert nmse(out.numpy(), reference(mlp_leafs(), col)) < 1e-12
-    assert backend.stats.last_allreduces == 0
+    assert backend.last_plan.n_allreduce == 0
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5])
@@ -66,7 +66,7 @@ def test_row_parallel_mul_mat_alone_is_reduced(n: int, comm: str) -> None:
     out, _ = on_meta(backend, leafs, row)
     assert meta.split_state(out, assume_sync=False).axis.name == "PARTIAL"
     assert nmse(out.numpy(), reference(leafs, row)) < 1e-12  # the final partial sum is reduced too
-    assert backend.stats.last_allreduces == 1
+    assert backend.last_plan.n_allreduce == 1
     d = [t.numpy() for t in meta.simple_tensors(out)]
     assert all(np.array_equal(d[0], x) for x in d[1:])  # every device holds the same sums, bit for bit
 

@@ -31,4 +31,4 @@ def test_mlp_on_opencl_devices(n: int, wtype: GGMLType, comm: str) -> None:
     except PyGGMLError as e:
         pytest.skip(f"the OpenCL plugin cannot run this yet: {e}")
     assert nmse(out.numpy(), reference(mlp_leafs(wtype), mlp)) <= 5e-4
-    assert backend.stats.last_allreduces == 1
+    assert backend.last_plan.n_allreduce == 1

@@ -23,15 +23,17 @@ OpenCL and Vulkan plans still do).
 
 from __future__ import annotations
 
+import time
 import weakref
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pyggml.backend.protocol import Backend, Device
-from pyggml.errors import AllocationError
+from pyggml.errors import AllocationError, GraphError
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -217,26 +219,58 @@ class PlanCache(Generic[P]):
                 self._release(p)
 
 
+@dataclass
+class PlanStats:
+    """What a planned backend did so far (host side; the device runs after)."""
+
+    computes: int = 0
+    plan_seconds: float = 0.0
+    """Time spent building plans (`plans_built` of them)."""
+    host_seconds: float = 0.0
+    """Time inside graph_compute_async: finding or building the plan, then queueing its replay."""
+
+
 class PlannedBackend(Backend, Generic[P]):
-    """A backend that computes a graph by replaying its plan (the OpenCL and CUDA plugins): `replay(plan)` queues
-    the plan's work; plans come from `build(graph)` through a `PlanCache`, released with `release(plan)`."""
+    """A backend that computes a graph by replaying its plan (OpenCL, CUDA, Vulkan, Metal, RPC, the meta device):
+    `replay(plan)` queues the plan's work; plans come from `build(graph)` through a `PlanCache`, released with
+    `release(plan)`."""
 
     def __init__(self, device: Device, build: Callable[[Graph], P], release: Callable[[P], None] | None = None
                  ) -> None:
         super().__init__(device)
         self.plans: PlanCache[P] = PlanCache(build, release)
+        self.stats = PlanStats()
+        self._last: P | None = None
 
     @property
     def plans_built(self) -> int:
         """Plans built so far (a replayed graph builds none)."""
         return self.plans.builds
 
+    @property
+    def last_plan(self) -> P:
+        """The plan of the graph computed last: what it ran (dispatches, subgraphs, allreduces...)."""
+        if self._last is None:
+            raise GraphError(f"{self.name}: no graph was computed yet, so there is no last plan")
+        return self._last
+
     def graph_compute(self, graph: Graph) -> None:
         self.graph_compute_async(graph)
         self.synchronize()
 
     def graph_compute_async(self, graph: Graph) -> None:
-        self.replay(self.plans.get(graph))
+        t0 = time.perf_counter()
+        self.replay(self.plan(graph))
+        self.stats.computes += 1
+        self.stats.host_seconds += time.perf_counter() - t0
+
+    def plan(self, graph: Graph) -> P:
+        """The plan of `graph`: built now unless the graph is unchanged since it was planned."""
+        t0, builds = time.perf_counter(), self.plans.builds
+        self._last = self.plans.get(graph)
+        if self.plans.builds != builds:
+            self.stats.plan_seconds += time.perf_counter() - t0
+        return self._last
 
     @abstractmethod
     def replay(self, plan: P) -> None:
@@ -244,6 +278,7 @@ class PlannedBackend(Backend, Generic[P]):
 
     def free(self) -> None:
         self.plans.clear()
+        self._last = None
 
 
 def check_not_freed(buffers: Iterable[object], who: str) -> None:

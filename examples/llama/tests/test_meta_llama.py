@@ -85,7 +85,7 @@ def test_tiny_llama_on_meta_equals_one_device(n: int, ts: tuple[float, ...] | No
     got = run_tiny([backend, numpy_backend()], meta.buffer_type(), STEPS)
     for a, b in zip(got, ref, strict=True):
         assert nmse(a, b) < 1e-10
-    assert backend.stats.last_allreduces == 2 * TINY.n_layer  # attention output and FFN down, per layer
+    assert backend.last_plan.n_allreduce == 2 * TINY.n_layer  # attention output and FFN down, per layer
     assert backend.plans_built == len(STEPS)
 
 

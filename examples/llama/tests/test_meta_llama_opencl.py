@@ -32,7 +32,7 @@ def test_tiny_llama_on_opencl_devices(n: int) -> None:
     got = run_tiny([backend, numpy_backend()], meta.buffer_type(), STEPS)
     for a, b in zip(got, ref, strict=True):
         assert nmse(a, b) <= 5e-4
-    assert backend.stats.last_allreduces == 2 * TINY.n_layer
+    assert backend.last_plan.n_allreduce == 2 * TINY.n_layer
 
 
 def test_smollm2_greedy_tokens_on_two_opencl_devices() -> None:

@@ -55,7 +55,7 @@ def test_logits_match_one_device(numpy_reference: np.ndarray, n: int) -> None:
     got, s = logits(["numpy"] * n, "tensor")
     assert nmse(got, numpy_reference) <= 5e-4
     meta = s.backends[0]  # type: ignore[attr-defined]
-    assert meta.stats.last_allreduces == 2 * s.hp.n_layer  # type: ignore[attr-defined]
+    assert meta.last_plan.n_allreduce == 2 * s.hp.n_layer  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("n", "ts"), [(2, None), (3, None), (2, (3.0, 1.0)), (3, (1.0, 1.0, 0.0))])
@@ -63,7 +63,7 @@ def test_greedy_tokens_match_one_device(cpu_reference: list[list[int]], n: int,
                                         ts: tuple[float, ...] | None) -> None:
     got, s = greedy(["cpu"] * n, "tensor", ts)
     assert got == cpu_reference
-    assert s.backends[0].stats.last_allreduces == 2 * s.hp.n_layer  # type: ignore[attr-defined]
+    assert s.backends[0].last_plan.n_allreduce == 2 * s.hp.n_layer  # type: ignore[attr-defined]
 
 
 def test_more_devices_than_kv_heads_is_refused() -> None:

@@ -60,7 +60,7 @@ def test_a_replayed_meta_split_graph_builds_no_plan(cpu_device: Device, cpu_back
         out, ts, g = _build(backend.device.buffer_type(), values)
         backend.graph_compute(g)
         first = _builds(backend)
-        assert backend.stats.last_allreduces == LAYERS
+        assert backend.last_plan.n_allreduce == LAYERS
         assert all(n > 2 * LAYERS for n in first)  # every subgraph and every ADD graph was planned once ...
         x2 = values["x"] * 2 - 1
         ts["x"].set(x2)

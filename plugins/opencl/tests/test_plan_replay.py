@@ -59,6 +59,6 @@ def test_second_decode_step_builds_no_plan_on_a_tensor_split(dev, dev2) -> None:
     assert np.isfinite(built.logits.numpy()).all()
     # 2 allreduces per layer: each device runs 2 * n_layer + 1 subgraphs and 2 * n_layer ADD graphs per step,
     # more than the RECENT plans kept by fingerprint alone
-    assert backend.stats.last_allreduces == 2 * TINY.n_layer
+    assert backend.last_plan.n_allreduce == 2 * TINY.n_layer
     assert min(first) > RECENT
 

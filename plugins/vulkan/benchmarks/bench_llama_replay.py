@@ -25,10 +25,10 @@ def decode(backends: list[str], prompt: list[int], n: int, replay: bool = True) 
                               "decode_ms_per_token": round(1e3 * decoded.seconds / max(1, decoded.tokens), 1),
                               "prompt_ms": round(1e3 * s.stats.prompt.seconds, 1)}
     if vk is not None:
-        st, records = vk.stats, vk.plans_built  # type: ignore[attr-defined]
-        out.update(records=records, replays=st.replays, record_ms_total=round(st.record_seconds * 1e3, 1),
-                   record_ms_per_graph=round(st.record_seconds * 1e3 / max(1, records), 1),
-                   dispatches=st.last_dispatches, barriers=st.last_barriers, replay=replay,
+        st, records, rec = vk.stats, vk.plans_built, vk.last_plan  # type: ignore[attr-defined]
+        out.update(records=records, replays=st.computes - records, record_ms_total=round(st.plan_seconds * 1e3, 1),
+                   record_ms_per_graph=round(st.plan_seconds * 1e3 / max(1, records), 1),
+                   dispatches=rec.n_dispatches, barriers=rec.n_barriers, replay=replay,
                    host_ms_per_compute=round(st.host_seconds * 1e3 / max(1, st.computes), 2))
     return out
 

@@ -10,8 +10,6 @@ Submissions signal a timeline semaphore; events are (semaphore, value) pairs."""
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyggml.backend.plan_cache import PlannedBackend
@@ -31,21 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Stats:
-    """What the backend did so far (the recordings made are its `plans_built`)."""
-
-    replays: int = 0
-    """Computes that resubmitted a command buffer recorded before."""
-    record_seconds: float = 0.0
-    last_dispatches: int = 0
-    last_barriers: int = 0
-    """Those of the last command buffer recorded (a replay leaves both as they are)."""
-    computes: int = 0
-    host_seconds: float = 0.0
-    """Host time inside graph_compute_async (placement check + record or replay + submit); the GPU runs after."""
-
-
 def _referenced(graph: Graph) -> list[Buffer | None]:
     """The buffers a recording binds, kept alive with it."""
     return [t.buffer for t in graph.nodes] + [s.buffer for t in graph.nodes for s in t.src if s is not None]
@@ -58,7 +41,6 @@ class VulkanBackend(PlannedBackend[Recording]):
         self.timeline = ctx.timeline()
         self.submitted = 0
         self._pending_waits: list[tuple[CData, int]] = []
-        self.stats = Stats()
         self._scratch: VulkanBuffer | None = None
         self.status = StatusWord(device.buffer_type(), ctx, self.name)  # type: ignore[arg-type]
         """Where shaders report out-of-range indices (read by synchronize)."""
@@ -70,14 +52,10 @@ class VulkanBackend(PlannedBackend[Recording]):
     def record(self, graph: Graph) -> Recording:
         from pyggml_vulkan.op_table import plan_graph
 
-        t0 = time.perf_counter()
         planner = DispatchBuilder(self.ctx, self._scratch_buffer, self.status)
         plan_graph(graph, planner, self.name)
         rec = Recording(self.ctx, planner.dispatches)
         rec.keep = _referenced(graph)
-        self.stats.record_seconds += time.perf_counter() - t0
-        self.stats.last_dispatches = rec.n_dispatches
-        self.stats.last_barriers = rec.n_barriers
         return rec
 
     def _scratch_buffer(self, nbytes: int) -> VulkanBuffer:
@@ -93,32 +71,21 @@ class VulkanBackend(PlannedBackend[Recording]):
             self._scratch = VulkanBuffer(buft, self.ctx, min(size, buft.max_size))  # type: ignore[arg-type]
         return self._scratch
 
-    def recording(self, graph: Graph) -> Recording:
+    def plan(self, graph: Graph) -> Recording:
         """The graph's command buffer: recorded now if the graph is new or moved, else the one recorded before."""
+        self.ctx.ensure_alive()
         if not self.replay_enabled:
             self.plans.clear()
-        builds = self.plans_built
-        rec = self.plans.get(graph)
-        if self.plans_built == builds:
-            self.stats.replays += 1
-        return rec
-
-    def _retire(self, rec: Recording) -> None:
-        self._wait()
-        rec.free()
-
-    def graph_compute_async(self, graph: Graph) -> None:
-        t0 = time.perf_counter()
-        self.ctx.ensure_alive()
         try:
-            rec = self.recording(graph)
+            return super().plan(graph)
         except PyGGMLError:
             raise
         except Exception as e:  # a Vulkan or planning failure: name it, keep the backend usable
             raise ComputeError(f"{self.name}: recording graph {graph.uid} failed: {type(e).__name__}: {e}") from e
-        self.replay(rec)
-        self.stats.computes += 1
-        self.stats.host_seconds += time.perf_counter() - t0
+
+    def _retire(self, rec: Recording) -> None:
+        self._wait()
+        rec.free()
 
     def replay(self, rec: Recording) -> None:
         """Submit the recorded command buffer after the events it waits for; it signals the next timeline value."""

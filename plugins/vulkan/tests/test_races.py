@@ -112,7 +112,7 @@ def test_kv_cache_write_then_view_read_is_behind_a_barrier(device):
     idx.set(np.array([0, 5, 7], np.int64))
     q.set(rand(2, 64, seed=1))
     be.graph_compute(g)
-    rec = be.recording(g)  # the recording just submitted, replayed
+    rec = be.plan(g)  # the recording just submitted, replayed
     i_set, i_mm = rec.names.index(stored.name), rec.names.index(out.src[0].name)
     assert any(i_set < b <= i_mm for b in rec.barrier_before)
     assert rec.names.index(other.name) not in rec.barrier_before

@@ -13,8 +13,7 @@ from pyggml.backend.meta import transfer
 from pyggml.backend.meta.allreduce import ButterflyAllreduce, Communicator, make_communicator
 from pyggml.backend.meta.device import MetaDevice
 from pyggml.backend.meta.plan import MetaPlan, Subgraph, build_plan
-from pyggml.backend.plan_cache import PlanCache
-from pyggml.backend.protocol import Backend
+from pyggml.backend.plan_cache import PlannedBackend, PlanStats
 from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -23,69 +22,51 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class MetaStats:
-    computes: int = 0
+class MetaStats(PlanStats):
     allreduces: int = 0
-    """Allreduces run in total."""
+    """Allreduces run in total (those of the last graph: `last_plan.n_allreduce`)."""
     fallbacks: int = 0
     """Allreduces the communicator declined, done by the butterfly fallback."""
-    last_subgraphs: int = 0
-    last_allreduces: int = 0
-    """Allreduces of the last graph computed."""
 
 
-class MetaBackend(Backend):
+class MetaBackend(PlannedBackend[MetaPlan]):
+    """Plans (states, simple tensors, subgraphs) are built when a graph is new or moved, and checked then: every
+    state and every device's support of its slices, before anything runs. A replayed graph plans nothing."""
+
     device: MetaDevice
+    stats: MetaStats
 
     def __init__(self, device: MetaDevice, params: str | None = None, comm: Communicator | str | None = None) -> None:
-        super().__init__(device)
+        super().__init__(device, self._build_plan)
         self.backends = [d.init_backend(params) for d in device.devices]
         self.comm = make_communicator(comm, self.backends)
         self.fallback = self.comm if isinstance(self.comm, ButterflyAllreduce) else ButterflyAllreduce(self.backends)
         self.stats = MetaStats()
-        self._plans: PlanCache[MetaPlan] = PlanCache(lambda g: build_plan(device.table, g, self.backends))
 
     @property
     def name(self) -> str:
         return self.device.name
 
-    @property
-    def plans_built(self) -> int:
-        """Graphs planned so far (states, simple tensors, subgraphs); a replayed graph plans none."""
-        return self._plans.builds
+    def _build_plan(self, graph: Graph) -> MetaPlan:
+        p = build_plan(self.device.table, graph, self.backends)
+        log.debug("meta plan of graph %d: %d subgraphs, %d allreduces", graph.uid, len(p.subgraphs), p.n_allreduce)
+        return p
 
     def set_comm(self, comm: Communicator | str | None) -> None:
         """Reduce through another communicator from now on (auto, inprocess, butterfly or an instance)."""
         self.comm = make_communicator(comm, self.backends)
 
-    def plan(self, graph: Graph) -> MetaPlan:
-        """The plan of `graph` (made now unless the graph is unchanged since it was last planned). Every state
-        and every device's support of its slices is checked here, before anything runs."""
-        builds = self._plans.builds
-        p = self._plans.get(graph)
-        if self._plans.builds != builds:
-            log.debug("meta plan of graph %d: %d subgraphs, %d allreduces", graph.uid, len(p.subgraphs),
-                      p.n_allreduce)
-        return p
-
-    def graph_compute(self, graph: Graph) -> None:
-        self.graph_compute_async(graph)
-        self.synchronize()
-
-    def graph_compute_async(self, graph: Graph) -> None:
-        p = self.plan(graph)
-        for k, sub in enumerate(p.subgraphs):
+    def replay(self, plan: MetaPlan) -> None:
+        for k, sub in enumerate(plan.subgraphs):
             for b, g in zip(self.backends, sub.graphs, strict=True):
                 try:
                     b.graph_compute_async(g)
                 except PyGGMLError as e:
-                    raise ComputeError(f"{self.name}: subgraph {k} of {len(p.subgraphs)} on '{b.name}': {e}") from e
+                    raise ComputeError(f"{self.name}: subgraph {k} of {len(plan.subgraphs)} on '{b.name}': {e}"
+                                       ) from e
             if sub.reduce is not None:
                 self._allreduce(sub)
-        self.stats.computes += 1
-        self.stats.last_subgraphs = len(p.subgraphs)
-        self.stats.last_allreduces = p.n_allreduce
-        self.stats.allreduces += p.n_allreduce
+        self.stats.allreduces += plan.n_allreduce
 
     def _allreduce(self, sub: Subgraph) -> None:
         tensors = sub.reduce
@@ -110,4 +91,4 @@ class MetaBackend(Backend):
             self.fallback.close()
         for b in self.backends:
             b.free()
-        self._plans.clear()
+        super().free()
