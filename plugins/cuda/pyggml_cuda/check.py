@@ -79,15 +79,19 @@ def catalog(modes: Iterable[str] = ("test", "perf")) -> Catalog:
     return cat
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report:
-    programs: int = 0
-    kernels: int = 0
-    launches_checked: int = 0
-    bundles: int = 0
-    compiled: int = 0
-    seconds: float = 0.0
-    failures: list[str] = field(default_factory=list)
+    """What `--check` did: the programs and distinct kernels the op table launches, the bundles they were compiled
+    into (`compiled` of them by this run, the rest from the kernel cache), the launch signatures checked against
+    the compiled kernels, and every problem found."""
+
+    programs: int
+    kernels: int
+    bundles: int
+    compiled: int
+    launches_checked: int
+    seconds: float
+    failures: list[str]
 
 
 def compile_all(variants: Sequence[Variant], kc: KernelCache, jobs: int | None,
@@ -110,14 +114,11 @@ def compile_all(variants: Sequence[Variant], kc: KernelCache, jobs: int | None,
 def run_check(kc: KernelCache, jobs: int | None = None, modes: Iterable[str] = ("test", "perf")) -> Report:
     t0 = time.perf_counter()
     cat = catalog(modes)
-    rep = Report(failures=list(cat.problems))
+    failures = list(cat.problems)
     variants = [variant(s) for s in cat.specs()]
-    rep.programs = len(variants)
-    rep.kernels = len({(v.tag, k) for v in variants for k in v.kernels})
     before = kc.compiled
-    bundles = compile_all(variants, kc, jobs, rep.failures)
-    rep.compiled = kc.compiled - before
-    rep.bundles = len({b.key for b in bundles.values()})
+    bundles = compile_all(variants, kc, jobs, failures)
+    checked = 0
     for (spec, kernel, _), la in sorted(cat.launches.items(), key=lambda kv: (label(kv[0][0]), kv[0][1])):
         v = variant(spec)
         b = bundles.get(v.tag)
@@ -126,10 +127,11 @@ def run_check(kc: KernelCache, jobs: int | None = None, modes: Iterable[str] = (
         try:
             check_signature(la, b.signatures.get(v.symbol(kernel)), f"{kernel} of {label(spec)}")
         except PyGGMLError as e:
-            rep.failures.append(str(e))
-        rep.launches_checked += 1
-    rep.seconds = round(time.perf_counter() - t0, 2)
-    return rep
+            failures.append(str(e))
+        checked += 1
+    return Report(programs=len(variants), kernels=len({(v.tag, k) for v in variants for k in v.kernels}),
+                  bundles=len({b.key for b in bundles.values()}), compiled=kc.compiled - before,
+                  launches_checked=checked, seconds=round(time.perf_counter() - t0, 2), failures=failures)
 
 
 def list_programs(modes: Iterable[str]) -> list[str]:
