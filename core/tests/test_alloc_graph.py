@@ -25,6 +25,15 @@ def leaf(ctx: gg.Context, name: str, *ne: int) -> Tensor:
     return ctx.new_tensor(F32, *(ne or (8, 4)), name=name).set_input()
 
 
+def sins(x: Tensor, n: int) -> list[Tensor]:
+    """sin applied n times in a row to x (an op that never runs in place): [sin x, sin sin x, ...]."""
+    chain = []
+    for _ in range(n):
+        x = ops.sin(x)
+        chain.append(x)
+    return chain
+
+
 def run(graph: gg.Graph) -> None:
     for node in graph.nodes:
         compute_node(node)
@@ -64,10 +73,7 @@ def test_in_place_chain_uses_one_slot() -> None:
 def test_ops_that_cannot_run_in_place_ping_pong_between_two_slots() -> None:
     ctx = gg.Context(no_alloc=True)
     with ctx:
-        x = leaf(ctx, "a")
-        for _ in range(5):
-            x = ops.sin(x)
-        g = gg.build_graph(x)
+        g = gg.build_graph(sins(leaf(ctx, "a"), 5)[-1])
     ga = GraphAllocator(TestBufferType())
     assert ga.alloc_graph(g)
     verify_allocation(g)
@@ -154,8 +160,7 @@ def test_none_view_with_consumers_keeps_its_owner() -> None:
     ctx = gg.Context(no_alloc=True)
     with ctx:
         a = leaf(ctx, "a")
-        x = ops.sin(a)
-        u = ops.sin(ops.sin(x))                   # x's only node consumer is the first sin
+        x, _, u = sins(a, 3)                      # x's only node consumer is the next sin
         v = ctx.view_tensor(x)                    # a NONE-op view of x: a leaf of the graph
         out = ops.add(v, u)
         g = gg.build_graph(out)
@@ -191,11 +196,8 @@ def test_graph_order_without_compute_flags_is_placed_the_same() -> None:
 def test_graph_view_allocates_srcs_outside_it() -> None:
     ctx = gg.Context(no_alloc=True)
     with ctx:
-        a = leaf(ctx, "a")
-        b = ops.sin(a)
-        c = ops.sin(b)
-        d = ops.add(ops.sin(c), b)
-        g = gg.build_graph(d)
+        b, c, sin_c = sins(leaf(ctx, "a"), 3)
+        g = gg.build_graph(ops.add(sin_c, b))
     part = g.view(2, g.n_nodes)                   # b and c are srcs from outside the view
     ga = GraphAllocator(TestBufferType())
     assert ga.alloc_graph(part)
@@ -341,10 +343,7 @@ def test_records_name_buffer_offsets_and_sizes() -> None:
 def test_none_view_node_without_consumers_only_delays_the_free() -> None:
     ctx = gg.Context(no_alloc=True)
     with ctx:
-        a = leaf(ctx, "a")
-        x = ops.sin(a)
-        y = ops.sin(x)
-        z = ops.sin(y)
+        x, _, z = sins(leaf(ctx, "a"), 3)
         g = gg.build_graph(z)
         dep = ctx.view_tensor(x)                  # the scheduler's trick: a dependency node, nothing reads it
     g.nodes.insert(2, dep)

@@ -3,13 +3,16 @@
 Each rule states d(loss)/d(src) in terms of the node's gradient `g`, its sources and its own value, as ggml's
 ggml_compute_backward does; where ggml has no rule (NORM, OUT_PROD, LEAKY_RELU, CLAMP, UNARY TANH / SIGMOID /
 GELU / GELU_QUICK, fused SWIGLU) the derivative is written here from the op's definition. Rules that need the
-backward ops (REPEAT_BACK, SILU_BACK, RMS_NORM_BACK) use them exactly where ggml does.
+backward ops (REPEAT_BACK, SILU_BACK, RMS_NORM_BACK) use them exactly where ggml does. The element-wise ops whose
+gradient is g f'(x) are one table, `DERIVATIVES`, of their derivatives f'.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyggml import ops
-from pyggml.autodiff.rules import NO_GRADIENT, UNARY_RULES, Backprop, GradientError, glu_rule, rule, unary_rule
+from pyggml.autodiff.rules import NO_GRADIENT, UNARY_RULES, Backprop, GradientError, RuleFn, glu_rule, rule, unary_rule
 from pyggml.ops.base import Op, describe
 from pyggml.ops.elementwise import ClampParams, GluOp, GluParams, LeakyReluParams, ScaleParams, UnaryOp
 from pyggml.ops.norm import NormParams
@@ -22,17 +25,26 @@ def _unbroadcast(t: Tensor, like: Tensor) -> Tensor:
     return t if t.ne == like.ne else ops.repeat_back(t, like)
 
 
+def _x(node: Tensor) -> Tensor:
+    """The node's (first) source."""
+    x = node.src[0]
+    assert x is not None
+    return x
+
+
 # ---- binary element-wise ----------------------------------------------------------------------------------------
 
 
 @rule(Op.ADD)
-def _add(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    a, b = node.src[0], node.src[1]
-    assert a is not None and b is not None
+@rule(Op.SUB)
+def _add_sub(node: Tensor, g: Tensor, bp: Backprop) -> None:
+    """y = a + b or a - b, b broadcast over a: grad(a) += g, grad(b) += or -= g summed back to b's shape."""
+    b = node.src[1]
+    assert b is not None
     if bp.needs(0):
         bp.add(0, g)
     if bp.needs(1):
-        bp.add(1, _unbroadcast(g, b))
+        (bp.sub if node.op is Op.SUB else bp.add)(1, _unbroadcast(g, b))
 
 
 @rule(Op.ADD1)
@@ -41,16 +53,6 @@ def _add1(node: Tensor, g: Tensor, bp: Backprop) -> None:
         bp.add(0, g)
     if bp.needs(1):
         bp.add(1, ops.sum(g))  # src1 is a scalar added to every element: its gradient is the sum
-
-
-@rule(Op.SUB)
-def _sub(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    b = node.src[1]
-    assert b is not None
-    if bp.needs(0):
-        bp.add(0, g)
-    if bp.needs(1):
-        bp.sub(1, _unbroadcast(g, b))
 
 
 @rule(Op.MUL)
@@ -73,13 +75,77 @@ def _div(node: Tensor, g: Tensor, bp: Backprop) -> None:
         bp.sub(1, _unbroadcast(ops.mul(g, ops.div(node, b)), b))
 
 
-# ---- unary math ops ------------------------------------------------------------------------------------------------
+# ---- element-wise ops whose gradient is g f'(x) --------------------------------------------------------------------
 
 
-def _x(node: Tensor) -> Tensor:
-    x = node.src[0]
-    assert x is not None
-    return x
+Derivative = Callable[[Tensor, Tensor], Tensor]
+"""(y, x) -> f'(x) of an element-wise op y = f(x): the derivative, x's shape, made of ops on x or on the op's own
+node y (which also holds the op's params)."""
+
+
+def _d_leaky_relu(y: Tensor, x: Tensor) -> Tensor:
+    """(not in ggml's rules) 1 where x > 0, negative_slope elsewhere."""
+    p: LeakyReluParams = y.params
+    return ops.scale(ops.step(x), 1.0 - p.negative_slope, p.negative_slope)
+
+
+def _d_clamp(y: Tensor, x: Tensor) -> Tensor:
+    """(not in ggml's rules) 1 where min < x < max, 0 where the clamp holds x."""
+    p: ClampParams = y.params
+    return ops.mul(ops.step(ops.scale(x, 1.0, -p.min)), ops.step(ops.scale(x, -1.0, p.max)))
+
+
+def _d_gelu(y: Tensor, x: Tensor) -> Tensor:
+    """y = x (1 + t) / 2 with t = tanh(c (x + a x^3)) (the tanh form GELU computes; ggml has no rule):
+    y' = (1 + t) / 2 + x (1 - t^2) c (1 + 3 a x^2) / 2."""
+    x2 = ops.sqr(x)
+    t = ops.tanh(ops.scale(ops.mul(x, ops.scale(x2, GELU_COEF_A, 1.0)), SQRT_2_OVER_PI))
+    slope = ops.mul(ops.mul(x, ops.scale(ops.sqr(t), -1.0, 1.0)), ops.scale(x2, 3.0 * GELU_COEF_A, 1.0))
+    return ops.add(ops.scale(t, 0.5, 0.5), ops.scale(slope, 0.5 * SQRT_2_OVER_PI))
+
+
+def _d_gelu_quick(y: Tensor, x: Tensor) -> Tensor:
+    """y = x s with s = sigmoid(k x) (ggml has no rule): y' = s (1 + k x (1 - s))."""
+    s = ops.sigmoid(ops.scale(x, GELU_QUICK_COEF))
+    inner = ops.scale(ops.mul(x, ops.scale(s, -1.0, 1.0)), GELU_QUICK_COEF, 1.0)
+    return ops.mul(s, inner)
+
+
+DERIVATIVES: dict[Op | UnaryOp, Derivative] = {
+    Op.SIN: lambda y, x: ops.cos(x),
+    Op.LEAKY_RELU: _d_leaky_relu,
+    Op.CLAMP: _d_clamp,
+    UnaryOp.ABS: lambda y, x: ops.sgn(x),
+    UnaryOp.RELU: lambda y, x: ops.step(x),
+    UnaryOp.EXP: lambda y, x: y,
+    UnaryOp.EXPM1: lambda y, x: ops.exp(x),
+    UnaryOp.SOFTPLUS: lambda y, x: ops.sigmoid(x),
+    UnaryOp.SIGMOID: lambda y, x: ops.sub(y, ops.sqr(y)),  # s (1 - s)
+    UnaryOp.GELU: _d_gelu,
+    UnaryOp.GELU_QUICK: _d_gelu_quick,
+}
+"""The element-wise ops (an Op, or a UNARY sub-op) y = f(x) whose gradient is the plain chain rule
+grad(x) += g f'(x), each with its derivative f'; `_chain_rule` is the one rule they all get. An element-wise op whose
+gradient is written another way keeps a rule function of its own below: as a quotient (SQRT, LOG) or a difference
+(COS, NEG, TANH), which a product with f' would round differently, or with a backward op (SILU_BACK)."""
+
+
+def _chain_rule(derivative: Derivative) -> RuleFn:
+    """The rule grad(x) += g f'(x) of an element-wise op with derivative f'."""
+
+    def fn(node: Tensor, g: Tensor, bp: Backprop) -> None:
+        if bp.needs(0):
+            bp.add(0, ops.mul(g, derivative(node, _x(node))))
+
+    return fn
+
+
+for _op, _derivative in DERIVATIVES.items():
+    _register = unary_rule(_op) if isinstance(_op, UnaryOp) else rule(_op)
+    _register(_chain_rule(_derivative))
+
+
+# ---- other unary math ops ------------------------------------------------------------------------------------------
 
 
 @rule(Op.SQR)
@@ -98,12 +164,6 @@ def _sqrt(node: Tensor, g: Tensor, bp: Backprop) -> None:
 def _log(node: Tensor, g: Tensor, bp: Backprop) -> None:
     if bp.needs(0):
         bp.add(0, ops.div(g, _x(node)))
-
-
-@rule(Op.SIN)
-def _sin(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.mul(g, ops.cos(_x(node))))
 
 
 @rule(Op.COS)
@@ -125,35 +185,12 @@ def _dup(node: Tensor, g: Tensor, bp: Backprop) -> None:
         bp.add(0, g)
 
 
-@rule(Op.LEAKY_RELU)
-def _leaky_relu(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    """(not in ggml's rules) slope 1 where x > 0, negative_slope elsewhere."""
-    p: LeakyReluParams = node.params
-    if bp.needs(0):
-        bp.add(0, ops.mul(g, ops.scale(ops.step(_x(node)), 1.0 - p.negative_slope, p.negative_slope)))
-
-
-@rule(Op.CLAMP)
-def _clamp(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    """(not in ggml's rules) g passes where min < x < max, zero where the clamp holds x."""
-    p: ClampParams = node.params
-    if bp.needs(0):
-        x = _x(node)
-        inside = ops.mul(ops.step(ops.scale(x, 1.0, -p.min)), ops.step(ops.scale(x, -1.0, p.max)))
-        bp.add(0, ops.mul(g, inside))
-
-
 # ---- reductions --------------------------------------------------------------------------------------------------
 
 
 @rule(Op.SUM)
-def _sum(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.repeat(g, _x(node)))
-
-
 @rule(Op.SUM_ROWS)
-def _sum_rows(node: Tensor, g: Tensor, bp: Backprop) -> None:
+def _sum(node: Tensor, g: Tensor, bp: Backprop) -> None:
     if bp.needs(0):
         bp.add(0, ops.repeat(g, _x(node)))
 
@@ -234,22 +271,10 @@ def _unary(node: Tensor, g: Tensor, bp: Backprop) -> None:  # dispatched by sub-
     raise AssertionError("UNARY rules are looked up per sub-op")
 
 
-@unary_rule(UnaryOp.ABS)
-def _abs(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.mul(ops.sgn(_x(node)), g))
-
-
 @unary_rule(UnaryOp.NEG)
 def _neg(node: Tensor, g: Tensor, bp: Backprop) -> None:
     if bp.needs(0):
         bp.sub(0, g)
-
-
-@unary_rule(UnaryOp.RELU)
-def _relu(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.mul(ops.step(_x(node)), g))
 
 
 @unary_rule(UnaryOp.SILU)
@@ -258,56 +283,10 @@ def _silu(node: Tensor, g: Tensor, bp: Backprop) -> None:
         bp.add(0, ops.silu_back(g, _x(node)))
 
 
-@unary_rule(UnaryOp.EXP)
-def _exp(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.mul(node, g))
-
-
-@unary_rule(UnaryOp.EXPM1)
-def _expm1(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.mul(g, ops.exp(_x(node))))
-
-
-@unary_rule(UnaryOp.SOFTPLUS)
-def _softplus(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.mul(g, ops.sigmoid(_x(node))))
-
-
 @unary_rule(UnaryOp.TANH)
 def _tanh(node: Tensor, g: Tensor, bp: Backprop) -> None:
     if bp.needs(0):  # 1 - tanh^2
         bp.add(0, ops.sub(g, ops.mul(g, ops.sqr(node))))
-
-
-@unary_rule(UnaryOp.SIGMOID)
-def _sigmoid(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):  # s (1 - s)
-        bp.add(0, ops.mul(g, ops.sub(node, ops.sqr(node))))
-
-
-@unary_rule(UnaryOp.GELU)
-def _gelu(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    """y = x (1 + t) / 2 with t = tanh(c (x + a x^3)) (the tanh form GELU computes; ggml has no rule):
-    y' = (1 + t) / 2 + x (1 - t^2) c (1 + 3 a x^2) / 2."""
-    if bp.needs(0):
-        x = _x(node)
-        x2 = ops.sqr(x)
-        t = ops.tanh(ops.scale(ops.mul(x, ops.scale(x2, GELU_COEF_A, 1.0)), SQRT_2_OVER_PI))
-        slope = ops.mul(ops.mul(x, ops.scale(ops.sqr(t), -1.0, 1.0)), ops.scale(x2, 3.0 * GELU_COEF_A, 1.0))
-        bp.add(0, ops.mul(g, ops.add(ops.scale(t, 0.5, 0.5), ops.scale(slope, 0.5 * SQRT_2_OVER_PI))))
-
-
-@unary_rule(UnaryOp.GELU_QUICK)
-def _gelu_quick(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    """y = x s with s = sigmoid(k x) (ggml has no rule): y' = s (1 + k x (1 - s))."""
-    if bp.needs(0):
-        x = _x(node)
-        s = ops.sigmoid(ops.scale(x, GELU_QUICK_COEF))
-        inner = ops.scale(ops.mul(x, ops.scale(s, -1.0, 1.0)), GELU_QUICK_COEF, 1.0)
-        bp.add(0, ops.mul(g, ops.mul(s, inner)))
 
 
 for _u in (UnaryOp.SGN, UnaryOp.STEP, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC):
