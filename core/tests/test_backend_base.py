@@ -45,6 +45,14 @@ def test_device_serves_the_identity_given_to_its_constructor() -> None:
     assert (HostBufferType("h").name, HostBufferType("h").device) == ("h", None)
 
 
+def test_refuse_params_accepts_only_the_defaults() -> None:
+    dev = fake_device("p0")
+    dev.refuse_params(None)
+    dev.refuse_params("")
+    with pytest.raises(ValueError, match=r"^p0: the backend takes no parameters, got 'threads=4'$"):
+        dev.refuse_params("threads=4")
+
+
 def test_lazy_registry_enumerates_once_on_first_use() -> None:
     reg = _Counting(2)
     assert reg.name == "counting" and reg.calls == 0

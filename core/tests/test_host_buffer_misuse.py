@@ -8,7 +8,7 @@ import pytest
 
 import pyggml as gg
 from pyggml import ops
-from pyggml.backend.host import HostBufferType
+from pyggml.backend.host import ArrayBuffer, HostBufferType
 from pyggml.backend.sysinfo import host_memory
 from pyggml.errors import AllocationError, PyGGMLError
 from pyggml.graph import build_graph
@@ -37,6 +37,28 @@ def test_compute_on_a_freed_buffer_raises() -> None:
     ctx.buffer.free()
     with pytest.raises(PyGGMLError, match="used after free"):  # a ComputeError naming the node
         be.graph_compute(g)
+
+
+@pytest.mark.parametrize("offset,size", [(-1, 4), (0, -1), (14, 4), (17, 0)])
+def test_byte_io_outside_the_buffer_is_refused(offset: int, size: int) -> None:
+    buf = HostBufferType("t").alloc_buffer(16)
+    uses = [lambda: buf.read(offset, size), lambda: buf.fill(offset, size, 0),
+            lambda: buf.copy_from(buf, 0, offset, size)]
+    if size >= 0:
+        uses.append(lambda: buf.write(offset, np.zeros(size, np.uint8)))
+    for use in uses:
+        with pytest.raises(AllocationError, match=r"^t: bytes .* are outside the buffer of 16 bytes"):
+            use()
+
+
+def test_array_buffer_memory_is_private() -> None:
+    """An ArrayBuffer (a device's own memory) has no host array: copies into it and out of it go through the host."""
+    buft = HostBufferType("h")
+    host, dev = buft.alloc_buffer(8), ArrayBuffer(buft, np.zeros(8, np.uint8))
+    host.write(0, np.arange(8, dtype=np.uint8))
+    assert dev.host_array() is None and not dev.copy_from(host, 0, 0, 8)
+    dev.write(0, host.read(0, 8))
+    assert not host.copy_from(dev, 0, 0, 8) and dev.read(2, 3).tolist() == [2, 3, 4]
 
 
 @pytest.mark.parametrize("size", [-1, -(1 << 40), 1.5, "8"])

@@ -27,7 +27,7 @@ from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_testing.compare import nmse
-from pyggml_testing.devices import FakeRegistry, fake_device
+from pyggml_testing.devices import FakeDevice, FakeRegistry, fake_device
 from pyggml_testing.meta import K, M, T, by_name, leaf, make_meta, mlp, mlp_leafs, mlp_states, on_meta, place, reference
 
 
@@ -100,8 +100,7 @@ def test_registry_comm_extension_and_per_call_fallback(answer: bool) -> None:
             return (lambda backends: ctx) if name == COMM_INIT else None
 
     reg = CommRegistry("comm")
-    devs = [fake_device(f"c{j}") for j in range(3)]
-    devs[0]._reg = reg
+    devs = [FakeDevice(reg, "c0"), fake_device("c1"), fake_device("c2")]
     meta = MetaDevice(devs, by_name(mlp_states(3)))
     backend = MetaBackend(meta)
     assert backend.comm.name == "extension"

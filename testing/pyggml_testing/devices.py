@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from pyggml.backend.host import HostBufferType
+from pyggml.backend.host import ArrayBuffer, HostBufferType
 from pyggml.backend.op_table import FREE_OPS, needs_kernel
 from pyggml.backend.protocol import (
     Backend,
@@ -68,31 +68,18 @@ class FakeRegistry(Registry):
         return self._devices
 
 
-class DeviceBuffer(Buffer):
-    """Private device memory: byte I/O goes 'through the driver'; kernels address it only while its device
-    computes on the current thread."""
+class DeviceBuffer(ArrayBuffer):
+    """Private device memory (core's ArrayBuffer: byte I/O goes 'through the driver'); copies go device-side between
+    buffers of this device only, and kernels address it only while its device computes on the current thread."""
 
     def __init__(self, buft: BufferType, size: int) -> None:
-        super().__init__(buft, size)
-        self._mem = np.zeros(size, dtype=np.uint8)
+        super().__init__(buft, np.zeros(size, dtype=np.uint8))
 
-    def write(self, offset: int, data: Bytes) -> None:
-        self._mem[offset : offset + data.size] = data
-
-    def read(self, offset: int, size: int) -> Bytes:
-        return self._mem[offset : offset + size].copy()
-
-    def fill(self, offset: int, size: int, value: int) -> None:
-        self._mem[offset : offset + size] = value
-
-    def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
-        if isinstance(src, DeviceBuffer) and src.buft.device is self.buft.device:
-            self._mem[dst_offset : dst_offset + size] = src._mem[src_offset : src_offset + size]
-            return True
-        return False
+    def _source_array(self, src: Buffer) -> Bytes | None:
+        return src.array if isinstance(src, DeviceBuffer) and src.buft.device is self.buft.device else None
 
     def host_array(self) -> Bytes | None:
-        return self._mem if getattr(_active, "device", None) is self.buft.device else None
+        return self.array if getattr(_active, "device", None) is self.buft.device else None
 
 
 class DeviceBufferType(BufferType):

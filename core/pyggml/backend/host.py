@@ -1,7 +1,9 @@
 """Host memory buffers shared by every CPU-side backend (numpy reference, cpu plugin, blas).
 
-A HostBuffer is one aligned numpy uint8 array; `host_array()` gives zero-copy access, so a tensor in host
-memory can be viewed by numpy (`Tensor.element_view`) or passed to C by address (`HostBuffer.address`).
+An ArrayBuffer keeps its memory in one numpy uint8 array that only its methods reach (the "device memory" of the
+toy backend or of a test's fake device). A HostBuffer is an ArrayBuffer over one aligned array that the host may
+address: `host_array()` gives zero-copy access, so a tensor in host memory can be viewed by numpy
+(`Tensor.element_view`) or passed to C by address (`HostBuffer.address`).
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ def aligned_empty(size: int, alignment: int = HOST_ALIGNMENT) -> Bytes:
     return raw[shift : shift + size]
 
 
-class HostBuffer(Buffer):
-    """`free()` drops the buffer's memory at once (numpy views taken before keep theirs alive); any later use raises
-    AllocationError, and a second free does nothing."""
+class ArrayBuffer(Buffer):
+    """A buffer whose memory is one numpy uint8 array (`array`), private to it unless a subclass says otherwise
+    (`host_array()` is None: pyggml reaches the bytes only through the methods, as it would a GPU's). Byte I/O
+    outside the buffer raises AllocationError; `free()` drops the memory at once (numpy views taken before keep
+    theirs alive), any later use raises AllocationError, and a second free does nothing."""
 
     def __init__(self, buft: BufferType, array: Bytes) -> None:
         super().__init__(buft, array.size)
         self._array: Bytes | None = array
-        self.address = int(array.ctypes.data) if array.size else 0
 
     @property
     def array(self) -> Bytes:
@@ -46,23 +49,50 @@ class HostBuffer(Buffer):
 
     def free(self) -> None:
         self._array = None
-        self.address = 0
+
+    def _span(self, offset: int, size: int) -> slice:
+        """Bytes [offset, offset + size) as a slice of `array`; AllocationError where they leave the buffer."""
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise AllocationError(f"{self.buft.name}: bytes [{offset}, {offset + size}) are outside the buffer of "
+                                  f"{self.size} bytes")
+        return slice(offset, offset + size)
 
     def write(self, offset: int, data: Bytes) -> None:
-        self.array[offset : offset + data.size] = data
+        self.array[self._span(offset, data.size)] = data
 
     def read(self, offset: int, size: int) -> Bytes:
-        return self.array[offset : offset + size].copy()
+        return self.array[self._span(offset, size)].copy()
 
     def fill(self, offset: int, size: int, value: int) -> None:
-        self.array[offset : offset + size] = value
+        self.array[self._span(offset, size)] = value
 
     def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
-        other = src.host_array()
+        other = self._source_array(src)
         if other is None:
             return False
-        self.array[dst_offset : dst_offset + size] = other[src_offset : src_offset + size]
+        self.array[self._span(dst_offset, size)] = other[src_offset : src_offset + size]
         return True
+
+    def _source_array(self, src: Buffer) -> Bytes | None:
+        """The memory of `src` where `copy_from` may copy from it directly; None (the default): through the
+        host."""
+        return None
+
+
+class HostBuffer(ArrayBuffer):
+    """Host memory: an ArrayBuffer whose array numpy and C may address directly (`host_array()`, `address`), and
+    which copies from any buffer that has a host array."""
+
+    def __init__(self, buft: BufferType, array: Bytes) -> None:
+        super().__init__(buft, array)
+        self.address = int(array.ctypes.data) if array.size else 0
+
+    def free(self) -> None:
+        super().free()
+        self.address = 0
+
+    def _source_array(self, src: Buffer) -> Bytes | None:
+        return src.host_array()
 
     def host_array(self) -> Bytes:
         return self.array

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -145,33 +145,18 @@ class LazyRegistry(Registry):
 
 class Device(ABC):
     """One device of a registry. What it is does not change while it exists: a subclass passes its registry, name,
-    type and caps (default: all off) to `Device.__init__`, which serves them as the properties below."""
+    type and caps (default: all off) to `Device.__init__`, which keeps them as the final attributes `reg`, `name`,
+    `type` and `caps`."""
 
     def __init__(self, reg: Registry, name: str, type: DeviceType, caps: DeviceCaps = DeviceCaps()) -> None:
-        self._reg = reg
-        self._name = name
-        self._type = type
-        self._caps = caps
-
-    @property
-    def reg(self) -> Registry:
-        return self._reg
-
-    @property
-    def name(self) -> str:
-        return self._name
+        self.reg: Final = reg
+        self.name: Final = name
+        self.type: Final = type
+        self.caps: Final = caps
 
     @property
     def description(self) -> str:
         return self.name
-
-    @property
-    def type(self) -> DeviceType:
-        return self._type
-
-    @property
-    def caps(self) -> DeviceCaps:
-        return self._caps
 
     @abstractmethod
     def memory(self) -> tuple[int, int]:
@@ -187,7 +172,13 @@ class Device(ABC):
     @abstractmethod
     def init_backend(self, params: str | None = None) -> Backend:
         """A new backend (stream) on this device. `params`: a device-specific option string (None: defaults);
-        a device that takes none raises on any other value."""
+        a device that takes none raises on any other value (`refuse_params`)."""
+
+    def refuse_params(self, params: str | None) -> None:
+        """For `init_backend` of a device whose backends take no options: ValueError naming the device when
+        `params` asks for any (None and "" ask for the defaults)."""
+        if params:
+            raise ValueError(f"{self.name}: the backend takes no parameters, got {params!r}")
 
     @abstractmethod
     def buffer_type(self) -> BufferType:
@@ -277,8 +268,9 @@ D = TypeVar("D", bound=Device)
 
 class DeviceBufferType(BufferType, Generic[D]):
     """A buffer type of one plugin device: named after it (plus the class's `suffix`, e.g. "_Host" for the device's
-    host-visible kind), the device as the plugin's own class in `dev`. The plugin gives the alignment, the limit and
-    the allocation."""
+    host-visible kind), the device as the plugin's own class in `dev`. The plugin gives the alignment (a class
+    attribute, `alignment = 256`, where it is the driver's constant; a property where the device decides), the
+    limit and the allocation."""
 
     suffix = ""
 

@@ -34,7 +34,7 @@ def view(t: Tensor) -> F32:
     buf = t.buffer
     if not isinstance(buf, ToyBuffer):
         raise ComputeError(f"toy: tensor '{t.name}' is in {buf!r}, not in a toy buffer")
-    return np.ndarray(t.ne[::-1], np.float32, buf.memory, t.offset, t.nb[::-1])
+    return np.ndarray(t.ne[::-1], np.float32, buf.array, t.offset, t.nb[::-1])
 
 
 def repeated(b: F32, shape: tuple[int, ...]) -> F32:

@@ -3,19 +3,22 @@
 The buffer is the part every plugin writes for its memory: `write(offset, data)` and `read(offset, size)` move
 bytes as numpy uint8 arrays, and `free()` makes every later use a clear `AllocationError`. The toy's memory is a
 numpy array private to the buffer (`is_host` is False), so pyggml reaches it only through these methods, as it
-would a GPU's.
+would a GPU's. Core's `pyggml.backend.host.ArrayBuffer` is such a buffer over one numpy array (byte I/O checked
+against the buffer's bounds, refused after free), so the toy derives from it and adds only its memory budget. A
+plugin over a driver derives from `pyggml.backend.protocol.Buffer` instead and writes `write`, `read` and `free`
+(and `fill`, `copy_from` where the driver does better than the defaults) with the driver's calls, as ArrayBuffer
+does with numpy's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pyggml.backend.accounting import check_size
-from pyggml.backend.protocol import Buffer, BufferType, Bytes
-from pyggml.errors import AllocationError
+from pyggml.backend.host import ArrayBuffer
+from pyggml.backend.protocol import BufferType
 
 if TYPE_CHECKING:
     from pyggml_toy.device import ToyDevice
@@ -34,36 +37,15 @@ class ToyBufferType(BufferType):
         return ToyBuffer(self, size)
 
 
-class ToyBuffer(Buffer):
+class ToyBuffer(ArrayBuffer):
+    """`array`: the whole buffer (for the kernels); AllocationError once freed. Its size counts against the
+    device's memory budget until `free()`."""
+
     def __init__(self, buft: ToyBufferType, size: int) -> None:
-        super().__init__(buft, size)
-        self._mem: Bytes | None = np.empty(size, dtype=np.uint8)
-        self._untrack: Callable[[], object] = buft.dev.allocations.track(self, size)
-
-    @property
-    def memory(self) -> Bytes:
-        """The whole buffer (for the kernels); AllocationError once freed."""
-        mem = self._mem
-        if mem is None:
-            raise AllocationError(f"{self.buft.name}: buffer of {self.size} bytes used after free")
-        return mem
-
-    def _range(self, offset: int, size: int) -> slice:
-        if offset < 0 or size < 0 or offset + size > self.size:
-            raise AllocationError(f"{self.buft.name}: bytes [{offset}, {offset + size}) are outside the buffer of "
-                                  f"{self.size} bytes")
-        return slice(offset, offset + size)
-
-    def write(self, offset: int, data: Bytes) -> None:
-        self.memory[self._range(offset, data.size)] = data
-
-    def read(self, offset: int, size: int) -> Bytes:
-        return self.memory[self._range(offset, size)].copy()
-
-    def fill(self, offset: int, size: int, value: int) -> None:
-        self.memory[self._range(offset, size)] = value
+        super().__init__(buft, np.empty(size, dtype=np.uint8))
+        self._untrack = buft.dev.allocations.track(self, size)
 
     def free(self) -> None:
-        if self._mem is not None:
-            self._mem = None
+        if not self.freed:
+            super().free()
             self._untrack()

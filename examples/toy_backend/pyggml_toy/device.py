@@ -25,8 +25,7 @@ class ToyDevice(Device):
     def init_backend(self, params: str | None = None) -> Backend:
         from pyggml_toy.backend import ToyBackend
 
-        if params:
-            raise ValueError(f"{self.name}: the toy backend takes no parameters, got {params!r}")
+        self.refuse_params(params)
         return ToyBackend(self)
 
     def buffer_type(self) -> BufferType:

@@ -110,9 +110,7 @@ class CudaBuffer(Buffer):
 
 
 class CudaBufferType(DeviceBufferType["CudaDevice"]):
-    @property
-    def alignment(self) -> int:
-        return ALIGNMENT
+    alignment = ALIGNMENT
 
     @property
     def max_size(self) -> int:
@@ -133,9 +131,7 @@ class CudaHostBufferType(DeviceBufferType["CudaDevice"]):
 
     suffix = "_Host"
 
-    @property
-    def alignment(self) -> int:
-        return ALIGNMENT
+    alignment = ALIGNMENT
 
     @property
     def is_host(self) -> bool:

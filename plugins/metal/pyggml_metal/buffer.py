@@ -23,9 +23,7 @@ _ids = itertools.count(1)
 
 
 class MetalBufferType(DeviceBufferType["MetalDevice"]):
-    @property
-    def alignment(self) -> int:
-        return ALIGNMENT
+    alignment = ALIGNMENT
 
     @property
     def max_size(self) -> int:

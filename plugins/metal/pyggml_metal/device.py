@@ -49,8 +49,7 @@ class MetalDevice(Device):
     def init_backend(self, params: str | None = None) -> Backend:
         from pyggml_metal.backend import MetalBackend
 
-        if params:
-            raise ValueError(f"{self.name}: backend params are not supported (got {params!r})")
+        self.refuse_params(params)
         return MetalBackend(self)
 
     def buffer_type(self) -> MetalBufferType:

@@ -141,18 +141,11 @@ def test_set_tensor_hash_checks_the_tensor_before_the_cache(harness: Harness) ->
     assert harness.deliver(Cmd.SET_TENSOR_HASH, rec.tobytes() + TWO_U64.pack(0, 12345))[0] == "refused"
 
 
-class Discrete(GuardedDevice):
-    """The numpy device dressed as a GPU: it takes only its own buffers (`Device.supports_buft`)."""
-
-    @property
-    def type(self) -> DeviceType:
-        return DeviceType.GPU
-
-
 def test_buffers_of_another_device_are_refused() -> None:
     """Was unchecked: a GRAPH_COMPUTE for one device over tensors in a buffer of another device of the server
     (ggml's scheduler never sends one; a GPU's kernels would take host memory for their own)."""
-    devs: list[Device] = [GuardedDevice(get_device("cpu")), Discrete(get_device("numpy"))]
+    devs: list[Device] = [GuardedDevice(get_device("cpu")),
+                          GuardedDevice(get_device("numpy"), DeviceType.GPU)]  # takes only its own buffers
     session = Session(Served(devs, [d.init_backend() for d in devs], MEMORY_LIMIT))
     templates, init = graph_templates()
     try:

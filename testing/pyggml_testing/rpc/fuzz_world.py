@@ -18,7 +18,7 @@ from pyggml_rpc.wire import (
 )
 
 from pyggml.backend.host import HostBuffer, HostBufferType
-from pyggml.backend.protocol import Backend, BufferType, Bytes, Device
+from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceType
 from pyggml.backend.registry import get_device
 from pyggml.errors import AllocationError
 from pyggml.tensor import Tensor
@@ -77,10 +77,11 @@ class GuardedBufferType(HostBufferType):
 
 
 class GuardedDevice(Device):
-    """A pyggml device whose buffers are `GuardedBuffer`s; compute, op support and memory are the device's."""
+    """A pyggml device whose buffers are `GuardedBuffer`s; compute, op support and memory are the device's (its
+    type too, unless `type` dresses it as another)."""
 
-    def __init__(self, inner: Device) -> None:
-        super().__init__(inner.reg, inner.name, inner.type, inner.caps)
+    def __init__(self, inner: Device, type: DeviceType | None = None) -> None:
+        super().__init__(inner.reg, inner.name, type or inner.type, inner.caps)
         self.inner = inner
         self._buft = GuardedBufferType(f"guarded {inner.name}", self)
 
