@@ -63,8 +63,6 @@ static inline __attribute__((always_inline)) void q4_K_pair(int64_t n, const bq4
 
 static inline __attribute__((always_inline)) void q6_K_pair(int64_t n, const bq6_K *xa, const bq6_K *xb,
                                                             const bq8_K *const *y, const int C, float o[2][4]) {
-    const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
-    const __m512i h2 = _mm512_set1_epi8(0x0C), h4 = _mm512_set1_epi8(0x30), h6 = _mm512_set1_epi8((char)0xC0);
     __m512 acc[4];
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QKK; i++) {
@@ -84,11 +82,7 @@ static inline __attribute__((always_inline)) void q6_K_pair(int64_t n, const bq6
             /* each row's scales 8h..8h+7 in both 128-bit lanes of its half */
             const __m512i sc = h ? _mm512_shuffle_i64x2(sc16, sc16, 0xF5) : _mm512_shuffle_i64x2(sc16, sc16, 0xA0);
             __m512i q[4];
-            q[0] = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m2), 4));
-            q[1] = _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_slli_epi16(_mm512_and_si512(qh, h2), 2));
-            q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), _mm512_and_si512(qh, h4));
-            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
-                                   _mm512_srli_epi16(_mm512_and_si512(qh, h6), 2));
+            q6_unpack_zmm(l0, l1, qh, q); /* as q6_K_block */
             for (int k = 0; k < 4; k++) {
                 const __m512i sk = _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(k6_spread(k)));
                 for (int c = 0; c < C; c++) {

@@ -391,11 +391,30 @@ static inline float q4_K_finish(__m256 acc, __m128 accm) {
     return hsum8(acc) - _mm_cvtss_f32(m);
 }
 
+/* Q6_UNPACK_X86(name, VI, P, S): a Q6_K half-block's 128 unsigned 6-bit values, q[k] the 32 of sub-blocks 2k and
+   2k + 1, from its low nibbles (l0, l1) and high bit pairs (qh): each pair masked in place and moved to bits 4..5
+   (masking first keeps 16-bit shifts from carrying bits across bytes). VI: the integer vector type, P: the
+   intrinsics' prefix, S: their integer suffix. Instantiated for ymm registers (q6_K_block) and, with AVX-512, for
+   zmm registers holding two rows (dot_avx512_kpairs.h's q6_K_pair). */
+#define Q6_UNPACK_X86(name, VI, P, S)                                                                             \
+    AINLINE void name(VI l0, VI l1, VI qh, VI q[4]) {                                                              \
+        const VI m4 = P##_set1_epi8(0xF), m2 = P##_set1_epi8(3);                                                   \
+        const VI h2 = P##_set1_epi8(0x0C), h4 = P##_set1_epi8(0x30), h6 = P##_set1_epi8((char)0xC0);               \
+        q[0] = P##_or_##S(P##_and_##S(l0, m4), P##_slli_epi16(P##_and_##S(qh, m2), 4));                           \
+        q[1] = P##_or_##S(P##_and_##S(l1, m4), P##_slli_epi16(P##_and_##S(qh, h2), 2));                           \
+        q[2] = P##_or_##S(P##_and_##S(P##_srli_epi16(l0, 4), m4), P##_and_##S(qh, h4));                           \
+        q[3] = P##_or_##S(P##_and_##S(P##_srli_epi16(l1, 4), m4), P##_srli_epi16(P##_and_##S(qh, h6), 2));        \
+    }
+
+Q6_UNPACK_X86(q6_unpack_ymm, __m256i, _mm256, si256)
+#if defined(__AVX512F__)
+Q6_UNPACK_X86(q6_unpack_zmm, __m512i, _mm512, si512)
+#endif
+#undef Q6_UNPACK_X86
+
 /* One Q6_K weight block against the activation blocks y[0..NC-1]: acc[c] += its d-scaled sums. */
 AINLINE void q6_K_block(const bq6_K *x, const bq8_K *const *y, const int NC, __m256 *acc, __m128 *accm) {
     (void)accm; /* no mins */
-    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
-    const __m256i h2 = _mm256_set1_epi8(0x0C), h4 = _mm256_set1_epi8(0x30), h6 = _mm256_set1_epi8((char)0xC0);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
     __m256i sumi[2];
     for (int c = 0; c < NC; c++) { /* 32 * sum_g scale_g * bsum_g: the -32 offset of every value, taken out once */
@@ -409,13 +428,7 @@ AINLINE void q6_K_block(const bq6_K *x, const bq8_K *const *y, const int NC, __m
         __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
         __m256i qh = _mm256_loadu_si256((const __m256i *)qhp);
         __m256i q[4];
-        /* high bit pairs masked in place and moved to bits 4..5 (masking first keeps 16-bit shifts
-           from carrying bits across bytes) */
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, h2), 2));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, h4));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_srli_epi16(_mm256_and_si256(qh, h6), 2));
+        q6_unpack_ymm(l0, l1, qh, q);
         for (int k = 0; k < 4; k++) {
             const __m256i sk = _mm256_shuffle_epi8(sc, k6_spread(k));
             for (int c = 0; c < NC; c++) {

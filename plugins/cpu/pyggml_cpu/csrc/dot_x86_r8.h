@@ -87,155 +87,135 @@ static inline void q8k_sub_block_pairs(const bq8_K *y, int32_t pairs[4]) {
                                                       _mm_loadu_si128((const __m128i *)(y->bsums + 8))));
 }
 
-/* Q4_K R8 against C columns: repack.c's r8_q4_K_rows for the eight rows at once (row r in lane r). A sub-block's
-   32 values of eight rows are eight chunks; each chunk's byte dot with four activation values broadcast adds to
-   the row's partial sum, and one multiply by the eight rows' scales per sub-block (not per chunk, as in the plain
-   layout) makes the block's integer dot. Without VNNI the partial sums are 16-bit pairs (each at most 8 x 2 x 15 x
-   128 = 30720, Q8_K values reach -128) multiplied by VPMADDWD; VNNI's 32-bit lanes reach 32 x 15 x 128 = 61440,
-   past 16 bits, so they are multiplied as 32-bit integers (VPMULLD). */
-AINLINE void r8_q4_K_cols(int64_t k, const void *vx, const void *vy, size_t by, const int C, float *out) {
-    const int tile = r8_tile(T_Q4_K);
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    __m256 acc[R8_COLS], accm[R8_COLS];
-    for (int c = 0; c < C; c++) acc[c] = accm[c] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / QKK; b++) {
-        const uint8_t *t = (const uint8_t *)vx + b * tile, *q = t + r8_hdr(T_Q4_K);
-        for (int o = 0; o < tile; o += 64) _mm_prefetch((const char *)t + R8_PREFETCH + o, _MM_HINT_T0);
-        uint8_t sc[64], mn[64];
-        r8k_unpack(t, sc, mn);
-        const bq8_K *y[R8_COLS];
-        __m256i sumi[R8_COLS];
-        for (int c = 0; c < C; c++) {
-            y[c] = (const bq8_K *)((const char *)vy + c * by) + b;
-            sumi[c] = _mm256_setzero_si256();
-        }
-        for (int sb = 0; sb < 8; sb++) {
-            const uint8_t *g = q + 256 * (sb / 2);
-            __m256i part[R8_COLS];
-            for (int c = 0; c < C; c++) part[c] = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 32 * j));
-                const __m256i w = sb & 1 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-                for (int c = 0; c < C; c++) {
-                    const __m256i yb = bcast32(y[c]->qs + 32 * sb + 4 * j);
-#if defined(PGC_VNNI) || defined(PGC_VNNI512)
-                    part[c] = dot_us8_acc(part[c], w, yb);
-#else
-                    part[c] = _mm256_add_epi16(part[c], _mm256_maddubs_epi16(w, yb));
-#endif
-                }
-            }
-            const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * sb)));
-#if defined(PGC_VNNI) || defined(PGC_VNNI512)
-            for (int c = 0; c < C; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_mullo_epi32(part[c], s32));
-#else /* the scale against both 16-bit halves of a row's lane */
-            const __m256i s16 = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
-            for (int c = 0; c < C; c++) sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(part[c], s16));
-#endif
-        }
-        /* the mins term: row r's mins of sub-blocks 2p, 2p + 1 as a 16-bit pair in lane r, against the pair's
-           activation sums */
-        __m256i mpair[4];
-        for (int p = 0; p < 4; p++)
-            mpair[p] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(mn + 16 * p)),
-                                                              _mm_loadl_epi64((const __m128i *)(mn + 16 * p + 8))));
-        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
-        const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + 16)));
-        for (int c = 0; c < C; c++) {
-            int32_t pairs[4];
-            q8k_sub_block_pairs(y[c], pairs);
-            __m256i summ = _mm256_setzero_si256();
-            for (int p = 0; p < 4; p++) summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mpair[p], _mm256_set1_epi32(pairs[p])));
-            const __m256 yd = _mm256_set1_ps(y[c]->d);
-            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, yd), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-            accm[c] = _mm256_fmadd_ps(_mm256_mul_ps(dm8, yd), _mm256_cvtepi32_ps(summ), accm[c]);
-        }
-    }
-    for (int c = 0; c < C; c++) _mm256_storeu_ps(out + c * R8_ROWS, _mm256_sub_ps(acc[c], accm[c]));
+/* R8K_COLS_X86's pieces per register width: one group of eight rows in a ymm register (row r in lane r), or two
+   groups in a zmm register (the first in the low half, the second in the high half). p: the first group's bytes,
+   the second's gb bytes on; sc, mn: the groups' r8k_unpack bytes, 64 a group. */
+static inline __m256i r8k_load_ymm(const uint8_t *p, size_t gb) { /* 32 bytes of each group */
+    (void)gb;
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+static inline __m256i r8k_scales_ymm(const uint8_t *sc) { /* 8 bytes of each group as int32 */
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc));
+}
+/* row r's mins of sub-blocks 2p, 2p + 1 (at mn + 16p) as a 16-bit pair in lane r */
+static inline __m128i r8k_min_pairs(const uint8_t *mn) {
+    return _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)mn), _mm_loadl_epi64((const __m128i *)(mn + 8)));
+}
+static inline __m256i r8k_mins_ymm(const uint8_t *mn) { return _mm256_cvtepu8_epi16(r8k_min_pairs(mn)); }
+static inline __m256 r8k_f16_ymm(const uint8_t *p, size_t gb) { /* 8 halves of each group as floats */
+    (void)gb;
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
 #if defined(__AVX512F__)
-static inline __m512i r8k_pair8(const uint8_t *a, const uint8_t *b) { /* 8 bytes of each -> 16 x int32 */
-    return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a), _mm_loadl_epi64((const __m128i *)b)));
+static inline __m256i r8k_ymm_of(__m128i lo, __m128i hi) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
 }
+static inline __m512i r8k_load_zmm(const uint8_t *p, size_t gb) { return zmm_load2(p, p + gb); }
+static inline __m512i r8k_scales_zmm(const uint8_t *sc) {
+    return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)sc),
+                                                   _mm_loadl_epi64((const __m128i *)(sc + 64))));
+}
+static inline __m512i r8k_mins_zmm(const uint8_t *mn) {
+    return _mm512_cvtepu8_epi16(r8k_ymm_of(r8k_min_pairs(mn), r8k_min_pairs(mn + 64)));
+}
+static inline __m512 r8k_f16_zmm(const uint8_t *p, size_t gb) {
+    return _mm512_cvtph_ps(r8k_ymm_of(_mm_loadu_si128((const __m128i *)p),
+                                      _mm_loadu_si128((const __m128i *)(p + gb))));
+}
+#endif
 
-/* r8_q4_K_cols on two groups at once, group a in the low half of each zmm register and group b in the high half,
-   each activation value pair broadcast to all sixteen lanes by its load: each instruction does the work of two
-   (measured here: a 512-bit VPDPBUSD issues as fast as a 256-bit one). Every lane runs the operations of its
-   row in r8_q4_K_cols, so the bits are the same. */
-AINLINE void r8_q4_K_pair(int64_t k, const uint8_t *xa, const uint8_t *xb, const void *vy, size_t by, const int C,
-                          float *out) {
-    const int tile = r8_tile(T_Q4_K);
-    const __m512i m4 = _mm512_set1_epi8(0xF);
-    __m512 acc[R8_COLS], accm[R8_COLS];
-    for (int c = 0; c < C; c++) acc[c] = accm[c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < k / QKK; b++) {
-        const uint8_t *ta = xa + b * tile, *tb = xb + b * tile;
-        const uint8_t *qa = ta + r8_hdr(T_Q4_K), *qb = tb + r8_hdr(T_Q4_K);
-        for (int o = 0; o < tile; o += 64) {
-            _mm_prefetch((const char *)ta + R8_PREFETCH + o, _MM_HINT_T0);
-            _mm_prefetch((const char *)tb + R8_PREFETCH + o, _MM_HINT_T0);
-        }
-        uint8_t sca[64], mna[64], scb[64], mnb[64];
-        r8k_unpack(ta, sca, mna);
-        r8k_unpack(tb, scb, mnb);
-        const bq8_K *y[R8_COLS];
-        __m512i sumi[R8_COLS];
-        for (int c = 0; c < C; c++) {
-            y[c] = (const bq8_K *)((const char *)vy + c * by) + b;
-            sumi[c] = _mm512_setzero_si512();
-        }
-        for (int sb = 0; sb < 8; sb++) {
-            const uint8_t *ga = qa + 256 * (sb / 2), *gb = qb + 256 * (sb / 2);
-            __m512i part[R8_COLS];
-            for (int c = 0; c < C; c++) part[c] = _mm512_setzero_si512();
-            for (int j = 0; j < 8; j++) {
-                const __m512i v = zmm_load2(ga + 32 * j, gb + 32 * j);
-                const __m512i w = sb & 1 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
-                for (int c = 0; c < C; c++) {
-                    int32_t four;
-                    memcpy(&four, y[c]->qs + 32 * sb + 4 * j, 4);
-                    const __m512i yb = _mm512_set1_epi32(four);
-#if defined(PGC_VNNI512)
-                    part[c] = _mm512_dpbusd_epi32(part[c], w, yb);
+/* R8K_DOT_X: a chunk's byte dot added to the partial sums; R8K_VNNI_X: whether that is VPDPBUSD. Without it the
+   partial sums are 16-bit pairs (each at most 8 x 2 x 15 x 128 = 30720, Q8_K values reach -128) multiplied by
+   VPMADDWD; VPDPBUSD's 32-bit lanes reach 32 x 15 x 128 = 61440, past 16 bits, so they are multiplied as 32-bit
+   integers (VPMULLD). The zmm form needs AVX512-VNNI (AVX-VNNI has no 512-bit encoding). */
+#if defined(PGC_VNNI) || defined(PGC_VNNI512)
+#define R8K_VNNI_ymm 1
+#define R8K_DOT_ymm(part, w, yb) dot_us8_acc(part, w, yb)
 #else
-                    part[c] = _mm512_add_epi16(part[c], _mm512_maddubs_epi16(w, yb));
+#define R8K_VNNI_ymm 0
+#define R8K_DOT_ymm(part, w, yb) _mm256_add_epi16(part, _mm256_maddubs_epi16(w, yb))
 #endif
-                }
-            }
-            const __m512i s32 = r8k_pair8(sca + 8 * sb, scb + 8 * sb);
 #if defined(PGC_VNNI512)
-            for (int c = 0; c < C; c++) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(part[c], s32));
+#define R8K_VNNI_zmm 1
+#define R8K_DOT_zmm(part, w, yb) _mm512_dpbusd_epi32(part, w, yb)
 #else
-            const __m512i s16 = _mm512_or_si512(s32, _mm512_slli_epi32(s32, 16));
-            for (int c = 0; c < C; c++) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(part[c], s16));
+#define R8K_VNNI_zmm 0
+#define R8K_DOT_zmm(part, w, yb) _mm512_add_epi16(part, _mm512_maddubs_epi16(w, yb))
 #endif
-        }
-        __m512i mpair[4];
-        for (int p = 0; p < 4; p++) {
-            const __m128i ma = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(mna + 16 * p)),
-                                                 _mm_loadl_epi64((const __m128i *)(mna + 16 * p + 8)));
-            const __m128i mb = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(mnb + 16 * p)),
-                                                 _mm_loadl_epi64((const __m128i *)(mnb + 16 * p + 8)));
-            mpair[p] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(ma), mb, 1));
-        }
-        const __m512 d16 = _mm512_cvtph_ps(_mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)ta)), _mm_loadu_si128((const __m128i *)tb), 1));
-        const __m512 dm16 = _mm512_cvtph_ps(_mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(ta + 16))), _mm_loadu_si128((const __m128i *)(tb + 16)), 1));
-        for (int c = 0; c < C; c++) {
-            int32_t pairs[4];
-            q8k_sub_block_pairs(y[c], pairs);
-            __m512i summ = _mm512_setzero_si512();
-            for (int p = 0; p < 4; p++) summ = _mm512_add_epi32(summ, _mm512_madd_epi16(mpair[p], _mm512_set1_epi32(pairs[p])));
-            const __m512 yd = _mm512_set1_ps(y[c]->d);
-            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d16, yd), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
-            accm[c] = _mm512_fmadd_ps(_mm512_mul_ps(dm16, yd), _mm512_cvtepi32_ps(summ), accm[c]);
-        }
+
+/* Q4_K R8 against C columns, G groups at once in X registers (V: their float vector type, V##i the integer one; P:
+   the intrinsics' prefix, S: their integer suffix): repack.c's r8_q4_K_rows for the eight rows of a group at once,
+   group g's tiles at x + g * gb. A sub-block's 32 values of eight rows are eight chunks; each chunk's byte dot with
+   four activation values broadcast adds to the row's partial sum, and one multiply by the eight rows' scales per
+   sub-block (not per chunk, as in the plain layout) makes the block's integer dot. Every lane runs the operations
+   of its row whatever the width, so the bits are the same. Instantiated for one group in ymm registers
+   (r8_q4_K_cols) and, with AVX-512, two in zmm registers (r8_q4_K_pair): each instruction does the work of two
+   (measured here: a 512-bit VPDPBUSD issues as fast as a 256-bit one). */
+#define R8K_COLS_X86(name, G, X, V, P, S)                                                                             \
+    AINLINE void name(int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, const int C, float *out) {   \
+        const int tile = r8_tile(T_Q4_K);                                                                             \
+        const V##i m4 = P##_set1_epi8(0xF);                                                                           \
+        V acc[R8_COLS], accm[R8_COLS];                                                                                \
+        for (int c = 0; c < C; c++) acc[c] = accm[c] = P##_setzero_ps();                                              \
+        for (int64_t b = 0; b < k / QKK; b++) {                                                                       \
+            const uint8_t *t = x + b * tile, *q = t + r8_hdr(T_Q4_K); /* the first group's; the second's gb on */     \
+            for (int o = 0; o < tile; o += 64)                                                                        \
+                for (int g = 0; g < G; g++) _mm_prefetch((const char *)t + g * gb + R8_PREFETCH + o, _MM_HINT_T0);     \
+            uint8_t sc[G * 64], mn[G * 64];                                                                           \
+            for (int g = 0; g < G; g++) r8k_unpack(t + g * gb, sc + 64 * g, mn + 64 * g);                             \
+            const bq8_K *y[R8_COLS];                                                                                  \
+            V##i sumi[R8_COLS];                                                                                       \
+            for (int c = 0; c < C; c++) {                                                                             \
+                y[c] = (const bq8_K *)((const char *)vy + c * by) + b;                                                \
+                sumi[c] = P##_setzero_##S();                                                                          \
+            }                                                                                                         \
+            for (int sb = 0; sb < 8; sb++) {                                                                          \
+                const uint8_t *gq = q + 256 * (sb / 2);                                                               \
+                V##i part[R8_COLS];                                                                                   \
+                for (int c = 0; c < C; c++) part[c] = P##_setzero_##S();                                              \
+                for (int j = 0; j < 8; j++) {                                                                         \
+                    const V##i v = r8k_load_##X(gq + 32 * j, gb);                                                     \
+                    const V##i w = sb & 1 ? P##_and_##S(P##_srli_epi16(v, 4), m4) : P##_and_##S(v, m4);               \
+                    for (int c = 0; c < C; c++) {                                                                     \
+                        int32_t four;                                                                                 \
+                        memcpy(&four, y[c]->qs + 32 * sb + 4 * j, 4);                                                 \
+                        part[c] = R8K_DOT_##X(part[c], w, P##_set1_epi32(four));                                      \
+                    }                                                                                                 \
+                }                                                                                                     \
+                const V##i s32 = r8k_scales_##X(sc + 8 * sb);                                                          \
+                const V##i s16 = P##_or_##S(s32, P##_slli_epi32(s32, 16)); /* against both 16-bit halves of a lane */ \
+                for (int c = 0; c < C; c++)                                                                           \
+                    sumi[c] = P##_add_epi32(sumi[c], R8K_VNNI_##X ? P##_mullo_epi32(part[c], s32)                     \
+                                                                  : P##_madd_epi16(part[c], s16));                    \
+            }                                                                                                         \
+            /* the mins term: row r's mins pairs against the pairs' activation sums */                                \
+            V##i mpair[4];                                                                                            \
+            for (int p = 0; p < 4; p++) mpair[p] = r8k_mins_##X(mn + 16 * p);                                          \
+            const V d = r8k_f16_##X(t, gb), dm = r8k_f16_##X(t + 16, gb);                                             \
+            for (int c = 0; c < C; c++) {                                                                             \
+                int32_t pairs[4];                                                                                     \
+                q8k_sub_block_pairs(y[c], pairs);                                                                     \
+                V##i summ = P##_setzero_##S();                                                                        \
+                for (int p = 0; p < 4; p++)                                                                           \
+                    summ = P##_add_epi32(summ, P##_madd_epi16(mpair[p], P##_set1_epi32(pairs[p])));                   \
+                const V yd = P##_set1_ps(y[c]->d);                                                                    \
+                acc[c] = P##_fmadd_ps(P##_mul_ps(d, yd), P##_cvtepi32_ps(sumi[c]), acc[c]);                           \
+                accm[c] = P##_fmadd_ps(P##_mul_ps(dm, yd), P##_cvtepi32_ps(summ), accm[c]);                           \
+            }                                                                                                         \
+        }                                                                                                             \
+        for (int c = 0; c < C; c++) P##_storeu_ps(out + c * G * R8_ROWS, P##_sub_ps(acc[c], accm[c]));                \
     }
-    for (int c = 0; c < C; c++) _mm512_storeu_ps(out + c * 2 * R8_ROWS, _mm512_sub_ps(acc[c], accm[c]));
-}
+
+R8K_COLS_X86(r8_q4_K_cols, 1, ymm, __m256, _mm256, si256)
+#if defined(__AVX512F__)
+R8K_COLS_X86(r8_q4_K_pair, 2, zmm, __m512, _mm512, si512)
 #endif
+#undef R8K_COLS_X86
+#undef R8K_VNNI_ymm
+#undef R8K_DOT_ymm
+#undef R8K_VNNI_zmm
+#undef R8K_DOT_zmm
 
 /* the pgc_r8_fn entries: the 32-block types one group and column per pass, Q4_K up to R8_COLS columns (and with
    AVX-512 two groups) */
@@ -266,7 +246,7 @@ R8_ENTRIES(q8_0, T_Q8_0)
 static void XSFX(r8_q4_K)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, float *out) {
 #if defined(__AVX512F__)
     if (ng == 2 && nc > 1) { /* mat-vec measured faster one group at a time */
-#define R8K_PAIR(C) r8_q4_K_pair(k, (const uint8_t *)x, (const uint8_t *)x + gb, y, by, C, out)
+#define R8K_PAIR(C) r8_q4_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
         R8K_CASES(R8K_PAIR)
 #undef R8K_PAIR
         return;
@@ -274,7 +254,7 @@ static void XSFX(r8_q4_K)(int64_t k, const void *x, size_t gb, int ng, const voi
 #endif
     for (int g = 0; g < ng; g++) {
         float o[R8_COLS * R8_ROWS];
-#define R8K_ONE(C) r8_q4_K_cols(k, (const char *)x + g * gb, y, by, C, o)
+#define R8K_ONE(C) r8_q4_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
         R8K_CASES(R8K_ONE)
 #undef R8K_ONE
         for (int c = 0; c < nc; c++) memcpy(out + (c * ng + g) * R8_ROWS, o + c * R8_ROWS, sizeof(float) * R8_ROWS);
