@@ -37,3 +37,7 @@ class GGUFError(PyGGMLError, ValueError):
 
 class ComputeError(PyGGMLError, RuntimeError):
     """A backend failed while computing a node; the message names the node."""
+
+
+class BackendParamsError(PyGGMLError, ValueError):
+    """`init_backend` params that the device does not take (an unknown option, or a bad value)."""

@@ -4,6 +4,7 @@ constructors, LazyRegistry's once-only enumeration, the allocation tally and the
 from __future__ import annotations
 
 import gc
+import re
 import threading
 from collections.abc import Sequence
 
@@ -13,7 +14,8 @@ import pytest
 from pyggml.backend.accounting import AllocationTally, alloc_error
 from pyggml.backend.host import HostBufferType
 from pyggml.backend.protocol import Device, DeviceCaps, DeviceType, LazyRegistry
-from pyggml.errors import AllocationError
+from pyggml.backend.registry import devices, get_device
+from pyggml.errors import AllocationError, BackendParamsError
 from pyggml_testing.devices import fake_device
 
 
@@ -49,8 +51,16 @@ def test_refuse_params_accepts_only_the_defaults() -> None:
     dev = fake_device("p0")
     dev.refuse_params(None)
     dev.refuse_params("")
-    with pytest.raises(ValueError, match=r"^p0: the backend takes no parameters, got 'threads=4'$"):
+    with pytest.raises(BackendParamsError, match=r"^p0: the backend takes no parameters, got 'threads=4'$"):
         dev.refuse_params("threads=4")
+
+
+@pytest.mark.parametrize("name", [d.name for d in devices()])
+def test_every_device_refuses_backend_params_it_does_not_take(name: str) -> None:
+    """The protocol's rule, on every device installed here (numpy, cpu, blas, OpenCL, Vulkan, ...): an unknown
+    option is an error naming the device, never silently ignored."""
+    with pytest.raises(BackendParamsError, match=re.escape(name)):
+        get_device(name).init_backend("no_such_option=1")
 
 
 def test_lazy_registry_enumerates_once_on_first_use() -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from pyggml.errors import AllocationError, UnsupportedOpError
+from pyggml.errors import AllocationError, BackendParamsError, UnsupportedOpError
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
@@ -175,10 +175,10 @@ class Device(ABC):
         a device that takes none raises on any other value (`refuse_params`)."""
 
     def refuse_params(self, params: str | None) -> None:
-        """For `init_backend` of a device whose backends take no options: ValueError naming the device when
-        `params` asks for any (None and "" ask for the defaults)."""
+        """For `init_backend` of a device whose backends take no options: BackendParamsError (a ValueError)
+        naming the device when `params` asks for any (None and "" ask for the defaults)."""
         if params:
-            raise ValueError(f"{self.name}: the backend takes no parameters, got {params!r}")
+            raise BackendParamsError(f"{self.name}: the backend takes no parameters, got {params!r}")
 
     @abstractmethod
     def buffer_type(self) -> BufferType:

@@ -40,6 +40,7 @@ class NumpyDevice(Device):
         return host_memory()
 
     def init_backend(self, params: str | None = None) -> Backend:
+        self.refuse_params(params)
         return NumpyBackend(self)
 
     def buffer_type(self) -> BufferType:

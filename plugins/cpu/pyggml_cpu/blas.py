@@ -77,6 +77,7 @@ class BlasDevice(CpuDevice):
         return {"threads": str(native.default_threads())}
 
     def init_backend(self, params: str | None = None) -> Backend:
+        self.refuse_params(params)
         return BlasBackend(self)
 
     def supports_op(self, op: Tensor) -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 from pyggml.backend.host import HostBuffer, HostBufferType
 from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
 from pyggml.backend.sysinfo import cpu_model
-from pyggml.errors import AllocationError, PyGGMLError
+from pyggml.errors import AllocationError, BackendParamsError
 from pyggml.tensor import Tensor
 from pyggml_cpu import native
 from pyggml_cpu.backend import CpuBackend
@@ -74,13 +74,17 @@ class CpuDevice(Device):
 
 
 def _threads_from(params: str | None) -> int:
-    """'n_threads=4' (or '4') in init_backend params; else PYGGML_CPU_THREADS or the CPU count."""
-    if params:
-        for part in params.split(","):
-            key, _, val = part.strip().rpartition("=")
-            if key in ("", "n_threads", "threads"):
-                try:
-                    return max(1, int(val))
-                except ValueError:
-                    raise PyGGMLError(f"cpu backend params {params!r}: bad thread count {val!r}") from None
-    return native.default_threads()
+    """'n_threads=4' (or '4') in init_backend params; else PYGGML_CPU_THREADS or the CPU count. Any other option, or
+    a count that is not a number, raises BackendParamsError."""
+    threads = None
+    for part in (params or "").split(","):
+        if not part.strip():
+            continue
+        key, _, val = part.strip().rpartition("=")
+        if key not in ("", "n_threads", "threads"):
+            raise BackendParamsError(f"cpu backend params {params!r}: unknown option {key!r} (it takes n_threads)")
+        try:
+            threads = max(1, int(val))
+        except ValueError:
+            raise BackendParamsError(f"cpu backend params {params!r}: bad thread count {val!r}") from None
+    return threads if threads is not None else native.default_threads()

@@ -246,6 +246,7 @@ class CudaDevice(DialectDevice):
     def init_backend(self, params: str | None = None) -> Backend:
         from pyggml_cuda.backend import CudaBackend
 
+        self.refuse_params(params)
         return CudaBackend(self)
 
     def event_new(self) -> Event:

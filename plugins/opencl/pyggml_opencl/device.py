@@ -185,6 +185,7 @@ class OpenCLDevice(DialectDevice):
     def init_backend(self, params: str | None = None) -> Backend:
         from pyggml_opencl.backend import OpenCLBackend
 
+        self.refuse_params(params)
         return OpenCLBackend(self)
 
     def event_new(self) -> Event:

@@ -82,6 +82,7 @@ class RPCDevice(Device):
         return int(free), int(total)
 
     def init_backend(self, params: str | None = None) -> RPCBackend:
+        self.refuse_params(params)
         return RPCBackend(self)
 
     def buffer_type(self) -> RPCBufferType:

@@ -75,6 +75,7 @@ class VulkanDevice(Device):
     def init_backend(self, params: str | None = None) -> Backend:
         from pyggml_vulkan.backend import VulkanBackend
 
+        self.refuse_params(params)
         return VulkanBackend(self, self.context())
 
     def buffer_type(self) -> BufferType:

@@ -100,7 +100,8 @@ class GuardedDevice(Device):
 
 def make_served(devices: tuple[str, ...], cache_dir: Path | None) -> Served:
     devs: list[Device] = [GuardedDevice(get_device(n)) for n in devices]
-    return Served(devs, [d.init_backend("n_threads=1") for d in devs], MEMORY_LIMIT, cache_dir)
+    backends = [d.init_backend("n_threads=1" if d.name == "cpu" else None) for d in devs]  # only cpu has threads
+    return Served(devs, backends, MEMORY_LIMIT, cache_dir)
 
 
 def alloc(session: Session, device: int, size: int) -> ServedBuffer:

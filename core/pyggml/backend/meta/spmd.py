@@ -61,6 +61,7 @@ class PeerDevice(Device):
         return self.like.memory()
 
     def init_backend(self, params: str | None = None) -> Backend:
+        self.refuse_params(params)
         return PeerBackend(self)
 
     def buffer_type(self) -> BufferType:
