@@ -7,11 +7,14 @@ from __future__ import annotations
 import gc
 import weakref
 
+import pytest
+
 from pyggml import ops
 from pyggml.alloc import alloc_ctx_tensors
-from pyggml.backend.plan_cache import PlacementSnapshot, PlanCache
+from pyggml.backend.plan_cache import PlacementSnapshot, PlanCache, PlannedBackend
 from pyggml.backend.registry import get_device
 from pyggml.context import Context
+from pyggml.errors import GraphError
 from pyggml.graph import build_graph
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType as T
@@ -80,3 +83,34 @@ def test_a_recent_plan_over_dead_tensors_is_not_found_by_reused_ids() -> None:
     got = cache.get(fresh)
     assert got is not plan and cache.builds == 2 and plan in released
     assert cache._recent[fresh_key].plan is got
+
+
+class _Planned(PlannedBackend[object]):
+    """A planned backend over the numpy device whose plans are plain objects (replay does nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__(get_device("numpy"), lambda _g: _Plan())
+
+    def replay(self, plan: object) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+
+class _Plan:
+    pass
+
+
+def test_last_plan_names_the_graph_computed_last_and_keeps_nothing_alive() -> None:
+    be = _Planned()
+    with pytest.raises(GraphError, match="no plan of the graph computed last"):
+        be.last_plan  # noqa: B018
+    _ctx, _a, g = _graph()
+    be.graph_compute(g)
+    plan = weakref.ref(be.last_plan)
+    assert be.last_plan is be.plans.held(g.uid) and be.stats.computes == 1
+    be.plans.clear()  # the cache lets the plan go; the backend held it by its graph's uid only
+    assert plan() is None
+    with pytest.raises(GraphError, match="no plan of the graph computed last"):
+        be.last_plan  # noqa: B018

@@ -192,6 +192,11 @@ class PlanCache(Generic[P]):
         self._release_unused(dropped)
         return plan
 
+    def held(self, graph_uid: int) -> P | None:
+        """The plan kept for the graph with this uid, if the cache still keeps one (it holds nothing alive)."""
+        entry = self._by_graph.get(graph_uid)
+        return entry.plan if entry is not None else None
+
     def clear(self) -> None:
         plans = [e.plan for e in self._by_graph.values()] + [r.plan for r in self._recent.values()]
         self._by_graph.clear()
@@ -240,7 +245,8 @@ class PlannedBackend(Backend, Generic[P]):
         super().__init__(device)
         self.plans: PlanCache[P] = PlanCache(build, release)
         self.stats = PlanStats()
-        self._last: P | None = None
+        self._last_graph: int | None = None
+        """The uid of the graph planned last (not the plan: that would keep a dropped graph's plan alive)."""
 
     @property
     def plans_built(self) -> int:
@@ -250,9 +256,10 @@ class PlannedBackend(Backend, Generic[P]):
     @property
     def last_plan(self) -> P:
         """The plan of the graph computed last: what it ran (dispatches, subgraphs, allreduces...)."""
-        if self._last is None:
-            raise GraphError(f"{self.name}: no graph was computed yet, so there is no last plan")
-        return self._last
+        plan = None if self._last_graph is None else self.plans.held(self._last_graph)
+        if plan is None:
+            raise GraphError(f"{self.name}: no plan of the graph computed last (none computed, or it is gone)")
+        return plan
 
     def graph_compute(self, graph: Graph) -> None:
         self.graph_compute_async(graph)
@@ -267,10 +274,11 @@ class PlannedBackend(Backend, Generic[P]):
     def plan(self, graph: Graph) -> P:
         """The plan of `graph`: built now unless the graph is unchanged since it was planned."""
         t0, builds = time.perf_counter(), self.plans.builds
-        self._last = self.plans.get(graph)
+        plan = self.plans.get(graph)
+        self._last_graph = graph.uid
         if self.plans.builds != builds:
             self.stats.plan_seconds += time.perf_counter() - t0
-        return self._last
+        return plan
 
     @abstractmethod
     def replay(self, plan: P) -> None:
@@ -278,7 +286,6 @@ class PlannedBackend(Backend, Generic[P]):
 
     def free(self) -> None:
         self.plans.clear()
-        self._last = None
 
 
 def check_not_freed(buffers: Iterable[object], who: str) -> None:
