@@ -47,12 +47,11 @@ def test_device_serves_the_identity_given_to_its_constructor() -> None:
     assert (HostBufferType("h").name, HostBufferType("h").device) == ("h", None)
 
 
-def test_refuse_params_accepts_only_the_defaults() -> None:
+def test_a_device_without_options_refuses_params_and_takes_the_defaults() -> None:
     dev = fake_device("p0")
-    dev.refuse_params(None)
-    dev.refuse_params("")
+    assert dev.init_backend(None).device is dev and dev.init_backend("").device is dev
     with pytest.raises(BackendParamsError, match=r"^p0: the backend takes no parameters, got 'threads=4'$"):
-        dev.refuse_params("threads=4")
+        dev.init_backend("threads=4")
 
 
 @pytest.mark.parametrize("name", [d.name for d in devices()])

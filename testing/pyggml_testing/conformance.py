@@ -66,7 +66,7 @@ class BuggyDevice(Device):
     def memory(self) -> tuple[int, int]:
         return 1 << 30, 1 << 30
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def new_backend(self) -> Backend:
         return BuggyBackend(self)
 
     def buffer_type(self) -> BufferType:

@@ -114,7 +114,7 @@ class FakeDevice(Device):
     def memory(self) -> tuple[int, int]:
         return (1 << 34, 1 << 34)
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def new_backend(self) -> Backend:
         return AsyncFakeBackend(self) if self.async_ops else FakeBackend(self)
 
     def buffer_type(self) -> BufferType:

@@ -169,16 +169,20 @@ class Device(ABC):
     def details(self) -> dict[str, str]:
         return {}
 
-    @abstractmethod
     def init_backend(self, params: str | None = None) -> Backend:
-        """A new backend (stream) on this device. `params`: a device-specific option string (None: defaults);
-        a device that takes none raises on any other value (`refuse_params`)."""
-
-    def refuse_params(self, params: str | None) -> None:
-        """For `init_backend` of a device whose backends take no options: BackendParamsError (a ValueError)
-        naming the device when `params` asks for any (None and "" ask for the defaults)."""
+        """A new backend (stream) on this device. `params`: a device-specific option string (None and "": the
+        defaults). This default serves a device whose backends take no options: it refuses any params
+        (BackendParamsError naming the device), then returns `new_backend()`. A device with options overrides it
+        and raises BackendParamsError on what it does not take."""
         if params:
             raise BackendParamsError(f"{self.name}: the backend takes no parameters, got {params!r}")
+        return self.new_backend()
+
+    def new_backend(self) -> Backend:
+        """A new backend with the defaults: what a device whose backends take no options implements (callers use
+        `init_backend`). A device that overrides `init_backend` need not."""
+        raise NotImplementedError(f"{self.name}: {type(self).__name__} implements neither new_backend() nor "
+                                  "init_backend()")
 
     @abstractmethod
     def buffer_type(self) -> BufferType:

@@ -39,8 +39,7 @@ class NumpyDevice(Device):
 
         return host_memory()
 
-    def init_backend(self, params: str | None = None) -> Backend:
-        self.refuse_params(params)
+    def new_backend(self) -> Backend:
         return NumpyBackend(self)
 
     def buffer_type(self) -> BufferType:

@@ -22,10 +22,9 @@ class ToyDevice(Device):
     def memory(self) -> tuple[int, int]:
         return self.allocations.memory(TOTAL_MEMORY)
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def new_backend(self) -> Backend:
         from pyggml_toy.backend import ToyBackend
 
-        self.refuse_params(params)
         return ToyBackend(self)
 
     def buffer_type(self) -> BufferType:

@@ -76,8 +76,10 @@ class BlasDevice(CpuDevice):
     def details(self) -> dict[str, str]:
         return {"threads": str(native.default_threads())}
 
-    def init_backend(self, params: str | None = None) -> Backend:
-        self.refuse_params(params)
+    init_backend = Device.init_backend
+    """BLAS backends take no options (not the cpu device's n_threads): the protocol's default, which refuses any."""
+
+    def new_backend(self) -> Backend:
         return BlasBackend(self)
 
     def supports_op(self, op: Tensor) -> bool:

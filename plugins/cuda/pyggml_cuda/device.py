@@ -243,10 +243,9 @@ class CudaDevice(DialectDevice):
                 self._modules = Modules(self, kc)
             return self._modules
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def new_backend(self) -> Backend:
         from pyggml_cuda.backend import CudaBackend
 
-        self.refuse_params(params)
         return CudaBackend(self)
 
     def event_new(self) -> Event:

@@ -46,10 +46,9 @@ class MetalDevice(Device):
                 "recommended_working_set": str(dd.working_set_bytes), "allocated": str(dd.allocated_bytes()),
                 "emulated": "cpu (pyggml's MSL emulator)" if self.emulated else "no"}
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def new_backend(self) -> Backend:
         from pyggml_metal.backend import MetalBackend
 
-        self.refuse_params(params)
         return MetalBackend(self)
 
     def buffer_type(self) -> MetalBufferType:

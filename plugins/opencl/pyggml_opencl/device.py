@@ -182,10 +182,9 @@ class OpenCLDevice(DialectDevice):
 
         return op.op in (Op.MUL_MAT, Op.MUL_MAT_ID) and op.ne[1] >= 32
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def new_backend(self) -> Backend:
         from pyggml_opencl.backend import OpenCLBackend
 
-        self.refuse_params(params)
         return OpenCLBackend(self)
 
     def event_new(self) -> Event:

@@ -81,8 +81,7 @@ class RPCDevice(Device):
         free, total = TWO_U64.unpack(rsp)
         return int(free), int(total)
 
-    def init_backend(self, params: str | None = None) -> RPCBackend:
-        self.refuse_params(params)
+    def new_backend(self) -> RPCBackend:
         return RPCBackend(self)
 
     def buffer_type(self) -> RPCBufferType:

@@ -72,10 +72,9 @@ class VulkanDevice(Device):
                 self._ctx = DeviceContext(self.info)
             return self._ctx
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def new_backend(self) -> Backend:
         from pyggml_vulkan.backend import VulkanBackend
 
-        self.refuse_params(params)
         return VulkanBackend(self, self.context())
 
     def buffer_type(self) -> BufferType:

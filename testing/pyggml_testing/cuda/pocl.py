@@ -42,7 +42,7 @@ class PoclCudaDevice(Device):
     def supports_op(self, op: Tensor) -> bool:
         return supports(op)
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def new_backend(self) -> Backend:
         return PoclCudaBackend(self)
 
     def kernel(self, spec: ProgramSpec, name: str) -> Any:

@@ -60,8 +60,7 @@ class PeerDevice(Device):
     def memory(self) -> tuple[int, int]:
         return self.like.memory()
 
-    def init_backend(self, params: str | None = None) -> Backend:
-        self.refuse_params(params)
+    def new_backend(self) -> Backend:
         return PeerBackend(self)
 
     def buffer_type(self) -> BufferType:
