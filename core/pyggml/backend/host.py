@@ -51,10 +51,8 @@ class ArrayBuffer(Buffer):
         self._array = None
 
     def _span(self, offset: int, size: int) -> slice:
-        """Bytes [offset, offset + size) as a slice of `array`; AllocationError where they leave the buffer."""
-        if offset < 0 or size < 0 or offset + size > self.size:
-            raise AllocationError(f"{self.buft.name}: bytes [{offset}, {offset + size}) are outside the buffer of "
-                                  f"{self.size} bytes")
+        """Bytes [offset, offset + size) as a slice of `array` (checked: `check_span`)."""
+        self.check_span(offset, size)
         return slice(offset, offset + size)
 
     def write(self, offset: int, data: Bytes) -> None:

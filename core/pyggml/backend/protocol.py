@@ -326,6 +326,13 @@ class Buffer(ABC):
     def free(self) -> None:
         """(optional) release the memory now rather than when garbage collected."""
 
+    def check_span(self, offset: int, size: int, what: str = "bytes") -> None:
+        """AllocationError naming the buffer type when bytes [offset, offset + size) leave the buffer (for `write`,
+        `read`, `fill` and `copy_from` of raw bytes; `what` says which bytes)."""
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise AllocationError(f"{self.buft.name}: {what} [{offset}, {offset + size}) are outside the buffer of "
+                                  f"{self.size} bytes")
+
     # -- tensor level (derived) --
     def _check(self, tensor: Tensor, offset: int, size: int) -> int:
         start = tensor.offset + offset

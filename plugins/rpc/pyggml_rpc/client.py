@@ -183,8 +183,7 @@ class RPCBuffer(Buffer):
         return rec
 
     def _pieces(self, offset: int, size: int) -> list[tuple[int, int]]:
-        if offset < 0 or size < 0 or offset + size > self.size:
-            raise AllocationError(f"range [{offset}, {offset + size}) is outside {self!r}")
+        self.check_span(offset, size)
         return [(o, min(SPAN_MAX, offset + size - o)) for o in range(offset, offset + size, SPAN_MAX)]
 
     def write(self, offset: int, data: Bytes) -> None:

@@ -76,9 +76,7 @@ class VulkanBuffer(Buffer):
         return self._mapped is not None
 
     def _range(self, offset: int, size: int, what: str) -> None:
-        if offset < 0 or size < 0 or offset + size > self.size:
-            raise AllocationError(f"{self.buft.name}: {what} of [{offset}, {offset + size}) is outside the buffer "
-                                  f"of {self.size} bytes")
+        self.check_span(offset, size, f"{what} bytes")
         if self._freed:
             raise AllocationError(f"{self.buft.name}: buffer used after free")
         self.ctx.ensure_alive()
