@@ -10,6 +10,12 @@
 A plan (assignments, splits, copies, allocation graph) is kept for the last graph. Calling alloc_graph or
 graph_compute with that same graph object (same node and leaf counts, no set_tensor_backend since) reuses it; any
 other graph is planned afresh. reset() drops the plan and the user's backend assignments.
+
+Threads: every method holds the scheduler's `lock` (a re-entrant lock), so threads sharing a scheduler never
+see each other's half-made plan. Its compute buffers are shared too: a thread that places a graph, writes its
+inputs, computes and reads its outputs holds `with sched.lock:` over that whole sequence. An alloc_graph whose
+placement another thread replaced before this thread's graph_compute of that graph raises GraphError (the inputs
+written in between were lost) instead of computing on them. See docs/backend-protocol.md, "Threads".
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,6 +63,9 @@ class Scheduler:
         copies = (MAX_COPIES if parallel else 1) if n_copies is None else n_copies
         if not 1 <= copies <= MAX_COPIES:
             raise SchedulerConfigError(f"n_copies must be in 1..{MAX_COPIES} (pipeline slots), got {copies}")
+        self._lock = threading.RLock()
+        self._pending: dict[int, int] = {}
+        """Thread id -> uid of the graph that thread placed with alloc_graph and has not computed yet."""
         self._galloc: GraphAllocator | None = None
         self._tab = BackendTable(backends, bufts, self._owns)
         self._galloc = GraphAllocator(self._tab.bufts)
@@ -84,6 +94,16 @@ class Scheduler:
         g = self._galloc
         return g is not None and g.owns(buf)
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The re-entrant lock every method holds. Threads sharing this scheduler hold it over a whole use:
+        `with sched.lock: sched.alloc_graph(g); set inputs; sched.graph_compute(g); read outputs`."""
+        return self._lock
+
+    def _forget_pending(self) -> None:
+        """This thread changes the plan itself: its last alloc_graph is no longer waiting for its compute."""
+        self._pending.pop(threading.get_ident(), None)
+
     # ---- queries ----------------------------------------------------------------------------------------------
 
     @property
@@ -105,16 +125,19 @@ class Scheduler:
 
     @property
     def splits(self) -> list[Split]:
-        return [] if self._plan is None else list(self._plan.splits)
+        with self._lock:
+            return [] if self._plan is None else list(self._plan.splits)
 
     @property
     def n_splits(self) -> int:
-        return 0 if self._plan is None else len(self._plan.splits)
+        with self._lock:
+            return 0 if self._plan is None else len(self._plan.splits)
 
     @property
     def n_split_inputs(self) -> int:
         """Tensors copied between backends per run of the current plan (each once per (tensor, backend))."""
-        return 0 if self._plan is None else self._plan.n_split_inputs
+        with self._lock:
+            return 0 if self._plan is None else self._plan.n_split_inputs
 
     @property
     def plan(self) -> SplitPlan | None:
@@ -136,32 +159,43 @@ class Scheduler:
     def buffer_size(self, backend: Backend | int) -> int:
         """Bytes of compute buffer for this backend (0 when it shares an earlier backend's buffer type)."""
         assert self._galloc is not None
-        return self._galloc.buffer_size(self.backend_index(backend))
+        with self._lock:
+            return self._galloc.buffer_size(self.backend_index(backend))
 
     # ---- assignments ------------------------------------------------------------------------------------------
 
     def set_tensor_backend(self, tensor: Tensor, backend: Backend | int) -> None:
         """Run (or place) `tensor` on `backend`; kept until reset(), applied when the next graph is planned."""
-        self._user[id(tensor)] = (tensor, self.backend_index(backend))
-        self._dirty = True
+        with self._lock:
+            self._forget_pending()
+            self._user[id(tensor)] = (tensor, self.backend_index(backend))
+            self._dirty = True
 
     def get_tensor_backend(self, tensor: Tensor) -> Backend | None:
         """The backend `tensor` is assigned to by the current plan (or by set_tensor_backend), else None."""
-        b = -1
-        if self._plan is not None:
-            b = self._plan.backend_of.get(id(tensor), -1)
-        if b < 0 and id(tensor) in self._user:
-            b = self._user[id(tensor)][1]
-        return self._tab.backends[b] if b >= 0 else None
+        with self._lock:
+            b = -1
+            if self._plan is not None:
+                b = self._plan.backend_of.get(id(tensor), -1)
+            if b < 0 and id(tensor) in self._user:
+                b = self._user[id(tensor)][1]
+            return self._tab.backends[b] if b >= 0 else None
 
     def set_eval_callback(self, cb: EvalCallback | None) -> None:
-        """cb(node, ask) -> bool: see pyggml.backend.sched.compute.EvalCallback."""
-        self._eval_cb = cb
+        """cb(node, ask) -> bool: see pyggml.backend.sched.compute.EvalCallback. It runs inside graph_compute,
+        with the scheduler's lock held."""
+        with self._lock:
+            self._eval_cb = cb
 
     # ---- planning ---------------------------------------------------------------------------------------------
 
     def split_graph(self, graph: Graph) -> SplitPlan:
         """Passes 1-5 on `graph` (dropping any previous plan); nothing is allocated."""
+        with self._lock:
+            self._forget_pending()
+            return self._split_graph(graph)
+
+    def _split_graph(self, graph: Graph) -> SplitPlan:
         self._drop_plan()
         n = graph.n_nodes + graph.n_leafs
         if n > self.graph_size:
@@ -199,12 +233,13 @@ class Scheduler:
     def reserve(self, graph: Graph) -> None:
         """Size the compute buffers for `graph` (a worst-case graph), then forget it: later graphs that fit are
         placed without growing the buffers."""
-        self.synchronize()
-        plan = self.split_graph(graph)
-        try:
-            self._reserve(plan)
-        finally:
-            self.reset()
+        with self._lock:
+            self.synchronize()
+            plan = self.split_graph(graph)
+            try:
+                self._reserve(plan)
+            finally:
+                self.reset()
 
     def _reserve(self, plan: SplitPlan) -> None:
         assert self._galloc is not None
@@ -217,14 +252,21 @@ class Scheduler:
         return [group[b] for b in plan.node_ids], [group[b] for b in plan.leaf_ids]
 
     def alloc_graph(self, graph: Graph) -> None:
-        """Advance the pipeline slot, plan `graph` (unless it is the current plan's graph) and place its tensors."""
+        """Advance the pipeline slot, plan `graph` (unless it is the current plan's graph) and place its tensors.
+        With threads sharing the scheduler, hold `lock` from here to the end of the graph's use (see `lock`)."""
+        with self._lock:
+            self._forget_pending()
+            self._alloc_graph(graph)
+            self._pending[threading.get_ident()] = graph.uid
+
+    def _alloc_graph(self, graph: Graph) -> None:
         self._cur_copy = self._next_copy
         self._next_copy = (self._next_copy + 1) % self._n_copies
         if self._is_current(graph) and self._is_alloc:
             assert self._plan is not None
             self._plan.wire(self._cur_copy)
             return
-        plan = self.split_graph(graph)
+        plan = self._split_graph(graph)
         self._alloc(plan)
 
     def _alloc(self, plan: SplitPlan) -> None:
@@ -245,49 +287,68 @@ class Scheduler:
 
     def graph_compute_async(self, graph: Graph) -> bool:
         """Queue every split of `graph` (planning and allocating it first unless it is allocated already).
-        Returns False when the eval callback stopped the run."""
-        if not (self._is_alloc and self._is_current(graph)):
-            self.alloc_graph(graph)
-        plan = self._plan
-        assert plan is not None
-        self.stats.computes += 1
-        return compute_splits(self._tab.backends, plan, self._cur_copy, self._events, self._eval_cb)
+        Returns False when the eval callback stopped the run. GraphError when this thread placed `graph` with
+        alloc_graph and another thread planned, placed or reset this scheduler before this call."""
+        with self._lock:
+            placed = self._pending.pop(threading.get_ident(), None)
+            for t in [t for t, uid in self._pending.items() if uid == graph.uid]:  # computed: nothing waits
+                del self._pending[t]
+            ready = self._is_alloc and self._is_current(graph)
+            if placed == graph.uid and not ready:
+                raise GraphError(f"scheduler: graph {graph.uid} was placed by alloc_graph on this thread, then "
+                                 "another thread planned, placed or reset this scheduler before its graph_compute; "
+                                 "what was written into its tensors since (its inputs) is lost. Threads sharing a "
+                                 "scheduler hold `with sched.lock:` over alloc_graph, setting the inputs, "
+                                 "graph_compute and reading the outputs")
+            if not ready:
+                self._alloc_graph(graph)
+            plan = self._plan
+            assert plan is not None
+            self.stats.computes += 1
+            return compute_splits(self._tab.backends, plan, self._cur_copy, self._events, self._eval_cb)
 
     def graph_compute(self, graph: Graph) -> bool:
-        done = self.graph_compute_async(graph)
-        self.synchronize()
-        return done
+        with self._lock:
+            done = self.graph_compute_async(graph)
+            self.synchronize()
+            return done
 
     def synchronize(self) -> None:
         """Wait for every backend. Without an allocated graph the next one starts at pipeline slot 0 again."""
-        for b in self._tab.backends:
-            b.synchronize()
-        if not self._is_alloc:
-            self._next_copy = 0
+        with self._lock:
+            for b in self._tab.backends:
+                b.synchronize()
+            if not self._is_alloc:
+                self._next_copy = 0
 
     def reset(self) -> None:
         """Forget the plan (the graph's srcs are restored) and the set_tensor_backend assignments."""
-        self._drop_plan()
-        self._user.clear()
-        self._dirty = False
+        with self._lock:
+            self._forget_pending()
+            self._drop_plan()
+            self._user.clear()
+            self._dirty = False
 
     # ---- debugging --------------------------------------------------------------------------------------------
 
     def debug_text(self, level: int = 2) -> str:
         """The plan as text: level 1 splits and their inputs, level 2 every node with backend, cause, uses."""
-        if self._plan is None:
-            return "(no graph planned)"
-        return debug.format_plan(self._tab, self._plan, level)
+        with self._lock:
+            if self._plan is None:
+                return "(no graph planned)"
+            return debug.format_plan(self._tab, self._plan, level)
 
     def to_dot(self) -> str:
         """Graphviz DOT of the planned graph: nodes coloured by backend, one cluster per split, copies dashed."""
-        if self._plan is None:
-            raise GraphError("scheduler: no graph planned; call alloc_graph or split_graph first")
-        return debug.to_dot(self._tab, self._plan)
+        with self._lock:
+            if self._plan is None:
+                raise GraphError("scheduler: no graph planned; call alloc_graph or split_graph first")
+            return debug.to_dot(self._tab, self._plan)
 
     def to_svg(self) -> str:
         """An SVG picture of the planned graph: one lane per backend, nodes in execution order, split
         boundaries and copies (drawn by pyggml, no Graphviz needed)."""
-        if self._plan is None:
-            raise GraphError("scheduler: no graph planned; call alloc_graph or split_graph first")
-        return debug.to_svg(self._tab, self._plan)
+        with self._lock:
+            if self._plan is None:
+                raise GraphError("scheduler: no graph planned; call alloc_graph or split_graph first")
+            return debug.to_svg(self._tab, self._plan)
