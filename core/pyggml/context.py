@@ -9,7 +9,7 @@ from types import TracebackType
 from pyggml.backend.host import HOST_ALIGNMENT, HostBuffer, HostBufferType
 from pyggml.errors import AllocationError
 from pyggml.ops.base import Op, ne4
-from pyggml.tensor import ACTIVE_CONTEXT, Tensor
+from pyggml.tensor import ACTIVE_CONTEXT, Tensor, check_extent
 from pyggml.types import GGMLType, parse_type
 
 TENSOR_OVERHEAD = 368
@@ -52,7 +52,9 @@ class Context:
     # ---- bookkeeping -----------------------------------------------------------------------------------
 
     def add_tensor(self, t: Tensor) -> None:
-        """Charge `t` to the budget and (with memory) place its data; called by every tensor constructor."""
+        """Check that `t`'s counts fit int64 (`check_extent`: ShapeError naming the op, tensor and shape), charge
+        it to the budget and (with memory) place its data; called by every tensor constructor."""
+        check_extent(t)
         cost = TENSOR_OVERHEAD
         place = self.buffer is not None and t.view_src is None
         aligned = 0

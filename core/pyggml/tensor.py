@@ -28,6 +28,10 @@ MAX_NAME = 64
 
 Ne = tuple[int, int, int, int]
 
+INT64_MAX = (1 << 63) - 1
+"""ggml counts elements and bytes in int64_t (ggml_nelements, ggml_nbytes), and so do the compiled kernels: a
+tensor whose counts do not fit is refused where it is recorded (`check_extent`)."""
+
 ACTIVE_CONTEXT: ContextVar[Context | None] = ContextVar("pyggml_active_context", default=None)
 """The context entered with `with ctx:`; op results are created there (see `context_for`)."""
 
@@ -36,6 +40,45 @@ def context_for(src: Tensor) -> Context | None:
     """Where a node built from `src` goes: the context entered with `with ctx:`, else src's own context."""
     active = ACTIVE_CONTEXT.get()
     return active if active is not None else src.ctx
+
+
+def check_extent(t: Tensor) -> None:
+    """ShapeError unless every count of `t` fits int64 (INT64_MAX): its element count, each ne[i] * nb[i] and the
+    bytes it spans (nbytes), and, for a view of an element type, unless those bytes lie inside its data owner.
+    `Context.add_tensor` runs it for every tensor recorded (leaves, op results, views), so no backend ever sees
+    a count its 64-bit arithmetic would wrap (a view of 4 floats as ne=[4, 2^62] with nb[1] = 0 has 2^64
+    elements). Block-type views are bounded by `ops.view` itself, whose extent rule knows their blocks."""
+    ne, nb = t.ne, t.nb
+    n = ne[0] * ne[1] * ne[2] * ne[3]
+    if n > INT64_MAX:
+        raise ShapeError(f"{_what(t)} has {n} elements, more than int64 counts (2^63 - 1){_from(t)}")
+    size = t.nbytes()
+    if t.view_offs + size > INT64_MAX:
+        raise ShapeError(f"{_what(t)} spans {size} bytes at offset {t.view_offs}, more than int64 counts "
+                         f"(2^63 - 1){_from(t)}")
+    dim = next((i for i in range(MAX_DIMS) if ne[i] * nb[i] > INT64_MAX), None)
+    if dim is not None:
+        raise ShapeError(f"{_what(t)}: ne[{dim}] * nb[{dim}] = {ne[dim] * nb[dim]} bytes, more than int64 counts "
+                         f"(2^63 - 1){_from(t)}")
+    owner = t.view_src
+    if owner is not None and type_traits(t.type).blck_size == 1 and n > 0 and t.view_offs + size > owner.nbytes():
+        raise ShapeError(f"{_what(t)}: a view of {size} bytes at offset {t.view_offs} lies outside its data owner "
+                         f"{_describe(owner)} of {owner.nbytes()} bytes{_from(t)}")
+
+
+def _describe(t: Tensor) -> str:
+    name = f"'{t.name}' " if t.name else ""
+    return f"{name}{t.type} ne={list(t.ne)}"
+
+
+def _what(t: Tensor) -> str:
+    op = "new tensor" if t.op.name == "NONE" and t.view_src is None else t.op.name
+    return f"{op}: tensor {_describe(t)} nb={list(t.nb)}"
+
+
+def _from(t: Tensor) -> str:
+    srcs = [s for s in t.src if s is not None]
+    return f" (sources: {', '.join(_describe(s) for s in srcs)})" if srcs else ""
 
 
 class TensorFlag(IntFlag):
