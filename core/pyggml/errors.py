@@ -41,3 +41,7 @@ class ComputeError(PyGGMLError, RuntimeError):
 
 class BackendParamsError(PyGGMLError, ValueError):
     """`init_backend` params that the device does not take (an unknown option, or a bad value)."""
+
+
+class OptimizerParamsError(PyGGMLError, ValueError):
+    """An optimiser hyper-parameter (AdamW, SGD) that is not a real number in its allowed range."""

@@ -3,6 +3,7 @@ batches and split, and the trainer's refusals."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from pyggml import ops
 from pyggml.alloc import alloc_ctx_tensors
 from pyggml.backend import get_device
 from pyggml.backend.sched import Scheduler
-from pyggml.errors import PyGGMLError, ShapeError
+from pyggml.errors import OptimizerParamsError, PyGGMLError, ShapeError
 from pyggml.opt import SGD, AdamW, Dataset, Optimizer, Trainer
 
 N_IN, N_OUT, BATCH = 3, 2, 8
@@ -162,3 +163,48 @@ def test_parameters_in_a_memory_mapped_file_are_refused(tmp_path: Path) -> None:
         z = ops.mul_mat(w, x)
     with pytest.raises(PyGGMLError, match=r"read-only memory.*use_mmap=False"):
         Trainer(Scheduler([dev.init_backend()]), x, z)
+
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("kw,name,allowed", [
+    ({"beta1": 1.0}, "beta1", "[0, 1)"), ({"beta2": 1.0}, "beta2", "[0, 1)"), ({"beta1": -0.1}, "beta1", "[0, 1)"),
+    ({"beta2": NAN}, "beta2", "[0, 1)"), ({"alpha": INF}, "alpha", "(0, inf)"), ({"alpha": 0.0}, "alpha", "(0, inf)"),
+    ({"alpha": NAN}, "alpha", "(0, inf)"), ({"eps": -1e-8}, "eps", "[0, inf)"), ({"eps": INF}, "eps", "[0, inf)"),
+    ({"wd": 1.5}, "wd", "[0, 1]"), ({"wd": -INF}, "wd", "[0, 1]"), ({"alpha": "0.1"}, "alpha", "(0, inf)"),
+    ({"beta1": True}, "beta1", "[0, 1)"), ({"eps": None}, "eps", "[0, inf)"),
+])
+def test_adamw_parameters_are_checked_when_made(kw: dict[str, object], name: str, allowed: str) -> None:
+    """Issue 33, item 9: beta1 = 1.0 passed the check and divided by zero at the first step (a bare
+    ZeroDivisionError); alpha = inf was accepted. Every parameter is checked up front, by name and range."""
+    with pytest.raises(OptimizerParamsError, match=rf"AdamW parameters out of range: {name} = .* must be in "
+                                                   rf"{re.escape(allowed)}"):
+        AdamW(**kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kw,name,allowed", [
+    ({"alpha": INF}, "alpha", "(0, inf)"), ({"alpha": -1.0}, "alpha", "(0, inf)"),
+    ({"alpha": NAN}, "alpha", "(0, inf)"), ({"wd": 1.01}, "wd", "[0, 1]"), ({"wd": NAN}, "wd", "[0, 1]"),
+    ({"wd": [0.1]}, "wd", "[0, 1]"),
+])
+def test_sgd_parameters_are_checked_when_made(kw: dict[str, object], name: str, allowed: str) -> None:
+    with pytest.raises(OptimizerParamsError, match=rf"SGD parameters out of range: {name} = .* must be in "
+                                                   rf"{re.escape(allowed)}"):
+        SGD(**kw)  # type: ignore[arg-type]
+
+
+def test_optimiser_errors_are_value_errors_of_the_hierarchy() -> None:
+    assert issubclass(OptimizerParamsError, PyGGMLError) and issubclass(OptimizerParamsError, ValueError)
+
+
+def test_optimiser_edges_that_are_allowed() -> None:
+    """The ends of each range that make sense are kept (ggml-opt's asserts, minus beta = 1)."""
+    opt = AdamW(alpha=np.float32(0.5), beta1=0.0, beta2=0.0, eps=0.0, wd=1.0)  # type: ignore[arg-type]
+    assert isinstance(opt.alpha, float) and opt.alpha == 0.5
+    assert np.all(np.isfinite(opt.values(1)))
+    assert np.all(np.isfinite(AdamW(beta1=0.999999, beta2=0.999999).values(1)))
+    assert SGD(alpha=3, wd=0).values(1).tolist() == [3.0, 0.0]
+    for bad in (0, -1, 1.5):
+        with pytest.raises(OptimizerParamsError, match="step"):
+            AdamW().values(bad)  # type: ignore[arg-type]
