@@ -123,9 +123,18 @@ class GGUFFile:
         return v
 
     def data(self, name: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
-        """The raw bytes of one tensor (a read-only view of the memory map)."""
+        """The raw bytes of one tensor (a read-only view of the memory map; GGUFError when the file was truncated
+        since it was opened: `check_mapping`)."""
         info = self.tensors[name]
+        self.check_mapping()
         return self.mapped()[info.offset : info.offset + info.nbytes]
+
+    def check_mapping(self) -> None:
+        """GGUFError naming the file when it is now shorter than when it was mapped (another process truncated or
+        rewrote it): reading the mapping past the file's end would kill the process with SIGBUS. One fstat; buffers
+        that map the file run it before each compute or read (`load_weights`)."""
+        if self._container.file is not None:
+            self._container.file.check()
 
     def mapped(self) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """The whole file, memory-mapped read-only."""
@@ -214,6 +223,14 @@ class Weights:
     ctx: Context
     tensors: dict[str, Tensor]
     buffers: list[Buffer] = field(default_factory=list)
+    mapped: bool = False
+    """Some tensors stay in the file's memory map (host buffers with use_mmap)."""
+
+    def check_mapping(self) -> None:
+        """GGUFError naming the file when tensors stay in its memory map and the file shrank since it was opened
+        (`GGUFFile.check_mapping`; the buffers check it too, before each compute or read)."""
+        if self.mapped:
+            self.file.check_mapping()
 
     def __getitem__(self, name: str) -> Tensor:
         try:
@@ -253,9 +270,10 @@ def load_weights(gf: GGUFFile, placement: TensorPlacer | BufferType, *, use_mmap
     try:
         for buft, items in by_buft.values():
             if use_mmap and buft.is_host and isinstance(buft, HostBufferType):
-                buf = buft.wrap(gf.mapped())
+                buf = buft.wrap(gf.mapped(), guard=gf.check_mapping)
                 buf.usage = BufferUsage.WEIGHTS
                 weights.buffers.append(buf)
+                weights.mapped = True
                 for t, info in items:
                     t.buffer = buf
                     t.offset = info.offset

@@ -7,6 +7,7 @@ sized from it; every problem is a GGUFError naming the file, the key or tensor, 
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 import struct
@@ -17,6 +18,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from pyggml.backend.host import MappedFile
 from pyggml.errors import GGUFError
 from pyggml.tensor import MAX_DIMS
 
@@ -86,6 +88,9 @@ class GGUFContainer:
     """Absolute offset of the data section (after the tensor infos, aligned up)."""
     mapped: np.ndarray[Any, np.dtype[np.uint8]]
     """The whole file, read-only; tensors placed in host buffers view it without copying."""
+    file: MappedFile | None = None
+    """The mapped file, kept open: `file.check()` raises GGUFError once it is shorter than the mapping (truncated
+    by another process: reading the mapping past its end would kill the process with SIGBUS)."""
 
 
 def read_container(path: str | os.PathLike[str]) -> GGUFContainer:
@@ -96,12 +101,14 @@ def read_container(path: str | os.PathLike[str]) -> GGUFContainer:
             if size < HEADER.size:
                 raise GGUFError(f"{path}: {size} bytes is too short for a GGUF header")
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            file = MappedFile(path, os.dup(f.fileno()), len(mm), GGUFError)
     except OSError as e:
         raise GGUFError(f"{path}: cannot open: {e}") from e
     try:
-        return _Parser(path, mm).parse()
+        return dataclasses.replace(_Parser(path, mm).parse(), file=file)
     except GGUFError:
         mm.close()
+        file.close()
         raise
 
 

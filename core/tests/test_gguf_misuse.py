@@ -1,15 +1,18 @@
 """GGUF files a hostile writer makes (issue 19): overlapping tensor data, and metadata numbers that are not numbers
 a model can use (NaN eps, zero frequency base, a context length past 2^31) refused with GGUFError naming file and
-key, through GGUFFile.number."""
+key, through GGUFFile.number; a file truncated after it was mapped refused before its mapping is read (issue 33)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from pyggml.backend.host import HostBufferType, hold_buffers
 from pyggml.errors import GGUFError
-from pyggml.gguf import GGUFFile
+from pyggml.gguf import GGUFFile, load_weights
 from pyggml.gguf_reader import ValueType as V
 from pyggml_testing.gguf import ARCH, gguf_bytes, kv, tinfo
 
@@ -52,3 +55,26 @@ def test_numbers_in_range_and_defaults(tmp_path: Path) -> None:
     assert gf.number("llama.missing", 10000.0) == 10000.0
     with pytest.raises(GGUFError, match=r"required metadata key 'llama\.missing'"):
         gf.number("llama.missing")
+
+
+def test_a_file_truncated_after_mapping_is_refused_not_read(tmp_path: Path) -> None:
+    """Reading a mapped page past the end of a truncated file raises SIGBUS (issue 33). The file stays open; mapped
+    weights, `data()` and `check_mapping()` check its size first (one fstat) and raise GGUFError naming it, and
+    weights copied out of the map do not depend on it."""
+    p = tmp_path / "t.gguf"
+    data = np.arange(2048, dtype=np.float32).tobytes()
+    p.write_bytes(gguf_bytes([ARCH], [tinfo("a", (1024,)), tinfo("b", (1024,), offset=4096)], data))
+    gf = GGUFFile(p)
+    mapped = load_weights(gf, HostBufferType("host"))
+    copied = load_weights(gf, HostBufferType("host"), use_mmap=False)
+    assert mapped.mapped and not copied.mapped
+    np.testing.assert_array_equal(mapped["b"].numpy(), np.arange(1024, 2048, dtype=np.float32))
+    os.truncate(p, gf.data_start + 64)
+    match = rf"t.gguf: the file is now {gf.data_start + 64} bytes, shorter than the {gf.file_size} bytes mapped"
+    uses = (mapped.check_mapping, gf.check_mapping, lambda: gf.data("b"), lambda: hold_buffers(mapped.buffers),
+            mapped["b"].numpy)  # in this order: a guard missing fails the test before a read would crash it
+    for use in uses:
+        with pytest.raises(GGUFError, match=match):
+            use()
+    copied.check_mapping()  # nothing of it is in the map
+    np.testing.assert_array_equal(copied["b"].numpy(), np.arange(1024, 2048, dtype=np.float32))

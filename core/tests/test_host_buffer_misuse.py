@@ -1,14 +1,20 @@
-"""Host buffers under misuse (issue 19): free() releases the memory at once and later use raises; sizes below zero
-or beyond the machine's memory are refused; Context(mem_size=-1) is refused."""
+"""Host buffers under misuse (issues 19 and 33): free() releases the memory at once and later use raises, but waits
+for a compute holding the buffer; sizes below zero or beyond the machine's memory are refused; Context(mem_size=-1)
+is refused; a mapped file that shrank is refused before its mapping is read."""
 
 from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import pyggml as gg
 from pyggml import ops
-from pyggml.backend.host import ArrayBuffer, HostBufferType
+from pyggml.backend.host import ArrayBuffer, HostBufferType, MappedFile, hold_buffers, release_buffers
 from pyggml.backend.sysinfo import host_memory
 from pyggml.errors import AllocationError, PyGGMLError
 from pyggml.graph import build_graph
@@ -100,3 +106,66 @@ def test_free_returns_the_memory_without_the_garbage_collector() -> None:
         del cycle, buf
     finally:
         gc.enable()
+
+
+def test_free_waits_for_a_compute_holding_the_buffer() -> None:
+    """What the cpu backend relies on (issue 33): C reads a held buffer by address, so a free from another thread
+    waits until the hold ends; new holds and uses are refused from the moment free() is called."""
+    buf = HostBufferType("t").alloc_buffer(64)
+    held = hold_buffers([buf, buf])
+    done = threading.Event()
+
+    def free() -> None:
+        buf.free()
+        done.set()
+
+    t = threading.Thread(target=free)
+    t.start()
+    time.sleep(0.1)
+    assert not done.is_set(), "free() did not wait for the holds"
+    assert buf.freed
+    with pytest.raises(AllocationError, match="used after free"):
+        hold_buffers([buf])
+    release_buffers(held[:1])
+    time.sleep(0.05)
+    assert not done.is_set(), "free() did not wait for the second hold"
+    release_buffers(held[1:])
+    t.join(10)
+    assert done.is_set() and buf.freed and buf.address == 0
+    buf.free()  # a second free does nothing
+
+
+def test_free_by_the_holding_thread_raises_instead_of_deadlocking() -> None:
+    buf = HostBufferType("t").alloc_buffer(64)
+    held = hold_buffers([buf])
+    with pytest.raises(AllocationError, match="freed by the thread whose running compute uses it"):
+        buf.free()
+    release_buffers(held)
+    buf.free()
+    assert buf.freed
+
+
+def test_a_hold_that_fails_releases_what_it_took() -> None:
+    a, b = HostBufferType("a").alloc_buffer(8), HostBufferType("b").alloc_buffer(8)
+    b.free()
+    with pytest.raises(AllocationError, match=r"^b: .*used after free"):
+        hold_buffers([a, b])
+    a.free()  # not held: returns at once
+    assert a.freed
+
+
+def test_a_mapped_file_that_shrank_is_refused(tmp_path: Path) -> None:
+    """A page of a mapping past the end of a truncated file raises SIGBUS when read (issue 33): a buffer guarded
+    by its MappedFile raises the guard's error instead, for holds and byte access alike."""
+    path = tmp_path / "weights.bin"
+    path.write_bytes(bytes(range(256)) * 64)
+    arr = np.memmap(path, dtype=np.uint8, mode="r")
+    mf = MappedFile.open(path, arr.size)
+    buf = HostBufferType("h").wrap(np.asarray(arr).reshape(-1), guard=mf.check)
+    release_buffers(hold_buffers([buf]))
+    assert buf.read(0, 4).tolist() == [0, 1, 2, 3]
+    os.truncate(path, 100)
+    for use in (lambda: hold_buffers([buf]), lambda: buf.read(0, 4), buf.host_array):
+        with pytest.raises(AllocationError, match=r"weights\.bin: the file is now 100 bytes, shorter than the 16384"):
+            use()
+    mf.close()

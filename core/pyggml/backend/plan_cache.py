@@ -294,3 +294,14 @@ def check_not_freed(buffers: Iterable[object], who: str) -> None:
     for b in buffers:
         if getattr(b, "freed", False):
             raise AllocationError(f"{who}: the graph's buffer {b!r} was freed (buffer used after free)")
+
+
+def check_tensors_not_freed(nodes: Iterable[Tensor], who: str) -> None:
+    """AllocationError naming the first node whose own tensor or a source lies in a freed buffer (`check_not_freed`
+    with the tensor named: before a graph is planned, or on the error path of a replay that found a freed buffer)."""
+    for node in nodes:
+        for t in (node, *node.src):
+            buf = None if t is None else t.buffer
+            if t is not None and buf is not None and getattr(buf, "freed", False):
+                raise AllocationError(f"{who}: node '{node.name}' ({node.op.name}): tensor '{t.name}' is in {buf!r}, "
+                                      "which was freed (buffer used after free)")

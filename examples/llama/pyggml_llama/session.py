@@ -202,6 +202,7 @@ class Session:
         bad = [t for t in tokens if not 0 <= t < self.hp.n_vocab]
         if bad:
             raise PyGGMLError(f"token ids {bad[:5]} are outside the vocabulary of {self.hp.n_vocab}")
+        self.weights.check_mapping()  # a file truncated since it was mapped: GGUFError, not SIGBUS (README)
         out: list[npt.NDArray[np.float32]] = []
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]

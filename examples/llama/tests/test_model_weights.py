@@ -5,6 +5,9 @@ refused by name."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -217,3 +220,35 @@ def test_unsupported_model_kinds_are_refused(tmp_path: Path, extra: dict[str, ob
     weights = _weights(np.random.default_rng(0), biases=False, rope_freqs=False, output=False)
     with pytest.raises(GGUFError, match=match):
         Session(_write(tmp_path / "kind.gguf", weights, **extra), ["numpy"], n_ctx=32)
+
+
+TRUNCATED_EVAL = textwrap.dedent("""
+    import os, sys
+    from pyggml.errors import GGUFError
+    from pyggml.types import GGMLType
+    from pyggml_llama.session import Session
+
+    path, backend = sys.argv[1], sys.argv[2]
+    s = Session(path, [backend], n_ctx=32, kv_type=GGMLType.F32)
+    s.eval([3, 17, 40])
+    os.truncate(path, s.gguf.data_start + 64)  # as another process rewriting the file would
+    try:
+        s.eval([5])
+    except GGUFError as e:
+        print("refused:", e)
+""")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "numpy"])
+def test_eval_after_the_file_was_truncated_raises(tmp_path: Path, backend: str) -> None:
+    """Issue 33: a GGUF file truncated after Session mapped it killed the next eval with SIGBUS (a mapped page past
+    the file's end). The mapped weights' buffer checks the file's size before each compute and read (one fstat) and
+    raises GGUFError naming the file. In a subprocess: a regression kills it."""
+    path = _write(tmp_path / "tiny.gguf", _weights(np.random.default_rng(1), biases=False, rope_freqs=False,
+                                                   output=False))
+    r = subprocess.run([sys.executable, "-c", TRUNCATED_EVAL, str(path), backend], capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode and "no device named" in r.stderr:
+        pytest.skip(f"no {backend} device here")
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
+    assert f"refused: {path}: the file is now " in r.stdout and "truncated or rewrote it" in r.stdout, r.stdout

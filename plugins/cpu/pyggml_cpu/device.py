@@ -4,11 +4,12 @@ backends); a buffer can also wrap an existing mapping (a GGUF file's weights, wi
 from __future__ import annotations
 
 import logging
+import os
 from typing import cast
 
 import numpy as np
 
-from pyggml.backend.host import HostBuffer, HostBufferType
+from pyggml.backend.host import HostBuffer, HostBufferType, MappedFile
 from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
 from pyggml.backend.sysinfo import cpu_model
 from pyggml.errors import AllocationError, BackendParamsError
@@ -23,12 +24,16 @@ log = logging.getLogger(__name__)
 
 def map_file(buft: HostBufferType, path: str, offset: int = 0, size: int | None = None) -> HostBuffer:
     """A host buffer over a private (copy-on-write) memory map of `path`: tensors placed in it read the file's
-    bytes without a copy, as llama.cpp's mmap loading does."""
+    bytes without a copy, as llama.cpp's mmap loading does. The file stays open: a compute or read over the buffer
+    raises AllocationError once the file is shorter than the mapped range (`MappedFile`), where reading the
+    mapping would kill the process with SIGBUS."""
     try:
-        mm = np.memmap(path, dtype=np.uint8, mode="c", offset=offset, shape=size)
+        with open(path, "rb") as f:
+            mm = np.memmap(f, dtype=np.uint8, mode="c", offset=offset, shape=size)
+            watch = MappedFile(path, os.dup(f.fileno()), offset + mm.size)
     except (OSError, ValueError) as e:
         raise AllocationError(f"cannot map {path!r} (offset {offset}, size {size}): {e}") from e
-    return buft.wrap(cast(Bytes, mm.reshape(-1)))
+    return buft.wrap(cast(Bytes, mm.reshape(-1)), guard=watch.check)
 
 
 class CpuDevice(Device):

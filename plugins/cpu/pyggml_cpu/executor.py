@@ -11,6 +11,10 @@ already parallelises, the other workers would spin at the node's barrier for as 
 exception would have to be parked in C and the pool unwound. Splitting costs one extra C call per custom node,
 keeps C free of Python, and a raising callable fails only its node: the pool is idle between C calls, so the
 backend stays usable. (A callable must not compute on the backend that runs it: the compute lock is held.)
+
+C reaches the graph's buffers by address, so a compute holds them (`CpuGraphPlan.hold`) from before the first C
+call to after the last: a `free()` of one of them from another thread waits for the compute, and a compute over a
+freed buffer raises AllocationError before C runs (the free used to drop the memory under the running kernels).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import threading
 
 from pyggml.backend.custom_call import run_custom
+from pyggml.backend.host import release_buffers
 from pyggml.backend.op_table import OpTable
 from pyggml.backend.plan_cache import PlanCache
 from pyggml.errors import ComputeError, PyGGMLError
@@ -54,7 +59,13 @@ class Executor:
 
     def _compute(self, graph: Graph) -> None:
         plan = self.plans.get(graph)
-        plan.check_alive()
+        held = plan.hold(self.name)
+        try:
+            self._run(plan)
+        finally:
+            release_buffers(held)
+
+    def _run(self, plan: CpuGraphPlan) -> None:
         n = len(plan.names)
         if n == 0:
             return

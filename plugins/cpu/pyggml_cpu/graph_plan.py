@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pyggml.backend.host import ArrayBuffer, hold_buffers
 from pyggml.backend.op_table import OpTable
-from pyggml.backend.plan_cache import check_not_freed
+from pyggml.backend.plan_cache import check_tensors_not_freed
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -84,12 +85,19 @@ class CpuGraphPlan:
     """The node of each descriptor (for error messages)."""
     ptr: CData
     buffers: list[Buffer]
-    """The distinct buffers the descriptors point into: a replay first checks none was freed since."""
+    """The distinct buffers the descriptors point into: a replay holds them while it runs (`hold`)."""
     host: tuple[int, ...] = ()
     """Descriptors Python computes (custom ops), in order: the executor runs the C rows between them."""
 
-    def check_alive(self) -> None:
-        check_not_freed(self.buffers, "cpu")
+    def hold(self, who: str) -> list[ArrayBuffer]:
+        """Hold every buffer the descriptors point into while C runs (`pyggml.backend.host.hold_buffers`: a free
+        from another thread waits; release them with `release_buffers`). A buffer freed since the plan was built
+        raises AllocationError naming a tensor in it, before C sees an address."""
+        try:
+            return hold_buffers(self.buffers)
+        except AllocationError as e:
+            check_tensors_not_freed(self.names, who)
+            raise AllocationError(f"{who}: {e}") from e
 
 
 def build_plan(graph: Graph, table: OpTable[Descriptors], backend_name: str) -> CpuGraphPlan:

@@ -1,10 +1,14 @@
-"""The cpu backend under misuse (issue 19): one backend computed from two threads at once, thread counts beyond
-the cores, use after free."""
+"""The cpu backend under misuse (issues 19 and 33): one backend computed from two threads at once, thread counts
+beyond the cores, use after free, a buffer freed from another thread while a compute runs on it."""
 
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,3 +93,102 @@ def test_buffer_freed_after_planning_is_refused(cpu_device: Device) -> None:
     be.graph_compute(g)
     check_use_after_free(be, g, y, buf)
     be.free()
+
+
+FREE_DURING_COMPUTE = textwrap.dedent("""
+    import threading, time
+    import numpy as np
+    from pyggml import ops
+    from pyggml.alloc import GraphAllocator, alloc_ctx_tensors
+    from pyggml.backend.registry import get_device
+    from pyggml.context import Context
+    from pyggml.errors import AllocationError
+    from pyggml.graph import build_graph
+
+    dev = get_device("cpu")
+    be = dev.init_backend("n_threads=2")
+    rng = np.random.default_rng(0)
+    for round in range(3):
+        ctx = Context(no_alloc=True)
+        y = x = ctx.new_tensor("f32", 256, 256)
+        ws = [ctx.new_tensor("f32", 256, 256) for _ in range(8)]
+        buf = alloc_ctx_tensors(ctx, dev.buffer_type())
+        for t in (x, *ws):
+            t.set(rng.standard_normal((256, 256)).astype(np.float32) * 0.05)
+        for w in ws:
+            y = ops.mul_mat(w, y)
+        g = build_graph(y)
+        GraphAllocator(dev.buffer_type()).alloc_graph(g)
+        errors, computes = [], []
+
+        def work():
+            try:
+                while True:
+                    be.graph_compute(g)
+                    computes.append(1)
+            except AllocationError as e:
+                errors.append(str(e))
+
+        t = threading.Thread(target=work)
+        t.start()
+        time.sleep(0.05)
+        buf.free()
+        t.join(60)
+        assert not t.is_alive(), "the compute thread hangs"
+        assert computes and len(errors) == 1, (len(computes), errors)
+        print("refused:", errors[0])
+    be.free()
+    print("done")
+""")
+
+
+def test_buffer_freed_from_another_thread_during_compute_waits_then_refuses() -> None:
+    """Issue 33: `buf.free()` while another thread's graph_compute ran on it (8 chained 256x256 MUL_MATs in a loop)
+    dropped the memory under the C kernels: SIGSEGV. The free now waits for the running compute, and the next
+    compute raises AllocationError naming a tensor in the freed buffer. In a subprocess: a regression kills it."""
+    r = subprocess.run([sys.executable, "-c", FREE_DURING_COMPUTE], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
+    assert r.stdout.count("refused: cpu: node ") == 3 and "done" in r.stdout, r.stdout
+    assert "which was freed (buffer used after free)" in r.stdout
+
+
+TRUNCATED_MAP = textwrap.dedent("""
+    import os, sys
+    import numpy as np
+    from pyggml import ops
+    from pyggml.backend.registry import get_device
+    from pyggml.context import Context
+    from pyggml.errors import AllocationError
+    from pyggml.graph import build_graph
+
+    path = sys.argv[1]
+    w = np.ones((64, 1024), np.float32)
+    with open(path, "wb") as f:
+        f.write(w.tobytes())
+    dev = get_device("cpu")
+    be = dev.init_backend("n_threads=1")
+    buf = dev.map_file(path)
+    ctx = Context(1 << 20)
+    wt = ctx.new_tensor("f32", 1024, 64)
+    wt.buffer, wt.offset = buf, 0
+    x = ctx.new_tensor("f32", 1024, 1)
+    x.set(np.ones((1, 1024), np.float32))
+    g = build_graph(ops.mul_mat(wt, x))
+    be.graph_compute(g)
+    os.truncate(path, 4096)  # as another process rewriting the file would
+    for use in (lambda: be.graph_compute(g), wt.numpy):
+        try:
+            use()
+        except AllocationError as e:
+            print("refused:", e)
+""")
+
+
+def test_compute_over_a_mapped_file_truncated_since_raises(tmp_path: Path) -> None:
+    """Issue 33: a file mapped by `map_file` and then truncated: reading its mapping past the new end raises SIGBUS.
+    The buffer keeps the file open and checks its size before each compute and read (one fstat)."""
+    path = tmp_path / "weights.bin"
+    r = subprocess.run([sys.executable, "-c", TRUNCATED_MAP, str(path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
+    assert r.stdout.count("refused: ") == 2, r.stdout
+    assert r.stdout.count(f"{path}: the file is now 4096 bytes, shorter than the 262144 bytes mapped") == 2, r.stdout

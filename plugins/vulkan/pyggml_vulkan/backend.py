@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from pyggml.backend.plan_cache import PlannedBackend
+from pyggml.backend.plan_cache import PlannedBackend, check_tensors_not_freed
 from pyggml.backend.protocol import Backend, Buffer, Bytes, Event, synchronized_copy
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
@@ -52,9 +52,16 @@ class VulkanBackend(PlannedBackend[Recording]):
     def record(self, graph: Graph) -> Recording:
         from pyggml_vulkan.op_table import plan_graph
 
+        check_tensors_not_freed(graph.nodes, self.name)
         planner = DispatchBuilder(self.ctx, self._scratch_buffer, self.status)
         plan_graph(graph, planner, self.name)
-        rec = Recording(self.ctx, planner.dispatches)
+        # Descriptor sets name each VkBuffer by its handle: writing the handle of a destroyed buffer makes the driver
+        # read freed memory (lavapipe segfaulted), or bind whichever newer buffer got the same handle (the backend's
+        # status word, say). free() marks its buffer freed under ctx.lock before destroying it, so checked under
+        # that lock every bound buffer outlives the recording (one freed after it is refused at replay).
+        with self.ctx.lock:
+            check_tensors_not_freed(graph.nodes, self.name)
+            rec = Recording(self.ctx, planner.dispatches, self.name)
         rec.keep = _referenced(graph)
         return rec
 

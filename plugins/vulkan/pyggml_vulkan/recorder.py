@@ -130,9 +130,12 @@ def _overlaps(r: Range, ranges: list[Range]) -> bool:
 
 
 class Recording:
-    """One recorded command buffer and the descriptor sets it uses; keeps its buffers alive."""
+    """One recorded command buffer and the descriptor sets it uses; keeps its buffers alive. A buffer already freed
+    raises AllocationError (naming `who`) before anything is made: its VkBuffer handle is gone, or another buffer's.
+    Made under the context's lock, which `VulkanBuffer.free` takes to mark a buffer freed before destroying it, so
+    no bound buffer is destroyed under the descriptor writes."""
 
-    def __init__(self, ctx: DeviceContext, dispatches: list[Dispatch]) -> None:
+    def __init__(self, ctx: DeviceContext, dispatches: list[Dispatch], who: str = "Vulkan") -> None:
         self.ctx = ctx
         self.keep: object = None
         self.n_dispatches = len(dispatches)
@@ -142,17 +145,21 @@ class Recording:
         self.names = [d.name for d in dispatches]
         self.checks = any(d.checks for d in dispatches)
         """Some dispatch reports out-of-range indices: the status word is read after it ran."""
-        self._buffers = {b.handle_id: b for d in dispatches for b in d.buffers}
-        self.handles = frozenset(self._buffers)
+        self._buffers = {id(b): b for d in dispatches for b in d.buffers}
+        """Every buffer bound, by object: a freed buffer's VkBuffer handle may be a newer buffer's."""
+        self.handles = frozenset(b.handle_id for b in self._buffers.values())
         """The buffers the command buffer binds (host access to them waits while it runs)."""
         self.pool = None
-        self.cb: CData | None = ctx.allocate_command_buffer()
-        try:
-            sets = self._descriptor_sets(dispatches)
-            self._record(dispatches, sets)
-        except Exception:
-            self.free()
-            raise
+        self.cb: CData | None = None
+        with ctx.lock:
+            self.check_alive(who)
+            self.cb = ctx.allocate_command_buffer()
+            try:
+                sets = self._descriptor_sets(dispatches)
+                self._record(dispatches, sets)
+            except Exception:
+                self.free()
+                raise
 
     def check_alive(self, who: str) -> None:
         """AllocationError when a buffer the command buffer binds was freed since it was recorded."""
