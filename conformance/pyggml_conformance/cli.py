@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from pyggml.cli import run_command
 from pyggml.errors import PyGGMLError
 from pyggml_conformance.report import FORMATS, RunInfo, make_reporter, write_list
 from pyggml_conformance.runner import REFERENCE, BackendNotFound, Status, open_target, open_targets
@@ -76,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return _run(opts, args.format, out, every_case=args.every_case)
+    except BrokenPipeError:
+        raise  # the reader of the report has gone: `run_command` ends quietly
     except (PyGGMLError, re.error, OSError) as e:
         print(f"pyggml conformance: error: {e}", file=sys.stderr)
         return 2
@@ -118,7 +121,7 @@ def _run(opts: Options, fmt: str, out: TextIO, every_case: bool = False) -> int:
 
 
 def console_main() -> None:
-    sys.exit(main())
+    sys.exit(run_command(main))  # a report piped into a reader that stops early (`| head`) ends quietly
 
 
 if __name__ == "__main__":

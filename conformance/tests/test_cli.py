@@ -184,3 +184,18 @@ def test_a_backend_refusing_view_ops_is_warned_about(capsys: pytest.CaptureFixtu
     assert "cli_noviews refuses" in json.loads(out)["warnings"][name]
     rc, out, _ = run_cli(capsys, "--backend", "numpy", "--format", "json", *ADD_FEW)
     assert json.loads(out)["warnings"] == {}
+
+
+def test_a_report_into_a_closed_pipe_ends_quietly() -> None:
+    """`pyggml-conformance --mode list | head -1` ended in a BrokenPipeError traceback (issue 33): both entry points
+    now end quietly, with status 141 as a tool killed by SIGPIPE."""
+    bindir = os.path.dirname(sys.executable)
+    for cmd in ([os.path.join(bindir, "pyggml-conformance")], [os.path.join(bindir, "pyggml"), "conformance"]):
+        r, w = os.pipe()
+        os.close(r)  # the reader is gone before the report is written
+        try:
+            p = subprocess.run([*cmd, "--mode", "list", "--op", "ARANGE"], stdout=w, stderr=subprocess.PIPE,
+                               text=True, timeout=120)
+        finally:
+            os.close(w)
+        assert p.stderr == "" and p.returncode == 141, (cmd, p.stderr)

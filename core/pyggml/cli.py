@@ -1,16 +1,22 @@
 """The `pyggml` command: devices, plugins, info, graph pictures, and the subcommands of installed distributions
-(entry points of group pyggml.commands: `conformance` from pyggml-conformance, `rpc-server` from pyggml-rpc)."""
+(entry points of group pyggml.commands: `conformance` from pyggml-conformance, `rpc-server` from pyggml-rpc).
+
+Bad options are argparse's one-line usage errors (status 2); a failure the program can name is one line
+`pyggml CMD: error: ...` (status 1); output into a pipe whose reader has gone (`pyggml devices | head -1`) ends
+quietly (`run_command`, which the other pyggml command-line tools use too)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
 import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -134,7 +140,10 @@ def cmd_graph(args: argparse.Namespace) -> int:
         if shutil.which("dot") is None:
             print("graph: SVG output needs graphviz's `dot` (apt-get install graphviz)", file=sys.stderr)
             return 2
-        subprocess.run(["dot", "-Tsvg", "-o", str(out)], input=dot.encode(), check=True)
+        done = subprocess.run(["dot", "-Tsvg", "-o", str(out)], input=dot.encode(), capture_output=True)
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip().splitlines()
+            raise OSError(f"graphviz's dot could not write {out}: {why[-1] if why else f'status {done.returncode}'}")
     else:
         out.write_text(dot)
     return 0
@@ -148,8 +157,33 @@ def plugin_commands() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
 
 
+SIGPIPE_STATUS = 128 + 13
+"""The exit status of a tool that wrote into a pipe whose reader had gone (a shell reports SIGPIPE's death so)."""
+
+
+def run_command(command: Callable[[], int]) -> int:
+    """Run a command-line tool's body and return its exit status. Output into a pipe whose reader has gone (`pyggml
+    devices --json | head -1`) ends the tool quietly, as Unix tools end, with status 141, and not with a
+    BrokenPipeError traceback. (Python ignores SIGPIPE so that sockets report EPIPE, so a closed stdout is an
+    exception here; restoring SIGPIPE's default would let a client's closed socket kill `pyggml rpc-server`.)"""
+    try:
+        status = command()
+        sys.stdout.flush()  # what is still buffered fails here, not in the interpreter's flush at exit
+        return status
+    except BrokenPipeError:
+        # nothing more can be written there: point stdout at /dev/null, so the flush at exit is quiet too
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        return SIGPIPE_STATUS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    return run_command(lambda: _main(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _main(argv: list[str]) -> int:
     extra = plugin_commands()
     if argv and argv[0] in extra:
         return int(extra[argv[0]].load()(argv[1:]))
@@ -177,8 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args))
-    except PyGGMLError as e:
-        print(f"pyggml {args.cmd}: {e}", file=sys.stderr)
+    except BrokenPipeError:
+        raise  # the reader of the output has gone: `run_command` ends quietly
+    except (PyGGMLError, OSError) as e:
+        print(f"pyggml {args.cmd}: error: {e}", file=sys.stderr)
         return 1
 
 

@@ -16,6 +16,11 @@ COMM_INIT = "comm_init"
 CPU_FEATURES = "cpu_features"
 ADD_SERVER = "add_server"
 """A registry of remote devices (RPC) connects to one more server: its devices join the registry's list."""
+RESCAN_DEVICES = "rescan_devices"
+"""A registry whose devices can appear after its enumeration (RPC: a server that could not be reached then) looks
+for the missing ones again: True when it found some (the hub then enumerates the registry again). The hub calls it
+when looking a device up by name finds none, for the registries that name starts with; the registry keeps the cost
+bounded (RPC: only the unreached servers, each at most once a second)."""
 
 
 class SetNThreads(Protocol):
@@ -37,3 +42,7 @@ class CpuFeatures(Protocol):
 
 class AddServer(Protocol):
     def __call__(self, endpoint: str) -> list[Device]: ...
+
+
+class RescanDevices(Protocol):
+    def __call__(self) -> bool: ...

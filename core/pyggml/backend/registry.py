@@ -31,6 +31,7 @@ from typing import cast
 
 import pluggy
 
+from pyggml.backend.extensions import RESCAN_DEVICES, RescanDevices
 from pyggml.backend.hookspec import ENTRY_POINT_GROUP, PROJECT, BackendHooks
 from pyggml.backend.protocol import API_VERSION, Backend, Device, Registry
 from pyggml.errors import PluginLoadError, PyGGMLError
@@ -288,18 +289,57 @@ class BackendHub:
 
     def device(self, name: str) -> Device:
         """The device called `name`, else the first device of the registry called `name`. Registries whose name
-        starts `name` are asked first, so `cpu` or `OpenCL0` never wait for another plugin's enumeration."""
+        starts `name` are asked first, so `cpu` or `OpenCL0` never wait for another plugin's enumeration.
+
+        When none has it, those registries that offer `rescan_devices` look again (an RPC server unreachable at
+        enumeration may be back), and the error names why each of them lacks the device (their
+        `unavailable_reason()`: the unreached server and what went wrong)."""
         want = name.lower()
         infos = self.registries()
         likely = [i for i in infos if want.startswith(i.registry.name.lower())]
-        for info in likely + [i for i in infos if i not in likely]:
+        found = self._find(want, likely + [i for i in infos if i not in likely])
+        if found is None and [i for i in likely if self._rescan(i)]:  # every one rescans, not only the first
+            found = self._find(want, likely)
+        if found is not None:
+            return found
+        known = ", ".join(d.name for d in self.devices()) or "none"
+        why = "".join(f"; registry {i.registry.name!r}: {r}" for i in likely if (r := self._why_missing(i)))
+        raise PyGGMLError(f"no device named {name!r}; available: {known}{why}")
+
+    def _find(self, want: str, infos: list[RegistryInfo]) -> Device | None:
+        for info in infos:
             for d in self.devices_of(info):
                 if d.name.lower() == want:
                     return d
             if info.registry.name.lower() == want and self.devices_of(info):
                 return self.devices_of(info)[0]  # a registry name picks its first device
-        known = ", ".join(d.name for d in self.devices()) or "none"
-        raise PyGGMLError(f"no device named {name!r}; available: {known}")
+        return None
+
+    def _rescan(self, info: RegistryInfo) -> bool:
+        """Ask a registry that offers it to look for missing devices again; True (and its list forgotten, so the
+        next query enumerates it again) when it found some. A failure is logged, never raised: a lookup that
+        misses reports the miss."""
+        ext = info.registry.get_extension(RESCAN_DEVICES)
+        if ext is None:
+            return False
+        try:
+            found = bool(cast(RescanDevices, ext)())
+        except Exception as e:  # a plugin's failure stays the plugin's (the lookup's error says what is missing)
+            log.warning("pyggml registry %r: rescanning devices failed: %s: %s", info.registry.name,
+                        type(e).__name__, e)
+            return False
+        if found:
+            self.refresh(info.registry.name)
+        return found
+
+    def _why_missing(self, info: RegistryInfo) -> str | None:
+        """Why a registry lacks devices: its enumeration's failure, else its own reason (which may name devices
+        missing beside the ones it has, such as an RPC server that could not be reached); None when it has devices
+        and no reason."""
+        devs = self.devices_of(info)
+        if info.error:
+            return info.error
+        return info.registry.unavailable_reason() or (None if devs else "no devices")
 
     def reason(self, info: RegistryInfo) -> str | None:
         devs = self.devices_of(info)

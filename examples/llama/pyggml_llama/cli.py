@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO, cast
 
+from pyggml.cli import run_command
 from pyggml.errors import PyGGMLError
 from pyggml.types import GGMLType
 from pyggml_llama.sampling import SamplingParams
@@ -59,6 +60,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(lambda: _main(argv))  # output piped into a reader that stops early ends quietly
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = parse_args(argv)
     if args.prompt is None and not args.interactive:
         print("pyggml-llama: give --prompt, or --interactive to chat", file=sys.stderr)

@@ -3,15 +3,21 @@
 `PYGGML_RPC_SERVERS=host:port,...` names servers at start-up; `get_registry("RPC").add_server("host:port")` adds
 one later. Devices are numbered across servers in the order they were added: RPC0, RPC1, ... Each server gets one
 connection (`Connection`), shared by its devices, buffers and backends (client.py).
+
+A server of PYGGML_RPC_SERVERS that cannot be reached is remembered with the reason (`unavailable_reason()`, which
+the hub's "no device named" error shows) and tried again when a device lookup misses (the `rescan_devices`
+extension: only those servers, each at most once per `retry_interval` seconds), so one that was briefly down joins
+when it is back.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 
-from pyggml.backend.extensions import ADD_SERVER
+from pyggml.backend.extensions import ADD_SERVER, RESCAN_DEVICES
 from pyggml.backend.protocol import Device, Registry
 from pyggml_rpc.client import RPCDevice
 from pyggml_rpc.connection import Connection, RPCError
@@ -33,35 +39,65 @@ class RemoteServer:
         return int(U64.unpack(self.conn.call(cmd, U32.pack(device), U64.size))[0])
 
 
+RETRY_INTERVAL = 1.0
+"""Seconds before an unreached server of PYGGML_RPC_SERVERS is tried again (`rescan`)."""
+
+
 class RPCRegistry(Registry):
     def __init__(self) -> None:
         super().__init__("RPC")
         self._lock = threading.Lock()
         self._devices: list[RPCDevice] = []
         self._servers: dict[str, RemoteServer] = {}
-        self._errors: list[str] = []
+        self._unreached: dict[str, tuple[str, float]] = {}
+        """Servers of PYGGML_RPC_SERVERS not connected yet: endpoint -> (why, time.monotonic() of the last try)."""
         self._env_done = False
+        self.retry_interval = RETRY_INTERVAL
 
     def devices(self) -> Sequence[Device]:
         with self._lock:
             if not self._env_done:
                 self._env_done = True
                 for ep in filter(None, (e.strip() for e in os.environ.get("PYGGML_RPC_SERVERS", "").split(","))):
-                    try:
-                        self._add(ep)
-                    except RPCError as e:
-                        self._errors.append(str(e))
+                    self._try(ep)
             return list(self._devices)
 
     def unavailable_reason(self) -> str | None:
-        if self.devices():
+        """Why devices are missing: the servers that could not be reached and why (also while other servers'
+        devices are here, so a lookup of a missing device says which server it waits for); None when every server
+        answered."""
+        devices = self.devices()
+        with self._lock:
+            if self._unreached:
+                return "; ".join(why for why, _ in self._unreached.values())
+        if devices:
             return None
-        if self._errors:
-            return "; ".join(self._errors)
         return "no RPC servers: set PYGGML_RPC_SERVERS=host:port,... or call get_registry('RPC').add_server()"
 
     def get_extension(self, name: str) -> object | None:
-        return self.add_server if name == ADD_SERVER else None
+        if name == ADD_SERVER:
+            return self.add_server
+        return self.rescan if name == RESCAN_DEVICES else None
+
+    def rescan(self) -> bool:
+        """Try again the servers of PYGGML_RPC_SERVERS that could not be reached, those not tried within
+        `retry_interval` seconds; True when one answered (its devices were added). The hub calls this when a device
+        lookup misses (the `rescan_devices` extension), then enumerates the registry again."""
+        self.devices()
+        with self._lock:
+            now = time.monotonic()
+            due = [ep for ep, (_, tried) in self._unreached.items() if now - tried >= self.retry_interval]
+            reached = [ep for ep in due if self._try(ep)]  # every due one is tried
+            return bool(reached)
+
+    def _try(self, endpoint: str) -> bool:
+        """Connect to a server of PYGGML_RPC_SERVERS (lock held); a failure is remembered for `rescan`."""
+        try:
+            self._add(endpoint)
+        except RPCError as e:
+            self._unreached[endpoint] = (str(e), time.monotonic())
+            return False
+        return True
 
     def add_server(self, endpoint: str) -> list[RPCDevice]:
         """Connect to a server and add its devices. Again for a known server: its devices, reconnected first if
@@ -91,6 +127,7 @@ class RPCRegistry(Registry):
             return devs
         server = RemoteServer(endpoint)
         self._servers[endpoint] = server
+        self._unreached.pop(endpoint, None)
         devs = [RPCDevice(self, server, k, f"RPC{len(self._devices) + k}") for k in range(server.n_devices)]
         self._devices.extend(devs)
         return devs

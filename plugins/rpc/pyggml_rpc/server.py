@@ -10,7 +10,9 @@ line. The server itself goes on serving the others.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import math
 import os
 import socket
 import threading
@@ -62,6 +64,12 @@ MIN_RATE = 1 << 20
 RECV_CHUNK = 1 << 20
 """Bytes received at a time: a payload's memory grows as it arrives, not as its header claims."""
 MAX_CLIENTS = 64
+"""Connections served at once (`--max-clients`). When all are taken, a new client replaces the connection idle the
+longest (one holding no buffers first): idle clients cannot lock a working one out."""
+IDLE_TIMEOUT = 300.0
+"""Seconds a connection that holds no buffers may stay silent after a message (HELLO included) before it is closed
+(`--idle-timeout`; 0: never). One holding buffers is kept however long it idles (llama.cpp's clients keep a model
+on the server between requests and cannot reconnect), and goes only to make room for a new client."""
 GRAPH_PAYLOAD_MAX = 12 + MAX_GRAPH_NODES * 8 + 2 * MAX_GRAPH_NODES * TENSOR_SIZE
 
 
@@ -331,13 +339,62 @@ def hello_reply() -> bytes:
     return HELLO_RSP.pack(*PROTO_VERSION, PYGGML_SUPPORTS_OP_MARK, bytes(CONN_CAPS_SIZE))
 
 
-def serve_connection(sock: socket.socket, served: Served, peer: str) -> None:
-    """Serve one client until it disconnects or breaks the protocol."""
+class IdleTimeout(TimeoutError):
+    """A client holding no buffers sent nothing for the server's idle timeout."""
+
+
+class Slot:
+    """One connection as the server's table sees it: whether it is in the middle of a message (never evicted
+    then), since when it has been idle, whether it holds buffers, and whether the server evicted it. Its lock
+    guards that state: the connection's thread marks each message's start (`begin`) and end (`end`), the accepting
+    thread evicts (`evict`), so a message that has begun is never cut."""
+
+    def __init__(self, sock: socket.socket, peer: str) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.lock = threading.Lock()
+        self.idle_since = time.monotonic()
+        self.busy = False
+        self.holds_buffers = False
+        self.evicted = False
+        self.done = False
+
+    def begin(self) -> bool:
+        """A message started arriving: busy until `end`. False: the server evicted this connection already."""
+        with self.lock:
+            self.busy = not self.evicted
+            return self.busy
+
+    def end(self, holds_buffers: bool) -> None:
+        with self.lock:
+            self.busy = False
+            self.holds_buffers = holds_buffers
+            self.idle_since = time.monotonic()
+
+    def evict(self) -> bool:
+        """End the connection if it is idle; False if it is in the middle of a message. Only its reading side is
+        shut: its thread sees the end of the stream at its next read, after a reply it may still be sending (the
+        client gets the whole answer to its last request), and closes the connection."""
+        with self.lock:
+            if self.busy or self.done:
+                return False
+            self.evicted = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RD)
+        return True
+
+
+def serve_connection(sock: socket.socket, served: Served, peer: str, slot: Slot | None = None,
+                     idle_timeout: float | None = None) -> None:
+    """Serve one client until it disconnects, breaks the protocol, idles past `idle_timeout` seconds holding no
+    buffers (None: no limit) or the server evicts it (`slot`)."""
     session = Session(served, peer)
     try:
-        _serve(sock, session)
+        _serve(sock, session, slot=slot, idle_timeout=idle_timeout)
     except ProtocolError as e:
         log.warning("rpc-server: closing %s: %s", peer, e)
+    except IdleTimeout as e:
+        log.info("rpc-server: closing %s: %s", peer, e)
     except (ConnectionError, TimeoutError, EOFError) as e:
         log.info("rpc-server: %s went away: %s", peer, e or type(e).__name__)
     except PyGGMLError as e:
@@ -345,6 +402,9 @@ def serve_connection(sock: socket.socket, served: Served, peer: str) -> None:
     except Exception:
         log.exception("rpc-server: closing %s after an unexpected error", peer)
     finally:
+        if slot is not None:
+            with slot.lock:
+                slot.done = True
         session.close()
         with contextlib.suppress(OSError):
             sock.close()
@@ -370,13 +430,22 @@ def _recv(sock: socket.socket, n: int, deadline: float, idle: float) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _serve(sock: socket.socket, session: Session, timeout: float | None = None) -> None:
+def _serve(sock: socket.socket, session: Session, timeout: float | None = None, slot: Slot | None = None,
+           idle_timeout: float | None = None) -> None:
     timeout = message_timeout() if timeout is None else timeout
     first = True
     while True:
-        sock.settimeout(timeout if first else None)  # once it said HELLO, a client may idle between messages
-        first_byte = sock.recv(1)
-        if not first_byte:
+        # HELLO within the message timeout; then a client may idle between messages: for ever while it holds
+        # buffers (only eviction ends it), up to idle_timeout while it holds nothing
+        idle = timeout if first else None if session.table.by_handle else idle_timeout
+        sock.settimeout(idle)
+        try:
+            first_byte = sock.recv(1)
+        except TimeoutError:
+            if first:
+                raise
+            raise IdleTimeout(f"idle for {idle:g} s holding no buffers (--idle-timeout)") from None
+        if not first_byte or (slot is not None and not slot.begin()):
             return
         deadline = time.monotonic() + timeout
         code = first_byte[0]
@@ -392,19 +461,34 @@ def _serve(sock: socket.socket, session: Session, timeout: float | None = None) 
         payload = _recv(sock, size, deadline + size / MIN_RATE, timeout) if size else b""
         reply = hello_reply() if first else session.handle(cmd, payload)
         first = False
+        if slot is not None:  # idle from here: an eviction now lets the reply go out whole (`Slot.evict`)
+            slot.end(bool(session.table.by_handle))
         if reply is not None:
             sock.settimeout(timeout + len(reply) / MIN_RATE)  # sendall's timeout bounds the whole reply
             sock.sendall(U64.pack(len(reply)) + reply)
 
 
 class RPCServer:
-    """A listening socket and a thread per client; `serve_forever()` until `shutdown()`."""
+    """A listening socket and a thread per client; `serve_forever()` until `shutdown()`.
 
-    def __init__(self, served: Served, host: str = "127.0.0.1", port: int = 50052) -> None:
+    At most `max_clients` connections are served at once; when all are taken, a new client evicts the connection
+    idle the longest (those holding no buffers first; one in the middle of a message never), and is refused only
+    when every connection is busy. A connection holding no buffers is closed after `idle_timeout` seconds without a
+    message (None or 0: never)."""
+
+    def __init__(self, served: Served, host: str = "127.0.0.1", port: int = 50052, *,
+                 max_clients: int = MAX_CLIENTS, idle_timeout: float | None = IDLE_TIMEOUT) -> None:
+        if max_clients < 1:
+            raise ValueError(f"max_clients must be at least 1, got {max_clients}")
+        if idle_timeout is not None and not idle_timeout >= 0:
+            raise ValueError(f"idle_timeout must be a number of seconds >= 0 (0: never), got {idle_timeout}")
         self.served = served
+        self.max_clients = max_clients
+        self.idle_timeout = idle_timeout if idle_timeout and math.isfinite(idle_timeout) else None
         self.listener = socket.create_server((host, port), reuse_port=False)
         self.address = self.listener.getsockname()[:2]
-        self._clients: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+        self._slots: set[Slot] = set()
         self._stop = threading.Event()
 
     def serve_forever(self) -> None:
@@ -414,24 +498,54 @@ class RPCServer:
                 sock, addr = self.listener.accept()
             except TimeoutError:
                 continue
-            except OSError:
+            except OSError as e:
                 if self._stop.is_set():
                     break
-                raise
-            self._clients = {t for t in self._clients if t.is_alive()}
+                if e.errno not in _ACCEPT_TRANSIENT:
+                    raise
+                log.warning("rpc-server: accepting a connection failed: %s", e)  # out of descriptors, say
+                time.sleep(0.1)
+                continue
             peer = f"{addr[0]}:{addr[1]}"
-            if len(self._clients) >= MAX_CLIENTS:
-                log.warning("rpc-server: refusing %s: %d clients already", peer, MAX_CLIENTS)
+            if not self._make_room(peer):
+                log.warning("rpc-server: refusing %s: all %d connections are in the middle of a message "
+                            "(--max-clients)", peer, self.max_clients)
                 sock.close()
                 continue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            t = threading.Thread(target=serve_connection, args=(sock, self.served, peer), daemon=True,
-                                 name=f"rpc-client-{peer}")
-            self._clients.add(t)
+            slot = Slot(sock, peer)
+            t = threading.Thread(target=serve_connection, args=(sock, self.served, peer, slot, self.idle_timeout),
+                                 daemon=True, name=f"rpc-client-{peer}")
+            with self._lock:
+                self._slots.add(slot)
             log.info("rpc-server: client %s connected", peer)
             t.start()
+
+    def _make_room(self, peer: str) -> bool:
+        """Whether a new connection fits: it does below the cap; at the cap the connection idle the longest (one
+        holding no buffers first) is evicted for it; False when every connection is busy."""
+        with self._lock:
+            self._slots = {s for s in self._slots if not s.done}
+            if len(self._slots) < self.max_clients:
+                return True
+            candidates = sorted(self._slots, key=lambda s: (s.holds_buffers, s.idle_since))
+        now = time.monotonic()
+        for victim in candidates:
+            if victim.evict():
+                with self._lock:
+                    self._slots.discard(victim)
+                log.warning("rpc-server: closing %s, idle for %.1f s%s, to admit %s: %d connections at most "
+                            "(--max-clients)", victim.peer, now - victim.idle_since,
+                            " holding buffers" if victim.holds_buffers else "", peer, self.max_clients)
+                return True
+        return False
 
     def shutdown(self) -> None:
         self._stop.set()
         with contextlib.suppress(OSError):
             self.listener.close()
+
+
+_ACCEPT_TRANSIENT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED, errno.EPROTO,
+                     errno.EPERM}
+"""accept() failures that concern one connection or a passing shortage, not the listener: logged, and it goes on."""
