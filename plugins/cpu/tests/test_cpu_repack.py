@@ -21,9 +21,9 @@ from pyggml_cpu._pgc import ffi, lib
 from pyggml_cpu.repack import RepackBuffer, from_r8, to_r8
 
 T = GGMLType
-R8 = [T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K]
+R8 = [T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K]
 GGML_ORDER = {T.Q4_0, T.Q4_1, T.Q8_0}
-"""The R8 types whose kernels sum in ggml's AVX2 order (Q4_K's sum each block in integers first)."""
+"""The R8 types whose kernels sum in ggml's AVX2 order (the K types' sum each block in integers first)."""
 
 
 def weights(t: GGMLType, rows: int, k: int, seed: int = 0) -> np.ndarray:
@@ -81,30 +81,39 @@ def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType)
     assert np.all(np.abs(want - exact) <= 1e-3 * scale)
 
 
-def test_q4_k_extreme_values_give_the_portable_bits_on_every_level() -> None:
-    """Every nibble 15 and every 6-bit scale and min 63 against activations that quantise to all -128 or all 127:
-    the integer sums at their largest (a sub-block's 32 products reach 61440, past 16 bits), the case the VNNI
+def extreme_block(t: GGMLType) -> np.ndarray:
+    """One block of t with every value and every scale (and min) at its largest."""
+    f16 = lambda v: np.frombuffer(np.float16(v).tobytes(), np.uint8)  # noqa: E731
+    blk = np.full(t.traits.type_size, 0xFF, np.uint8)  # nibbles 15, 6-bit scales and mins 63, fifth / high bits set
+    if t == T.Q6_K:
+        blk[192:208] = 0x80  # scales -128: (63 - 32) x -128 per value
+        blk[208:210] = f16(0.5)
+    else:
+        blk[0:2], blk[2:4] = f16(0.5), f16(0.25)
+    return blk
+
+
+@pytest.mark.parametrize("t", [T.Q4_K, T.Q5_K, T.Q6_K])
+def test_k_extreme_values_give_the_portable_bits_on_every_level(t: GGMLType) -> None:
+    """Every value and every scale and min at its largest against activations that quantise to all -128 or all 127:
+    the integer sums at their largest (a Q4_K sub-block's 32 products reach 61440, past 16 bits), the case the VNNI
     kernels once wrapped."""
     rows, k = 16, 512
-    blk = np.zeros(144, np.uint8)
-    blk[0:2] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
-    blk[2:4] = np.frombuffer(np.float16(0.25).tobytes(), np.uint8)
-    blk[4:16] = 0xFF  # 6-bit scales and mins all 63
-    blk[16:] = 0xFF  # nibbles all 15
-    packed = to_r8(T.Q4_K, np.tile(blk, rows * k // 256), rows, k)
+    plain = np.tile(extreme_block(t), rows * k // 256)
+    packed = to_r8(t, plain, rows, k)
     acts = np.stack([native.quantize(np.full(k, v, np.float32), T.Q8_K) for v in (1.0, -1.0, 1.0, -1.0)])
-    w = quants.dequantize(np.tile(blk, rows * k // 256), T.Q4_K, rows * k).reshape(rows, k)
+    w = quants.dequantize(plain, t, rows * k).reshape(rows, k)
     exact = quants.dequantize(acts.ravel(), T.Q8_K, 4 * k).reshape(4, k) @ w.T
     before = native.simd_level()
     try:
         native.set_simd_level(0)
-        want = r8_matmul(T.Q4_K, packed, rows, k, acts)
+        want = r8_matmul(t, packed, rows, k, acts)
         np.testing.assert_allclose(want, exact, rtol=1e-5)
         for level in range(1, 5):
             if native.SIMD_LEVELS.get(level) is None or native.set_simd_level(level) != native.SIMD_LEVELS[level]:
                 continue
             for cols in (acts, acts[:1]):  # two groups and four columns a call; one column
-                np.testing.assert_array_equal(r8_matmul(T.Q4_K, packed, rows, k, cols), want[: len(cols)],
+                np.testing.assert_array_equal(r8_matmul(t, packed, rows, k, cols), want[: len(cols)],
                                               err_msg=f"level {native.simd_level()}")
     finally:
         native.set_simd_level(before)
@@ -208,8 +217,8 @@ def test_weights_go_to_cpu_repack_only_where_a_simd_kernel_reads_them() -> None:
         assert not buft.takes_weight(T.Q4_1, (576, 1536))
         if native.set_simd_level(-1) != "portable":  # an x86 level
             assert buft.takes_weight(T.Q4_1, (576, 1536)) and buft.takes_weight(T.Q8_0, (64, 16))
-            assert buft.takes_weight(T.Q4_K, (256, 16))
-            assert not buft.takes_weight(T.Q4_1, (576, 12)) and not buft.takes_weight(T.Q6_K, (256, 16))
+            assert buft.takes_weight(T.Q4_K, (256, 16)) and buft.takes_weight(T.Q6_K, (256, 16))
+            assert not buft.takes_weight(T.Q4_1, (576, 12)) and not buft.takes_weight(T.Q3_K, (256, 16))
     finally:
         native.set_simd_level(before)
 
@@ -218,7 +227,7 @@ def test_conversions_check_their_sizes_and_clear_reads_back_as_bytes() -> None:
     with pytest.raises(PyGGMLError, match="take 27200000 bytes, not 16"):
         from_r8(T.Q8_0, np.zeros(16, np.uint8), 800000, 32)  # used to read and write far past both arrays
     with pytest.raises(PyGGMLError, match="no R8 layout"):
-        to_r8(T.Q6_K, np.zeros(8 * 210, np.uint8), 8, 256)
+        to_r8(T.Q3_K, np.zeros(8 * 110, np.uint8), 8, 256)
     ctx = Context(no_alloc=True)
     w = ctx.new_tensor(T.Q8_0, 64, 16, name="w")
     buf = alloc_ctx_tensors(ctx, repack_buft())

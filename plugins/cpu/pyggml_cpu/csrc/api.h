@@ -21,7 +21,7 @@ int pgc_set_simd_level(int level); /* 0 forces the portable kernels; returns the
 int pgc_quantize_rows(int type, const float *src, void *dst, int64_t nrows, int64_t ne0);
 int pgc_dequantize_rows(int type, const void *src, float *dst, int64_t nrows, int64_t ne0);
 int pgc_vec_dot(int type, int64_t n, const void *x, const void *y, float *out);
-/* the R8 weight layout (repack.h) of Q4_0 / Q4_1 / Q8_0 rows: from plain (to_plain 0) or back (1); nrows % 8 == 0 */
+/* the R8 weight layout (repack.h) of Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K / Q6_K rows: from plain (to_plain 0) or back (1); nrows % 8 == 0 */
 int pgc_repack_r8(int type, const void *src, void *dst, int64_t nrows, int64_t ne0, int to_plain);
 /* whether the kernel level in use has a SIMD R8 kernel for type (else R8 runs the portable one, slower than the
    level's plain kernels: the cpu_repack buffer type then takes no weights) */

@@ -525,6 +525,8 @@ static void XSFX(register_x86)(pgc_simd *s) {
     s->r8[T_Q4_1] = XSFX(r8_q4_1);
     s->r8[T_Q8_0] = XSFX(r8_q8_0);
     s->r8[T_Q4_K] = XSFX(r8_q4_K);
+    s->r8[T_Q5_K] = XSFX(r8_q5_K);
+    s->r8[T_Q6_K] = XSFX(r8_q6_K);
     /* the tiles of Q4_0, Q4_1 and Q8_0 beat their two-column kernels only with 32 registers (measured: 1.2-1.3x
        there, 0.9x in the AVX2 build); Q5_0 and Q5_1 have no two-column kernels */
 #if defined(__AVX512F__)

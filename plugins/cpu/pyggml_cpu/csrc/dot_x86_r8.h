@@ -125,6 +125,15 @@ static inline __m512 r8k_f16_zmm(const uint8_t *p, size_t gb) {
 }
 #endif
 
+/* the start of a K type's tile t (its G groups gb bytes apart): prefetch R8_PREFETCH bytes ahead; y[c]: column c's
+   activation block b (columns by bytes apart from vy) */
+AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const void *vy, size_t by, int64_t b, int C,
+                            const bq8_K **y) {
+    for (int o = 0; o < tile; o += 64)
+        for (int g = 0; g < G; g++) _mm_prefetch((const char *)t + g * gb + R8_PREFETCH + o, _MM_HINT_T0);
+    for (int c = 0; c < C; c++) y[c] = (const bq8_K *)((const char *)vy + c * by) + b;
+}
+
 /* R8K_DOT_X: a chunk's byte dot added to the partial sums; R8K_VNNI_X: whether that is VPDPBUSD. Without it the
    partial sums are 16-bit pairs (each at most 8 x 2 x 15 x 128 = 30720, Q8_K values reach -128) multiplied by
    VPMADDWD; VPDPBUSD's 32-bit lanes reach 32 x 15 x 128 = 61440, past 16 bits, so they are multiplied as 32-bit
@@ -139,55 +148,63 @@ static inline __m512 r8k_f16_zmm(const uint8_t *p, size_t gb) {
 #if defined(PGC_VNNI512)
 #define R8K_VNNI_zmm 1
 #define R8K_DOT_zmm(part, w, yb) _mm512_dpbusd_epi32(part, w, yb)
+#define R8K_DOT32_zmm(part, w, yb) _mm512_dpbusd_epi32(part, w, yb)
 #else
 #define R8K_VNNI_zmm 0
 #define R8K_DOT_zmm(part, w, yb) _mm512_add_epi16(part, _mm512_maddubs_epi16(w, yb))
+#define R8K_DOT32_zmm(part, w, yb) _mm512_add_epi32(part, _mm512_madd_epi16(_mm512_maddubs_epi16(w, yb), _mm512_set1_epi16(1)))
 #endif
+/* the byte dot into 32-bit partial sums whatever the level: Q5_K's (Q4_K's 16-bit pairs would overflow at 31 x 128
+   x 16) and Q6_K's */
+#define R8K_DOT32_ymm(part, w, yb) dot_us8_acc(part, w, yb)
 
-/* Q4_K R8 against C columns, G groups at once in X registers (V: their float vector type, V##i the integer one; P:
+/* Q4_K or Q5_K (T) R8 against C columns, G groups at once in X registers (V: their float vector type, V##i the integer one; P:
    the intrinsics' prefix, S: their integer suffix): repack.c's r8_q4_K_rows for the eight rows of a group at once,
-   group g's tiles at x + g * gb. A sub-block's 32 values of eight rows are eight chunks; each chunk's byte dot with
+   group g's tiles at x + g * gb (Q5_K too: r8_k_rows). A sub-block's 32 values of eight rows are eight chunks (Q5_K's
+   fifth bits from the qh chunk of the same bytes, bit sb moved to bit 4); each chunk's byte dot with
    four activation values broadcast adds to the row's partial sum, and one multiply by the eight rows' scales per
    sub-block (not per chunk, as in the plain layout) makes the block's integer dot. Every lane runs the operations
    of its row whatever the width, so the bits are the same. Instantiated for one group in ymm registers
    (r8_q4_K_cols) and, with AVX-512, two in zmm registers (r8_q4_K_pair): each instruction does the work of two
    (measured here: a 512-bit VPDPBUSD issues as fast as a 256-bit one). */
-#define R8K_COLS_X86(name, G, X, V, P, S)                                                                             \
+#define R8K_COLS_X86(name, T, G, X, V, P, S)                                                                          \
     AINLINE void name(int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, const int C, float *out) {   \
-        const int tile = r8_tile(T_Q4_K);                                                                             \
+        const int tile = r8_tile(T), vnni = R8K_VNNI_##X || T == T_Q5_K; /* 32-bit partial sums */                  \
         const V##i m4 = P##_set1_epi8(0xF);                                                                           \
         V acc[R8_COLS], accm[R8_COLS];                                                                                \
         for (int c = 0; c < C; c++) acc[c] = accm[c] = P##_setzero_ps();                                              \
         for (int64_t b = 0; b < k / QKK; b++) {                                                                       \
-            const uint8_t *t = x + b * tile, *q = t + r8_hdr(T_Q4_K); /* the first group's; the second's gb on */     \
-            for (int o = 0; o < tile; o += 64)                                                                        \
-                for (int g = 0; g < G; g++) _mm_prefetch((const char *)t + g * gb + R8_PREFETCH + o, _MM_HINT_T0);     \
+            const uint8_t *t = x + b * tile, *q = t + r8_hdr(T); /* the first group's; the second's gb on */          \
+            const uint8_t *qs = q + (T == T_Q5_K ? 256 : 0); /* Q5_K: its 8 qh chunks come first */                   \
+            const bq8_K *y[R8_COLS];                                                                                  \
+            r8k_tile_start(t, gb, G, tile, vy, by, b, C, y);                                                          \
             uint8_t sc[G * 64], mn[G * 64];                                                                           \
             for (int g = 0; g < G; g++) r8k_unpack(t + g * gb, sc + 64 * g, mn + 64 * g);                             \
-            const bq8_K *y[R8_COLS];                                                                                  \
             V##i sumi[R8_COLS];                                                                                       \
-            for (int c = 0; c < C; c++) {                                                                             \
-                y[c] = (const bq8_K *)((const char *)vy + c * by) + b;                                                \
-                sumi[c] = P##_setzero_##S();                                                                          \
-            }                                                                                                         \
-            for (int sb = 0; sb < 8; sb++) {                                                                          \
-                const uint8_t *gq = q + 256 * (sb / 2);                                                               \
+            for (int c = 0; c < C; c++) sumi[c] = P##_setzero_##S();                                                  \
+            _Pragma("GCC unroll 8") for (int sb = 0; sb < 8; sb++) { /* Q5_K's shifts by sb: constants */             \
+                const uint8_t *gq = qs + 256 * (sb / 2);                                                              \
                 V##i part[R8_COLS];                                                                                   \
                 for (int c = 0; c < C; c++) part[c] = P##_setzero_##S();                                              \
-                for (int j = 0; j < 8; j++) {                                                                         \
+                _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {                                                 \
                     const V##i v = r8k_load_##X(gq + 32 * j, gb);                                                     \
-                    const V##i w = sb & 1 ? P##_and_##S(P##_srli_epi16(v, 4), m4) : P##_and_##S(v, m4);               \
+                    V##i w = sb & 1 ? P##_and_##S(P##_srli_epi16(v, 4), m4) : P##_and_##S(v, m4);                     \
+                    if (T == T_Q5_K) {                                                                                \
+                        const V##i h = P##_and_##S(r8k_load_##X(q + 32 * j, gb), P##_set1_epi8((char)(1 << sb))); \
+                        w = P##_or_##S(w, sb < 4 ? P##_slli_epi16(h, 4 - sb) : P##_srli_epi16(h, sb - 4));           \
+                    }                                                                                                 \
                     for (int c = 0; c < C; c++) {                                                                     \
                         int32_t four;                                                                                 \
                         memcpy(&four, y[c]->qs + 32 * sb + 4 * j, 4);                                                 \
-                        part[c] = R8K_DOT_##X(part[c], w, P##_set1_epi32(four));                                      \
+                        part[c] = T == T_Q5_K ? R8K_DOT32_##X(part[c], w, P##_set1_epi32(four))                       \
+                                              : R8K_DOT_##X(part[c], w, P##_set1_epi32(four));                        \
                     }                                                                                                 \
                 }                                                                                                     \
                 const V##i s32 = r8k_scales_##X(sc + 8 * sb);                                                          \
                 const V##i s16 = P##_or_##S(s32, P##_slli_epi32(s32, 16)); /* against both 16-bit halves of a lane */ \
                 for (int c = 0; c < C; c++)                                                                           \
-                    sumi[c] = P##_add_epi32(sumi[c], R8K_VNNI_##X ? P##_mullo_epi32(part[c], s32)                     \
-                                                                  : P##_madd_epi16(part[c], s16));                    \
+                    sumi[c] = P##_add_epi32(sumi[c], vnni ? P##_mullo_epi32(part[c], s32)                             \
+                                                          : P##_madd_epi16(part[c], s16));                            \
             }                                                                                                         \
             /* the mins term: row r's mins pairs against the pairs' activation sums */                                \
             V##i mpair[4];                                                                                            \
@@ -207,15 +224,108 @@ static inline __m512 r8k_f16_zmm(const uint8_t *p, size_t gb) {
         for (int c = 0; c < C; c++) P##_storeu_ps(out + c * G * R8_ROWS, P##_sub_ps(acc[c], accm[c]));                \
     }
 
-R8K_COLS_X86(r8_q4_K_cols, 1, ymm, __m256, _mm256, si256)
+R8K_COLS_X86(r8_q4_K_cols, T_Q4_K, 1, ymm, __m256, _mm256, si256)
+R8K_COLS_X86(r8_q5_K_cols, T_Q5_K, 1, ymm, __m256, _mm256, si256)
 #if defined(__AVX512F__)
-R8K_COLS_X86(r8_q4_K_pair, 2, zmm, __m512, _mm512, si512)
+R8K_COLS_X86(r8_q4_K_pair, T_Q4_K, 2, zmm, __m512, _mm512, si512)
+R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
 #endif
 #undef R8K_COLS_X86
+
+/* a Q6_K tile's eight rows' scales of one sub-block (8 bytes at p) as int32, for each group */
+static inline __m256i r8q6_scales_ymm(const uint8_t *p, size_t gb) {
+    (void)gb;
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+#if defined(__AVX512F__)
+static inline __m512i r8q6_scales_zmm(const uint8_t *p, size_t gb) {
+    return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)p),
+                                                   _mm_loadl_epi64((const __m128i *)(p + gb))));
+}
+#endif
+
+/* Q6_K R8 against C columns, G groups at once in X registers (as R8K_COLS_X86): repack.c's r8_k_rows for the eight
+   rows of a group at once. Chunk triple 8h + mm (two ql chunks and a qh chunk, 96 bytes) holds value vectors
+   (s, mm) of half h for s = 0..3 (4 values of each row: value 128h + 32s + 4mm, sub-block 8h + 2s + mm / 4): ql chunk
+   s & 1 (its high nibbles for s >= 2) with bits 2s, 2s + 1 of the qh chunk moved to bits 4-5. A sub-block's four
+   chunks add to a partial sum that starts at -32 x the sub-block's activation sum (the values' offset), then one
+   multiply by the eight rows' scales. Up to two columns read the triples in order (a mat-vec streams the tile),
+   four sub-blocks' sums at once; more columns take one sub-block at a time (fewer registers; the tile is in L1). */
+#define R8Q6_COLS_X86(name, G, X, V, P, S)                                                                            \
+    AINLINE V##i name##_w(V##i l, V##i qh, const int s) { /* value vector s of a triple */                           \
+        const V##i hb = P##_and_##S(qh, P##_set1_epi8((char)(3 << (2 * s))));                                        \
+        const V##i lo = P##_and_##S(s >= 2 ? P##_srli_epi16(l, 4) : l, P##_set1_epi8(0xF));                          \
+        return P##_or_##S(lo, s < 2 ? P##_slli_epi16(hb, 4 - 2 * s) : s == 2 ? hb : P##_srli_epi16(hb, 2));          \
+    }                                                                                                                 \
+    AINLINE void name(int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, const int C, float *out) {   \
+        const int tile = r8_tile(T_Q6_K);                                                                             \
+        V acc[R8_COLS];                                                                                               \
+        for (int c = 0; c < C; c++) acc[c] = P##_setzero_ps();                                                        \
+        for (int64_t b = 0; b < k / QKK; b++) {                                                                       \
+            const uint8_t *t = x + b * tile, *q = t + r8_hdr(T_Q6_K);                                                 \
+            const bq8_K *y[R8_COLS];                                                                                  \
+            r8k_tile_start(t, gb, G, tile, vy, by, b, C, y);                                                          \
+            V##i sumi[R8_COLS];                                                                                       \
+            for (int c = 0; c < C; c++) sumi[c] = P##_setzero_##S();                                                  \
+            _Pragma("GCC unroll 4") for (int hh = 0; hh < 4; hh++) { /* unrolled: constant shifts and offsets */      \
+                const int h = hh / 2, half = hh % 2;                                                                  \
+                if (C <= 2) {                                                                                         \
+                    V##i part[4][2];                                                                                  \
+                    for (int s = 0; s < 4; s++)                                                                       \
+                        for (int c = 0; c < C; c++) part[s][c] = P##_set1_epi32(-32 * y[c]->bsums[8 * h + 2 * s + half]); \
+                    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                                             \
+                        const uint8_t *p = q + 96 * (4 * hh + i);                                                     \
+                        const V##i l0 = r8k_load_##X(p, gb), l1 = r8k_load_##X(p + 32, gb);                           \
+                        const V##i qh = r8k_load_##X(p + 64, gb);                                                     \
+                        _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {                                         \
+                            const V##i w = name##_w(s & 1 ? l1 : l0, qh, s);                                          \
+                            for (int c = 0; c < C; c++) {                                                             \
+                                int32_t four;                                                                         \
+                                memcpy(&four, y[c]->qs + 128 * h + 32 * s + 4 * (4 * half + i), 4);                   \
+                                part[s][c] = R8K_DOT32_##X(part[s][c], w, P##_set1_epi32(four));                      \
+                            }                                                                                         \
+                        }                                                                                             \
+                    }                                                                                                 \
+                    for (int s = 0; s < 4; s++) {                                                                     \
+                        const V##i sc = r8q6_scales_##X(t + 16 + 8 * (8 * h + 2 * s + half), gb);                    \
+                        for (int c = 0; c < C; c++) sumi[c] = P##_add_epi32(sumi[c], P##_mullo_epi32(part[s][c], sc)); \
+                    }                                                                                                 \
+                } else {                                                                                              \
+                    _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {                                             \
+                        V##i part[R8_COLS];                                                                           \
+                        for (int c = 0; c < C; c++) part[c] = P##_set1_epi32(-32 * y[c]->bsums[8 * h + 2 * s + half]); \
+                        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                                         \
+                            const uint8_t *p = q + 96 * (4 * hh + i);                                                 \
+                            const V##i w = name##_w(r8k_load_##X(p + 32 * (s & 1), gb), r8k_load_##X(p + 64, gb), s);  \
+                            for (int c = 0; c < C; c++) {                                                             \
+                                int32_t four;                                                                         \
+                                memcpy(&four, y[c]->qs + 128 * h + 32 * s + 4 * (4 * half + i), 4);                   \
+                                part[c] = R8K_DOT32_##X(part[c], w, P##_set1_epi32(four));                            \
+                            }                                                                                         \
+                        }                                                                                             \
+                        const V##i sc = r8q6_scales_##X(t + 16 + 8 * (8 * h + 2 * s + half), gb);                    \
+                        for (int c = 0; c < C; c++) sumi[c] = P##_add_epi32(sumi[c], P##_mullo_epi32(part[c], sc));   \
+                    }                                                                                                 \
+                }                                                                                                     \
+            }                                                                                                         \
+            const V d = r8k_f16_##X(t, gb);                                                                           \
+            for (int c = 0; c < C; c++)                                                                               \
+                acc[c] = P##_fmadd_ps(P##_mul_ps(d, P##_set1_ps(y[c]->d)), P##_cvtepi32_ps(sumi[c]), acc[c]);         \
+        }                                                                                                             \
+        for (int c = 0; c < C; c++) P##_storeu_ps(out + c * G * R8_ROWS, acc[c]);                                     \
+    }
+
+R8Q6_COLS_X86(r8_q6_K_cols, 1, ymm, __m256, _mm256, si256)
+#if defined(__AVX512F__)
+R8Q6_COLS_X86(r8_q6_K_pair, 2, zmm, __m512, _mm512, si512)
+#endif
+#undef R8Q6_COLS_X86
 #undef R8K_VNNI_ymm
 #undef R8K_DOT_ymm
 #undef R8K_VNNI_zmm
 #undef R8K_DOT_zmm
+#undef R8K_DOT32_ymm
+#undef R8K_DOT32_zmm
 
 /* the pgc_r8_fn entries: the 32-block types one group and column per pass, Q4_K up to R8_COLS columns (and with
    AVX-512 two groups) */
@@ -243,21 +353,37 @@ R8_ENTRIES(q8_0, T_Q8_0)
     default: call(8); break;                                                                                \
     }
 
-static void XSFX(r8_q4_K)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, float *out) {
+/* the K types' entries: up to R8_COLS columns a pass, and with AVX-512 two groups (prompts; mat-vec measured faster
+   one group at a time) */
 #if defined(__AVX512F__)
-    if (ng == 2 && nc > 1) { /* mat-vec measured faster one group at a time */
-#define R8K_PAIR(C) r8_q4_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
-        R8K_CASES(R8K_PAIR)
-#undef R8K_PAIR
-        return;
+#define R8K_PAIRS(t)                                                                                        \
+    if (ng == 2 && nc > 1) {                                                                                \
+        R8K_CASES(R8K_PAIR_##t)                                                                             \
+        return;                                                                                             \
     }
+#else
+#define R8K_PAIRS(t)
 #endif
-    for (int g = 0; g < ng; g++) {
-        float o[R8_COLS * R8_ROWS];
-#define R8K_ONE(C) r8_q4_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
-        R8K_CASES(R8K_ONE)
-#undef R8K_ONE
-        for (int c = 0; c < nc; c++) memcpy(out + (c * ng + g) * R8_ROWS, o + c * R8_ROWS, sizeof(float) * R8_ROWS);
+#define R8K_ENTRY(t)                                                                                        \
+    static void XSFX(r8_##t)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, \
+                             float *out) {                                                                  \
+        R8K_PAIRS(t)                                                                                        \
+        for (int g = 0; g < ng; g++) {                                                                      \
+            float o[R8_COLS * R8_ROWS];                                                                     \
+            R8K_CASES(R8K_ONE_##t)                                                                          \
+            for (int c = 0; c < nc; c++)                                                                    \
+                memcpy(out + (c * ng + g) * R8_ROWS, o + c * R8_ROWS, sizeof(float) * R8_ROWS);             \
+        }                                                                                                   \
     }
-}
+#define R8K_PAIR_q4_K(C) r8_q4_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
+#define R8K_PAIR_q5_K(C) r8_q5_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
+#define R8K_PAIR_q6_K(C) r8_q6_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
+#define R8K_ONE_q4_K(C) r8_q4_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
+#define R8K_ONE_q5_K(C) r8_q5_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
+#define R8K_ONE_q6_K(C) r8_q6_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
+R8K_ENTRY(q4_K)
+R8K_ENTRY(q5_K)
+R8K_ENTRY(q6_K)
+#undef R8K_ENTRY
+#undef R8K_PAIRS
 #undef R8K_CASES

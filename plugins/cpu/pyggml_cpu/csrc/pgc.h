@@ -288,7 +288,7 @@ typedef void (*pgc_q_tiles_fn)(int64_t n, const void *x, size_t bx, int64_t nr, 
    activation rows (the weight type's dot partner, by bytes apart, from y) into out[(c * ng + g) * R8_ROWS + r],
    with the arithmetic repack.c's portable kernels define: for Q4_0, Q4_1 and Q8_0 ggml's AVX2 vec_dot's (the
    plain kernels' bits on the x86 levels, which sum in that order too; the portable and NEON plain kernels sum in
-   others), for Q4_K one of its own. */
+   others), for the K types one of their own. */
 #define R8_ROWS 8
 #define R8_COLS 8
 #define R8_GROUPS 2
@@ -321,7 +321,7 @@ typedef struct pgc_simd {
     pgc_vec_dot2_fn vec_dot2[T_COUNT]; /* ... x two partner rows (NULL: use vec_dot twice) */
     pgc_vec_dotr_fn vec_dotr[T_COUNT]; /* PGC_DOTR_ROWS rows x one partner row (NULL: vec_dot per row) */
     pgc_q_tiles_fn q_tiles[T_COUNT];   /* tiles of rows x columns (NULL: vec_dot2 / vec_dot per column) */
-    pgc_r8_fn r8[T_COUNT];             /* R8_ROWS R8 weight rows (Q4_0, Q4_1, Q8_0, Q4_K) x partner rows */
+    pgc_r8_fn r8[T_COUNT];             /* R8_ROWS R8 weight rows (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K) x partner rows */
     pgc_quant_fn quantize[T_COUNT];    /* float row -> blocks (dot partners Q8_0/Q8_1/Q8_K and CPY targets) */
 } pgc_simd;
 

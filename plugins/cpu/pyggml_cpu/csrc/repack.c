@@ -19,36 +19,56 @@ static void k4_get(const uint8_t *h, int idx, int *sc, int *mn) {
     *mn = (h[64 + i] >> (4 * hi) & 15) | (h[96 + i] >> (4 + 2 * hi) & 3) << 4;
 }
 
-/* block b of row r (plain layout) <-> tile b of its group: the header fields and the value bytes */
+/* the offset in a block of the 4 bytes (of each row) that a tile's value chunk c holds (repack.h): the K types'
+   chunks in the order their kernels first read them, so that a mat-vec streams each tile front to back */
+static int chunk_off(int type, int c) {
+    switch (type) {
+    case T_Q4_0: return 2 + 4 * c;
+    case T_Q4_1: return 4 + 4 * c;
+    case T_Q8_0: return 2 + 4 * c;
+    case T_Q4_K: return 16 + 4 * c;
+    case T_Q5_K: return c < 8 ? 16 + 4 * c : 48 + 4 * (c - 8); /* qh, then qs */
+    default: {                                                 /* Q6_K: (ql, ql, qh) triples */
+        const int t = c / 3, h = t / 8, mm = t % 8;
+        return c % 3 == 2 ? 128 + 4 * (8 * h + mm) : 4 * (16 * h + 8 * (c % 3) + mm);
+    }
+    }
+}
+
+/* the offset in a block of its d (Q6_K keeps it last) */
+static int d_off(int type) { return type == T_Q6_K ? 208 : 0; }
+
+/* block b of the group's rows (plain layout) <-> tile b of the group: the header fields and the value bytes */
 static void tile_from_rows(int type, const uint8_t *rows, size_t row_bytes, int64_t b, uint8_t *tile) {
-    const int bs = pgc_type_size(type), nq = 32 * r8_chunks(type), nibbles = type != T_Q8_0;
-    uint16_t *d = (uint16_t *)tile, *m = d + R8_ROWS;
-    uint8_t *q = tile + r8_hdr(type);
+    const int bs = pgc_type_size(type), flip = type == T_Q8_0 ? 0x80 : 0;
+    uint16_t d[R8_ROWS], m[R8_ROWS];
     for (int r = 0; r < R8_ROWS; r++) {
         const uint8_t *blk = rows + r * row_bytes + b * bs;
-        memcpy(&d[r], blk, 2);
-        if (type == T_Q4_1 || type == T_Q4_K) memcpy(&m[r], blk + 2, 2);
-        if (type == T_Q4_K)
+        memcpy(&d[r], blk + d_off(type), 2);
+        if (type == T_Q4_1 || type == T_Q4_K || type == T_Q5_K) memcpy(&m[r], blk + 2, 2);
+        if (type == T_Q4_K || type == T_Q5_K)
             for (int j = 0; j < 8; j++) {
                 int sc, mn;
                 pg_scale_min_k4(j, blk + 4, &sc, &mn);
                 k4_put(tile, 8 * j + r, sc, mn);
             }
-        const uint8_t *qs = blk + (type == T_Q4_K ? 16 : type == T_Q4_1 ? 4 : 2);
-        for (int j = 0; j < nq / 32; j++)
-            for (int i = 0; i < 4; i++) q[32 * j + 4 * r + i] = nibbles ? qs[4 * j + i] : qs[4 * j + i] ^ 0x80;
+        if (type == T_Q6_K)
+            for (int j = 0; j < 16; j++) tile[16 + 8 * j + r] = blk[192 + j];
+        uint8_t *q = tile + r8_hdr(type);
+        for (int c = 0; c < r8_chunks(type); c++)
+            for (int i = 0; i < 4; i++) q[32 * c + 4 * r + i] = blk[chunk_off(type, c) + i] ^ flip;
     }
+    memcpy(tile, d, sizeof(d));
+    if (type == T_Q4_1 || type == T_Q4_K || type == T_Q5_K) memcpy(tile + 16, m, sizeof(m));
 }
 
 static void rows_from_tile(int type, const uint8_t *tile, uint8_t *rows, size_t row_bytes, int64_t b) {
-    const int bs = pgc_type_size(type), nq = 32 * r8_chunks(type), nibbles = type != T_Q8_0;
-    const uint16_t *d = (const uint16_t *)tile, *m = d + R8_ROWS;
-    const uint8_t *q = tile + r8_hdr(type);
+    const int bs = pgc_type_size(type), flip = type == T_Q8_0 ? 0x80 : 0;
     for (int r = 0; r < R8_ROWS; r++) {
         uint8_t *blk = rows + r * row_bytes + b * bs;
-        memcpy(blk, &d[r], 2);
-        if (type == T_Q4_1 || type == T_Q4_K) memcpy(blk + 2, &m[r], 2);
-        if (type == T_Q4_K) { /* the inverse of pg_scale_min_k4 */
+        memcpy(blk + d_off(type), tile + 2 * r, 2);
+        if (type == T_Q4_1 || type == T_Q4_K || type == T_Q5_K) memcpy(blk + 2, tile + 16 + 2 * r, 2);
+        if (type == T_Q4_K || type == T_Q5_K) { /* the inverse of pg_scale_min_k4 */
             int sc[8], mn[8];
             for (int j = 0; j < 8; j++) k4_get(tile, 8 * j + r, &sc[j], &mn[j]);
             for (int j = 0; j < 4; j++) {
@@ -57,9 +77,11 @@ static void rows_from_tile(int type, const uint8_t *tile, uint8_t *rows, size_t 
                 blk[12 + j] = (uint8_t)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
             }
         }
-        uint8_t *qs = blk + (type == T_Q4_K ? 16 : type == T_Q4_1 ? 4 : 2);
-        for (int j = 0; j < nq / 32; j++)
-            for (int i = 0; i < 4; i++) qs[4 * j + i] = nibbles ? q[32 * j + 4 * r + i] : q[32 * j + 4 * r + i] ^ 0x80;
+        if (type == T_Q6_K)
+            for (int j = 0; j < 16; j++) blk[192 + j] = tile[16 + 8 * j + r];
+        const uint8_t *q = tile + r8_hdr(type);
+        for (int c = 0; c < r8_chunks(type); c++)
+            for (int i = 0; i < 4; i++) blk[chunk_off(type, c) + i] = q[32 * c + 4 * r + i] ^ flip;
     }
 }
 
@@ -113,34 +135,64 @@ static void r8_portable(int type, int64_t k, const void *vx, const void *vy, flo
         }
 }
 
-/* Q4_K (R8 only, not ggml's order): a block's whole dot in integers, sum over sub-blocks of scale x (nibbles .
-   values), and of the mins term, min x (sum of the sub-block's values); each converted once and added to the row's
-   two float accumulators with one fused multiply-add, d x y.d and dmin x y.d; the row's result is their
-   difference. Rounded once per block rather than once per lane: as close to the exact dot as ggml's. */
-static void r8_q4_K_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    const int tile = r8_tile(T_Q4_K);
-    for (int r = 0; r < R8_ROWS; r++) {
-        float acc = 0.0f, accm = 0.0f;
-        for (int64_t b = 0; b < k / QKK; b++) {
-            const uint8_t *t = (const uint8_t *)vx + b * tile, *q = t + r8_hdr(T_Q4_K);
-            const uint16_t *d = (const uint16_t *)t;
-            const bq8_K *y = (const bq8_K *)vy + b;
+/* The K types (R8 only, not ggml's order): a block's whole dot in integers, sum over sub-blocks of scale x (values .
+   activations), and for Q4_K and Q5_K of the mins term, min x (the sub-block's activation sum); each converted once
+   and added to the row's float accumulators with one fused multiply-add, d x y.d (and dmin x y.d, subtracted at the
+   end). Rounded once per block rather than once per lane: as close to the exact dot as ggml's. Written over a tile's
+   eight rows unpacked back to ggml's blocks (rows_from_tile), in ggml's value order. */
+static void r8_k_rows(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    const int tile = r8_tile(type), bs = pgc_type_size(type);
+    float acc[R8_ROWS] = {0}, accm[R8_ROWS] = {0};
+    uint8_t blocks[R8_ROWS * 210];
+    for (int64_t b = 0; b < k / QKK; b++) {
+        rows_from_tile(type, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
+        const bq8_K *y = (const bq8_K *)vy + b;
+        for (int r = 0; r < R8_ROWS; r++) {
+            const uint8_t *blk = blocks + r * bs;
             int32_t sumi = 0, summ = 0;
-            for (int sb = 0; sb < 8; sb++) {
-                int sc, mn, dot = 0;
-                k4_get(t, 8 * sb + r, &sc, &mn);
-                for (int p = 0; p < 32; p++) { /* value 32 sb + p: byte p of group sb / 2, high nibble for odd sb */
-                    const uint8_t byte = q[256 * (sb / 2) + 32 * (p / 4) + 4 * r + p % 4];
-                    dot += (sb & 1 ? byte >> 4 : byte & 15) * y->qs[32 * sb + p];
+            if (type == T_Q6_K) {
+                const bq6_K *x = (const bq6_K *)blk;
+                for (int v = 0; v < QKK; v++) { /* ggml's order: half h, quarter s, l */
+                    const int h = v / 128, s = v / 32 % 4, l = v % 32;
+                    const uint8_t lo = x->ql[64 * h + 32 * (s & 1) + l];
+                    const int q = (s >= 2 ? lo >> 4 : lo & 15) | (x->qh[32 * h + l] >> (2 * s) & 3) << 4;
+                    sumi += x->scales[v / 16] * ((q - 32) * y->qs[v]);
                 }
-                sumi += sc * dot;
-                summ += mn * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
+            } else {
+                const uint8_t *qs = blk + (type == T_Q5_K ? 48 : 16), *qh = blk + 16;
+                for (int sb = 0; sb < 8; sb++) {
+                    int sc, mn, dot = 0;
+                    pg_scale_min_k4(sb, blk + 4, &sc, &mn);
+                    for (int p = 0; p < 32; p++) { /* value 32 sb + p: qs byte 32 (sb / 2) + p, high nibble for odd sb */
+                        const uint8_t byte = qs[32 * (sb / 2) + p];
+                        int v = sb & 1 ? byte >> 4 : byte & 15;
+                        if (type == T_Q5_K) v |= (qh[p] >> sb & 1) << 4;
+                        dot += v * y->qs[32 * sb + p];
+                    }
+                    sumi += sc * dot;
+                    summ += mn * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
+                }
             }
-            acc = fmaf(F16T(d[r]) * y->d, (float)sumi, acc);
-            accm = fmaf(F16T(d[R8_ROWS + r]) * y->d, (float)summ, accm);
+            uint16_t d, dmin;
+            memcpy(&d, blk + (type == T_Q6_K ? 208 : 0), 2);
+            memcpy(&dmin, blk + 2, 2);
+            acc[r] = fmaf(F16T(d) * y->d, (float)sumi, acc[r]);
+            if (type != T_Q6_K) accm[r] = fmaf(F16T(dmin) * y->d, (float)summ, accm[r]);
         }
-        out[r] = acc - accm;
     }
+    for (int r = 0; r < R8_ROWS; r++) out[r] = acc[r] - accm[r];
+}
+
+static void r8_q4_K_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    r8_k_rows(T_Q4_K, k, vx, vy, out);
+}
+
+static void r8_q5_K_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    r8_k_rows(T_Q5_K, k, vx, vy, out);
+}
+
+static void r8_q6_K_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    r8_k_rows(T_Q6_K, k, vx, vy, out);
 }
 
 /* a pgc_r8_fn from a one-group, one-column kernel */
@@ -160,18 +212,21 @@ R8_PORTABLE(q4_0, T_Q4_0)
 R8_PORTABLE(q4_1, T_Q4_1)
 R8_PORTABLE(q8_0, T_Q8_0)
 R8_ENTRY(r8_q4_K_portable, r8_q4_K_rows)
+R8_ENTRY(r8_q5_K_portable, r8_q5_K_rows)
+R8_ENTRY(r8_q6_K_portable, r8_q6_K_rows)
 #undef R8_PORTABLE
 #undef R8_ENTRY
 
 static const pgc_r8_fn *portable_entry(int type) {
     static const pgc_r8_fn q4_0 = r8_q4_0_portable, q4_1 = r8_q4_1_portable, q8_0 = r8_q8_0_portable,
-                           q4_K = r8_q4_K_portable;
-    return type == T_Q4_0 ? &q4_0 : type == T_Q4_1 ? &q4_1 : type == T_Q8_0 ? &q8_0 : &q4_K;
+                           q4_K = r8_q4_K_portable, q5_K = r8_q5_K_portable, q6_K = r8_q6_K_portable;
+    return type == T_Q4_0 ? &q4_0 : type == T_Q4_1 ? &q4_1 : type == T_Q8_0 ? &q8_0 : type == T_Q4_K ? &q4_K
+         : type == T_Q5_K ? &q5_K : &q6_K;
 }
 
 void pgc_r8_portable(pgc_simd *s) {
-    const int types[] = {T_Q4_0, T_Q4_1, T_Q8_0, T_Q4_K};
-    for (int i = 0; i < 4; i++) s->r8[types[i]] = *portable_entry(types[i]);
+    const int types[] = {T_Q4_0, T_Q4_1, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K};
+    for (int i = 0; i < 6; i++) s->r8[types[i]] = *portable_entry(types[i]);
 }
 
 int pgc_r8_simd(int type) {
