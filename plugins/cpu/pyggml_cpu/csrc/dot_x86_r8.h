@@ -1,10 +1,9 @@
 /* The R8 kernels (repack.h) for x86, included by dot_x86.h: a group of eight weight rows against activation
-   columns. A 32-byte chunk of a tile holds four values of each of the eight rows, so one byte dot
-   against four activation bytes broadcast to every lane gives, for all eight rows at once, the lane sum that
-   ggml's vec_dot computes in one lane for one row; each of those eight lane positions has its own float
-   accumulator vector (row r in lane r), summed at the end in hsum_float_8's order. So the results are the plain
-   kernels' bits, and llama.cpp's, with no horizontal sums per block and the eight rows' scales converted as one
-   vector. Same bits as the portable kernel in repack.c. */
+   columns. A 32-byte chunk of a tile holds four values of each of the eight rows, so one byte dot against four
+   activation bytes broadcast to every lane gives, for all eight rows at once (row r in lane r), a partial sum of
+   each row's dot. Q4_1 keeps ggml's vec_dot order (each of its eight lane positions has its own float accumulator,
+   summed at the end in hsum_float_8's order: the plain kernels' bits, and llama.cpp's); the other types sum a
+   block's dot in integers and convert it once. Same bits as the portable kernels in repack.c on every level. */
 #include "repack.h"
 
 /* bytes ahead to prefetch, measured on a Sapphire Rapids VM (Q4_1 mat-vec out of cache, one thread): none 11.4 GB/s,
@@ -17,51 +16,40 @@ static inline __m256i bcast32(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-AINLINE void r8_rows(const int T, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    const int hdr = T == T_Q4_1 ? 32 : 16, nq = T == T_Q8_0 ? 8 : 4, tile = hdr + 32 * nq;
+/* Q4_1 against one column, in ggml's order */
+static void XSFX(r8_q4_1_rows)(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    const int tile = r8_tile(T_Q4_1);
     __m256 acc[8], summs = _mm256_setzero_ps();
     for (int l = 0; l < 8; l++) acc[l] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / QK; b++) {
         const uint8_t *t = (const uint8_t *)vx + b * tile;
         for (int o = 0; o < tile; o += 64) _mm_prefetch((const char *)t + R8_PREFETCH + o, _MM_HINT_T0);
-        const bq8_0 *y0 = (const bq8_0 *)vy + b; /* Q8_0 and Q8_1 blocks start with d */
-        const bq8_1 *y1 = (const bq8_1 *)vy + b;
-        const int8_t *yq = T == T_Q4_1 ? y1->qs : y0->qs;
-        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t)),
-                                        _mm256_set1_ps(F16T(T == T_Q4_1 ? y1->d : y0->d)));
-        if (T == T_Q4_1)
-            summs = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + 16))),
-                                    _mm256_set1_ps(F16T(y1->s)), summs);
-        for (int j = 0; j < nq; j++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(t + hdr + 32 * j));
-            /* lane l's values: Q8_0 chunk l (stored + 128); the nibble types' chunk l & 3, low nibbles for l < 4 */
-            for (int h = 0; h < (T == T_Q8_0 ? 1 : 2); h++) {
+        const bq8_1 *y = (const bq8_1 *)vy + b;
+        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t)), _mm256_set1_ps(F16T(y->d)));
+        summs = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + 16))), _mm256_set1_ps(F16T(y->s)),
+                                summs);
+        for (int j = 0; j < 4; j++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(t + r8_hdr(T_Q4_1) + 32 * j));
+            for (int h = 0; h < 2; h++) { /* lane l's values: chunk l & 3, low nibbles for l < 4 */
                 const int l = j + 4 * h;
-                const __m256i w = T == T_Q8_0 ? v
-                                : h ? _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0xF))
-                                    : _mm256_and_si256(v, _mm256_set1_epi8(0xF));
-                const __m256i yb = bcast32(yq + 4 * l);
-                __m256i p;
-                if (T == T_Q4_1) {
-                    p = dot_us8(w, yb);
-                } else if (T == T_Q4_0) { /* nibble - 8: the offset's product taken off first */
-                    p = dot_us8_acc(_mm256_sub_epi32(_mm256_setzero_si256(), dot_us8(_mm256_set1_epi8(8), yb)), w, yb);
-                } else {
-#if defined(PGC_VNNI) || defined(PGC_VNNI512)
-                    p = dot_us8_acc(_mm256_sub_epi32(_mm256_setzero_si256(), dot_us8(_mm256_set1_epi8((char)0x80), yb)),
-                                    w, yb);
-#else /* VPMADDUBSW would saturate on (x + 128) y pairs: signed again, sign trick */
-                    p = dot_ss8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), yb);
-#endif
-                }
-                acc[l] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(p), acc[l]);
+                const __m256i w = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0xF));
+                acc[l] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(dot_us8(w, bcast32(y->qs + 4 * l))), acc[l]);
             }
         }
     }
     /* hsum_float_8's order: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
     const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
                                      _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-    _mm256_storeu_ps(out, T == T_Q4_1 ? _mm256_add_ps(sum, summs) : sum);
+    _mm256_storeu_ps(out, _mm256_add_ps(sum, summs));
+}
+
+/* the sum of a Q8_0 block's 32 values */
+static inline int32_t q8_0_sum(const int8_t *qs) {
+    const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)qs),
+                                                       _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+    return _mm_cvtsi128_si32(t) - 32 * 128;
 }
 
 /* Q4_K: a tile's 64 scales and mins (repack.h's regrouped 6-bit fields) as bytes, index 8 * sub-block + row */
@@ -232,6 +220,63 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
 #endif
 #undef R8K_COLS_X86
 
+/* Q4_0 or Q8_0 (T) R8 against C columns, G groups at once in X registers (as R8K_COLS_X86): repack.c's
+   r8_q4_0_q8_0_rows for the eight rows of a group at once. A block's eight value vectors (Q4_0: the low then the high
+   nibbles of its four chunks; Q8_0: its eight chunks, stored + 128) add their byte dots to one 32-bit sum per row,
+   which starts at -(the offset) x the block's activation sum (Q4_0: 8; Q8_0 with VNNI: 128; VPMADDUBSW would saturate
+   on Q8_0's unsigned bytes, so without VNNI the ymm form takes the signed bytes with the sign trick, and the zmm form
+   has no Q8_0 instance), then one conversion and one fused multiply-add of d x y.d. */
+#define R8L_COLS_X86(name, T, G, X, V, P, S)                                                                          \
+    AINLINE void name(int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, const int C, float *out) {   \
+        const int tile = r8_tile(T);                                                                                  \
+        const int off = T == T_Q4_0 ? 8 : R8K_VNNI_##X ? 128 : 0; /* Q8_0 without VNNI: signed, no offset */         \
+        V acc[R8_COLS];                                                                                               \
+        for (int c = 0; c < C; c++) acc[c] = P##_setzero_ps();                                                        \
+        for (int64_t b = 0; b < k / QK; b++) {                                                                        \
+            const uint8_t *t = x + b * tile, *q = t + r8_hdr(T);                                                      \
+            for (int o = 0; o < tile; o += 64)                                                                        \
+                for (int g = 0; g < G; g++) _mm_prefetch((const char *)t + g * gb + R8_PREFETCH + o, _MM_HINT_T0);     \
+            const bq8_0 *y[R8_COLS];                                                                                  \
+            V##i sumi[R8_COLS];                                                                                       \
+            for (int c = 0; c < C; c++) {                                                                             \
+                y[c] = (const bq8_0 *)((const char *)vy + c * by) + b;                                                \
+                sumi[c] = P##_set1_epi32(off ? -off * q8_0_sum(y[c]->qs) : 0);                                        \
+            }                                                                                                         \
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {                                                     \
+                const V##i v = r8k_load_##X(q + 32 * (T == T_Q4_0 ? l % 4 : l), gb);                                  \
+                const V##i w = T == T_Q8_0 ? v : P##_and_##S(l < 4 ? v : P##_srli_epi16(v, 4), P##_set1_epi8(0xF));   \
+                for (int c = 0; c < C; c++) {                                                                         \
+                    int32_t four;                                                                                     \
+                    memcpy(&four, y[c]->qs + 4 * l, 4);                                                               \
+                    sumi[c] = R8L_DOT_##X(T, sumi[c], w, P##_set1_epi32(four));                                       \
+                }                                                                                                     \
+            }                                                                                                         \
+            const V d = r8k_f16_##X(t, gb);                                                                           \
+            for (int c = 0; c < C; c++)                                                                               \
+                acc[c] = P##_fmadd_ps(P##_mul_ps(d, P##_set1_ps(F16T(y[c]->d))), P##_cvtepi32_ps(sumi[c]), acc[c]);   \
+        }                                                                                                             \
+        for (int c = 0; c < C; c++) P##_storeu_ps(out + c * G * R8_ROWS, acc[c]);                                     \
+    }
+#if R8K_VNNI_ymm
+#define R8L_DOT_ymm(T, part, w, yb) dot_us8_acc(part, w, yb)
+#else
+#define R8L_DOT_ymm(T, part, w, yb)                                                                                   \
+    (T == T_Q8_0 ? _mm256_add_epi32(part, dot_ss8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), yb))             \
+                 : dot_us8_acc(part, w, yb))
+#endif
+#define R8L_DOT_zmm(T, part, w, yb) R8K_DOT32_zmm(part, w, yb)
+R8L_COLS_X86(r8_q4_0_cols, T_Q4_0, 1, ymm, __m256, _mm256, si256)
+R8L_COLS_X86(r8_q8_0_cols, T_Q8_0, 1, ymm, __m256, _mm256, si256)
+#if defined(__AVX512F__)
+R8L_COLS_X86(r8_q4_0_pair, T_Q4_0, 2, zmm, __m512, _mm512, si512)
+#if R8K_VNNI_zmm
+R8L_COLS_X86(r8_q8_0_pair, T_Q8_0, 2, zmm, __m512, _mm512, si512)
+#endif
+#endif
+#undef R8L_COLS_X86
+#undef R8L_DOT_ymm
+#undef R8L_DOT_zmm
+
 /* a Q6_K tile's eight rows' scales of one sub-block (8 bytes at p) as int32, for each group */
 static inline __m256i r8q6_scales_ymm(const uint8_t *p, size_t gb) {
     (void)gb;
@@ -327,19 +372,13 @@ R8Q6_COLS_X86(r8_q6_K_pair, 2, zmm, __m512, _mm512, si512)
 #undef R8K_DOT32_ymm
 #undef R8K_DOT32_zmm
 
-/* the pgc_r8_fn entries: the 32-block types one group and column per pass, Q4_K up to R8_COLS columns (and with
-   AVX-512 two groups) */
-#define R8_ENTRIES(t, T)                                                                                    \
-    static void XSFX(r8_##t)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, \
-                             float *out) {                                                                  \
-        for (int c = 0; c < nc; c++)                                                                        \
-            for (int g = 0; g < ng; g++)                                                                    \
-                r8_rows(T, k, (const char *)x + g * gb, (const char *)y + c * by, out + (c * ng + g) * R8_ROWS); \
-    }
-R8_ENTRIES(q4_0, T_Q4_0)
-R8_ENTRIES(q4_1, T_Q4_1)
-R8_ENTRIES(q8_0, T_Q8_0)
-#undef R8_ENTRIES
+/* the pgc_r8_fn entries: Q4_1 one group and column per pass; the others up to R8_COLS columns, and with AVX-512
+   two groups (prompts; mat-vec measured faster one group at a time) */
+static void XSFX(r8_q4_1)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, float *out) {
+    for (int c = 0; c < nc; c++)
+        for (int g = 0; g < ng; g++)
+            XSFX(r8_q4_1_rows)(k, (const char *)x + g * gb, (const char *)y + c * by, out + (c * ng + g) * R8_ROWS);
+}
 
 #define R8K_CASES(call)                                                                                     \
     switch (nc) {                                                                                           \
@@ -353,8 +392,6 @@ R8_ENTRIES(q8_0, T_Q8_0)
     default: call(8); break;                                                                                \
     }
 
-/* the K types' entries: up to R8_COLS columns a pass, and with AVX-512 two groups (prompts; mat-vec measured faster
-   one group at a time) */
 #if defined(__AVX512F__)
 #define R8K_PAIRS(t)                                                                                        \
     if (ng == 2 && nc > 1) {                                                                                \
@@ -364,10 +401,11 @@ R8_ENTRIES(q8_0, T_Q8_0)
 #else
 #define R8K_PAIRS(t)
 #endif
-#define R8K_ENTRY(t)                                                                                        \
+#define R8K_NO_PAIRS(t)
+#define R8K_ENTRY(t, PAIRS)                                                                                 \
     static void XSFX(r8_##t)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, \
                              float *out) {                                                                  \
-        R8K_PAIRS(t)                                                                                        \
+        PAIRS(t)                                                                                            \
         for (int g = 0; g < ng; g++) {                                                                      \
             float o[R8_COLS * R8_ROWS];                                                                     \
             R8K_CASES(R8K_ONE_##t)                                                                          \
@@ -375,15 +413,26 @@ R8_ENTRIES(q8_0, T_Q8_0)
                 memcpy(out + (c * ng + g) * R8_ROWS, o + c * R8_ROWS, sizeof(float) * R8_ROWS);             \
         }                                                                                                   \
     }
+#define R8K_PAIR_q4_0(C) r8_q4_0_pair(k, (const uint8_t *)x, gb, y, by, C, out)
+#define R8K_PAIR_q8_0(C) r8_q8_0_pair(k, (const uint8_t *)x, gb, y, by, C, out)
 #define R8K_PAIR_q4_K(C) r8_q4_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
 #define R8K_PAIR_q5_K(C) r8_q5_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
 #define R8K_PAIR_q6_K(C) r8_q6_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
+#define R8K_ONE_q4_0(C) r8_q4_0_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
+#define R8K_ONE_q8_0(C) r8_q8_0_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
 #define R8K_ONE_q4_K(C) r8_q4_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
 #define R8K_ONE_q5_K(C) r8_q5_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
 #define R8K_ONE_q6_K(C) r8_q6_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
-R8K_ENTRY(q4_K)
-R8K_ENTRY(q5_K)
-R8K_ENTRY(q6_K)
+R8K_ENTRY(q4_0, R8K_PAIRS)
+#if defined(PGC_VNNI512)
+R8K_ENTRY(q8_0, R8K_PAIRS)
+#else
+R8K_ENTRY(q8_0, R8K_NO_PAIRS)
+#endif
+R8K_ENTRY(q4_K, R8K_PAIRS)
+R8K_ENTRY(q5_K, R8K_PAIRS)
+R8K_ENTRY(q6_K, R8K_PAIRS)
 #undef R8K_ENTRY
 #undef R8K_PAIRS
+#undef R8K_NO_PAIRS
 #undef R8K_CASES

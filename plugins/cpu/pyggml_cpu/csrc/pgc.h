@@ -286,9 +286,9 @@ typedef void (*pgc_q_tiles_fn)(int64_t n, const void *x, size_t bx, int64_t nr, 
 /* R8 (repack.h): a node's type | PGC_R8 marks a slot holding weights in the R8 layout (MUL_MAT's src0 only). A
    kernel takes ng <= R8_GROUPS groups of R8_ROWS rows (k values each, groups gb bytes apart) against nc <= R8_COLS
    activation rows (the weight type's dot partner, by bytes apart, from y) into out[(c * ng + g) * R8_ROWS + r],
-   with the arithmetic repack.c's portable kernels define: for Q4_0, Q4_1 and Q8_0 ggml's AVX2 vec_dot's (the
-   plain kernels' bits on the x86 levels, which sum in that order too; the portable and NEON plain kernels sum in
-   others), for the K types one of their own. */
+   with the arithmetic repack.c's portable kernels define: for Q4_1 ggml's AVX2 vec_dot's (the plain kernels' bits
+   on the x86 levels, which sum in that order too; the portable and NEON plain kernels sum in others), for the
+   others a block's dot in integers, converted once. */
 #define R8_ROWS 8
 #define R8_COLS 8
 #define R8_GROUPS 2

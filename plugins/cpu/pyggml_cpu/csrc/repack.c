@@ -102,37 +102,63 @@ int pgc_repack_r8(int type, const void *src, void *dst, int64_t nrows, int64_t n
     return PGC_OK;
 }
 
-/* the portable kernels, which define the bits. Q4_0, Q4_1, Q8_0: ggml's AVX2 vec_dot arithmetic, row by row. A
-   block's dot is eight integer lane sums (lane l: values 4l..4l+3 of the 32-byte value vector, for the nibble types
-   the low nibbles of bytes 0..15 then the high ones), each scaled and added to its own float accumulator; the row's
-   accumulators sum as hsum_float_8 does; Q4_1 adds the min terms, summed apart. */
-static void r8_portable(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    const int hdr = r8_hdr(type), tile = r8_tile(type);
+/* the portable kernels, which define the bits. Q4_1: ggml's AVX2 vec_dot arithmetic, row by row. A block's dot is
+   eight integer lane sums (lane l: values 4l..4l+3 of the 32-byte value vector: the low nibbles of bytes 0..15 then
+   the high ones), each scaled and added to its own float accumulator; the row's accumulators sum as hsum_float_8
+   does, then the min terms, summed apart. */
+static void r8_q4_1_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    const int hdr = r8_hdr(T_Q4_1), tile = r8_tile(T_Q4_1);
     for (int r = 0; r < R8_ROWS; r++) {
-            float acc[8] = {0}, summs = 0.0f;
-            for (int64_t b = 0; b < k / QK; b++) {
-                const uint8_t *t = (const uint8_t *)vx + b * tile, *q = t + hdr;
-                const uint16_t *d = (const uint16_t *)t;
-                const bq8_1 *y1 = (const bq8_1 *)vy + b;
-                const bq8_0 *y0 = (const bq8_0 *)vy + b;
-                const int8_t *yq = type == T_Q4_1 ? y1->qs : y0->qs;
-                const float dy = F16T(type == T_Q4_1 ? y1->d : y0->d);
-                for (int l = 0; l < 8; l++) {
-                    int32_t lane = 0;
-                    for (int i = 0; i < 4; i++) {
-                        int v;
-                        if (type == T_Q8_0) v = (int)q[32 * l + 4 * r + i] - 128;
-                        else if (l < 4) v = (q[32 * l + 4 * r + i] & 0xF) - (type == T_Q4_0 ? 8 : 0);
-                        else v = (q[32 * (l - 4) + 4 * r + i] >> 4) - (type == T_Q4_0 ? 8 : 0);
-                        lane += v * yq[4 * l + i];
-                    }
-                    acc[l] = fmaf((float)lane, F16T(d[r]) * dy, acc[l]);
+        float acc[8] = {0}, summs = 0.0f;
+        for (int64_t b = 0; b < k / QK; b++) {
+            const uint8_t *t = (const uint8_t *)vx + b * tile, *q = t + hdr;
+            const uint16_t *d = (const uint16_t *)t;
+            const bq8_1 *y = (const bq8_1 *)vy + b;
+            for (int l = 0; l < 8; l++) {
+                int32_t lane = 0;
+                for (int i = 0; i < 4; i++) {
+                    const uint8_t byte = q[32 * (l % 4) + 4 * r + i];
+                    lane += (l < 4 ? byte & 0xF : byte >> 4) * y->qs[4 * l + i];
                 }
-                if (type == T_Q4_1) summs = fmaf(F16T(d[R8_ROWS + r]), F16T(y1->s), summs);
+                acc[l] = fmaf((float)lane, F16T(d[r]) * F16T(y->d), acc[l]);
             }
-            const float sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-            out[r] = type == T_Q4_1 ? sum + summs : sum;
+            summs = fmaf(F16T(d[R8_ROWS + r]), F16T(y->s), summs);
         }
+        const float sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+        out[r] = sum + summs;
+    }
+}
+
+/* Q4_0 and Q8_0 (R8 only, not ggml's order): a block's dot in integers, values (nibble - 8, or the byte) .
+   activations, converted once and added with one fused multiply-add of d x y.d, as the K types'. */
+static void r8_q4_0_q8_0_rows(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    const int tile = r8_tile(type), bs = pgc_type_size(type);
+    float acc[R8_ROWS] = {0};
+    uint8_t blocks[R8_ROWS * sizeof(bq8_0)];
+    for (int64_t b = 0; b < k / QK; b++) {
+        rows_from_tile(type, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
+        const bq8_0 *y = (const bq8_0 *)vy + b;
+        for (int r = 0; r < R8_ROWS; r++) {
+            const uint8_t *blk = blocks + r * bs;
+            int32_t sumi = 0;
+            for (int i = 0; i < QK; i++) {
+                const int v = type == T_Q8_0 ? (int8_t)blk[2 + i] : (blk[2 + i % 16] >> (i / 16 * 4) & 15) - 8;
+                sumi += v * y->qs[i];
+            }
+            uint16_t d;
+            memcpy(&d, blk, 2);
+            acc[r] = fmaf(F16T(d) * F16T(y->d), (float)sumi, acc[r]);
+        }
+    }
+    memcpy(out, acc, sizeof(acc));
+}
+
+static void r8_q4_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    r8_q4_0_q8_0_rows(T_Q4_0, k, vx, vy, out);
+}
+
+static void r8_q8_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    r8_q4_0_q8_0_rows(T_Q8_0, k, vx, vy, out);
 }
 
 /* The K types (R8 only, not ggml's order): a block's whole dot in integers, sum over sub-blocks of scale x (values .
@@ -203,18 +229,12 @@ static void r8_q6_K_rows(int64_t k, const void *vx, const void *vy, float out[R8
             for (int g = 0; g < ng; g++)                                                                      \
                 rows(k, (const char *)x + g * gb, (const char *)y + c * by, out + (c * ng + g) * R8_ROWS);   \
     }
-#define R8_PORTABLE(t, T)                                                                                     \
-    static void r8_##t##_rows(int64_t k, const void *x, const void *y, float out[R8_ROWS]) {                  \
-        r8_portable(T, k, x, y, out);                                                                         \
-    }                                                                                                         \
-    R8_ENTRY(r8_##t##_portable, r8_##t##_rows)
-R8_PORTABLE(q4_0, T_Q4_0)
-R8_PORTABLE(q4_1, T_Q4_1)
-R8_PORTABLE(q8_0, T_Q8_0)
+R8_ENTRY(r8_q4_0_portable, r8_q4_0_rows)
+R8_ENTRY(r8_q4_1_portable, r8_q4_1_rows)
+R8_ENTRY(r8_q8_0_portable, r8_q8_0_rows)
 R8_ENTRY(r8_q4_K_portable, r8_q4_K_rows)
 R8_ENTRY(r8_q5_K_portable, r8_q5_K_rows)
 R8_ENTRY(r8_q6_K_portable, r8_q6_K_rows)
-#undef R8_PORTABLE
 #undef R8_ENTRY
 
 static const pgc_r8_fn *portable_entry(int type) {
