@@ -1,5 +1,5 @@
-"""The cpu device's extra buffer type for matmul weights, `cpu_repack` (ggml's CPU_REPACK): Q4_0, Q4_1, Q8_0, Q4_K,
-Q5_K and Q6_K matrices whose rows come in groups of eight are kept in the R8 layout (csrc/repack.h: eight rows
+"""The cpu device's extra buffer type for matmul weights, `cpu_repack` (ggml's CPU_REPACK): Q4_0, Q4_1, Q5_0, Q8_0,
+Q4_K, Q5_K and Q6_K matrices whose rows come in groups of eight are kept in the R8 layout (csrc/repack.h: eight rows
 interleaved block by block), which the matmul kernels read with one byte dot per eight rows. Any other tensor placed
 in such a buffer is stored as is.
 
@@ -22,7 +22,7 @@ from pyggml.tensor import Tensor
 from pyggml.types import GGMLType, row_size
 from pyggml_cpu._pgc import ffi, lib
 
-R8_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K,
+R8_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K,
                       GGMLType.Q6_K})
 R8_ROWS = 8
 R8_FLAG = int(lib.PGC_R8)
@@ -36,13 +36,17 @@ def r8_eligible(t: Tensor) -> bool:
         and t.is_contiguous()
 
 
-def _convert(t: GGMLType, src: Bytes, nrows: int, ne0: int, to_plain: bool) -> Bytes:
+def _convert(t: GGMLType, src: Bytes, nrows: int, ne0: int, to_plain: bool, out: Bytes | None = None) -> Bytes:
+    """The conversion into `out` (a new array by default; else contiguous bytes of src's size, not overlapping it)."""
     if t not in R8_TYPES or nrows < 0 or ne0 <= 0 or ne0 % t.traits.blck_size:
         raise PyGGMLError(f"cpu_repack: no R8 layout for {nrows} rows of {ne0} {t.name} values")
     need = nrows * row_size(t, ne0)
     if src.size != need:
         raise PyGGMLError(f"cpu_repack: {nrows} rows of {ne0} {t.name} values take {need} bytes, not {src.size}")
-    out = np.empty_like(src)
+    if out is None:
+        out = np.empty_like(src)
+    elif out.size != src.size or not out.flags.c_contiguous or np.shares_memory(out, src):
+        raise PyGGMLError(f"cpu_repack: cannot convert {src.size} bytes into {out.size} bytes shared or strided")
     rc = lib.pgc_repack_r8(int(t), ffi.from_buffer(src), ffi.from_buffer(out), nrows, ne0, int(to_plain))
     if rc:
         raise PyGGMLError(f"cpu_repack: cannot convert {nrows} rows of {ne0} {t.name} values (error {rc})")
@@ -159,7 +163,8 @@ class RepackBuffer(HostBuffer):
         else:  # a partial write: the groups it touches, unpacked, patched, packed again
             plain = from_r8(rec.type, self.array[rec.offset + lo : rec.offset + hi], rows, rec.ne0)
             plain[offset - lo : offset - lo + arr.size] = arr
-        self.array[rec.offset + lo : rec.offset + hi] = to_r8(rec.type, plain, rows, rec.ne0)
+        plain = np.ascontiguousarray(plain, dtype=np.uint8)
+        _convert(rec.type, plain, rows, rec.ne0, False, out=self.array[rec.offset + lo : rec.offset + hi])
 
     def get_tensor(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
         rec = self.layout_of(tensor)

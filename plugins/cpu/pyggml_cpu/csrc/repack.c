@@ -4,6 +4,9 @@
 
 #include "api.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
 /* Q4_K's 6-bit scales and mins (repack.h): scale / min `idx` (8 * sub-block + row) of a tile's header */
 static void k4_put(uint8_t *h, int idx, int sc, int mn) {
     const int i = idx & 31, hi = idx >> 5;
@@ -25,6 +28,7 @@ static int chunk_off(int type, int c) {
     switch (type) {
     case T_Q4_0: return 2 + 4 * c;
     case T_Q4_1: return 4 + 4 * c;
+    case T_Q5_0: return c ? 6 + 4 * (c - 1) : 2; /* qh (its bits regrouped: q5_0_bits), then qs */
     case T_Q8_0: return 2 + 4 * c;
     case T_Q4_K: return 16 + 4 * c;
     case T_Q5_K: return c < 8 ? 16 + 4 * c : 48 + 4 * (c - 8); /* qh, then qs */
@@ -38,10 +42,32 @@ static int chunk_off(int type, int c) {
 /* the offset in a block of its d (Q6_K keeps it last) */
 static int d_off(int type) { return type == T_Q6_K ? 208 : 0; }
 
+/* Q5_0's qh word (bit j: the fifth bit of value j) regrouped for the R8 layout: bit l of byte i holds bit 4l + i */
+static uint32_t q5_0_bits(uint32_t qh, int to_plain) {
+    uint32_t out = 0;
+    for (int l = 0; l < 8; l++)
+        for (int i = 0; i < 4; i++) {
+            const int plain = 4 * l + i, r8 = 8 * i + l;
+            out |= (qh >> (to_plain ? r8 : plain) & 1u) << (to_plain ? plain : r8);
+        }
+    return out;
+}
+
+/* every chunk's offset in a block (chunk_off), for one conversion */
+typedef struct { int n, off[48]; uint32_t flip; } chunk_map;
+
+static chunk_map map_of(int type) {
+    chunk_map m = {r8_chunks(type), {0}, type == T_Q8_0 ? 0x80808080u : 0};
+    for (int c = 0; c < m.n; c++) m.off[c] = chunk_off(type, c);
+    return m;
+}
+
 /* block b of the group's rows (plain layout) <-> tile b of the group: the header fields and the value bytes */
-static void tile_from_rows(int type, const uint8_t *rows, size_t row_bytes, int64_t b, uint8_t *tile) {
-    const int bs = pgc_type_size(type), flip = type == T_Q8_0 ? 0x80 : 0;
+static void tile_from_rows(int type, const chunk_map *cm, const uint8_t *rows, size_t row_bytes, int64_t b,
+                           uint8_t *tile) {
+    const int bs = pgc_type_size(type);
     uint16_t d[R8_ROWS], m[R8_ROWS];
+    uint8_t *q = tile + r8_hdr(type);
     for (int r = 0; r < R8_ROWS; r++) {
         const uint8_t *blk = rows + r * row_bytes + b * bs;
         memcpy(&d[r], blk + d_off(type), 2);
@@ -54,16 +80,21 @@ static void tile_from_rows(int type, const uint8_t *rows, size_t row_bytes, int6
             }
         if (type == T_Q6_K)
             for (int j = 0; j < 16; j++) tile[16 + 8 * j + r] = blk[192 + j];
-        uint8_t *q = tile + r8_hdr(type);
-        for (int c = 0; c < r8_chunks(type); c++)
-            for (int i = 0; i < 4; i++) q[32 * c + 4 * r + i] = blk[chunk_off(type, c) + i] ^ flip;
+        for (int c = 0; c < cm->n; c++) {
+            uint32_t v;
+            memcpy(&v, blk + cm->off[c], 4);
+            v = type == T_Q5_0 && c == 0 ? q5_0_bits(v, 0) : v ^ cm->flip;
+            memcpy(q + 32 * c + 4 * r, &v, 4);
+        }
     }
     memcpy(tile, d, sizeof(d));
     if (type == T_Q4_1 || type == T_Q4_K || type == T_Q5_K) memcpy(tile + 16, m, sizeof(m));
 }
 
-static void rows_from_tile(int type, const uint8_t *tile, uint8_t *rows, size_t row_bytes, int64_t b) {
-    const int bs = pgc_type_size(type), flip = type == T_Q8_0 ? 0x80 : 0;
+static void rows_from_tile(int type, const chunk_map *cm, const uint8_t *tile, uint8_t *rows, size_t row_bytes,
+                           int64_t b) {
+    const int bs = pgc_type_size(type);
+    const uint8_t *q = tile + r8_hdr(type);
     for (int r = 0; r < R8_ROWS; r++) {
         uint8_t *blk = rows + r * row_bytes + b * bs;
         memcpy(blk + d_off(type), tile + 2 * r, 2);
@@ -79,26 +110,62 @@ static void rows_from_tile(int type, const uint8_t *tile, uint8_t *rows, size_t 
         }
         if (type == T_Q6_K)
             for (int j = 0; j < 16; j++) blk[192 + j] = tile[16 + 8 * j + r];
-        const uint8_t *q = tile + r8_hdr(type);
-        for (int c = 0; c < r8_chunks(type); c++)
-            for (int i = 0; i < 4; i++) blk[chunk_off(type, c) + i] = q[32 * c + 4 * r + i] ^ flip;
+        for (int c = 0; c < cm->n; c++) {
+            uint32_t v;
+            memcpy(&v, q + 32 * c + 4 * r, 4);
+            v = type == T_Q5_0 && c == 0 ? q5_0_bits(v, 1) : v ^ cm->flip;
+            memcpy(blk + cm->off[c], &v, 4);
+        }
     }
 }
+
+typedef struct {
+    int type, to_plain;
+    const uint8_t *src;
+    uint8_t *dst;
+    int64_t g0, g1, nb;
+    size_t row_bytes;
+} convert_job;
+
+static void *convert_groups(void *arg) {
+    const convert_job *j = (const convert_job *)arg;
+    const chunk_map cm = map_of(j->type);
+    const size_t tile = (size_t)r8_tile(j->type);
+    for (int64_t g = j->g0; g < j->g1; g++) {
+        const size_t base = (size_t)g * R8_ROWS * j->row_bytes; /* a group keeps its rows' bytes */
+        for (int64_t b = 0; b < j->nb; b++) {
+            if (j->to_plain)
+                rows_from_tile(j->type, &cm, j->src + base + b * tile, j->dst + base, j->row_bytes, b);
+            else
+                tile_from_rows(j->type, &cm, j->src + base, j->row_bytes, b, j->dst + base + b * tile);
+        }
+    }
+    return NULL;
+}
+
+/* conversions of 8 MiB or more split their groups over up to 8 threads (a model's load repacks every weight) */
+#define CONVERT_SPLIT_BYTES (8u << 20)
 
 int pgc_repack_r8(int type, const void *src, void *dst, int64_t nrows, int64_t ne0, int to_plain) {
     if (!r8_ok(type)) return PGC_E_TYPE;
     if (nrows % R8_ROWS || ne0 % r8_blck(type) || src == dst) return PGC_E_SHAPE;
-    const size_t row_bytes = (size_t)pgc_row_size(type, ne0), tile = (size_t)r8_tile(type);
-    const int64_t nb = ne0 / r8_blck(type);
-    for (int64_t g = 0; g < nrows / R8_ROWS; g++) {
-        const size_t base = (size_t)g * R8_ROWS * row_bytes; /* a group keeps its rows' bytes */
-        for (int64_t b = 0; b < nb; b++) {
-            if (to_plain)
-                rows_from_tile(type, (const uint8_t *)src + base + b * tile, (uint8_t *)dst + base, row_bytes, b);
-            else
-                tile_from_rows(type, (const uint8_t *)src + base, row_bytes, b, (uint8_t *)dst + base + b * tile);
-        }
+    const size_t row_bytes = (size_t)pgc_row_size(type, ne0);
+    const int64_t ng = nrows / R8_ROWS;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = (size_t)nrows * row_bytes >= CONVERT_SPLIT_BYTES && cpus > 1 ? (int)(cpus < 8 ? cpus : 8) : 1;
+    if (nt > ng) nt = (int)(ng > 0 ? ng : 1);
+    convert_job jobs[8];
+    pthread_t th[8];
+    int started = 0;
+    for (int t = 0; t < nt; t++) {
+        jobs[t] = (convert_job){type, to_plain, (const uint8_t *)src, (uint8_t *)dst, ng * t / nt, ng * (t + 1) / nt,
+                                ne0 / r8_blck(type), row_bytes};
+        if (t && pthread_create(&th[t], NULL, convert_groups, &jobs[t]) == 0) started |= 1 << t;
+        else if (t) convert_groups(&jobs[t]); /* no thread: this one does its share */
     }
+    convert_groups(&jobs[0]);
+    for (int t = 1; t < nt; t++)
+        if (started & 1 << t) pthread_join(th[t], NULL);
     return PGC_OK;
 }
 
@@ -129,20 +196,27 @@ static void r8_q4_1_rows(int64_t k, const void *vx, const void *vy, float out[R8
     }
 }
 
-/* Q4_0 and Q8_0 (R8 only, not ggml's order): a block's dot in integers, values (nibble - 8, or the byte) .
-   activations, converted once and added with one fused multiply-add of d x y.d, as the K types'. */
+/* Q4_0, Q5_0 and Q8_0 (R8 only, not ggml's order): a block's dot in integers, values (nibble - 8, nibble + 16 x
+   fifth bit - 16, or the byte) . activations, converted once and added with one fused multiply-add of d x y.d, as
+   the K types'. */
 static void r8_q4_0_q8_0_rows(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
     const int tile = r8_tile(type), bs = pgc_type_size(type);
+    const chunk_map cm = map_of(type);
     float acc[R8_ROWS] = {0};
     uint8_t blocks[R8_ROWS * sizeof(bq8_0)];
     for (int64_t b = 0; b < k / QK; b++) {
-        rows_from_tile(type, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
+        rows_from_tile(type, &cm, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
         const bq8_0 *y = (const bq8_0 *)vy + b;
         for (int r = 0; r < R8_ROWS; r++) {
             const uint8_t *blk = blocks + r * bs;
             int32_t sumi = 0;
+            uint32_t qh;
+            memcpy(&qh, blk + 2, 4);
+            const uint8_t *qs = blk + (type == T_Q5_0 ? 6 : 2);
             for (int i = 0; i < QK; i++) {
-                const int v = type == T_Q8_0 ? (int8_t)blk[2 + i] : (blk[2 + i % 16] >> (i / 16 * 4) & 15) - 8;
+                const int nib = qs[i % 16] >> (i / 16 * 4) & 15;
+                const int v = type == T_Q8_0 ? (int8_t)qs[i] : type == T_Q5_0 ? (nib | (int)(qh >> i & 1) << 4) - 16
+                                                                               : nib - 8;
                 sumi += v * y->qs[i];
             }
             uint16_t d;
@@ -157,6 +231,10 @@ static void r8_q4_0_rows(int64_t k, const void *vx, const void *vy, float out[R8
     r8_q4_0_q8_0_rows(T_Q4_0, k, vx, vy, out);
 }
 
+static void r8_q5_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    r8_q4_0_q8_0_rows(T_Q5_0, k, vx, vy, out);
+}
+
 static void r8_q8_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
     r8_q4_0_q8_0_rows(T_Q8_0, k, vx, vy, out);
 }
@@ -168,10 +246,11 @@ static void r8_q8_0_rows(int64_t k, const void *vx, const void *vy, float out[R8
    eight rows unpacked back to ggml's blocks (rows_from_tile), in ggml's value order. */
 static void r8_k_rows(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
     const int tile = r8_tile(type), bs = pgc_type_size(type);
+    const chunk_map cm = map_of(type);
     float acc[R8_ROWS] = {0}, accm[R8_ROWS] = {0};
     uint8_t blocks[R8_ROWS * 210];
     for (int64_t b = 0; b < k / QKK; b++) {
-        rows_from_tile(type, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
+        rows_from_tile(type, &cm, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
         const bq8_K *y = (const bq8_K *)vy + b;
         for (int r = 0; r < R8_ROWS; r++) {
             const uint8_t *blk = blocks + r * bs;
@@ -231,6 +310,7 @@ static void r8_q6_K_rows(int64_t k, const void *vx, const void *vy, float out[R8
     }
 R8_ENTRY(r8_q4_0_portable, r8_q4_0_rows)
 R8_ENTRY(r8_q4_1_portable, r8_q4_1_rows)
+R8_ENTRY(r8_q5_0_portable, r8_q5_0_rows)
 R8_ENTRY(r8_q8_0_portable, r8_q8_0_rows)
 R8_ENTRY(r8_q4_K_portable, r8_q4_K_rows)
 R8_ENTRY(r8_q5_K_portable, r8_q5_K_rows)
@@ -238,15 +318,16 @@ R8_ENTRY(r8_q6_K_portable, r8_q6_K_rows)
 #undef R8_ENTRY
 
 static const pgc_r8_fn *portable_entry(int type) {
-    static const pgc_r8_fn q4_0 = r8_q4_0_portable, q4_1 = r8_q4_1_portable, q8_0 = r8_q8_0_portable,
-                           q4_K = r8_q4_K_portable, q5_K = r8_q5_K_portable, q6_K = r8_q6_K_portable;
-    return type == T_Q4_0 ? &q4_0 : type == T_Q4_1 ? &q4_1 : type == T_Q8_0 ? &q8_0 : type == T_Q4_K ? &q4_K
-         : type == T_Q5_K ? &q5_K : &q6_K;
+    static const pgc_r8_fn q4_0 = r8_q4_0_portable, q4_1 = r8_q4_1_portable, q5_0 = r8_q5_0_portable,
+                           q8_0 = r8_q8_0_portable, q4_K = r8_q4_K_portable, q5_K = r8_q5_K_portable,
+                           q6_K = r8_q6_K_portable;
+    return type == T_Q4_0 ? &q4_0 : type == T_Q4_1 ? &q4_1 : type == T_Q5_0 ? &q5_0 : type == T_Q8_0 ? &q8_0
+         : type == T_Q4_K ? &q4_K : type == T_Q5_K ? &q5_K : &q6_K;
 }
 
 void pgc_r8_portable(pgc_simd *s) {
-    const int types[] = {T_Q4_0, T_Q4_1, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K};
-    for (int i = 0; i < 6; i++) s->r8[types[i]] = *portable_entry(types[i]);
+    const int types[] = {T_Q4_0, T_Q4_1, T_Q5_0, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K};
+    for (int i = 0; i < 7; i++) s->r8[types[i]] = *portable_entry(types[i]);
 }
 
 int pgc_r8_simd(int type) {
