@@ -1,7 +1,7 @@
-"""The cpu device's extra buffer type for matmul weights, `cpu_repack` (ggml's CPU_REPACK): Q4_0, Q4_1, Q5_0, Q8_0,
-Q4_K, Q5_K and Q6_K matrices whose rows come in groups of eight are kept in the R8 layout (csrc/repack.h: eight rows
-interleaved block by block), which the matmul kernels read with one byte dot per eight rows. Any other tensor placed
-in such a buffer is stored as is.
+"""The cpu device's extra buffer type for matmul weights, `cpu_repack` (ggml's CPU_REPACK): Q4_0, Q4_1, Q5_0, Q5_1,
+Q8_0, Q4_K, Q5_K and Q6_K matrices whose rows come in groups of eight are kept in the R8 layout (csrc/repack.h:
+eight rows interleaved block by block), which the matmul kernels read with one byte dot per eight rows. Any other
+tensor placed in such a buffer is stored as is.
 
 The layout is private to the buffer: `set_tensor` repacks, `get_tensor` gives ggml's layout back, so copies to
 other devices and reads see the usual bytes. Byte-level access to a repacked range, and any node other than
@@ -22,8 +22,8 @@ from pyggml.tensor import Tensor
 from pyggml.types import GGMLType, row_size
 from pyggml_cpu._pgc import ffi, lib
 
-R8_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K,
-                      GGMLType.Q6_K})
+R8_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q4_K,
+                      GGMLType.Q5_K, GGMLType.Q6_K})
 R8_ROWS = 8
 R8_FLAG = int(lib.PGC_R8)
 """Set on a node descriptor's type of a slot whose data is in the R8 layout."""

@@ -21,7 +21,7 @@ from pyggml_cpu._pgc import ffi, lib
 from pyggml_cpu.repack import RepackBuffer, from_r8, to_r8
 
 T = GGMLType
-R8 = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K]
+R8 = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K]
 GGML_ORDER = {T.Q4_1}
 """The R8 types whose kernels sum in ggml's AVX2 order (the others sum each block in integers first)."""
 

@@ -159,8 +159,8 @@ void pgc_simd_avx512(pgc_simd *s, int vnni) {
     }
     s->q_tiles[T_Q4_K] = q4_K_tiles_zmm;
     s->q_tiles[T_Q6_K] = q6_K_tiles_zmm;
-    const int r8k[] = {T_Q4_0, T_Q5_0, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K}; /* prompts: two groups in zmm registers */
-    for (int j = 0; j < 6; j++) s->r8[r8k[j]] = k.r8[r8k[j]];
+    const int r8k[] = {T_Q4_0, T_Q5_0, T_Q5_1, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K}; /* prompts: two groups in zmm */
+    for (int j = 0; j < 7; j++) s->r8[r8k[j]] = k.r8[r8k[j]];
     const int lt[] = {T_Q4_0, T_Q4_1, T_Q8_0, T_Q5_0, T_Q5_1};
     for (int j = 0; j < 5; j++) s->q_tiles[lt[j]] = k.q_tiles[lt[j]];
     s->dot_f32 = dot_f32_zmm;

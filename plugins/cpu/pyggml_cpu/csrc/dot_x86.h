@@ -524,6 +524,7 @@ static void XSFX(register_x86)(pgc_simd *s) {
     s->r8[T_Q4_0] = XSFX(r8_q4_0);
     s->r8[T_Q4_1] = XSFX(r8_q4_1);
     s->r8[T_Q5_0] = XSFX(r8_q5_0);
+    s->r8[T_Q5_1] = XSFX(r8_q5_1);
     s->r8[T_Q8_0] = XSFX(r8_q8_0);
     s->r8[T_Q4_K] = XSFX(r8_q4_K);
     s->r8[T_Q5_K] = XSFX(r8_q5_K);

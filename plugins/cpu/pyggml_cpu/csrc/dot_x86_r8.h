@@ -220,47 +220,55 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
 #endif
 #undef R8K_COLS_X86
 
-/* Q4_0, Q5_0 or Q8_0 (T) R8 against C columns, G groups at once in X registers (as R8K_COLS_X86): repack.c's
+/* Q4_0, Q5_0, Q5_1 or Q8_0 (T) R8 against C columns, G groups at once in X registers (as R8K_COLS_X86): repack.c's
    r8_q4_0_q8_0_rows for the eight rows of a group at once. A block's eight value vectors (Q4_0: the low then the high
-   nibbles of its four chunks; Q5_0 the same after its qh chunk, each value's fifth bit from bit l of that chunk's
-   byte; Q8_0: its eight chunks, stored + 128) add their byte dots to one 32-bit sum per row, which starts at -(the
-   offset) x the block's activation sum (Q4_0: 8; Q5_0: 16; Q8_0 with VNNI: 128; VPMADDUBSW would saturate
+   nibbles of its four chunks; Q5_0 and Q5_1 the same after their qh chunk, each value's fifth bit from bit l of that
+   chunk's byte; Q8_0: its eight chunks, stored + 128) add their byte dots to one 32-bit sum per row, which starts at
+   -(the offset) x the block's activation sum (Q4_0: 8; Q5_0: 16; Q5_1: none, its min term m x y.s is summed apart
+   in a second accumulator, added at the end; Q8_0 with VNNI: 128; VPMADDUBSW would saturate
    on Q8_0's unsigned bytes, so without VNNI the ymm form takes the signed bytes with the sign trick, and the zmm form
    has no Q8_0 instance), then one conversion and one fused multiply-add of d x y.d. */
 #define R8L_COLS_X86(name, T, G, X, V, P, S)                                                                          \
     AINLINE void name(int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, const int C, float *out) {   \
-        const int tile = r8_tile(T);                                                                                  \
-        const int off = T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : R8K_VNNI_##X ? 128 : 0; /* Q8_0 without VNNI: none */  \
-        V acc[R8_COLS];                                                                                               \
-        for (int c = 0; c < C; c++) acc[c] = P##_setzero_ps();                                                        \
+        const int tile = r8_tile(T), q5 = T == T_Q5_0 || T == T_Q5_1, q8_1 = T == T_Q5_1;                            \
+        const int off = T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : T == T_Q8_0 && R8K_VNNI_##X ? 128 : 0;                \
+        V acc[R8_COLS], accm[R8_COLS];                                                                                \
+        for (int c = 0; c < C; c++) acc[c] = accm[c] = P##_setzero_ps();                                              \
         for (int64_t b = 0; b < k / QK; b++) {                                                                        \
             const uint8_t *t = x + b * tile, *q = t + r8_hdr(T);                                                      \
             for (int o = 0; o < tile; o += 64)                                                                        \
                 for (int g = 0; g < G; g++) _mm_prefetch((const char *)t + g * gb + R8_PREFETCH + o, _MM_HINT_T0);     \
-            const bq8_0 *y[R8_COLS];                                                                                  \
+            const int8_t *yq[R8_COLS]; /* Q8_0 blocks: d, qs; Q8_1 (Q5_1's partner): d, s, qs */                      \
+            const uint16_t *yd[R8_COLS];                                                                              \
             V##i sumi[R8_COLS];                                                                                       \
             for (int c = 0; c < C; c++) {                                                                             \
-                y[c] = (const bq8_0 *)((const char *)vy + c * by) + b;                                                \
-                sumi[c] = P##_set1_epi32(off ? -off * q8_0_sum(y[c]->qs) : 0);                                        \
+                const char *yb = (const char *)vy + c * by + b * (q8_1 ? sizeof(bq8_1) : sizeof(bq8_0));              \
+                yd[c] = (const uint16_t *)yb;                                                                         \
+                yq[c] = q8_1 ? ((const bq8_1 *)yb)->qs : ((const bq8_0 *)yb)->qs;                                     \
+                sumi[c] = P##_set1_epi32(off ? -off * q8_0_sum(yq[c]) : 0);                                           \
             }                                                                                                         \
-            const V##i qh = T == T_Q5_0 ? r8k_load_##X(q, gb) : P##_setzero_##S();                                   \
+            const V##i qh = q5 ? r8k_load_##X(q, gb) : P##_setzero_##S();                                             \
             _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {                                                     \
-                const V##i v = r8k_load_##X(q + 32 * (T == T_Q8_0 ? l : l % 4 + (T == T_Q5_0)), gb);                   \
+                const V##i v = r8k_load_##X(q + 32 * (T == T_Q8_0 ? l : l % 4 + q5), gb);                              \
                 V##i w = T == T_Q8_0 ? v : P##_and_##S(l < 4 ? v : P##_srli_epi16(v, 4), P##_set1_epi8(0xF));         \
-                if (T == T_Q5_0)                                                                                      \
+                if (q5)                                                                                               \
                     w = P##_or_##S(w, P##_and_##S(l < 4 ? P##_slli_epi16(qh, 4 - l) : P##_srli_epi16(qh, l - 4),      \
                                                   P##_set1_epi8(0x10)));                                              \
                 for (int c = 0; c < C; c++) {                                                                         \
                     int32_t four;                                                                                     \
-                    memcpy(&four, y[c]->qs + 4 * l, 4);                                                               \
+                    memcpy(&four, yq[c] + 4 * l, 4);                                                                  \
                     sumi[c] = R8L_DOT_##X(T, sumi[c], w, P##_set1_epi32(four));                                       \
                 }                                                                                                     \
             }                                                                                                         \
             const V d = r8k_f16_##X(t, gb);                                                                           \
             for (int c = 0; c < C; c++)                                                                               \
-                acc[c] = P##_fmadd_ps(P##_mul_ps(d, P##_set1_ps(F16T(y[c]->d))), P##_cvtepi32_ps(sumi[c]), acc[c]);   \
+                acc[c] = P##_fmadd_ps(P##_mul_ps(d, P##_set1_ps(F16T(yd[c][0]))), P##_cvtepi32_ps(sumi[c]), acc[c]);  \
+            if (q8_1) { /* the mins: m x y.s */                                                                       \
+                const V m = r8k_f16_##X(t + 16, gb);                                                                  \
+                for (int c = 0; c < C; c++) accm[c] = P##_fmadd_ps(m, P##_set1_ps(F16T(yd[c][1])), accm[c]);          \
+            }                                                                                                         \
         }                                                                                                             \
-        for (int c = 0; c < C; c++) P##_storeu_ps(out + c * G * R8_ROWS, acc[c]);                                     \
+        for (int c = 0; c < C; c++) P##_storeu_ps(out + c * G * R8_ROWS, q8_1 ? P##_add_ps(acc[c], accm[c]) : acc[c]); \
     }
 #if R8K_VNNI_ymm
 #define R8L_DOT_ymm(T, part, w, yb) dot_us8_acc(part, w, yb)
@@ -272,10 +280,12 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
 #define R8L_DOT_zmm(T, part, w, yb) R8K_DOT32_zmm(part, w, yb)
 R8L_COLS_X86(r8_q4_0_cols, T_Q4_0, 1, ymm, __m256, _mm256, si256)
 R8L_COLS_X86(r8_q5_0_cols, T_Q5_0, 1, ymm, __m256, _mm256, si256)
+R8L_COLS_X86(r8_q5_1_cols, T_Q5_1, 1, ymm, __m256, _mm256, si256)
 R8L_COLS_X86(r8_q8_0_cols, T_Q8_0, 1, ymm, __m256, _mm256, si256)
 #if defined(__AVX512F__)
 R8L_COLS_X86(r8_q4_0_pair, T_Q4_0, 2, zmm, __m512, _mm512, si512)
 R8L_COLS_X86(r8_q5_0_pair, T_Q5_0, 2, zmm, __m512, _mm512, si512)
+R8L_COLS_X86(r8_q5_1_pair, T_Q5_1, 2, zmm, __m512, _mm512, si512)
 #if R8K_VNNI_zmm
 R8L_COLS_X86(r8_q8_0_pair, T_Q8_0, 2, zmm, __m512, _mm512, si512)
 #endif
@@ -422,18 +432,21 @@ static void XSFX(r8_q4_1)(int64_t k, const void *x, size_t gb, int ng, const voi
     }
 #define R8K_PAIR_q4_0(C) r8_q4_0_pair(k, (const uint8_t *)x, gb, y, by, C, out)
 #define R8K_PAIR_q5_0(C) r8_q5_0_pair(k, (const uint8_t *)x, gb, y, by, C, out)
+#define R8K_PAIR_q5_1(C) r8_q5_1_pair(k, (const uint8_t *)x, gb, y, by, C, out)
 #define R8K_PAIR_q8_0(C) r8_q8_0_pair(k, (const uint8_t *)x, gb, y, by, C, out)
 #define R8K_PAIR_q4_K(C) r8_q4_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
 #define R8K_PAIR_q5_K(C) r8_q5_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
 #define R8K_PAIR_q6_K(C) r8_q6_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
 #define R8K_ONE_q4_0(C) r8_q4_0_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
 #define R8K_ONE_q5_0(C) r8_q5_0_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
+#define R8K_ONE_q5_1(C) r8_q5_1_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
 #define R8K_ONE_q8_0(C) r8_q8_0_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
 #define R8K_ONE_q4_K(C) r8_q4_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
 #define R8K_ONE_q5_K(C) r8_q5_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
 #define R8K_ONE_q6_K(C) r8_q6_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
 R8K_ENTRY(q4_0, R8K_PAIRS)
 R8K_ENTRY(q5_0, R8K_PAIRS)
+R8K_ENTRY(q5_1, R8K_PAIRS)
 #if defined(PGC_VNNI512)
 R8K_ENTRY(q8_0, R8K_PAIRS)
 #else

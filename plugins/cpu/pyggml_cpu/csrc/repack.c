@@ -28,7 +28,8 @@ static int chunk_off(int type, int c) {
     switch (type) {
     case T_Q4_0: return 2 + 4 * c;
     case T_Q4_1: return 4 + 4 * c;
-    case T_Q5_0: return c ? 6 + 4 * (c - 1) : 2; /* qh (its bits regrouped: q5_0_bits), then qs */
+    case T_Q5_0: return c ? 6 + 4 * (c - 1) : 2; /* qh (its bits regrouped: q5_bits), then qs */
+    case T_Q5_1: return c ? 8 + 4 * (c - 1) : 4;
     case T_Q8_0: return 2 + 4 * c;
     case T_Q4_K: return 16 + 4 * c;
     case T_Q5_K: return c < 8 ? 16 + 4 * c : 48 + 4 * (c - 8); /* qh, then qs */
@@ -42,8 +43,8 @@ static int chunk_off(int type, int c) {
 /* the offset in a block of its d (Q6_K keeps it last) */
 static int d_off(int type) { return type == T_Q6_K ? 208 : 0; }
 
-/* Q5_0's qh word (bit j: the fifth bit of value j) regrouped for the R8 layout: bit l of byte i holds bit 4l + i */
-static uint32_t q5_0_bits(uint32_t qh, int to_plain) {
+/* Q5_0's and Q5_1's qh word (bit j: the fifth bit of value j) regrouped for the R8 layout: bit l of byte i holds bit 4l + i */
+static uint32_t q5_bits(uint32_t qh, int to_plain) {
     uint32_t out = 0;
     for (int l = 0; l < 8; l++)
         for (int i = 0; i < 4; i++) {
@@ -71,7 +72,7 @@ static void tile_from_rows(int type, const chunk_map *cm, const uint8_t *rows, s
     for (int r = 0; r < R8_ROWS; r++) {
         const uint8_t *blk = rows + r * row_bytes + b * bs;
         memcpy(&d[r], blk + d_off(type), 2);
-        if (type == T_Q4_1 || type == T_Q4_K || type == T_Q5_K) memcpy(&m[r], blk + 2, 2);
+        if (type == T_Q4_1 || type == T_Q5_1 || type == T_Q4_K || type == T_Q5_K) memcpy(&m[r], blk + 2, 2);
         if (type == T_Q4_K || type == T_Q5_K)
             for (int j = 0; j < 8; j++) {
                 int sc, mn;
@@ -83,12 +84,12 @@ static void tile_from_rows(int type, const chunk_map *cm, const uint8_t *rows, s
         for (int c = 0; c < cm->n; c++) {
             uint32_t v;
             memcpy(&v, blk + cm->off[c], 4);
-            v = type == T_Q5_0 && c == 0 ? q5_0_bits(v, 0) : v ^ cm->flip;
+            v = (type == T_Q5_0 || type == T_Q5_1) && c == 0 ? q5_bits(v, 0) : v ^ cm->flip;
             memcpy(q + 32 * c + 4 * r, &v, 4);
         }
     }
     memcpy(tile, d, sizeof(d));
-    if (type == T_Q4_1 || type == T_Q4_K || type == T_Q5_K) memcpy(tile + 16, m, sizeof(m));
+    if (type == T_Q4_1 || type == T_Q5_1 || type == T_Q4_K || type == T_Q5_K) memcpy(tile + 16, m, sizeof(m));
 }
 
 static void rows_from_tile(int type, const chunk_map *cm, const uint8_t *tile, uint8_t *rows, size_t row_bytes,
@@ -98,7 +99,7 @@ static void rows_from_tile(int type, const chunk_map *cm, const uint8_t *tile, u
     for (int r = 0; r < R8_ROWS; r++) {
         uint8_t *blk = rows + r * row_bytes + b * bs;
         memcpy(blk + d_off(type), tile + 2 * r, 2);
-        if (type == T_Q4_1 || type == T_Q4_K || type == T_Q5_K) memcpy(blk + 2, tile + 16 + 2 * r, 2);
+        if (type == T_Q4_1 || type == T_Q5_1 || type == T_Q4_K || type == T_Q5_K) memcpy(blk + 2, tile + 16 + 2 * r, 2);
         if (type == T_Q4_K || type == T_Q5_K) { /* the inverse of pg_scale_min_k4 */
             int sc[8], mn[8];
             for (int j = 0; j < 8; j++) k4_get(tile, 8 * j + r, &sc[j], &mn[j]);
@@ -113,7 +114,7 @@ static void rows_from_tile(int type, const chunk_map *cm, const uint8_t *tile, u
         for (int c = 0; c < cm->n; c++) {
             uint32_t v;
             memcpy(&v, q + 32 * c + 4 * r, 4);
-            v = type == T_Q5_0 && c == 0 ? q5_0_bits(v, 1) : v ^ cm->flip;
+            v = (type == T_Q5_0 || type == T_Q5_1) && c == 0 ? q5_bits(v, 1) : v ^ cm->flip;
             memcpy(blk + cm->off[c], &v, 4);
         }
     }
@@ -196,35 +197,39 @@ static void r8_q4_1_rows(int64_t k, const void *vx, const void *vy, float out[R8
     }
 }
 
-/* Q4_0, Q5_0 and Q8_0 (R8 only, not ggml's order): a block's dot in integers, values (nibble - 8, nibble + 16 x
-   fifth bit - 16, or the byte) . activations, converted once and added with one fused multiply-add of d x y.d, as
-   the K types'. */
+/* Q4_0, Q5_0, Q5_1 and Q8_0 (R8 only, not ggml's order): a block's dot in integers, values (nibble - 8, nibble + 16
+   x fifth bit, less 16 for Q5_0, or the byte) . activations, converted once and added with one fused multiply-add of
+   d x y.d, as the K types'; Q5_1's min terms m x y.s summed apart and added at the end. */
 static void r8_q4_0_q8_0_rows(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    const int tile = r8_tile(type), bs = pgc_type_size(type);
+    const int tile = r8_tile(type), bs = pgc_type_size(type), q8_1 = type == T_Q5_1;
     const chunk_map cm = map_of(type);
-    float acc[R8_ROWS] = {0};
+    float acc[R8_ROWS] = {0}, accm[R8_ROWS] = {0};
     uint8_t blocks[R8_ROWS * sizeof(bq8_0)];
     for (int64_t b = 0; b < k / QK; b++) {
         rows_from_tile(type, &cm, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
-        const bq8_0 *y = (const bq8_0 *)vy + b;
+        const bq8_0 *y0 = (const bq8_0 *)vy + b;
+        const bq8_1 *y1 = (const bq8_1 *)vy + b;
+        const int8_t *yq = q8_1 ? y1->qs : y0->qs;
         for (int r = 0; r < R8_ROWS; r++) {
             const uint8_t *blk = blocks + r * bs;
             int32_t sumi = 0;
             uint32_t qh;
-            memcpy(&qh, blk + 2, 4);
-            const uint8_t *qs = blk + (type == T_Q5_0 ? 6 : 2);
+            memcpy(&qh, blk + (q8_1 ? 4 : 2), 4);
+            const uint8_t *qs = blk + (type == T_Q5_0 ? 6 : q8_1 ? 8 : 2);
             for (int i = 0; i < QK; i++) {
-                const int nib = qs[i % 16] >> (i / 16 * 4) & 15;
-                const int v = type == T_Q8_0 ? (int8_t)qs[i] : type == T_Q5_0 ? (nib | (int)(qh >> i & 1) << 4) - 16
-                                                                               : nib - 8;
-                sumi += v * y->qs[i];
+                const int nib = qs[i % 16] >> (i / 16 * 4) & 15, fifth = (int)(qh >> i & 1) << 4;
+                const int v = type == T_Q8_0 ? (int8_t)qs[i] : type == T_Q5_0 ? (nib | fifth) - 16
+                            : q8_1 ? nib | fifth : nib - 8;
+                sumi += v * yq[i];
             }
-            uint16_t d;
+            uint16_t d, m;
             memcpy(&d, blk, 2);
-            acc[r] = fmaf(F16T(d) * F16T(y->d), (float)sumi, acc[r]);
+            memcpy(&m, blk + 2, 2);
+            acc[r] = fmaf(F16T(d) * F16T(q8_1 ? y1->d : y0->d), (float)sumi, acc[r]);
+            if (q8_1) accm[r] = fmaf(F16T(m), F16T(y1->s), accm[r]);
         }
     }
-    memcpy(out, acc, sizeof(acc));
+    for (int r = 0; r < R8_ROWS; r++) out[r] = q8_1 ? acc[r] + accm[r] : acc[r];
 }
 
 static void r8_q4_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
@@ -233,6 +238,10 @@ static void r8_q4_0_rows(int64_t k, const void *vx, const void *vy, float out[R8
 
 static void r8_q5_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
     r8_q4_0_q8_0_rows(T_Q5_0, k, vx, vy, out);
+}
+
+static void r8_q5_1_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    r8_q4_0_q8_0_rows(T_Q5_1, k, vx, vy, out);
 }
 
 static void r8_q8_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
@@ -311,6 +320,7 @@ static void r8_q6_K_rows(int64_t k, const void *vx, const void *vy, float out[R8
 R8_ENTRY(r8_q4_0_portable, r8_q4_0_rows)
 R8_ENTRY(r8_q4_1_portable, r8_q4_1_rows)
 R8_ENTRY(r8_q5_0_portable, r8_q5_0_rows)
+R8_ENTRY(r8_q5_1_portable, r8_q5_1_rows)
 R8_ENTRY(r8_q8_0_portable, r8_q8_0_rows)
 R8_ENTRY(r8_q4_K_portable, r8_q4_K_rows)
 R8_ENTRY(r8_q5_K_portable, r8_q5_K_rows)
@@ -319,15 +329,15 @@ R8_ENTRY(r8_q6_K_portable, r8_q6_K_rows)
 
 static const pgc_r8_fn *portable_entry(int type) {
     static const pgc_r8_fn q4_0 = r8_q4_0_portable, q4_1 = r8_q4_1_portable, q5_0 = r8_q5_0_portable,
-                           q8_0 = r8_q8_0_portable, q4_K = r8_q4_K_portable, q5_K = r8_q5_K_portable,
-                           q6_K = r8_q6_K_portable;
-    return type == T_Q4_0 ? &q4_0 : type == T_Q4_1 ? &q4_1 : type == T_Q5_0 ? &q5_0 : type == T_Q8_0 ? &q8_0
-         : type == T_Q4_K ? &q4_K : type == T_Q5_K ? &q5_K : &q6_K;
+                           q5_1 = r8_q5_1_portable, q8_0 = r8_q8_0_portable, q4_K = r8_q4_K_portable,
+                           q5_K = r8_q5_K_portable, q6_K = r8_q6_K_portable;
+    return type == T_Q4_0 ? &q4_0 : type == T_Q4_1 ? &q4_1 : type == T_Q5_0 ? &q5_0 : type == T_Q5_1 ? &q5_1
+         : type == T_Q8_0 ? &q8_0 : type == T_Q4_K ? &q4_K : type == T_Q5_K ? &q5_K : &q6_K;
 }
 
 void pgc_r8_portable(pgc_simd *s) {
-    const int types[] = {T_Q4_0, T_Q4_1, T_Q5_0, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K};
-    for (int i = 0; i < 7; i++) s->r8[types[i]] = *portable_entry(types[i]);
+    const int types[] = {T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K};
+    for (int i = 0; i < 8; i++) s->r8[types[i]] = *portable_entry(types[i]);
 }
 
 int pgc_r8_simd(int type) {
