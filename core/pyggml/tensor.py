@@ -66,6 +66,16 @@ def check_extent(t: Tensor) -> None:
                          f"{_describe(owner)} of {owner.nbytes()} bytes{_from(t)}")
 
 
+def label(t: Tensor) -> str:
+    """How messages name a tensor: `'name'`, or what it is when it has no name (`<unnamed ADD node>`,
+    `<unnamed leaf>`, `<unnamed view>`)."""
+    if t.name:
+        return f"'{t.name}'"
+    if t.op.name != "NONE":
+        return f"<unnamed {t.op.name} node>"
+    return "<unnamed view>" if t.view_src is not None else "<unnamed leaf>"
+
+
 def _describe(t: Tensor) -> str:
     name = f"'{t.name}' " if t.name else ""
     return f"{name}{t.type} ne={list(t.ne)}"
@@ -79,6 +89,16 @@ def _what(t: Tensor) -> str:
 def _from(t: Tensor) -> str:
     srcs = [s for s in t.src if s is not None]
     return f" (sources: {', '.join(_describe(s) for s in srcs)})" if srcs else ""
+
+
+def _placement_hint(t: Tensor) -> str:
+    """What to call so that `t` gets memory (and, for a node, a value)."""
+    if t.op.name == "NONE" and t.view_src is None:
+        return ("place it first: alloc_ctx_tensors(ctx, buffer_type) for weights and other tensors that keep "
+                "their values, or (a graph input) Scheduler.alloc_graph(graph) / GraphAllocator.alloc_graph(graph)")
+    return ("it is a node of a graph: place the graph with Scheduler.alloc_graph(graph) (or "
+            "GraphAllocator.alloc_graph(graph)), run it with Scheduler.graph_compute(graph), then read it; mark it "
+            "set_output() so that later nodes do not reuse its memory")
 
 
 class TensorFlag(IntFlag):
@@ -116,6 +136,7 @@ class Tensor:
         "type",
         "view_offs",
         "view_src",
+        "written",
     )
 
     type: GGMLType
@@ -132,6 +153,11 @@ class Tensor:
     offset: int
     ctx: Context | None
     extra: Any
+    written: bool
+    """Whether data was written into this tensor's memory since the graph allocator (or the scheduler) last
+    placed it or a compute consumed it: set by `mark_written` (Tensor.set, Buffer.set_tensor / memset_tensor,
+    tensor_copy, every write path of the backends); the scheduler refuses to compute a graph whose inputs are
+    not written (docs/scheduler.md, "Graph inputs"). Kept on the data owner."""
 
     def __init__(
         self,
@@ -160,6 +186,7 @@ class Tensor:
         self.offset = 0
         self.ctx = ctx
         self.extra = None
+        self.written = False
 
     # ---- shape facts -------------------------------------------------------------------------------------
 
@@ -286,30 +313,39 @@ class Tensor:
     def is_allocated(self) -> bool:
         return self.buffer is not None
 
-    def _require_buffer(self) -> Buffer:
+    def require_buffer(self, action: str = "read or write its data") -> Buffer:
+        """The tensor's buffer; AllocationError naming the tensor and what to call to place it when it has none."""
         if self.buffer is None:
-            raise AllocationError(f"tensor '{self.name}' {self.type} ne={list(self.ne)} has no buffer")
+            raise AllocationError(
+                f"tensor {label(self)} {self.type} ne={list(self.ne)} has no buffer yet, so nothing can "
+                f"{action}: {_placement_hint(self)}"
+            )
         return self.buffer
+
+    def mark_written(self) -> None:
+        """Note that data was written into this tensor's memory (on its data owner; see `written`)."""
+        owner = self.view_src if self.view_src is not None else self
+        owner.written = True
 
     def element_view(self, raw: npt.NDArray[np.uint8]) -> npt.NDArray[Any]:
         """Strided numpy view (numpy order) over `raw`, whose byte 0 is the tensor's first element."""
         tr = type_traits(self.type)
         if tr.np_dtype is None:
-            raise UnsupportedTypeError(f"{self.type} is a block type; no element view of '{self.name}'")
+            raise UnsupportedTypeError(f"{self.type} is a block type; no element view of {label(self)}")
         return np.lib.stride_tricks.as_strided(
             raw.view(tr.np_dtype), shape=self.ne[::-1], strides=self.nb[::-1], writeable=raw.flags.writeable
         )
 
     def numpy(self) -> npt.NDArray[Any]:
         """A copy of the data in numpy order (`shape`); BF16 and block types come back as float32."""
-        buf = self._require_buffer()
+        buf = self.require_buffer("read it")
         raw = buf.get_tensor(self)
         tr = type_traits(self.type)
         if tr.is_quantized:
             from pyggml.quants import dequantize
 
             if not self.is_contiguous_rows():
-                raise ShapeError(f"tensor '{self.name}': quantized rows must be contiguous to read back")
+                raise ShapeError(f"tensor {label(self)}: quantized rows must be contiguous to read back")
             rows = [
                 dequantize(raw[self._row_offset(i1, i2, i3) :][: self.row_size()], self.type)
                 for i3 in range(self.ne[3])
@@ -325,17 +361,19 @@ class Tensor:
     def _row_offset(self, i1: int, i2: int, i3: int) -> int:
         return i1 * self.nb[1] + i2 * self.nb[2] + i3 * self.nb[3]
 
-    def set(self, values: npt.ArrayLike) -> Tensor:
-        """Write values (any shape with the right element count; converted to the tensor's type)."""
-        buf = self._require_buffer()
+    def set(self, values: npt.ArrayLike, *, flat: bool = False) -> Tensor:
+        """Write `values`, converted to the tensor's type (float values into a quantised tensor are quantised).
+
+        `values` is a 1-D array of `nelements()` values in memory order (ne[0] fastest), or an array of the
+        tensor's numpy shape: `shape`, which is ne reversed (ne=(64, 128) is numpy shape (128, 64)); leading
+        size-1 dimensions may be added or left out (a tensor of ne=(4, 3, 1, 1) takes (3, 4), (1, 3, 4) or
+        (1, 1, 3, 4)). Any other shape raises ShapeError, even with the right element count (a transposed
+        matrix would be written silently wrong); `flat=True` takes any shape of the right count, in C order."""
+        buf = self.require_buffer("write into it")
         if not self.is_contiguous():
-            raise ShapeError(f"tensor '{self.name}': set() needs a contiguous tensor, nb={list(self.nb)}")
+            raise ShapeError(f"tensor {label(self)}: set() needs a contiguous tensor, nb={list(self.nb)}")
         arr = np.asarray(values)
-        if arr.size != self.nelements():
-            raise ShapeError(
-                f"tensor '{self.name}' {self.type} ne={list(self.ne)} holds {self.nelements()} elements, "
-                f"got an array of shape {arr.shape}"
-            )
+        self._check_set_shape(arr, flat)
         tr = type_traits(self.type)
         if tr.is_quantized:
             from pyggml.quants import quantize
@@ -346,7 +384,27 @@ class Tensor:
         else:
             raw = np.ascontiguousarray(arr.reshape(-1), dtype=tr.np_dtype).view(np.uint8)
         buf.set_tensor(self, raw)
+        self.mark_written()
         return self
+
+    def _check_set_shape(self, arr: npt.NDArray[Any], flat: bool) -> None:
+        """ShapeError unless `arr` fits `set`: the element count, and (unless flat) a 1-D array or the tensor's
+        numpy shape up to leading size-1 dimensions."""
+        n = self.nelements()
+        if arr.size != n:
+            raise ShapeError(f"tensor {label(self)} {self.type} ne={list(self.ne)} holds {n} elements (numpy shape "
+                             f"{self.shape}), got an array of shape {arr.shape} ({arr.size} elements)")
+        if flat or arr.ndim <= 1:
+            return
+        full = self.ne[::-1]
+        if len(arr.shape) <= MAX_DIMS and arr.shape == full[MAX_DIMS - len(arr.shape) :] \
+                and all(d == 1 for d in full[: MAX_DIMS - len(arr.shape)]):
+            return
+        raise ShapeError(
+            f"tensor {label(self)} {self.type} ne={list(self.ne)} has numpy shape {self.shape} (numpy order is ne "
+            f"reversed), got an array of shape {arr.shape}; pass an array of shape {self.shape}, a 1-D array in "
+            f"memory order (ne[0] fastest), or flat=True to write any shape's elements in C order"
+        )
 
     def __repr__(self) -> str:
         opname = self.op.name

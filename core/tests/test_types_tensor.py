@@ -9,6 +9,7 @@ import pytest
 import pyggml as gg
 from pyggml import ops
 from pyggml.errors import AllocationError, ShapeError, UnsupportedTypeError
+from pyggml.tensor import label
 from pyggml.types import GGMLType, bf16_to_f32, f32_to_bf16, parse_type, row_size, type_traits
 
 
@@ -81,3 +82,69 @@ def test_context_with_memory_runs_a_graph() -> None:
     assert y.numpy().tolist() == (np.arange(12).reshape(3, 4) + 1).tolist()
     with pytest.raises(UnsupportedTypeError):
         ops.add(ctx.new_tensor(GGMLType.I32, 4), b)
+
+
+def test_set_checks_the_numpy_shape() -> None:
+    """ne=(64, 128) is numpy shape (128, 64): a (64, 128) array has the right count but would be written
+    transposed, so it is refused; 1-D arrays, the numpy shape (with or without leading 1s) and flat=True pass."""
+    ctx = gg.Context(mem_size=1 << 17)
+    w = ctx.new_tensor(gg.F32, 64, 128, name="w1")
+    assert w.shape == (128, 64)
+    good = np.arange(64 * 128, dtype=np.float32).reshape(128, 64)
+    for arr in (good, good.reshape(-1), good.reshape(1, 128, 64), good.reshape(1, 1, 128, 64)):
+        w.set(arr)
+        np.testing.assert_array_equal(w.numpy(), good)
+    with pytest.raises(ShapeError, match=r"tensor 'w1' f32 ne=\[64, 128, 1, 1\] has numpy shape \(128, 64\) \(numpy "
+                       r"order is ne reversed\), got an array of shape \(64, 128\)"):
+        w.set(good.reshape(64, 128))
+    with pytest.raises(ShapeError, match=r"got an array of shape \(128, 64, 1\)"):
+        w.set(good.reshape(128, 64, 1))
+    w.set(good.T, flat=True)                                   # any shape, in C order, when asked for
+    np.testing.assert_array_equal(w.numpy(), good.T.reshape(128, 64))
+    col = ctx.new_tensor(gg.F32, 1, 3, name="col")             # ne=(1, 3): numpy (3, 1); the inner 1 stays
+    col.set(np.ones((3, 1)))
+    col.set(np.ones(3))
+    with pytest.raises(ShapeError, match=r"'col'.*numpy shape \(3, 1\).*shape \(1, 3\)"):
+        col.set(np.ones((1, 3)))
+    one = ctx.new_tensor(gg.F32, 1, name="one")
+    one.set(2.5)                                               # a scalar into a one-element tensor
+    assert one.numpy().tolist() == [2.5]
+
+
+def test_quantised_set_checks_the_shape_too() -> None:
+    ctx = gg.Context(mem_size=1 << 16)
+    q = ctx.new_tensor(GGMLType.Q4_0, 64, 2, name="q")
+    x = np.linspace(-1, 1, 128, dtype=np.float32).reshape(2, 64)
+    q.set(x)
+    assert np.abs(q.numpy() - x).max() < 0.1
+    with pytest.raises(ShapeError, match=r"'q' q4_0 .* got an array of shape \(64, 2\)"):
+        q.set(x.reshape(64, 2))
+
+
+def test_unnamed_tensors_are_labelled_and_missing_buffers_say_what_to_do() -> None:
+    ctx = gg.Context(no_alloc=True)
+    a = ctx.new_tensor(gg.F32, 4)
+    y = ops.add(a, a)
+    assert (label(a), label(y), label(ops.reshape(a, 2, 2)), label(ctx.view_tensor(a))) == (
+        "<unnamed leaf>", "<unnamed ADD node>", "<unnamed RESHAPE node>", "<unnamed view>")
+    assert label(a.set_name("a")) == "'a'"
+    with pytest.raises(AllocationError, match=r"tensor <unnamed ADD node> f32 ne=\[4, 1, 1, 1\] has no buffer yet.*"
+                       r"Scheduler.alloc_graph\(graph\).*Scheduler.graph_compute\(graph\), then read it"):
+        y.numpy()
+    with pytest.raises(AllocationError, match=r"'a' .* has no buffer yet, so nothing can write into it: place it "
+                       r"first: alloc_ctx_tensors"):
+        a.set(np.zeros(4))
+
+
+def test_written_marks_follow_every_write_path() -> None:
+    """Tensor.set, Buffer.set_tensor / memset_tensor and writes through a view mark the data owner written."""
+    ctx = gg.Context(mem_size=1 << 16)
+    a, b, c = (ctx.new_tensor(gg.F32, 4, name=n) for n in "abc")
+    v = ops.view(a, (2,), offset=8)
+    assert not (a.written or b.written or c.written)
+    v.set(np.ones(2))
+    assert a.written and not v.written
+    assert ctx.buffer is not None
+    ctx.buffer.set_tensor(b, np.zeros(4, np.float32).view(np.uint8))
+    ctx.buffer.memset_tensor(c, 0)
+    assert b.written and c.written
