@@ -27,6 +27,12 @@ class GraphError(PyGGMLError):
     """A graph is malformed or exceeds its size, or a replay does not match its reservation."""
 
 
+class InputNotWrittenError(GraphError):
+    """A graph input (a leaf whose memory the graph allocator placed) was not written since it was placed, or
+    since the last compute consumed it (its memory goes to intermediates after its last reader), so the compute
+    would read whatever that memory holds. Raised by the scheduler before anything runs; see docs/scheduler.md."""
+
+
 class PluginLoadError(PyGGMLError):
     """A backend plugin failed to import, register or enumerate its devices (strict mode)."""
 

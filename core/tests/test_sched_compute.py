@@ -16,7 +16,7 @@ from pyggml.alloc import alloc_ctx_tensors
 from pyggml.backend import hub
 from pyggml.backend.protocol import Backend, BufferType, BufferUsage, DeviceType
 from pyggml.backend.sched import Scheduler
-from pyggml.errors import ComputeError, PyGGMLError
+from pyggml.errors import ComputeError, InputNotWrittenError, PyGGMLError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml_testing.compare import nmse
@@ -311,3 +311,100 @@ def test_weights_read_in_place_by_a_host_memory_device() -> None:
     s.graph_compute(g)
     assert np.array_equal(y.numpy(), np.arange(8, dtype=np.float32).reshape(2, 4).sum(1, keepdims=True)
                           .repeat(4, 1))
+
+
+# ---- graph inputs: written after placement and before every compute (docs/scheduler.md, "Graph inputs") ---------
+
+
+def _two_input_graph(flag_output: bool = False) -> tuple[Tensor, Tensor, Tensor, gg.Graph]:
+    """y = (x * 2 + k) * 3 with x and k leafs the scheduler places; x flagged INPUT, k not (both are inputs)."""
+    ctx = gg.Context(no_alloc=True)
+    x = ctx.new_tensor(gg.F32, 64, 4, name="x").set_input()
+    k = ctx.new_tensor(gg.F32, 64, 4, name="k")
+    if flag_output:
+        x.set_output()
+        k.set_output()
+    y = ops.scale(ops.add(ops.scale(x, 2.0), k), 3.0).set_name("y").set_output()
+    return x, k, y, gg.build_graph(y)
+
+
+def _backends(kind: str) -> list[Backend]:
+    if kind == "numpy":
+        return [numpy_backend()]
+    dev = fake_device("gpu", exclude={Op.ADD})  # ADD runs on the cpu fallback: the graph has several splits
+    return [dev.init_backend(), numpy_backend()]
+
+
+@pytest.mark.parametrize("kind", ["numpy", "gpu+numpy"])
+def test_an_input_never_written_is_refused_naming_it(kind: str) -> None:
+    """Never written: the compute would read whatever the compute buffer holds; refused before anything runs."""
+    x, k, _, g = _two_input_graph()
+    s = Scheduler(_backends(kind))
+    s.alloc_graph(g)
+    x.set(np.ones((4, 64), np.float32))
+    with pytest.raises(InputNotWrittenError, match=r"reads 1 input\(s\) not written .*: 'k' f32 ne=\[64, 4, 1, 1\]"):
+        s.graph_compute(g)
+    assert s.stats.computes == 0
+    k.set(np.zeros((4, 64), np.float32))
+    assert s.graph_compute(g)                                  # the same plan runs once both are written
+
+
+@pytest.mark.parametrize("kind", ["numpy", "gpu+numpy"])
+def test_inputs_must_be_written_again_before_every_compute(kind: str) -> None:
+    """A compute consumes its inputs (their memory goes to intermediates after the last reader), on every
+    device alike: a second compute without writing them again is refused, not computed on stale memory."""
+    x, k, y, g = _two_input_graph()
+    s = Scheduler(_backends(kind))
+    s.alloc_graph(g)
+    xv = np.arange(256, dtype=np.float32).reshape(4, 64)
+    for i in range(2):
+        x.set(xv + i)
+        k.set(np.full((4, 64), float(i), np.float32))
+        s.graph_compute(g)
+        np.testing.assert_array_equal(y.numpy(), ((xv + i) * 2 + i) * 3)
+    with pytest.raises(InputNotWrittenError, match=r"2 input\(s\).*'x' f32.*'k' f32.*write every input"):
+        s.graph_compute(g)
+    x.set(xv)
+    with pytest.raises(InputNotWrittenError, match=r"reads 1 input\(s\).*'k'"):
+        s.graph_compute(g)
+
+
+def test_inputs_marked_output_keep_their_values() -> None:
+    """set_output() on an input keeps its memory apart from the intermediates: written once, it lasts."""
+    x, k, y, g = _two_input_graph(flag_output=True)
+    s = Scheduler([numpy_backend()])
+    s.alloc_graph(g)
+    x.set(np.ones((4, 64), np.float32))
+    k.set(np.full((4, 64), 5.0, np.float32))
+    for _ in range(3):
+        s.graph_compute(g)
+        np.testing.assert_array_equal(y.numpy(), np.full((4, 64), 21.0, np.float32))
+
+
+def test_placing_another_graph_drops_what_was_written() -> None:
+    """Another graph placed in the same compute buffers may overwrite the inputs: written before, refused after."""
+    x, k, _, g = _two_input_graph(flag_output=True)
+    s = Scheduler([numpy_backend()])
+    s.alloc_graph(g)
+    x.set(np.ones((4, 64), np.float32))
+    k.set(np.ones((4, 64), np.float32))
+    _, _, _, other = _two_input_graph()
+    s.alloc_graph(other)
+    with pytest.raises(InputNotWrittenError, match=r"'x'.*'k'"):
+        s.graph_compute(g)                                      # planned and placed again: its inputs are lost
+
+
+def test_weights_are_not_graph_inputs_and_a_view_writes_its_owner() -> None:
+    """Tensors in buffers of their own (alloc_ctx_tensors) keep their values across computes; writing an input
+    through a view of it counts as writing the input."""
+    w = weight(numpy_backend().device.buffer_type(), 64, 4)  # ones, written once
+    x = gg.Context(no_alloc=True).new_tensor(gg.F32, 256, name="x").set_input()
+    flat = ops.reshape(x, 64, 4)
+    y = ops.add(flat, w).set_output()
+    g = gg.build_graph(y)
+    s = Scheduler([numpy_backend()])
+    s.alloc_graph(g)
+    for i in range(2):
+        flat.set(np.full((4, 64), float(i), np.float32))
+        s.graph_compute(g)
+        np.testing.assert_array_equal(y.numpy(), np.full((4, 64), i + 1.0, np.float32))

@@ -70,6 +70,7 @@ class DialectBackend(PlannedBackend[P], Generic[P, D]):
         arr = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         start = buf._check(tensor, offset, arr.size)
         self._pending.append(arr)
+        tensor.mark_written()
         return arr, start
 
     def free(self) -> None:

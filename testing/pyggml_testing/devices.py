@@ -306,6 +306,7 @@ class AsyncFakeBackend(FakeBackend):
             return
         start, payload = buf._check(tensor, offset, data.size), np.array(data, dtype=np.uint8).reshape(-1)
         self.submit(lambda: buf.write(start, payload))
+        tensor.mark_written()
 
     def get_tensor_async(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
         self.synchronize()

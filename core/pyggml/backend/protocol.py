@@ -349,6 +349,7 @@ class Buffer(ABC):
         arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray) else data.view(np.uint8)
         arr = arr.reshape(-1)
         self.write(self._check(tensor, offset, arr.size), arr)
+        tensor.mark_written()
 
     def get_tensor(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
         n = tensor.nbytes() - offset if size is None else size
@@ -357,6 +358,7 @@ class Buffer(ABC):
     def memset_tensor(self, tensor: Tensor, value: int, offset: int = 0, size: int | None = None) -> None:
         n = tensor.nbytes() - offset if size is None else size
         self.fill(self._check(tensor, offset, n), n, value)
+        tensor.mark_written()
 
     def clear(self, value: int = 0) -> None:
         self.fill(0, self.size, value)
@@ -409,16 +411,10 @@ class Backend(ABC):
         return self.device.supports_op(op)
 
     def set_tensor_async(self, tensor: Tensor, data: Bytes, offset: int = 0) -> None:
-        buf = tensor.buffer
-        if buf is None:
-            raise AllocationError(f"tensor '{tensor.name}' has no buffer")
-        buf.set_tensor(tensor, data, offset)
+        tensor.require_buffer("write into it").set_tensor(tensor, data, offset)
 
     def get_tensor_async(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
-        buf = tensor.buffer
-        if buf is None:
-            raise AllocationError(f"tensor '{tensor.name}' has no buffer")
-        return buf.get_tensor(tensor, offset, size)
+        return tensor.require_buffer("read it").get_tensor(tensor, offset, size)
 
     def cpy_tensor_async(self, src_backend: Backend, src: Tensor, dst: Tensor) -> bool:
         """(optional) copy src (on src_backend) into dst (on this backend) asynchronously; False: not able."""
@@ -451,6 +447,7 @@ def tensor_copy(src: Tensor, dst: Tensor) -> None:
         raise AllocationError(f"tensor copy '{src.name}' -> '{dst.name}': both tensors need a buffer")
     n = src.nbytes()
     if db.copy_from(sb, src.offset, dst.offset, n):
+        dst.mark_written()
         return
     db.set_tensor(dst, sb.get_tensor(src))
 

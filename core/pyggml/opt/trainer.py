@@ -89,6 +89,7 @@ class _HostIO:
             self.t.set(values)  # device memory, or a wrong size: Tensor.set converts or names the mismatch
         else:
             view[...] = values.reshape(-1)
+            self.t.mark_written()
 
     def scalar(self) -> float:
         view = self._bound()

@@ -229,6 +229,7 @@ class MetaBuffer(PartedBuffer):
         self._mine(tensor)
         arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray) else data.view(np.uint8)
         transfer.set_tensor(self._table, tensor, arr.reshape(-1), offset)
+        tensor.mark_written()
 
     def get_tensor(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
         self._mine(tensor)
@@ -238,6 +239,7 @@ class MetaBuffer(PartedBuffer):
         self._mine(tensor)
         transfer.memset_tensor(self._table, tensor, value, offset,
                                tensor.nbytes() - offset if size is None else size)
+        tensor.mark_written()
 
     def __repr__(self) -> str:
         return f"<MetaBuffer {self.buft.name} {self.size} bytes x {len(self.parts)}>"

@@ -34,9 +34,9 @@ from pyggml.backend.sched.compute import EvalCallback, compute_splits
 from pyggml.backend.sched.passes import assign_backends
 from pyggml.backend.sched.splits import Split, SplitPlan, cut_splits
 from pyggml.backend.sched.table import MAX_COPIES, BackendTable, SchedulerConfigError
-from pyggml.errors import AllocationError, GraphError
+from pyggml.errors import AllocationError, GraphError, InputNotWrittenError
 from pyggml.graph import DEFAULT_GRAPH_SIZE, Graph
-from pyggml.tensor import Tensor
+from pyggml.tensor import Tensor, TensorFlag, label
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,11 @@ class Scheduler:
         self._dirty = False
         self._plan: SplitPlan | None = None
         self._is_alloc = False
+        self._inputs: list[Tensor] = []
+        """The placed graph's inputs: its leafs (data owners with elements) that the graph allocator placed."""
+        self._consumed: list[Tensor] = []
+        """Those of `_inputs` whose memory the allocator may give to intermediates (all but OUTPUT ones): a compute
+        consumes what was written into them."""
         self._prev_groups: tuple[list[int], list[int]] | None = None
         self._eval_cb: EvalCallback | None = None
         self.stats = SchedStats()
@@ -224,6 +229,7 @@ class Scheduler:
             self._plan.restore()
             self._plan = None
         self._is_alloc = False
+        self._inputs = self._consumed = []
 
     def _is_current(self, graph: Graph) -> bool:
         p = self._plan
@@ -282,6 +288,36 @@ class Scheduler:
             if not galloc.alloc_graph(plan.alloc_graph):
                 raise AllocationError(f"scheduler: graph {plan.graph.uid} does not fit right after its own reserve")
         self._is_alloc = True
+        self._find_inputs(plan.graph)
+
+    def _find_inputs(self, graph: Graph) -> None:
+        """List the graph inputs the allocator just placed; what was written into them before is gone."""
+        galloc = self._galloc
+        assert galloc is not None
+        inputs = [t for t in graph.leafs
+                  if t.view_src is None and t.buffer is not None and galloc.owns(t.buffer) and t.nelements() > 0]
+        for t in inputs:
+            t.written = False
+        self._inputs = inputs
+        self._consumed = [t for t in inputs if not t.flags & TensorFlag.OUTPUT]
+
+    def _consume_inputs(self, graph: Graph) -> None:
+        """InputNotWrittenError naming the graph inputs not written since they were placed or last consumed;
+        else the compute consumes them (docs/scheduler.md, "Graph inputs")."""
+        missing = [t for t in self._inputs if not t.written]
+        if missing:
+            names = ", ".join(f"{label(t)} {t.type} ne={list(t.ne)}" for t in missing[:8])
+            more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+            raise InputNotWrittenError(
+                f"scheduler: graph {graph.uid} reads {len(missing)} input(s) not written since alloc_graph placed "
+                f"them or the last graph_compute consumed them: {names}{more}. The memory of a graph input (a leaf "
+                "the scheduler places) is given to intermediates once its last reader ran, on every device: write "
+                "every input (Tensor.set) after alloc_graph and before each graph_compute. A value that must last "
+                "across computes belongs in a buffer of its own (alloc_ctx_tensors), or mark the leaf set_output() "
+                "so that its memory is never reused"
+            )
+        for t in self._consumed:
+            t.written = False
 
     # ---- running ----------------------------------------------------------------------------------------------
 
@@ -304,6 +340,7 @@ class Scheduler:
                 self._alloc_graph(graph)
             plan = self._plan
             assert plan is not None
+            self._consume_inputs(graph)
             self.stats.computes += 1
             return compute_splits(self._tab.backends, plan, self._cur_copy, self._events, self._eval_cb)
 
