@@ -7,7 +7,7 @@ from contextvars import Token
 from types import TracebackType
 
 from pyggml.backend.host import HOST_ALIGNMENT, HostBuffer, HostBufferType
-from pyggml.errors import AllocationError
+from pyggml.errors import AllocationError, ShapeError
 from pyggml.ops.base import Op, ne4
 from pyggml.tensor import ACTIVE_CONTEXT, Tensor, check_extent
 from pyggml.types import GGMLType, parse_type
@@ -96,7 +96,9 @@ class Context:
         dims = ne4(*ne)
         tr = tt.traits
         if dims[0] % tr.blck_size:
-            raise AllocationError(f"{tt} rows need a multiple of {tr.blck_size} elements, got ne[0]={dims[0]}")
+            raise ShapeError(f"new tensor{f' {name!r}' if name else ''}: {tt} stores rows in blocks of {tr.blck_size} "
+                             f"elements, so ne[0] must be a multiple of {tr.blck_size}, got ne={list(dims)}"
+                             f"{_block_hint(tr.blck_size)}")
         t = Tensor(tt, dims, op=Op.NONE, ctx=self)
         t.name = name
         self.add_tensor(t)
@@ -126,6 +128,13 @@ class Context:
         t.name = f"{src.name} (view)" if src.name else ""
         self.add_tensor(t)
         return t
+
+
+def _block_hint(blck_size: int) -> str:
+    if blck_size == 256:
+        return (" (K-quants such as Q4_K and Q6_K take rows of 256, 512, ... elements; a narrower weight can use "
+                "a 32-element type such as Q4_0 or Q8_0, as llama.cpp does)")
+    return ""
 
 
 def init_view(t: Tensor) -> None:

@@ -39,8 +39,12 @@ def test_mul_mat_shapes_and_errors(ctx: gg.Context) -> None:
 
 
 def test_block_size_enforced(ctx: gg.Context) -> None:
-    with pytest.raises(AllocationError, match="multiple of 32"):
+    with pytest.raises(ShapeError, match=r"q8_0 stores rows in blocks of 32 elements, so ne\[0\] must be a "
+                       r"multiple of 32, got ne=\[33, 2, 1, 1\]"):
         ctx.new_tensor(T.Q8_0, 33, 2)
+    with pytest.raises(ShapeError, match=r"new tensor 'w': q4_K .* multiple of 256, got ne=\[100, 4, 1, 1\] "
+                       r"\(K-quants"):
+        gg.Context(no_alloc=True).new_tensor(T.Q4_K, 100, 4, name="w")
 
 
 def test_type_errors_name_the_slot(ctx: gg.Context) -> None:
