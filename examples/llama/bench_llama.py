@@ -1,8 +1,9 @@
 """Prompt processing (pp) and decode (tg) speed of pyggml next to llama.cpp built for this machine, on the same GGUF
 and threads, and decode measured against the machine's memory bandwidth.
 
-    python examples/llama/bench_llama.py [--backend cpu] [--threads 2] [--pp 128] [--tg 128] [--repeat 3]
-                                         [--cpu-simd-level -1] [--no-repack] [--model GGUF] [--llama-dir DIR]
+    python examples/llama/bench_llama.py [--backend cpu] [--threads 2] [--pp 128] [--tg 128] [--depth 0]
+                                         [--repeat 3] [--cpu-simd-level -1] [--no-repack] [--model GGUF]
+                                         [--llama-dir DIR]
 
 Prints one JSON object. The anchor is llama-cpp-python built from source for this CPU, as its users build it
 (`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install --no-cache-dir llama-cpp-python`; `python -m
@@ -11,7 +12,9 @@ another build, e.g. a generic AVX2 one). Both run in this process, after a warm-
 llama.cpp, and the best round of each is kept, so that a burst of load from other processes on a shared machine
 hits both sides alike. The JSON holds the CPU model and flags, llama.cpp's build options and its system info, the
 load average, and for decode tok/s x bytes read per token / read bandwidth (`decode_bw_fraction`), where the
-bandwidth is measured in the same run with as many threads.
+bandwidth is measured in the same run with as many threads. `--depth D` runs both the prompt and the decode steps
+after D tokens already in the KV cache, as `llama-bench -d D` does (filled once in the warm-up; each round cuts the
+cache back to D tokens).
 """
 
 from __future__ import annotations
@@ -36,24 +39,28 @@ X86_FLAGS = ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl
              "amx_int8")
 
 
-def random_prompt(pp: int) -> list[int]:
-    return [int(x) for x in np.random.default_rng(0).integers(100, 40000, pp)]
+def random_prompt(pp: int, seed: int = 0) -> list[int]:
+    return [int(x) for x in np.random.default_rng(seed).integers(100, 40000, pp)]
 
 
 Round = Callable[[], tuple[float, float]]
 """One measurement: (pp tok/s, tg tok/s)."""
 
 
-def pyggml_round(model: Path, backends: list[str], threads: int, pp: int, tg: int,
+def pyggml_round(model: Path, backends: list[str], threads: int, pp: int, tg: int, depth: int,
                  repack: bool) -> tuple[Round, dict[str, Any]]:
-    s = Session(model, backends, n_ctx=pp + tg + 8, n_batch=pp, n_threads=threads, repack=repack)
+    t0 = time.perf_counter()
+    s = Session(model, backends, n_ctx=depth + pp + tg + 8, n_batch=pp, n_threads=threads, repack=repack)
+    load_s = time.perf_counter() - t0
     prompt = random_prompt(pp)
+    if depth:
+        s.eval(random_prompt(depth, 1))  # the context the rounds run after
     s.eval(prompt)  # warm-up: plans, caches, threads, and the graphs of both shapes
     s.eval([1])
-    info: dict[str, Any] = {"backends": s.stats.backends, "repack": repack}
+    info: dict[str, Any] = {"backends": s.stats.backends, "repack": repack, "load_s": round(load_s, 2)}
 
     def run() -> tuple[float, float]:
-        s.reset()
+        s.n_past = depth
         t0 = time.perf_counter()
         logits = s.eval(prompt)[-1]
         t_pp = time.perf_counter() - t0
@@ -68,24 +75,28 @@ def pyggml_round(model: Path, backends: list[str], threads: int, pp: int, tg: in
     return run, info
 
 
-def llama_cpp_round(llama_dir: Path, model: Path, threads: int, pp: int, tg: int) -> tuple[Round, dict[str, Any]]:
+def llama_cpp_round(llama_dir: Path, model: Path, threads: int, pp: int, tg: int,
+                    depth: int) -> tuple[Round, dict[str, Any]]:
     sys.path.insert(0, str(llama_dir))
     import llama_cpp
     from llama_cpp import Llama
 
     if not str(Path(llama_cpp.__file__).resolve()).startswith(str(llama_dir.resolve())):
         raise SystemExit(f"llama_cpp was imported from {llama_cpp.__file__}, not from {llama_dir}")
-    llm = Llama(model_path=str(model), n_ctx=pp + tg + 8, n_batch=pp, n_threads=threads,
+    t0 = time.perf_counter()
+    llm = Llama(model_path=str(model), n_ctx=depth + pp + tg + 8, n_batch=pp, n_threads=threads,
                 n_threads_batch=threads, verbose=False)
+    load_s = time.perf_counter() - t0
     prompt = random_prompt(pp)
+    if depth:
+        llm.eval(random_prompt(depth, 1))
     llm.eval(prompt)
-    llm.reset()
 
     def last_logits() -> np.ndarray:  # without logits_all llama-cpp-python keeps no copy: read the context's row
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
 
     def run() -> tuple[float, float]:
-        llm.reset()
+        llm.n_tokens = depth  # the next eval drops the cache's cells past it
         t0 = time.perf_counter()
         llm.eval(prompt)
         t_pp = time.perf_counter() - t0
@@ -100,6 +111,7 @@ def llama_cpp_round(llama_dir: Path, model: Path, threads: int, pp: int, tg: int
     stamp = llama_dir / "built-for.txt"
     build = stamp.read_text(encoding="utf-8").splitlines()[-1] if stamp.is_file() else "unknown"
     return run, {"version": llama_cpp.__version__, "dir": str(llama_dir), "cmake_args": build,
+                 "load_s": round(load_s, 2),
                  "system_info": llama_cpp.llama_print_system_info().decode().strip()}
 
 
@@ -113,17 +125,17 @@ def cpu_flags() -> list[str]:
     return [f for f in X86_FLAGS if f in have]
 
 
-def decode_bytes_per_token(model: Path, pp: int, tg: int) -> int:
+def decode_bytes_per_token(model: Path, context: int) -> int:
     """What one decode step reads: every weight once (the embedding matrix as the output matrix when tied; a
     separate output matrix and the embedding row besides) plus the KV cache at its mean length during the tg steps
-    (F16 K and V)."""
+    (F16 K and V) at `context` cells (the mean length during the decode steps)."""
     gf = GGUFFile(model)
     hp = HParams.from_gguf(gf)
     weights = sum(info.nbytes for info in gf.tensors.values())
     emb = gf.tensors.get("token_embd.weight")
     if emb is not None and "output.weight" in gf.tensors:  # untied: only one row of the embeddings is read
         weights -= emb.nbytes - emb.nbytes // emb.ne[1]
-    kv = 2 * hp.n_layer * hp.n_embd_kv * (pp + tg // 2) * 2
+    kv = 2 * hp.n_layer * hp.n_embd_kv * context * 2
     return int(weights + kv)
 
 
@@ -133,6 +145,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--pp", type=int, default=128)
     ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--depth", type=int, default=0, help="tokens in the KV cache before each round (llama-bench -d)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds; the best of each side is reported")
     ap.add_argument("--cpu-simd-level", type=int, default=-1, help="pyggml cpu kernel level (-1: best)")
     ap.add_argument("--no-repack", action="store_true", help="pyggml with ggml's weight layout (no cpu_repack)")
@@ -152,18 +165,18 @@ def main() -> None:
         native = None
     simd = native.set_simd_level(a.cpu_simd_level) if native else None
     sides: dict[str, tuple[Round, dict[str, Any]]] = {
-        "pyggml": pyggml_round(model, a.backend or ["cpu"], a.threads, a.pp, a.tg, not a.no_repack),
-        "llama_cpp": llama_cpp_round(llama_dir, model, a.threads, a.pp, a.tg)}
+        "pyggml": pyggml_round(model, a.backend or ["cpu"], a.threads, a.pp, a.tg, a.depth, not a.no_repack),
+        "llama_cpp": llama_cpp_round(llama_dir, model, a.threads, a.pp, a.tg, a.depth)}
     best = {name: [0.0, 0.0] for name in sides}
     for _ in range(max(1, a.repeat)):
         for name, (run, _info) in sides.items():
             pp, tg = run()
             best[name] = [max(best[name][0], pp), max(best[name][1], tg)]
     bandwidth = native.read_bandwidth(a.threads) if native else None
-    per_token = decode_bytes_per_token(model, a.pp, a.tg)
+    per_token = decode_bytes_per_token(model, a.depth + a.pp + a.tg // 2)
     out: dict[str, Any] = {
         "model": model.name, "cpu": cpu_model(), "cpu_flags": cpu_flags(), "threads": a.threads,
-        "pp": a.pp, "tg": a.tg, "repeat": a.repeat, "loadavg_1m": round(os.getloadavg()[0], 2),
+        "pp": a.pp, "tg": a.tg, "depth": a.depth, "repeat": a.repeat, "loadavg_1m": round(os.getloadavg()[0], 2),
         "pyggml_cpu_simd": simd, "read_bandwidth_gb_s": round(bandwidth / 1e9, 2) if bandwidth else None,
         "decode_bytes_per_token": per_token}
     for name, (_run, info) in sides.items():

@@ -10,15 +10,17 @@ if TYPE_CHECKING:
     import gguf
 
 
-def copy_metadata(src: Path, w: gguf.GGUFWriter, overrides: dict[str, Any]) -> None:
-    """Every key/value of `src` into the gguf.GGUFWriter `w` (with its value type), `overrides` replacing values of
-    keys src has (a key it lacks is an error: its value type would be a guess)."""
+def copy_metadata(src: Path, w: gguf.GGUFWriter, overrides: dict[str, Any], only: set[str] | None = None) -> None:
+    """Every key/value of `src` (or those named in `only`) into the gguf.GGUFWriter `w` (with its value type),
+    `overrides` replacing values of keys src has (a key it lacks is an error: its value type would be a guess)."""
     import gguf
 
     missing = set(overrides)
     for field in gguf.GGUFReader(src).fields.values():
         if field.name.startswith("GGUF.") or field.name == "general.architecture":
             continue  # written by the writer itself
+        if only is not None and field.name not in only:
+            continue
         missing.discard(field.name)
         value: Any = overrides.get(field.name, field.contents())
         vtype = field.types[0]
