@@ -129,6 +129,23 @@ class GGUFFile:
         self.check_mapping()
         return self.mapped()[info.offset : info.offset + info.nbytes]
 
+    def read(self, name: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """The raw bytes of one tensor read from the file into new memory: what a copy out of the file wants (a
+        repacked or device buffer), faster than faulting the mapping's pages in one by one; GGUFError naming the
+        file when it ends early."""
+        info = self.tensors[name]
+        out = np.empty(info.nbytes, dtype=np.uint8)
+        view, done = memoryview(out), 0
+        with open(self.path, "rb", buffering=0) as f:
+            f.seek(info.offset)
+            while done < info.nbytes:
+                n = f.readinto(view[done:])
+                if not n:
+                    raise GGUFError(f"{self.path}: the file ends {info.nbytes - done} bytes into tensor {name!r} "
+                                    "(truncated since it was opened?)")
+                done += n
+        return out
+
     def check_mapping(self) -> None:
         """GGUFError naming the file when it is now shorter than when it was mapped (another process truncated or
         rewrote it): reading the mapping past the file's end would kill the process with SIGBUS. One fstat; buffers
@@ -291,7 +308,7 @@ def load_weights(gf: GGUFFile, placement: TensorPlacer | BufferType, *, use_mmap
             for t, info in items:
                 owner = t.buffer
                 assert owner is not None
-                owner.set_tensor(t, gf.data(info.name))
+                owner.set_tensor(t, gf.read(info.name))
     except Exception:
         weights.free()
         raise
