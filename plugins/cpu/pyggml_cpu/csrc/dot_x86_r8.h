@@ -225,9 +225,9 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
    nibbles of its four chunks; Q5_0 and Q5_1 the same after their qh chunk, each value's fifth bit from bit l of that
    chunk's byte; Q8_0: its eight chunks, stored + 128) add their byte dots to one 32-bit sum per row, which starts at
    -(the offset) x the block's activation sum (Q4_0: 8; Q5_0: 16; Q5_1: none, its min term m x y.s is summed apart
-   in a second accumulator, added at the end; Q8_0 with VNNI: 128; VPMADDUBSW would saturate
-   on Q8_0's unsigned bytes, so without VNNI the ymm form takes the signed bytes with the sign trick, and the zmm form
-   has no Q8_0 instance), then one conversion and one fused multiply-add of d x y.d. */
+   in a second accumulator, added at the end; Q8_0 with VNNI: 128; VPMADDUBSW would saturate on Q8_0's unsigned
+   bytes, so without VNNI the ymm form takes the signed bytes with the sign trick, and the zmm form has no Q8_0
+   instance), then one conversion and one fused multiply-add of d x y.d. */
 #define R8L_COLS_X86(name, T, G, X, V, P, S)                                                                          \
     AINLINE void name(int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, const int C, float *out) {   \
         const int tile = r8_tile(T), q5 = T == T_Q5_0 || T == T_Q5_1, q8_1 = T == T_Q5_1;                            \
@@ -397,23 +397,21 @@ static void XSFX(r8_q4_1)(int64_t k, const void *x, size_t gb, int ng, const voi
             XSFX(r8_q4_1_rows)(k, (const char *)x + g * gb, (const char *)y + c * by, out + (c * ng + g) * R8_ROWS);
 }
 
+/* a pass takes w = 8, 4, 2 or 1 columns (yc: its first), so that the kernels are instantiated for four widths */
 #define R8K_CASES(call)                                                                                     \
-    switch (nc) {                                                                                           \
+    switch (w) {                                                                                            \
     case 1: call(1); break;                                                                                 \
     case 2: call(2); break;                                                                                 \
-    case 3: call(3); break;                                                                                 \
     case 4: call(4); break;                                                                                 \
-    case 5: call(5); break;                                                                                 \
-    case 6: call(6); break;                                                                                 \
-    case 7: call(7); break;                                                                                 \
     default: call(8); break;                                                                                \
     }
 
 #if defined(__AVX512F__)
 #define R8K_PAIRS(t)                                                                                        \
-    if (ng == 2 && nc > 1) {                                                                                \
+    if (ng == 2 && w > 1) {                                                                                 \
         R8K_CASES(R8K_PAIR_##t)                                                                             \
-        return;                                                                                             \
+        c0 += w;                                                                                            \
+        continue;                                                                                           \
     }
 #else
 #define R8K_PAIRS(t)
@@ -422,28 +420,33 @@ static void XSFX(r8_q4_1)(int64_t k, const void *x, size_t gb, int ng, const voi
 #define R8K_ENTRY(t, PAIRS)                                                                                 \
     static void XSFX(r8_##t)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, \
                              float *out) {                                                                  \
-        PAIRS(t)                                                                                            \
-        for (int g = 0; g < ng; g++) {                                                                      \
-            float o[R8_COLS * R8_ROWS];                                                                     \
-            R8K_CASES(R8K_ONE_##t)                                                                          \
-            for (int c = 0; c < nc; c++)                                                                    \
-                memcpy(out + (c * ng + g) * R8_ROWS, o + c * R8_ROWS, sizeof(float) * R8_ROWS);             \
+        for (int c0 = 0; c0 < nc;) {                                                                        \
+            const int w = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;                      \
+            const char *yc = (const char *)y + c0 * by;                                                     \
+            PAIRS(t)                                                                                        \
+            for (int g = 0; g < ng; g++) {                                                                  \
+                float o[R8_COLS * R8_ROWS];                                                                 \
+                R8K_CASES(R8K_ONE_##t)                                                                      \
+                for (int c = 0; c < w; c++)                                                                 \
+                    memcpy(out + ((c0 + c) * ng + g) * R8_ROWS, o + c * R8_ROWS, sizeof(float) * R8_ROWS);  \
+            }                                                                                               \
+            c0 += w;                                                                                        \
         }                                                                                                   \
     }
-#define R8K_PAIR_q4_0(C) r8_q4_0_pair(k, (const uint8_t *)x, gb, y, by, C, out)
-#define R8K_PAIR_q5_0(C) r8_q5_0_pair(k, (const uint8_t *)x, gb, y, by, C, out)
-#define R8K_PAIR_q5_1(C) r8_q5_1_pair(k, (const uint8_t *)x, gb, y, by, C, out)
-#define R8K_PAIR_q8_0(C) r8_q8_0_pair(k, (const uint8_t *)x, gb, y, by, C, out)
-#define R8K_PAIR_q4_K(C) r8_q4_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
-#define R8K_PAIR_q5_K(C) r8_q5_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
-#define R8K_PAIR_q6_K(C) r8_q6_K_pair(k, (const uint8_t *)x, gb, y, by, C, out)
-#define R8K_ONE_q4_0(C) r8_q4_0_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
-#define R8K_ONE_q5_0(C) r8_q5_0_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
-#define R8K_ONE_q5_1(C) r8_q5_1_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
-#define R8K_ONE_q8_0(C) r8_q8_0_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
-#define R8K_ONE_q4_K(C) r8_q4_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
-#define R8K_ONE_q5_K(C) r8_q5_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
-#define R8K_ONE_q6_K(C) r8_q6_K_cols(k, (const uint8_t *)x + g * gb, gb, y, by, C, o)
+#define R8K_PAIR_q4_0(C) r8_q4_0_pair(k, (const uint8_t *)x, gb, yc, by, C, out + c0 * 2 * R8_ROWS)
+#define R8K_PAIR_q5_0(C) r8_q5_0_pair(k, (const uint8_t *)x, gb, yc, by, C, out + c0 * 2 * R8_ROWS)
+#define R8K_PAIR_q5_1(C) r8_q5_1_pair(k, (const uint8_t *)x, gb, yc, by, C, out + c0 * 2 * R8_ROWS)
+#define R8K_PAIR_q8_0(C) r8_q8_0_pair(k, (const uint8_t *)x, gb, yc, by, C, out + c0 * 2 * R8_ROWS)
+#define R8K_PAIR_q4_K(C) r8_q4_K_pair(k, (const uint8_t *)x, gb, yc, by, C, out + c0 * 2 * R8_ROWS)
+#define R8K_PAIR_q5_K(C) r8_q5_K_pair(k, (const uint8_t *)x, gb, yc, by, C, out + c0 * 2 * R8_ROWS)
+#define R8K_PAIR_q6_K(C) r8_q6_K_pair(k, (const uint8_t *)x, gb, yc, by, C, out + c0 * 2 * R8_ROWS)
+#define R8K_ONE_q4_0(C) r8_q4_0_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
+#define R8K_ONE_q5_0(C) r8_q5_0_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
+#define R8K_ONE_q5_1(C) r8_q5_1_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
+#define R8K_ONE_q8_0(C) r8_q8_0_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
+#define R8K_ONE_q4_K(C) r8_q4_K_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
+#define R8K_ONE_q5_K(C) r8_q5_K_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
+#define R8K_ONE_q6_K(C) r8_q6_K_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
 R8K_ENTRY(q4_0, R8K_PAIRS)
 R8K_ENTRY(q5_0, R8K_PAIRS)
 R8K_ENTRY(q5_1, R8K_PAIRS)
