@@ -6,6 +6,15 @@
    block's dot in integers and convert it once. Same bits as the portable kernels in repack.c on every level. */
 #include "repack.h"
 
+/* the kernels' loops are unrolled (constant shifts and offsets: measured, see R8K_COLS_X86); a sanitizer build keeps
+   them rolled, the same arithmetic, where unrolled bodies under ASan and UBSan took minutes to compile */
+#define R8_PRAGMA(x) _Pragma(#x)
+#if defined(__SANITIZE_ADDRESS__)
+#define R8_UNROLL(n)
+#else
+#define R8_UNROLL(n) R8_PRAGMA(GCC unroll n)
+#endif
+
 /* bytes ahead to prefetch, measured on a Sapphire Rapids VM (Q4_1 mat-vec out of cache, one thread): none 11.4 GB/s,
    1 KiB 14.6, 2 KiB 16.0, 4 KiB 15.4 */
 #define R8_PREFETCH 2048
@@ -170,11 +179,11 @@ AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const 
             for (int g = 0; g < G; g++) r8k_unpack(t + g * gb, sc + 64 * g, mn + 64 * g);                             \
             V##i sumi[R8_COLS];                                                                                       \
             for (int c = 0; c < C; c++) sumi[c] = P##_setzero_##S();                                                  \
-            _Pragma("GCC unroll 8") for (int sb = 0; sb < 8; sb++) { /* Q5_K's shifts by sb: constants */             \
+            R8_UNROLL(8) for (int sb = 0; sb < 8; sb++) { /* Q5_K's shifts by sb: constants */             \
                 const uint8_t *gq = qs + 256 * (sb / 2);                                                              \
                 V##i part[R8_COLS];                                                                                   \
                 for (int c = 0; c < C; c++) part[c] = P##_setzero_##S();                                              \
-                _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {                                                 \
+                R8_UNROLL(8) for (int j = 0; j < 8; j++) {                                                 \
                     const V##i v = r8k_load_##X(gq + 32 * j, gb);                                                     \
                     V##i w = sb & 1 ? P##_and_##S(P##_srli_epi16(v, 4), m4) : P##_and_##S(v, m4);                     \
                     if (T == T_Q5_K) {                                                                                \
@@ -248,7 +257,7 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
                 sumi[c] = P##_set1_epi32(off ? -off * q8_0_sum(yq[c]) : 0);                                           \
             }                                                                                                         \
             const V##i qh = q5 ? r8k_load_##X(q, gb) : P##_setzero_##S();                                             \
-            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {                                                     \
+            R8_UNROLL(8) for (int l = 0; l < 8; l++) {                                                     \
                 const V##i v = r8k_load_##X(q + 32 * (T == T_Q8_0 ? l : l % 4 + q5), gb);                              \
                 V##i w = T == T_Q8_0 ? v : P##_and_##S(l < 4 ? v : P##_srli_epi16(v, 4), P##_set1_epi8(0xF));         \
                 if (q5)                                                                                               \
@@ -329,17 +338,17 @@ static inline __m512i r8q6_scales_zmm(const uint8_t *p, size_t gb) {
             r8k_tile_start(t, gb, G, tile, vy, by, b, C, y);                                                          \
             V##i sumi[R8_COLS];                                                                                       \
             for (int c = 0; c < C; c++) sumi[c] = P##_setzero_##S();                                                  \
-            _Pragma("GCC unroll 4") for (int hh = 0; hh < 4; hh++) { /* unrolled: constant shifts and offsets */      \
+            R8_UNROLL(4) for (int hh = 0; hh < 4; hh++) { /* unrolled: constant shifts and offsets */      \
                 const int h = hh / 2, half = hh % 2;                                                                  \
                 if (C <= 2) {                                                                                         \
                     V##i part[4][2];                                                                                  \
                     for (int s = 0; s < 4; s++)                                                                       \
                         for (int c = 0; c < C; c++) part[s][c] = P##_set1_epi32(-32 * y[c]->bsums[8 * h + 2 * s + half]); \
-                    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                                             \
+                    R8_UNROLL(4) for (int i = 0; i < 4; i++) {                                             \
                         const uint8_t *p = q + 96 * (4 * hh + i);                                                     \
                         const V##i l0 = r8k_load_##X(p, gb), l1 = r8k_load_##X(p + 32, gb);                           \
                         const V##i qh = r8k_load_##X(p + 64, gb);                                                     \
-                        _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {                                         \
+                        R8_UNROLL(4) for (int s = 0; s < 4; s++) {                                         \
                             const V##i w = name##_w(s & 1 ? l1 : l0, qh, s);                                          \
                             for (int c = 0; c < C; c++) {                                                             \
                                 int32_t four;                                                                         \
@@ -353,10 +362,10 @@ static inline __m512i r8q6_scales_zmm(const uint8_t *p, size_t gb) {
                         for (int c = 0; c < C; c++) sumi[c] = P##_add_epi32(sumi[c], P##_mullo_epi32(part[s][c], sc)); \
                     }                                                                                                 \
                 } else {                                                                                              \
-                    _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {                                             \
+                    R8_UNROLL(4) for (int s = 0; s < 4; s++) {                                             \
                         V##i part[R8_COLS];                                                                           \
                         for (int c = 0; c < C; c++) part[c] = P##_set1_epi32(-32 * y[c]->bsums[8 * h + 2 * s + half]); \
-                        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                                         \
+                        R8_UNROLL(4) for (int i = 0; i < 4; i++) {                                         \
                             const uint8_t *p = q + 96 * (4 * hh + i);                                                 \
                             const V##i w = name##_w(r8k_load_##X(p + 32 * (s & 1), gb), r8k_load_##X(p + 64, gb), s);  \
                             for (int c = 0; c < C; c++) {                                                             \
