@@ -45,7 +45,7 @@ def _convert(t: GGMLType, src: Bytes, nrows: int, ne0: int, to_plain: bool, out:
         raise PyGGMLError(f"cpu_repack: {nrows} rows of {ne0} {t.name} values take {need} bytes, not {src.size}")
     if out is None:
         out = np.empty_like(src)
-    elif out.size != src.size or not out.flags.c_contiguous or np.shares_memory(out, src):
+    elif out.size != src.size or not out.flags.c_contiguous or np.may_share_memory(out, src):
         raise PyGGMLError(f"cpu_repack: cannot convert {src.size} bytes into {out.size} bytes shared or strided")
     rc = lib.pgc_repack_r8(int(t), ffi.from_buffer(src), ffi.from_buffer(out), nrows, ne0, int(to_plain))
     if rc:

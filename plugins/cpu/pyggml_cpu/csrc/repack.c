@@ -174,7 +174,8 @@ int pgc_repack_r8(int type, const void *src, void *dst, int64_t nrows, int64_t n
    eight integer lane sums (lane l: values 4l..4l+3 of the 32-byte value vector: the low nibbles of bytes 0..15 then
    the high ones), each scaled and added to its own float accumulator; the row's accumulators sum as hsum_float_8
    does, then the min terms, summed apart. */
-static void r8_q4_1_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+static void r8_q4_1_rows(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
+    (void)type;
     const int hdr = r8_hdr(T_Q4_1), tile = r8_tile(T_Q4_1);
     for (int r = 0; r < R8_ROWS; r++) {
         float acc[8] = {0}, summs = 0.0f;
@@ -232,22 +233,6 @@ static void r8_q4_0_q8_0_rows(int type, int64_t k, const void *vx, const void *v
     for (int r = 0; r < R8_ROWS; r++) out[r] = q8_1 ? acc[r] + accm[r] : acc[r];
 }
 
-static void r8_q4_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    r8_q4_0_q8_0_rows(T_Q4_0, k, vx, vy, out);
-}
-
-static void r8_q5_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    r8_q4_0_q8_0_rows(T_Q5_0, k, vx, vy, out);
-}
-
-static void r8_q5_1_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    r8_q4_0_q8_0_rows(T_Q5_1, k, vx, vy, out);
-}
-
-static void r8_q8_0_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    r8_q4_0_q8_0_rows(T_Q8_0, k, vx, vy, out);
-}
-
 /* The K types (R8 only, not ggml's order): a block's whole dot in integers, sum over sub-blocks of scale x (values .
    activations), and for Q4_K and Q5_K of the mins term, min x (the sub-block's activation sum); each converted once
    and added to the row's float accumulators with one fused multiply-add, d x y.d (and dmin x y.d, subtracted at the
@@ -297,52 +282,38 @@ static void r8_k_rows(int type, int64_t k, const void *vx, const void *vy, float
     for (int r = 0; r < R8_ROWS; r++) out[r] = acc[r] - accm[r];
 }
 
-static void r8_q4_K_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    r8_k_rows(T_Q4_K, k, vx, vy, out);
-}
-
-static void r8_q5_K_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    r8_k_rows(T_Q5_K, k, vx, vy, out);
-}
-
-static void r8_q6_K_rows(int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
-    r8_k_rows(T_Q6_K, k, vx, vy, out);
-}
-
-/* a pgc_r8_fn from a one-group, one-column kernel */
-#define R8_ENTRY(name, rows)                                                                                  \
-    static void name(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc,            \
-                     float *out) {                                                                            \
+/* a pgc_r8_fn from a one-group, one-column kernel of type T */
+#define R8_ENTRY(t, T, rows)                                                                                  \
+    static void r8_##t##_portable(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, \
+                                  float *out) {                                                               \
         for (int c = 0; c < nc; c++)                                                                          \
             for (int g = 0; g < ng; g++)                                                                      \
-                rows(k, (const char *)x + g * gb, (const char *)y + c * by, out + (c * ng + g) * R8_ROWS);   \
+                rows(T, k, (const char *)x + g * gb, (const char *)y + c * by, out + (c * ng + g) * R8_ROWS); \
     }
-R8_ENTRY(r8_q4_0_portable, r8_q4_0_rows)
-R8_ENTRY(r8_q4_1_portable, r8_q4_1_rows)
-R8_ENTRY(r8_q5_0_portable, r8_q5_0_rows)
-R8_ENTRY(r8_q5_1_portable, r8_q5_1_rows)
-R8_ENTRY(r8_q8_0_portable, r8_q8_0_rows)
-R8_ENTRY(r8_q4_K_portable, r8_q4_K_rows)
-R8_ENTRY(r8_q5_K_portable, r8_q5_K_rows)
-R8_ENTRY(r8_q6_K_portable, r8_q6_K_rows)
+R8_ENTRY(q4_0, T_Q4_0, r8_q4_0_q8_0_rows)
+R8_ENTRY(q4_1, T_Q4_1, r8_q4_1_rows)
+R8_ENTRY(q5_0, T_Q5_0, r8_q4_0_q8_0_rows)
+R8_ENTRY(q5_1, T_Q5_1, r8_q4_0_q8_0_rows)
+R8_ENTRY(q8_0, T_Q8_0, r8_q4_0_q8_0_rows)
+R8_ENTRY(q4_K, T_Q4_K, r8_k_rows)
+R8_ENTRY(q5_K, T_Q5_K, r8_k_rows)
+R8_ENTRY(q6_K, T_Q6_K, r8_k_rows)
 #undef R8_ENTRY
 
-static const pgc_r8_fn *portable_entry(int type) {
-    static const pgc_r8_fn q4_0 = r8_q4_0_portable, q4_1 = r8_q4_1_portable, q5_0 = r8_q5_0_portable,
-                           q5_1 = r8_q5_1_portable, q8_0 = r8_q8_0_portable, q4_K = r8_q4_K_portable,
-                           q5_K = r8_q5_K_portable, q6_K = r8_q6_K_portable;
-    return type == T_Q4_0 ? &q4_0 : type == T_Q4_1 ? &q4_1 : type == T_Q5_0 ? &q5_0 : type == T_Q5_1 ? &q5_1
-         : type == T_Q8_0 ? &q8_0 : type == T_Q4_K ? &q4_K : type == T_Q5_K ? &q5_K : &q6_K;
-}
+/* the portable kernel of each R8 type (r8_ok) */
+static const pgc_r8_fn PORTABLE[T_COUNT] = {
+    [T_Q4_0] = r8_q4_0_portable, [T_Q4_1] = r8_q4_1_portable, [T_Q5_0] = r8_q5_0_portable,
+    [T_Q5_1] = r8_q5_1_portable, [T_Q8_0] = r8_q8_0_portable, [T_Q4_K] = r8_q4_K_portable,
+    [T_Q5_K] = r8_q5_K_portable, [T_Q6_K] = r8_q6_K_portable};
 
 void pgc_r8_portable(pgc_simd *s) {
-    const int types[] = {T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K};
-    for (int i = 0; i < 8; i++) s->r8[types[i]] = *portable_entry(types[i]);
+    for (int t = 0; t < T_COUNT; t++)
+        if (PORTABLE[t]) s->r8[t] = PORTABLE[t];
 }
 
 int pgc_r8_simd(int type) {
     if (!r8_ok(type) || !pgc_S.r8[type]) return 0;
-    return pgc_S.r8[type] != *portable_entry(type);
+    return pgc_S.r8[type] != PORTABLE[type];
 }
 
 int pgc_r8_matmul(int type, const void *x, int64_t nrows, int64_t k, const void *y, int64_t ny, float *out) {
