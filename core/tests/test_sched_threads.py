@@ -122,6 +122,22 @@ def _run_threads(work: Callable[[int], None], n: int = 2) -> None:
         raise errors[0]
 
 
+def _check_rounds(jobs: list[Job], seed: int, one: Callable[[Job, np.ndarray], np.ndarray]) -> None:
+    """Two threads, thread i running ROUNDS rounds of `one(jobs[i], x)` on new random inputs: every result right."""
+    wrong: list[str] = []
+
+    def work(i: int) -> None:
+        job = jobs[i]
+        rng = np.random.default_rng(seed + i)
+        for r in range(ROUNDS):
+            xv = rng.standard_normal(job.n).astype(np.float32)
+            if not np.allclose(one(job, xv), job.expected(xv.astype(np.float64)), rtol=1e-4, atol=1e-4):
+                wrong.append(f"thread {i} round {r}")
+
+    _run_threads(work)
+    assert not wrong, f"{len(wrong)} of {2 * ROUNDS} results wrong: {wrong[:5]}"
+
+
 def test_graph_compute_from_two_threads_gives_each_its_result(backends: list[Backend],
                                                                fast_switching: None) -> None:
     """Each thread computes its own graph again and again through the shared scheduler, so nearly every call
@@ -129,21 +145,13 @@ def test_graph_compute_from_two_threads_gives_each_its_result(backends: list[Bac
     "buffer used after free" from a compute buffer the other thread had just replaced)."""
     sched = Scheduler(backends)
     jobs = [_job(backends, k, static_io=True) for k in range(2)]
-    wrong: list[str] = []
 
-    def work(i: int) -> None:
-        job = jobs[i]
-        rng = np.random.default_rng(100 + i)
-        for r in range(ROUNDS):
-            xv = rng.standard_normal(job.n).astype(np.float32)
-            job.x.set(xv)
-            sched.graph_compute(job.graph)
-            got = job.out.numpy().astype(np.float64)
-            if not np.allclose(got, job.expected(xv.astype(np.float64)), rtol=1e-4, atol=1e-4):
-                wrong.append(f"thread {i} round {r}")
+    def one(job: Job, xv: np.ndarray) -> np.ndarray:
+        job.x.set(xv)
+        sched.graph_compute(job.graph)
+        return job.out.numpy().astype(np.float64)
 
-    _run_threads(work)
-    assert not wrong, f"{len(wrong)} of {2 * ROUNDS} results wrong: {wrong[:5]}"
+    _check_rounds(jobs, 100, one)
 
 
 def test_a_compute_holds_the_scheduler_until_it_ends(backends: list[Backend]) -> None:
@@ -188,23 +196,15 @@ def test_alloc_set_compute_read_under_the_lock(backends: list[Backend], fast_swi
     scheduler's compute buffer: each thread holds `sched.lock` over its sequence and every result is right."""
     sched = Scheduler(backends)
     jobs = [_job(backends, k, static_io=False) for k in range(2)]
-    wrong: list[str] = []
 
-    def work(i: int) -> None:
-        job = jobs[i]
-        rng = np.random.default_rng(200 + i)
-        for r in range(ROUNDS):
-            xv = rng.standard_normal(job.n).astype(np.float32)
-            with sched.lock:
-                sched.alloc_graph(job.graph)
-                job.x.set(xv)
-                sched.graph_compute(job.graph)
-                got = job.out.numpy().astype(np.float64)
-            if not np.allclose(got, job.expected(xv.astype(np.float64)), rtol=1e-4, atol=1e-4):
-                wrong.append(f"thread {i} round {r}")
+    def one(job: Job, xv: np.ndarray) -> np.ndarray:
+        with sched.lock:
+            sched.alloc_graph(job.graph)
+            job.x.set(xv)
+            sched.graph_compute(job.graph)
+            return job.out.numpy().astype(np.float64)
 
-    _run_threads(work)
-    assert not wrong, f"{len(wrong)} of {2 * ROUNDS} results wrong: {wrong[:5]}"
+    _check_rounds(jobs, 200, one)
 
 
 def test_alloc_displaced_by_another_thread_raises(backends: list[Backend]) -> None:
