@@ -130,21 +130,15 @@ class GGUFFile:
         return self.mapped()[info.offset : info.offset + info.nbytes]
 
     def read(self, name: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
-        """The raw bytes of one tensor read from the file into new memory: what a copy out of the file wants (a
-        repacked or device buffer), faster than faulting the mapping's pages in one by one; GGUFError naming the
-        file when it ends early."""
+        """The raw bytes of one tensor read into new memory from the file this object mapped (its kept descriptor,
+        so a file renamed over it since is not read): what a copy out of the file wants (a repacked or device
+        buffer), faster than faulting the mapping's pages in one by one. GGUFError naming the file when it ends
+        early."""
         info = self.tensors[name]
-        out = np.empty(info.nbytes, dtype=np.uint8)
-        view, done = memoryview(out), 0
-        with open(self.path, "rb", buffering=0) as f:
-            f.seek(info.offset)
-            while done < info.nbytes:
-                n = f.readinto(view[done:])
-                if not n:
-                    raise GGUFError(f"{self.path}: the file ends {info.nbytes - done} bytes into tensor {name!r} "
-                                    "(truncated since it was opened?)")
-                done += n
-        return out
+        f = self._container.file
+        if f is None:  # a container without a kept descriptor: a copy of the mapping
+            return np.array(self.data(name))
+        return f.read(info.offset, info.nbytes)
 
     def check_mapping(self) -> None:
         """GGUFError naming the file when it is now shorter than when it was mapped (another process truncated or

@@ -245,5 +245,18 @@ class MappedFile:
                              "from it: another process truncated or rewrote it after it was loaded (reading the "
                              "mapping would crash with SIGBUS); load it again")
 
+    def read(self, offset: int, size: int) -> Bytes:
+        """Bytes [offset, offset + size) of the file into new memory (pread on the kept descriptor); `error`
+        naming the file when it ends before them."""
+        out = np.empty(size, dtype=np.uint8)
+        view, done = out.data, 0
+        while done < size:
+            n = os.preadv(self._fd, [view[done:]], offset + done)
+            if n <= 0:
+                raise self.error(f"{self.path}: the file ends {size - done} bytes before byte {offset + size} "
+                                 "(truncated since it was loaded?)")
+            done += n
+        return out
+
     def close(self) -> None:
         self._close()
