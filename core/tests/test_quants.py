@@ -430,3 +430,57 @@ def test_all_zero_input_is_all_zero_output() -> None:
         n = type_traits(t).blck_size * 2
         y = quants.dequantize(quants.quantize(np.zeros(n, np.float32), t), t)
         assert not y.any(), t.name
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# NaN and infinities (pyggml's rule; ggml's quantisers leave them undefined)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t", ALL_QUANT, ids=_ids)
+@pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf])
+def test_non_finite_block_becomes_nan_block(t: T, special: float) -> None:
+    # the block holding the value becomes nan_block(t) (NaN scales, zero elsewhere), every other block is what it
+    # would be alone, no numpy warning is raised, and the block reads back as NaN everywhere (MXFP4, whose E8M0
+    # scale ggml decodes without a NaN: zeros)
+    bs = type_traits(t).blck_size
+    x = make_values(np.random.default_rng([21, int(t)]), 4 * bs, "normal")
+    y = x.copy()
+    y[bs + 7] = special
+    y[3 * bs - 1] = special
+    with np.errstate(all="raise"):
+        got = quants.quantize(y, t).reshape(4, -1)
+        back = quants.dequantize(got, t).reshape(4, bs)
+    alone = quants.quantize(x, t).reshape(4, -1)
+    nan_block = quants.nan_block(t)
+    assert np.array_equal(got[1], nan_block) and np.array_equal(got[2], nan_block)
+    assert np.array_equal(got[[0, 3]], alone[[0, 3]])
+    if t == T.MXFP4:
+        assert nan_block[0] == 0xFF and not back[1:3].any()
+    else:
+        assert np.isnan(back[1:3]).all() and not np.isnan(back[[0, 3]]).any()
+
+
+def test_nan_block_layout() -> None:
+    f16_nan, f32_nan = [0x00, 0x7E], [0x00, 0x00, 0xC0, 0x7F]
+    scales = {T.Q4_0: (0, 1), T.Q4_1: (0, 2), T.Q8_1: (0, 2), T.Q2_K: (80, 2), T.Q3_K: (108, 1), T.Q6_K: (208, 1),
+              T.TQ1_0: (52, 1)}
+    for t, (off, n) in scales.items():
+        b = quants.nan_block(t)
+        assert b.size == type_traits(t).type_size
+        assert list(b[off : off + 2 * n]) == f16_nan * n and not b[:off].any() and not b[off + 2 * n :].any(), t
+    assert list(quants.nan_block(T.Q8_K)[:4]) == f32_nan and not quants.nan_block(T.Q8_K)[4:].any()
+    with pytest.raises(UnsupportedTypeError):
+        quants.nan_block(T.IQ2_XXS)
+
+
+@pytest.mark.parametrize("special", [np.inf, -np.inf])
+def test_q8_k_infinity_reads_back_as_nan_in_ggml_too(special: float) -> None:
+    # where ggml's result is defined (Q8_K: d = 1 / (-127 / inf) = -+inf, nearest_int(NaN) by bits = 0), its block
+    # with an infinity also reads back as NaN everywhere: the rule keeps ggml's values and fixes the bytes
+    x = make_values(np.random.default_rng(22), 512, "normal")
+    x[300] = special
+    want = c_dequantize(c_quantize(x, T.Q8_K), T.Q8_K)
+    got = quants.dequantize(quants.quantize(x, T.Q8_K), T.Q8_K)
+    assert np.isnan(want[256:]).all() and np.isnan(got[256:]).all()
+    assert np.array_equal(got[:256], want[:256])

@@ -1,8 +1,10 @@
 """Edge cases every backend must handle as the reference does (issue 19): NaN and infinities in every position of
-reductions, sorts, CLAMP and matrix products; infinities, NaN and huge values through every UNARY and GLU
-activation (limits, not NaN: GELU(-inf) = 0, TANH(+-inf) = +-1); ids out of range (GET_ROWS, SET_ROWS,
-MUL_MAT_ID), which must raise a ComputeError everywhere and write nothing outside the destination; rows of 2^24
-elements and more for the reductions (float accumulators and loop limits); zero-size and one-element tensors.
+reductions, sorts, CLAMP and matrix products; NaN and infinities quantised into every block type the backends write
+(CPY, SET_ROWS, and read back by CPY, GET_ROWS and MUL_MAT: the block holding one is NaN, pyggml.quants.nan_block;
+issue 33); infinities, NaN and huge values through every UNARY and GLU activation (limits, not NaN: GELU(-inf) = 0,
+TANH(+-inf) = +-1); ids out of range (GET_ROWS, SET_ROWS, MUL_MAT_ID), which must raise a ComputeError everywhere
+and write nothing outside the destination; rows of 2^24 elements and more for the reductions (float accumulators
+and loop limits); zero-size and one-element tensors.
 
 Parameter strings carry `edge=...` so `--params edge=` selects the family."""
 
@@ -19,7 +21,7 @@ from pyggml.ops.reduce import SortOrder
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_conformance.case import Case, CaseBuilder, Compare, fmt_params
-from pyggml_conformance.cases.common import F16, F32, I32, T, unique
+from pyggml_conformance.cases.common import F16, F32, I32, QUANTS, T, quant_threshold, unique
 from pyggml_conformance.cases.moe import XIELU_PARAMS
 from pyggml_conformance.inputs import UNIFORM, Array, Init, distinct, integers, uniform
 
@@ -72,7 +74,10 @@ def _case(op: Op, build: Callable[[CaseBuilder], Tensor], **kw: object) -> Case:
     expect_error = bool(kw.pop("expect_error", False))
     compare = kw.pop("compare", None)
     assert compare is None or isinstance(compare, Compare)
-    return Case(op, fmt_params(**kw), build, nan_ok=nan_ok, expect_error=expect_error, compare=compare)
+    threshold = kw.pop("threshold", None)
+    assert threshold is None or isinstance(threshold, float)
+    return Case(op, fmt_params(**kw), build, nan_ok=nan_ok, expect_error=expect_error, compare=compare,
+                threshold=threshold)
 
 
 # ---- NaN and infinities ------------------------------------------------------------------------------------------
@@ -106,9 +111,12 @@ def special_clamp(special: str, where: str) -> Case:
     return _case(Op.CLAMP, build, edge="special", type=F32, special=special, where=where)
 
 
-def special_mul_mat(ta: GGMLType, special: str, where: str, in_weights: bool = False) -> Case:
+def special_mul_mat(ta: GGMLType, special: str, where: str, in_weights: bool = False, nonfinite: bool = False
+                    ) -> Case:
     """A special value in column 2 of the activations (or in row 2 of the weights): that column (row) of the
-    result is NaN or +-inf, the others finite."""
+    result is NaN or +-inf, the others finite. `nonfinite` compares y - y instead (NaN where y is not finite, else
+    0): where the backends may part from the reference between +-inf and NaN (an infinity in the activations of
+    block-type weights), that column must still be non-finite, never a finite number."""
 
     def build(b: CaseBuilder) -> Tensor:
         if in_weights:
@@ -117,10 +125,67 @@ def special_mul_mat(ta: GGMLType, special: str, where: str, in_weights: bool = F
         else:
             a = b.input(ta, (256, 4))
             x = b.input(F32, (256, 5), planted(special, where, row=2))
-        return ops.mul_mat(a, x)
+        y = ops.mul_mat(a, x)
+        return ops.sub(y, y) if nonfinite else y
 
+    extra = {"out": "y-y"} if nonfinite else {}
     return _case(Op.MUL_MAT, build, edge="special", type_a=ta, special=special, where=where,
-                 side="a" if in_weights else "b")
+                 side="a" if in_weights else "b", **extra)
+
+
+QUANT_SPECIALS = ("nan", "inf", "-inf", "nan,-inf,inf")
+
+
+def special_quantize(td: GGMLType, special: str, where: str, ts: GGMLType = F32) -> Case:
+    """Row 1 of three (two blocks each) holds the specials, quantised into td by CPY and read back to F32 on the
+    device: every element of a block that held one is NaN, the other blocks are quantised as usual."""
+    n = 2 * td.traits.blck_size
+
+    def build(b: CaseBuilder) -> Tensor:
+        q = ops.cpy(b.input(ts, (n, 3), planted(special, where, row=1)), b.input(td, (n, 3)))
+        return ops.cpy(q, b.input(F32, (n, 3)))
+
+    return _case(Op.CPY, build, edge="special", type_src=ts, type_dst=td, special=special, where=where,
+                 threshold=quant_threshold(td, 3 * n, ts))
+
+
+def special_set_rows(td: GGMLType, special: str) -> Case:
+    """SET_ROWS of two rows, the second holding the specials in its middle, into rows 3 and 0 of a block tensor."""
+    n = 2 * td.traits.blck_size
+
+    def build(b: CaseBuilder) -> Tensor:
+        rows = b.input(F32, (n, 2), planted(special, "mid", row=1))
+        return ops.set_rows(b.input(td, (n, 4)), rows, b.input(I32, (2,), fixed((3.0, 0.0))))
+
+    return _case(Op.SET_ROWS, build, edge="special", type_dst=td, special=special,
+                 threshold=quant_threshold(td, 2 * n))
+
+
+def special_get_rows(ta: GGMLType, special: str) -> Case:
+    """GET_ROWS from a block tensor whose row 1 holds a NaN block (the reference quantised the specials)."""
+    n = 2 * ta.traits.blck_size
+
+    def build(b: CaseBuilder) -> Tensor:
+        a = b.input(ta, (n, 3), planted(special, "first", row=1))
+        return ops.get_rows(a, b.input(I32, (4,), fixed((1.0, 0.0, 2.0, 1.0))))
+
+    return _case(Op.GET_ROWS, build, edge="special", type=ta, special=special)
+
+
+def quant_cases() -> list[Case]:
+    """Every block type the backends write and read (QUANTS; the reference's rule for the others, which only it
+    quantises, is held by core's tests of pyggml.quants)."""
+    out: list[Case] = []
+    for t in QUANTS:
+        for special in QUANT_SPECIALS:
+            out += [special_quantize(t, special, w) for w in WHERE]
+            out += [special_set_rows(t, special), special_get_rows(t, special)]
+        out.append(special_quantize(t, "nan,-inf,inf", "mid", F16))
+        for w in WHERE:
+            out.append(special_mul_mat(t, "nan", w))  # the activations' dot partner block takes a NaN scale
+        out += [special_mul_mat(t, special, "mid", nonfinite=True) for special in ("inf", "-inf", "nan,-inf,inf")]
+        out += [special_mul_mat(t, special, "mid", in_weights=True) for special in ("nan", "inf", "-inf")]
+    return out
 
 
 ACT_VALUES: dict[str, tuple[float, ...]] = {
@@ -228,8 +293,8 @@ def special_cases() -> list[Case]:
             out += [special_glu(gop, t, group) for gop in GluOp]
             out += [special_glu_gate(gop, t, group) for gop in PARAMS_OF_GLU]
     for w in WHERE:
-        for ta in (F32, F16, T.Q4_0, T.Q8_0, T.Q4_K, T.Q6_K):
-            out.append(special_mul_mat(ta, "nan", w))  # quantised activations carry NaN as a NaN scale
+        for ta in (F32, F16):
+            out.append(special_mul_mat(ta, "nan", w))
         for ta in (F32, F16):
             out += [special_mul_mat(ta, "inf", w), special_mul_mat(ta, "nan", w, in_weights=True),
                     special_mul_mat(ta, "-inf", w, in_weights=True)]
@@ -352,7 +417,7 @@ def size_cases() -> list[Case]:
 
 
 def eval_cases() -> list[Case]:
-    return unique([*special_cases(), *bad_id_cases(), *long_cases(), *size_cases()])
+    return unique([*special_cases(), *quant_cases(), *bad_id_cases(), *long_cases(), *size_cases()])
 
 
 def perf_cases() -> list[Case]:

@@ -6,6 +6,7 @@
  * whole super-block. Every float operation is written in the reference's order and contraction is off (the
  * dialect's pragma, nvcc --fmad=false, gcc -ffp-contract=off), so each rounding is the reference's. fp16 scales are
  * stored into the block and read back, which rounds them exactly as the reference's FP16_TO_F32(F32_TO_FP16(v)).
+ * A super-block holding a NaN or an infinity becomes quantize.h's pg_nan_block (NaN d, and dmin where there is one).
  * Byte layouts:
  *   q2_K  u8 scales[16]; u8 qs[64]; half d, dmin                         (84 bytes)
  *   q3_K  u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d                  (110)
@@ -174,6 +175,7 @@ INLINE void pg_pack2(const u8 *L, GLOBAL u8 *q) {
 }
 
 INLINE void quantize_q2_K(GLOBAL char *blk, const float *x) {
+    if (pg_nan_block(blk, x, 256, 84, 80, 2)) return;
     GLOBAL u8 *y = (GLOBAL u8 *)blk;   /* scales[16] | qs[64] | d | dmin */
     u8 L[256], Laux[16], sc[16];
     float w[16], mins[16], scales[16], max_scale = 0.f, max_min = 0.f;
@@ -210,6 +212,7 @@ INLINE void quantize_q2_K(GLOBAL char *blk, const float *x) {
 }
 
 INLINE void quantize_q3_K(GLOBAL char *blk, const float *x) {
+    if (pg_nan_block(blk, x, 256, 110, 108, 1)) return;
     GLOBAL u8 *y = (GLOBAL u8 *)blk;   /* hmask[32] | qs[64] | scales[12] | d */
     i8 L[256];
     u8 U[256], sc[12];
@@ -290,6 +293,7 @@ INLINE void pg_k4_block(const float *x, i32 nmax, float rmin, i32 nstep, GLOBAL 
 }
 
 INLINE void quantize_q4_K(GLOBAL char *blk, const float *x) {
+    if (pg_nan_block(blk, x, 256, 144, 0, 2)) return;
     GLOBAL u8 *y = (GLOBAL u8 *)blk;   /* d | dmin | scales[12] | qs[128] */
     u8 L[256];
     pg_k4_block(x, 15, -1.f, 20, y, L);
@@ -299,6 +303,7 @@ INLINE void quantize_q4_K(GLOBAL char *blk, const float *x) {
 }
 
 INLINE void quantize_q5_K(GLOBAL char *blk, const float *x) {
+    if (pg_nan_block(blk, x, 256, 176, 0, 2)) return;
     GLOBAL u8 *y = (GLOBAL u8 *)blk;   /* d | dmin | scales[12] | qh[32] | qs[128] */
     u8 L[256], qh[32];
     pg_k4_block(x, 31, -0.5f, 15, y, L);
@@ -315,6 +320,7 @@ INLINE void quantize_q5_K(GLOBAL char *blk, const float *x) {
 }
 
 INLINE void quantize_q6_K(GLOBAL char *blk, const float *x) {
+    if (pg_nan_block(blk, x, 256, 210, 208, 1)) return;
     GLOBAL u8 *y = (GLOBAL u8 *)blk;   /* ql[128] | qh[64] | scales[16] (i8) | d */
     i8 L[256], sc[16];
     float scales[16];

@@ -4,8 +4,10 @@
  *   q4_0  half d; u8 qs[16]                 q4_1  half d, m; u8 qs[16]
  *   q5_0  half d; u8 qh[4]; u8 qs[16]       q5_1  half d, m; u8 qh[4]; u8 qs[16]
  *   q8_0  half d; i8 qs[32]                 iq4_nl half d; u8 qs[16]
- * Levels are clamped then truncated, which is ggml's MIN(top, (int8_t)v) for every finite input and keeps the
- * conversion of a non-finite one defined (a comparison, not fminf: no libm call per value in host C). */
+ * Levels are clamped then truncated, which is ggml's MIN(top, (int8_t)v) for every finite input (a comparison, not
+ * fminf: no libm call per value in host C). A block holding a NaN or an infinity is pyggml's rule, not ggml's
+ * (which converts a NaN to an integer there: undefined in C): pg_nan_block writes what pyggml.quants.nan_block
+ * does, NaN in every scale field and zero in every other byte, so it dequantises to NaN everywhere. */
 #ifndef PYGGML_QUANTIZE_H
 #define PYGGML_QUANTIZE_H
 #include "blocks.h"
@@ -20,22 +22,28 @@ INLINE float pg_amax(const float *x, i32 n, float *signed_max) {
     return amax;
 }
 
-/* 1 when all n values are finite: x * 0 is NaN for a NaN or an infinity, and NaN poisons the sum */
+/* 1 when all n values are finite (the exponent bits, so no compiler flag can fold the test away) */
 INLINE i32 pg_all_finite(const float *x, i32 n) {
-    float z = 0.f;
-    for (i32 j = 0; j < n; j++) z += x[j] * 0.f;
-    return z == 0.f;
+    u32 nonfinite = 0;
+    for (i32 j = 0; j < n; j++) nonfinite |= (u32)((AS_UINT(x[j]) & 0x7f800000u) == 0x7f800000u);
+    return !nonfinite;
 }
 
-/* a block holding a NaN or an infinity gets a NaN scale and zero quants: its products are NaN, as the float
- * products would be, and no float-to-int conversion sees a non-finite value */
+/* when the n values at x hold a NaN or an infinity: the block of `size` bytes at b becomes zeros with `nscale` fp16
+ * NaNs (0x7e00, stored as bytes: the same bits on every backend) from byte d_off (d, then m / dmin / s), and 1 is
+ * returned; else 0 and nothing is written. Its products are then NaN, as the float products would be, and no
+ * float-to-int conversion sees a non-finite value. */
+INLINE i32 pg_nan_block(GLOBAL char *b, const float *x, i32 n, i32 size, i32 d_off, i32 nscale) {
+    if (pg_all_finite(x, n)) return 0;
+    GLOBAL u8 *y = (GLOBAL u8 *)b;
+    for (i32 j = 0; j < size; j++) y[j] = 0;
+    for (i32 j = 0; j < nscale; j++) y[d_off + 2 * j + 1] = 0x7e;
+    return 1;
+}
+
 INLINE void quantize_q8_0(GLOBAL char *b, const float *x) {
     GLOBAL i8 *q = (GLOBAL i8 *)(b + 2);
-    if (!pg_all_finite(x, 32)) {
-        STORE_HALF(b, 0, NAN);
-        for (i32 j = 0; j < 32; j++) q[j] = 0;
-        return;
-    }
+    if (pg_nan_block(b, x, 32, 34, 0, 1)) return;
     float vmax;
     float d = pg_amax(x, 32, &vmax) / 127.f;
     float id = d != 0.f ? 1.f / d : 0.f;
@@ -64,6 +72,7 @@ INLINE float pg_scale_absmax(GLOBAL char *b, const float *x, float top) {
 }
 
 INLINE void quantize_q4_0(GLOBAL char *b, const float *x) {
+    if (pg_nan_block(b, x, 32, 18, 0, 1)) return;
     pg_pack4(b + 2, x, 0.f, pg_scale_absmax(b, x, 8.f), 8.5f);
 }
 
@@ -89,6 +98,7 @@ INLINE float pg_scale_min(GLOBAL char *b, const float *x, float top, float *mn) 
 }
 
 INLINE void quantize_q4_1(GLOBAL char *b, const float *x) {
+    if (pg_nan_block(b, x, 32, 20, 0, 2)) return;
     float mn, id = pg_scale_min(b, x, 15.f, &mn);
     pg_pack4(b + 4, x, mn, id, 0.5f);
 }
@@ -105,6 +115,7 @@ INLINE void pg_pack5(GLOBAL char *qhp, GLOBAL char *qs, const i32 *q) {
 }
 
 INLINE void quantize_q5_0(GLOBAL char *b, const float *x) {
+    if (pg_nan_block(b, x, 32, 22, 0, 1)) return;
     float id = pg_scale_absmax(b, x, 16.f);
     i32 q[32];
     for (i32 j = 0; j < 32; j++) q[j] = pg_level(x[j] * id + 16.5f, 31.f);
@@ -112,6 +123,7 @@ INLINE void quantize_q5_0(GLOBAL char *b, const float *x) {
 }
 
 INLINE void quantize_q5_1(GLOBAL char *b, const float *x) {
+    if (pg_nan_block(b, x, 32, 24, 0, 2)) return;
     float mn, id = pg_scale_min(b, x, 31.f, &mn);
     i32 q[32];
     for (i32 j = 0; j < 32; j++) q[j] = (i32)((x[j] - mn) * id + 0.5f);
@@ -133,6 +145,7 @@ INLINE i32 pg_iq4nl_best(float x) {
 /* ggml's reference IQ4_NL quantisation: one pass at d = max / -127 with weights x^2, then the least-squares
  * scale (no refinement search) */
 INLINE void quantize_iq4_nl(GLOBAL char *b, const float *x) {
+    if (pg_nan_block(b, x, 32, 18, 0, 1)) return;
     float vmax;
     float amax = pg_amax(x, 32, &vmax);
     u8 L[32];

@@ -19,7 +19,13 @@ which is how ggml's portable base library is built):
 
 Reproduced quirks: an all-zero IQ4_NL block repeats the previous block's nibbles (ggml skips it without
 refreshing its index buffer; a leading one is uninitialised memory in C, zeros here); an all-zero Q8_K block
-gets zero bsums (left unwritten in C).  Quantisation assumes finite input, as ggml's reference does.
+gets zero bsums (left unwritten in C).
+
+Non-finite input is pyggml's rule, not ggml's (whose quantisers skip a NaN in their max scans and then convert it,
+or the NaN that `x * (1 / inf)` makes, to an integer: undefined in C, some finite value per CPU): a block
+holding a NaN or an infinity becomes `nan_block(qtype)`, NaN in every scale field and zero in every other byte, so
+it dequantises to NaN everywhere (MXFP4, whose scale ggml decodes without a NaN, to zeros); the other blocks are
+quantised as if it were not there.  Every backend's quantisers follow this (docs/op-semantics.md, Conventions).
 
 Block layouts are ggml's (``ggml-common.h``), little-endian.  Block sizes and byte sizes come from
 ``pyggml.types.type_traits``.
@@ -73,7 +79,7 @@ from pyggml.quants.legacy import (
 from pyggml.quants.ternary import tq1_0_dequant, tq1_0_quant, tq2_0_dequant, tq2_0_quant
 from pyggml.types import GGMLType, type_traits
 
-__all__ = ["DEQUANT_TYPES", "QUANT_TYPES", "dequantize", "quantize"]
+__all__ = ["DEQUANT_TYPES", "QUANT_TYPES", "dequantize", "nan_block", "quantize"]
 
 # ---------------------------------------------------------------------------------------------------------------
 # dispatch
@@ -99,6 +105,32 @@ _CODECS: dict[GGMLType, tuple[Callable[[U8], F32], Callable[[F32], U8] | None]] 
     _T.TQ2_0: (tq2_0_dequant, tq2_0_quant),
     _T.MXFP4: (mxfp4_dequant, mxfp4_quant),
 }
+
+_F16_NAN = b"\x00\x7e"
+"""The quiet NaN 0x7E00, little-endian: what ggml's fp32 -> fp16 converter makes of a positive NaN."""
+_NAN_SCALES: dict[GGMLType, tuple[int, bytes]] = {
+    _T.Q4_0: (0, _F16_NAN), _T.Q4_1: (0, _F16_NAN * 2), _T.Q5_0: (0, _F16_NAN), _T.Q5_1: (0, _F16_NAN * 2),
+    _T.Q8_0: (0, _F16_NAN), _T.Q8_1: (0, _F16_NAN * 2), _T.Q2_K: (80, _F16_NAN * 2), _T.Q3_K: (108, _F16_NAN),
+    _T.Q4_K: (0, _F16_NAN * 2), _T.Q5_K: (0, _F16_NAN * 2), _T.Q6_K: (208, _F16_NAN),
+    _T.Q8_K: (0, b"\x00\x00\xc0\x7f"), _T.IQ4_NL: (0, _F16_NAN), _T.IQ4_XS: (0, _F16_NAN),
+    _T.TQ1_0: (52, _F16_NAN), _T.TQ2_0: (64, _F16_NAN), _T.MXFP4: (0, b"\xff"),
+}
+"""Per quantisable type, where its scale fields start in a block and the bytes that make them NaN: d (and m, dmin
+or s where the type has one, always the next fp16), Q8_K's f32 d; MXFP4's E8M0 exponent 0xFF, the MX format's
+NaN, which ggml decodes as 2^127 (times the zero nibbles: 0)."""
+
+
+def nan_block(qtype: GGMLType) -> U8:
+    """The block that a block of `qtype` holding a NaN or an infinity quantises to: every scale field NaN
+    (`_NAN_SCALES`), every other byte zero."""
+    qtype = GGMLType(qtype)
+    if qtype not in _NAN_SCALES:
+        raise UnsupportedTypeError(f"pyggml.quants cannot quantize to {qtype}")
+    off, fields = _NAN_SCALES[qtype]
+    out = np.zeros(type_traits(qtype).type_size, dtype=np.uint8)
+    out[off : off + len(fields)] = np.frombuffer(fields, dtype=np.uint8)
+    return out
+
 
 QUANT_TYPES: frozenset[GGMLType] = frozenset(t for t, (_, q) in _CODECS.items() if q is not None)
 """Block types this module both quantizes and dequantizes."""
@@ -151,8 +183,15 @@ def quantize(values: npt.ArrayLike, qtype: GGMLType) -> U8:
         raise ShapeError(f"{x.size} values is not a whole number of {qtype} blocks ({tr.blck_size})")
     if x.size == 0:
         return np.zeros(0, dtype=np.uint8)
+    blocks = x.reshape(-1, tr.blck_size)
+    finite = np.logical_and.reduce(np.isfinite(blocks), axis=1)
+    bad = ~finite
+    if bad.any():  # quantise the others alone (the codecs see finite values only), then mark these NaN
+        blocks = np.where(finite[:, None], blocks, np.float32(0))
     with np.errstate(all="ignore"):
-        out = codec[1](x.reshape(-1, tr.blck_size))
+        out = codec[1](blocks)
     assert out.shape == (x.size // tr.blck_size, tr.type_size), (qtype, out.shape)
+    if bad.any():
+        out[bad] = nan_block(qtype)
     return np.ascontiguousarray(out, dtype=np.uint8).reshape(-1)
 

@@ -79,3 +79,35 @@ def test_every_simd_level_agrees_with_portable(level: int) -> None:
         assert native.vec_dot(T.F32, w32, acts, n) == pytest.approx(want_f, rel=1e-5, abs=1e-4)
     finally:
         native.set_simd_level(-1)
+
+
+@pytest.mark.parametrize("t", [*LEGACY, T.Q8_1, *K_TYPES, T.Q8_K])
+def test_non_finite_blocks_match_reference_bytes(t: GGMLType) -> None:
+    """A block holding a NaN or an infinity becomes pyggml.quants.nan_block (NaN scales, zero quants), the other
+    blocks are quantised as usual: the same bytes as the reference."""
+    bs = t.traits.blck_size
+    x = np.random.default_rng(int(t)).standard_normal((3, 4 * bs)).astype(np.float32)
+    x[0, 3], x[0, bs + 5], x[0, 3 * bs - 1], x[1, 2 * bs], x[2, bs:2 * bs] = np.nan, np.inf, -np.inf, np.nan, np.nan
+    np.testing.assert_array_equal(native.quantize(x, t), quants.quantize(x.ravel(), t))
+
+
+@pytest.mark.parametrize("level", [0, 1, 2, 3, 4, 5, 6])
+def test_nan_blocks_give_nan_dots_at_every_simd_level(level: int) -> None:
+    """A NaN block in the weights, or in the activations (a NaN scale in their dot partner), makes the dot NaN."""
+    rng = np.random.default_rng(level)
+    n = 1024
+    try:
+        if native.set_simd_level(level) != native.SIMD_LEVELS[level]:
+            pytest.skip(f"this CPU has no {native.SIMD_LEVELS[level]}")
+        for t in LEGACY + K_TYPES:
+            partner = t.traits.vec_dot_type
+            assert partner is not None
+            w, a = rng.standard_normal((2, n)).astype(np.float32)
+            bad = w.copy()
+            bad[n // 2 + 1] = np.inf
+            wq, aq = quants.quantize(w, t), native.quantize(a, partner)
+            assert np.isfinite(native.vec_dot(t, wq, aq, n)), t
+            assert np.isnan(native.vec_dot(t, quants.quantize(bad, t), aq, n)), t
+            assert np.isnan(native.vec_dot(t, wq, native.quantize(bad, partner), n)), t
+    finally:
+        native.set_simd_level(-1)

@@ -23,7 +23,8 @@ F32 = npt.NDArray[np.float32]
 def hard_blocks(n_random: int, row: int, seed: int) -> F32:
     """Rows of `row` values made of 32-value groups that stress the quantisers: random ones; integers and
     half-integers (scales of 1, values on rounding ties); all zeros and signed zeros; a single non-zero value;
-    one-signed groups (minimum 0); wide dynamic ranges; constant groups; ramps."""
+    one-signed groups (minimum 0); wide dynamic ranges; constant groups; ramps; and rows with a NaN or an
+    infinity (the block holding one becomes pyggml.quants.nan_block)."""
     rng = np.random.default_rng(seed)
     groups = [
         rng.uniform(-1, 1, (n_random, 32)),
@@ -47,7 +48,9 @@ def hard_blocks(n_random: int, row: int, seed: int) -> F32:
     x = np.concatenate([x, rng.uniform(-2, 2, (pad, 32)).astype(np.float32)]).reshape(-1, row)
     whole = [np.zeros(row), np.full(row, 0.5), rng.uniform(-1, 1, row) * 1e-16,  # zero scales everywhere
              rng.integers(0, 4, row), np.where(np.arange(row) % 7, 0.0, 3.0)]
-    return np.concatenate([x, np.stack(whole).astype(np.float32)])
+    special = rng.uniform(-1, 1, (3, row))
+    special[0, 5], special[1, row - 1], special[2, 40], special[2, row // 2] = np.nan, np.inf, -np.inf, np.nan
+    return np.concatenate([x, np.stack(whole + list(special)).astype(np.float32)])
 
 
 def compute_bytes(dev, ctx: Context, out: Tensor, inputs: dict[Tensor, np.ndarray]) -> np.ndarray:  # type: ignore[no-untyped-def]

@@ -24,7 +24,8 @@ KQ = ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K"]
 
 def tricky_blocks(n_random: int, per_row: int, seed: int = 0) -> np.ndarray:
     """Rows of per_row 32-value blocks: random ones and blocks that hit rounding ties, zero scales, one-value
-    blocks, signed zeros and wide ranges."""
+    blocks, signed zeros and wide ranges; then a row whose first blocks hold a NaN, an infinity, and both (they
+    become pyggml.quants.nan_block)."""
     rng = np.random.default_rng(seed)
     ints = rng.integers(-8, 8, (4, 32)).astype(np.float32)
     one = np.zeros((2, 32), np.float32)
@@ -43,7 +44,11 @@ def tricky_blocks(n_random: int, per_row: int, seed: int = 0) -> np.ndarray:
     x = np.concatenate(blocks).astype(np.float32)
     pad = -len(x) % per_row
     x = np.concatenate([x, rng.uniform(-2, 2, (pad, 32)).astype(np.float32)])
-    return x.reshape(-1, per_row * 32)
+    special = rng.uniform(-1, 1, (per_row, 32)).astype(np.float32)
+    special[0, 3] = np.nan
+    special[1 % per_row, 31] = np.inf
+    special[-1, 0], special[-1, 17] = -np.inf, np.nan
+    return np.concatenate([x, special]).reshape(-1, per_row * 32)
 
 
 def run_bytes(backend, build, inputs: dict[str, np.ndarray]) -> np.ndarray:

@@ -213,7 +213,7 @@ void pgc_dequant_row(int type, const void *vx, float *y, int64_t n) {
 /* ---- quantisation (ggml's reference rounding) ----------------------------------------------------------- */
 
 /* Q8_1 and Q8_K (dot partners only; the shared quantisers are in quantize.c). A block with a NaN or an infinity
-   gets a NaN scale and zero quants, as quantize.h's Q8_0 (pg_all_finite). */
+   gets NaN scales and zero quants, as quantize.h's pg_nan_block and pyggml.quants.nan_block. */
 /* Q8_0's quants and scale (quantize.h) plus s = d * sum(qs), d unrounded (NaN for a block with a non-finite value) */
 static void q_q8_1(const float *x, void *vy, int64_t n) {
     bq8_1 *y = (bq8_1 *)vy;

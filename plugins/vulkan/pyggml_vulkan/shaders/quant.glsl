@@ -67,6 +67,23 @@ float round_away(float v) {
     return v < 0.0 ? -r : r;
 }
 
+// pyggml's rule for a block holding a NaN or an infinity (pyggml.quants.nan_block, docs/op-semantics.md): when
+// X[0 .. blck(t)) holds one, the block of type t at byte offset o becomes zeros with NaN (f16 0x7e00) in its scale
+// fields (d, then m or dmin in the next f16 where the type has one), and true is returned; else nothing is written.
+// The exponent bits are tested, so no float comparison or conversion sees the non-finite value.
+bool store_nan_block(uint t, uint o) {
+    uint nonfinite = 0u;
+    for (uint j = 0u; j < blck(t); ++j) nonfinite |= uint((floatBitsToUint(X[j]) & 0x7f800000u) == 0x7f800000u);
+    if (nonfinite == 0u) return false;
+    uint w = o >> 1;
+    for (uint i = 0u; i < tsize(t) / 2u; ++i) d_u16[w + i] = uint16_t(0u);
+    uint d_at = t == T_Q2_K ? 40u : t == T_Q3_K ? 54u : t == T_Q6_K ? 104u : 0u;  // in f16 words
+    d_u16[w + d_at] = uint16_t(0x7e00u);
+    bool has_min = t == T_Q4_1 || t == T_Q5_1 || t == T_Q2_K || t == T_Q4_K || t == T_Q5_K;
+    if (has_min) d_u16[w + d_at + 1u] = uint16_t(0x7e00u);
+    return true;
+}
+
 // quantise X[0..31] to type t and write the block at byte offset o of the destination
 void store_q32(uint t, uint o) {
     uint w = o >> 1;

@@ -4,7 +4,8 @@
 // OP 0 CPY: block (ib, i1, i2, i3) of d takes a's elements in a's logical order (a f32 / f16 / bf16);
 // OP 1 SET_ROWS: a = rows (f32), b = ids (i32, or i64 when u0 = 8); d[:, ids[i1, i2 % ne11, i3 % ne12], i2, i3],
 // an id outside [0, ne1) reported (DECLARE_STATUS) and its block not written.
-// GENERIC_PC counts d's ne[0] in blocks (ne0), and a's ne[0] in elements.
+// GENERIC_PC counts d's ne[0] in blocks (ne0), and a's ne[0] in elements. A block holding a NaN or an infinity is
+// written as quant.glsl's store_nan_block.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -48,6 +49,7 @@ void main() {
         for (uint j = 0u; j < QK; ++j) X[j] = A_f32[(src + j * pc.nb00) >> 2];
         dst = pc.od + i.x * pc.nb0 + row * pc.nb1 + i.z * pc.nb2 + i.w * pc.nb3;
     }
+    if (store_nan_block(TD, dst)) return;
     if (QK == 32u) store_q32(TD, dst);
     else store_qk(TD, dst);
 }
