@@ -70,6 +70,20 @@ def test_in_place_chain_uses_one_slot() -> None:
     assert np.allclose(x.numpy(), 4.0)
 
 
+def test_clamp_runs_in_place_as_in_ggml() -> None:
+    """ggml's in-place list has CLAMP: clamp(sin(a)) + a needs a and one more slot (three without CLAMP)."""
+    ctx = gg.Context(no_alloc=True)
+    with ctx:
+        a = leaf(ctx, "a")
+        c = ops.clamp(ops.sin(a), -0.5, 0.5)
+        g = gg.build_graph(ops.add(c, a))
+    ga = GraphAllocator(TestBufferType(), placement="ggml", view_inplace=False)
+    assert ga.alloc_graph(g)
+    verify_allocation(g)
+    assert len({t.offset for t in g.nodes}) == 1
+    assert ga.buffer_size(0) == 2 * SIZE
+
+
 def test_ops_that_cannot_run_in_place_ping_pong_between_two_slots() -> None:
     ctx = gg.Context(no_alloc=True)
     with ctx:

@@ -1,4 +1,4 @@
-"""pyggml's graph allocator against ggml's own (libggml-base of `make llama-cpp-ref`, through ctypes) on random F32
+"""pyggml's graph allocator against ggml's own (libggml-base of `make llama-cpp-ref`, through ctypes) on random
 graphs built identically in both (pyggml_testing.alloc_twin), reserved on a CPU buffer type with ggml's
 alignment. Every pyggml plan is placed and checked by verify_allocation.
 
@@ -14,8 +14,9 @@ import pytest
 
 from pyggml.alloc import GraphAllocator
 from pyggml.backend.host import HostBufferType
+from pyggml.ops.base import OPS
 from pyggml.reference.backend import compute_node
-from pyggml_testing.alloc_twin import Compared, Ggml, compare, random_twin_graph, table, unplace
+from pyggml_testing.alloc_twin import Compared, Ggml, compare, fill_leafs, open_ggml, random_twin_graph, table, unplace
 from pyggml_testing.llama_cpp_ref import ggml_library
 
 N_GRAPHS = 200
@@ -26,7 +27,7 @@ def ggml() -> Ggml:
     path = ggml_library("base")
     if path is None:
         pytest.skip("ggml's libggml-base is not built (make llama-cpp-ref, or PYGGML_GGML_LIB_DIR)")
-    return Ggml(path)
+    return open_ggml(path)
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +44,20 @@ def test_the_default_is_never_larger_than_ggml_and_5_percent_smaller_in_total(co
     assert table(compared)["default"]["total_bytes_vs_ggml"] <= 0.95
 
 
+GGML_OP_COUNT = 101
+"""Number of ops of llama.cpp 0.3.36's ggml (enum ggml_op)."""
+
+
+def test_the_ops_that_may_run_in_place_are_ggml_s(ggml: Ggml) -> None:
+    """The allocator's in-place list (OpDef.can_inplace) is the one ggml_op_can_inplace answers: one op more or
+    less changes the plan (without CLAMP, clamp(sin(a)) + a needs a third slot where ggml needs two)."""
+    names = [ggml.ggml_op_name(i).decode() for i in range(GGML_OP_COUNT)]
+    assert names[-1] == "GLU"  # the last op: GGML_OP_COUNT is right
+    theirs = {n for i, n in enumerate(names) if ggml.ggml_op_can_inplace(i)}
+    ours = {op.name for op, d in OPS.items() if d.can_inplace}
+    assert ours == theirs
+
+
 def test_a_1000_node_graph(ggml: Ggml) -> None:
     r = compare(ggml, 1_000_000, n_nodes=1000)
     assert r.n_nodes >= 1000
@@ -57,8 +72,7 @@ def _fill_and_run(ggml: Ggml, seed: int, **kwargs: object) -> list[np.ndarray]:
         g = tg.py
         galloc = GraphAllocator(HostBufferType("cpu", alignment=ggml.alignment), **kwargs)  # type: ignore[arg-type]
         assert galloc.alloc_graph(g)
-        for k, t in enumerate(g.leafs):
-            t.set(np.random.default_rng(k).uniform(0.5, 1.5, t.nelements()).astype(np.float32))
+        fill_leafs(tg)
         for node in g.nodes:
             compute_node(node)
         consumed = {id(s) for n in g.nodes for s in n.src if s is not None}

@@ -326,7 +326,7 @@ class ClampParams:
     max: float
 
 
-define(Op.CLAMP, (1, 1), _same(Op.CLAMP), ClampParams)
+define(Op.CLAMP, (1, 1), _same(Op.CLAMP), ClampParams, can_inplace=True)
 
 
 def clamp(a: Tensor, min: float, max: float, *, inplace: bool = False) -> Tensor:

@@ -299,7 +299,7 @@ def _add_rel_pos(srcs: Srcs, params: object) -> tuple[GGMLType, Ne]:
     return a.type, a.ne
 
 
-define(Op.ADD_REL_POS, (3, 3), _add_rel_pos, can_inplace=True)
+define(Op.ADD_REL_POS, (3, 3), _add_rel_pos)
 
 
 def pool_1d(a: Tensor, op: PoolOp, k0: int, s0: int, p0: int = 0) -> Tensor:
