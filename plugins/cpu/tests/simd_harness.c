@@ -240,32 +240,48 @@ static void check_floats(const char *level) {
         }
 }
 
-/* The F16 mat-vec path: the rows kernel (several weight rows per pass) gives dot_f16_ggml's portable bits row by
-   row, for every row count past the levels' blocks (3 rows AVX2, 8 AVX-512), every n % 32 and row strides that
-   are not a multiple of the vector width, and stores only its rows' outputs; the activations' rounding to F16
-   gives the portable bits on every halfway point between halves, their neighbours, specials and random floats. */
+/* The F16 mat-vec path: the ggml-order tiles kernel (several weight rows per pass; several columns: decode
+   attention's query heads, short rows converted once for them) gives dot_f16_ggml's portable bits output by
+   output, for every row count past the levels' blocks (3 rows AVX2, 8 AVX-512), 1, 3 and 9 columns, every n % 32
+   and row strides that are not a multiple of the vector width, and stores only its outputs; the activations'
+   rounding to F16 gives the portable bits on every halfway point between halves, their neighbours, specials and
+   random floats. */
 #define F16_ROWS_MAX 19
+#define F16_COLS_MAX 9
 static void check_f16_mat_vec(const char *level) {
-    static const int64_t ns[] = {1, 7, 8, 31, 32, 33, 63, 64, 65, 100, 257, 300};
+    static const int64_t ns[] = {1, 7, 8, 31, 32, 33, 63, 64, 65, 100, 128, 257, 300};
+    static const int64_t ncs[] = {1, 3, F16_COLS_MAX};
     static uint16_t h[F16_ROWS_MAX * 310]; /* n + 10 halves apart at most */
-    static float y[300], got[2 * F16_ROWS_MAX + 2];
-    char what[96];
+    static float y[F16_COLS_MAX * 300], got[F16_COLS_MAX][2 * F16_ROWS_MAX + 2];
+    char what[112];
     for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
         const int64_t n = ns[k], stride = n + (int64_t)(k % 3) * 5; /* halves between rows */
         for (int64_t i = 0; i < F16_ROWS_MAX * stride; i++) h[i] = pgc_fp32_to_fp16(gauss());
-        for (int64_t i = 0; i < n; i++) y[i] = pgc_fp16_to_fp32(pgc_fp32_to_fp16(gauss()));
-        for (int nr = 1; nr <= F16_ROWS_MAX; nr++) {
-            for (int i = 0; i < 2 * F16_ROWS_MAX + 2; i++) got[i] = -7.0f;
-            pgc_S.dot_f16_ggml_rows(n, h, (size_t)stride * 2, nr, y, (char *)got, 2 * sizeof(float));
-            for (int r = 0; r < nr; r++) {
-                const float want = port.dot_f16_ggml(n, h + r * stride, y);
-                snprintf(what, sizeof what, "f16 ggml order rows: row %d of %d n=%lld", r, nr, (long long)n);
-                check(level, what, 1, got[2 * r], want, 0.0);
-                check(level, what, 1, pgc_S.dot_f16_ggml(n, h + r * stride, y), want, 0.0);
-                check(level, "f16 ggml order rows: store between outputs", 1, got[2 * r + 1], -7.0f, 0.0);
+        for (int64_t i = 0; i < F16_COLS_MAX * n; i++) y[i] = pgc_fp16_to_fp32(pgc_fp32_to_fp16(gauss()));
+        for (size_t j = 0; j < sizeof(ncs) / sizeof(ncs[0]); j++)
+            for (int nr = 1; nr <= F16_ROWS_MAX; nr++) {
+                const int64_t nc = ncs[j];
+                for (int c = 0; c < F16_COLS_MAX; c++)
+                    for (int i = 0; i < 2 * F16_ROWS_MAX + 2; i++) got[c][i] = -7.0f;
+                pgc_S.dot_f16_ggml_tiles(n, h, (size_t)stride * 2, nr, y, (size_t)n * sizeof(float), nc,
+                                         (char *)got, 2 * sizeof(float), sizeof got[0]);
+                for (int c = 0; c < F16_COLS_MAX; c++) {
+                    for (int r = 0; r < nr; r++) {
+                        snprintf(what, sizeof what, "f16 ggml order tiles: row %d of %d, column %d of %lld, n=%lld",
+                                 r, nr, c, (long long)nc, (long long)n);
+                        if (c < nc) {
+                            const float want = port.dot_f16_ggml(n, h + r * stride, y + c * n);
+                            check(level, what, 1, got[c][2 * r], want, 0.0);
+                            check(level, what, 1, pgc_S.dot_f16_ggml(n, h + r * stride, y + c * n), want, 0.0);
+                        } else {
+                            check(level, "f16 ggml order tiles: store past the last column", 1, got[c][2 * r], -7.0f,
+                                  0.0);
+                        }
+                        check(level, "f16 ggml order tiles: store between outputs", 1, got[c][2 * r + 1], -7.0f, 0.0);
+                    }
+                    check(level, "f16 ggml order tiles: store past the last row", 1, got[c][2 * nr], -7.0f, 0.0);
+                }
             }
-            check(level, "f16 ggml order rows: store past the last row", 1, got[2 * nr], -7.0f, 0.0);
-        }
     }
     static float a[4 * 0x7c00 + 64], b[4 * 0x7c00 + 64], c[4 * 0x7c00 + 64];
     int64_t m = 0;

@@ -32,42 +32,59 @@ static float dot_f16_zmm(int64_t n, const uint16_t *x, const float *y) {
     return s;
 }
 
-/* ggml_vec_dot_f16's order (dot_x86_f16.h's f16_ggml_rows_ymm, same bits) with 512-bit FMAs: a row's accumulators a0
-   and a1 are the low and high halves of one zmm, a2 and a3 of another, so 16 contiguous halves convert and multiply
-   at once and v = (a0 + a2) + (a1 + a3) is their sum's low half plus its high half. R rows per pass (2R
+/* ggml_vec_dot_f16's order (dot_x86_f16.h's f16_ggml_rows_ymm, same bits) with 512-bit FMAs: a row's accumulators
+   a0 and a1 are the low and high halves of one zmm, a2 and a3 of another, so 16 contiguous halves convert and
+   multiply at once and v = (a0 + a2) + (a1 + a3) is their sum's low half plus its high half. R rows per pass (2R
    accumulators), each pair of activation vectors loaded once for the R rows, each row read F16_PREFETCH bytes
-   ahead. */
+   ahead, the R dots ended together (f16_ggml_finish8) and stored dd bytes apart. */
 static inline __attribute__((always_inline)) void f16_ggml_rows_zmm(int64_t n, const uint16_t *x, size_t bx,
-                                                                    const float *y, char *d, size_t dd, const int R) {
+                                                                    const float *y, char *d, size_t dd, const int R,
+                                                                    const int X32) {
     __m512 acc[8][2];
     for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     const int64_t np = n & ~(int64_t)31;
     for (int64_t i = 0; i < np; i += 32)
         for (int h = 0; h < 2; h++) {
             const __m512 yv = _mm512_loadu_ps(y + i + 16 * h);
-            if (h == 0) /* measured: 1.03-1.1x from L2 and L3 */
+            if (h == 0 && !X32) /* measured: 1.03-1.1x from L2 and L3 */
                 for (int r = 0; r < R; r++) _mm_prefetch((const char *)x + r * bx + 2 * i + F16_PREFETCH, _MM_HINT_T0);
-            for (int r = 0; r < R; r++)
-                acc[r][h] = _mm512_fmadd_ps(ld_f16x16_zmm((const uint16_t *)((const char *)x + r * bx) + i + 16 * h),
-                                            yv, acc[r][h]);
+            for (int r = 0; r < R; r++) {
+                const char *xr = (const char *)x + r * bx;
+                const __m512 xv = X32 ? _mm512_loadu_ps((const float *)xr + i + 16 * h)
+                                      : ld_f16x16_zmm((const uint16_t *)xr + i + 16 * h);
+                acc[r][h] = _mm512_fmadd_ps(xv, yv, acc[r][h]);
+            }
         }
-    for (int r = 0; r < R; r++) {
-        const __m512 v2 = _mm512_add_ps(acc[r][0], acc[r][1]); /* (a0 + a2 | a1 + a3) */
-        const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(v2),
-                                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v2), 1)));
-        *(float *)(d + r * dd) = f16_ggml_finish(v, np, n, (const uint16_t *)((const char *)x + r * bx), y);
+    __m256 v[8];
+    for (int r = 0; r < 8; r++) {
+        const __m512 v2 = _mm512_add_ps(acc[r < R ? r : 0][0], acc[r < R ? r : 0][1]); /* (a0 + a2 | a1 + a3) */
+        v[r] = _mm256_add_ps(_mm512_castps512_ps256(v2),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v2), 1)));
     }
+    const __m256 s = f16_ggml_finish8(v);
+    if (np == n && R == 8 && dd == sizeof(float)) {
+        _mm256_storeu_ps((float *)d, s);
+        return;
+    }
+    float o[8];
+    _mm256_storeu_ps(o, s);
+    for (int r = 0; r < R; r++)
+        *(float *)(d + r * dd) = X32 ? o[r] : f16_ggml_tail(o[r], np, n, (const uint16_t *)((const char *)x + r * bx), y);
 }
 
 static float dot_f16_ggml_zmm(int64_t n, const uint16_t *x, const float *y) {
     float s;
-    f16_ggml_rows_zmm(n, x, 0, y, (char *)&s, 0, 1);
+    f16_ggml_rows_zmm(n, x, 0, y, (char *)&s, 0, 1, 0);
     return s;
 }
 
 #define F16_GGML_ROWS(R)                                                                                       \
     static void f16_ggml_rows##R(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d, size_t dd) { \
-        f16_ggml_rows_zmm(n, x, bx, y, d, dd, R);                                                             \
+        f16_ggml_rows_zmm(n, x, bx, y, d, dd, R, 0);                                                          \
+    }                                                                                                          \
+    static void f16_ggml_rows##R##_x32(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d,       \
+                                       size_t dd) {                                                            \
+        f16_ggml_rows_zmm(n, x, bx, y, d, dd, R, 1);                                                          \
     }
 F16_GGML_ROWS(1)
 F16_GGML_ROWS(2)
@@ -79,14 +96,36 @@ F16_GGML_ROWS(7)
 F16_GGML_ROWS(8)
 #undef F16_GGML_ROWS
 
-/* eight rows per pass (16 accumulators), the rest in one pass */
-static void dot_f16_ggml_rows_zmm(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, char *d,
-                                  size_t dd) {
+/* eight rows per pass (16 accumulators), the rest in one pass. Several columns (decode attention's query heads,
+   which share their K rows): short rows are converted to floats once for all the columns, long ones (V rows) are
+   taken by every column while in L2. The tail's products are with the halves, so it stays in them. */
+#define F16_SHORT_ROW 256
+static void dot_f16_ggml_tiles_zmm(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
+                                   int64_t nc, char *d, size_t dr, size_t dc) {
     typedef void (*rows_fn)(int64_t, const uint16_t *, size_t, const float *, char *, size_t);
     static const rows_fn rows[] = {NULL,           f16_ggml_rows1, f16_ggml_rows2, f16_ggml_rows3, f16_ggml_rows4,
                                    f16_ggml_rows5, f16_ggml_rows6, f16_ggml_rows7, f16_ggml_rows8};
-    for (int64_t r = 0; r < nr; r += 8)
-        rows[nr - r < 8 ? nr - r : 8](n, (const uint16_t *)((const char *)x + r * bx), bx, y, d + r * dd, dd);
+    static const rows_fn rows_x32[] = {NULL,               f16_ggml_rows1_x32, f16_ggml_rows2_x32,
+                                       f16_ggml_rows3_x32, f16_ggml_rows4_x32, f16_ggml_rows5_x32,
+                                       f16_ggml_rows6_x32, f16_ggml_rows7_x32, f16_ggml_rows8_x32};
+    const int convert = nc > 1 && n <= F16_SHORT_ROW && n % 32 == 0;
+    float xs[8 * F16_SHORT_ROW];
+    for (int64_t r = 0; r < nr; r += 8) {
+        const int R = nr - r < 8 ? (int)(nr - r) : 8;
+        const uint16_t *xr = (const uint16_t *)((const char *)x + r * bx);
+        if (convert)
+            for (int k = 0; k < R; k++)
+                for (int64_t i = 0; i < n; i += 16)
+                    _mm512_storeu_ps(xs + k * n + i, ld_f16x16_zmm((const uint16_t *)((const char *)xr + k * bx) + i));
+        for (int64_t c = 0; c < nc; c++) {
+            const float *yc = (const float *)((const char *)y + c * by);
+            if (convert)
+                rows_x32[R](n, (const uint16_t *)(const void *)xs, (size_t)n * sizeof(float), yc, d + r * dr + c * dc,
+                            dr);
+            else
+                rows[R](n, xr, bx, yc, d + r * dr + c * dc, dr);
+        }
+    }
 }
 
 /* F16 tiles (dot_x86.h's f16_tiles_drive) with 512-bit FMAs that keep the 8-lane sums: a zmm accumulator holds
@@ -166,7 +205,7 @@ void pgc_simd_avx512(pgc_simd *s, int vnni) {
     s->dot_f32 = dot_f32_zmm;
     s->dot_f16 = dot_f16_zmm;
     s->dot_f16_ggml = dot_f16_ggml_zmm;
-    s->dot_f16_ggml_rows = dot_f16_ggml_rows_zmm;
+    s->dot_f16_ggml_tiles = dot_f16_ggml_tiles_zmm;
     s->dot_f16_tiles = dot_f16_tiles_zmm;
     s->level = vnni ? 4 : 3;
 }

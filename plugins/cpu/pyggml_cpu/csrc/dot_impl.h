@@ -45,11 +45,13 @@ static void SFX(round_f16)(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = pgc_fp16_to_fp32(pgc_fp32_to_fp16(x[i]));
 }
 
-/* dot_f16_ggml row by row (the SIMD levels take several rows per pass, same bits) */
-static void SFX(dot_f16_ggml_rows)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, char *d,
-                                   size_t dd) {
-    for (int64_t r = 0; r < nr; r++)
-        *(float *)(d + r * dd) = SFX(dot_f16_ggml)(n, (const uint16_t *)((const char *)x + r * bx), y);
+/* dot_f16_ggml output by output (the SIMD levels take several per pass, same bits) */
+static void SFX(dot_f16_ggml_tiles)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
+                                    int64_t nc, char *d, size_t dr, size_t dc) {
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t r = 0; r < nr; r++)
+            *(float *)(d + r * dr + c * dc) = SFX(dot_f16_ggml)(n, (const uint16_t *)((const char *)x + r * bx),
+                                                                (const float *)((const char *)y + c * by));
 }
 
 /* llamafile tinyBLAS's order (n % 8 == 0): one 8-lane accumulator over the row, lanes l and l + 4 added, then
@@ -256,7 +258,7 @@ static void SFX(register)(pgc_simd *s) {
     s->dot_f16 = SFX(dot_f16);
     s->dot_bf16 = SFX(dot_bf16);
     s->dot_f16_ggml = SFX(dot_f16_ggml);
-    s->dot_f16_ggml_rows = SFX(dot_f16_ggml_rows);
+    s->dot_f16_ggml_tiles = SFX(dot_f16_ggml_tiles);
     s->round_f16 = SFX(round_f16);
     s->dot_f16_tiles = SFX(dot_f16_tiles);
     s->vec_dot[T_Q4_0] = SFX(vd_q4_0);

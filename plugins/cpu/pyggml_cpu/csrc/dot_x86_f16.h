@@ -16,11 +16,24 @@ static void XSFX(round_f16)(float *x, int64_t n) {
 
 /* ggml_vec_dot_f16's end of a row (dot_impl.h's dot_f16_ggml): v = (a0 + a2) + (a1 + a3) of its four 8-lane
    accumulators over the first np values, lanes l and l + 4 added, two horizontal adds, the n % 32 tail in double */
-static inline float f16_ggml_finish(__m256 v, int64_t np, int64_t n, const uint16_t *x, const float *y) {
-    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)), t1 = _mm_hadd_ps(t0, t0);
-    double s = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+static inline float f16_ggml_tail(float sum, int64_t np, int64_t n, const uint16_t *x, const float *y) {
+    double s = sum;
     for (int64_t i = np; i < n; i++) s += (double)(_cvtsh_ss(x[i]) * y[i]);
     return (float)s;
+}
+static inline float f16_ggml_finish(__m256 v, int64_t np, int64_t n, const uint16_t *x, const float *y) {
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)), t1 = _mm_hadd_ps(t0, t0);
+    return f16_ggml_tail(_mm_cvtss_f32(_mm_hadd_ps(t1, t1)), np, n, x, y);
+}
+/* the same adds for eight rows at once, row r's sum (its tail apart) in lane r: each pair's lanes l and l + 4 in
+   one vector, then two rounds of horizontal adds of adjacent lanes */
+static inline __m256 f16_ggml_finish8(const __m256 v[8]) {
+    __m256 u[4];
+    for (int p = 0; p < 4; p++)
+        u[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    const __m256 f = _mm256_hadd_ps(_mm256_hadd_ps(u[0], u[1]), _mm256_hadd_ps(u[2], u[3])); /* v0 v2 v4 v6 v1 .. */
+    return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 /* R rows (bx bytes apart) in one pass, row r's dot to d + r * dd: each activation vector loaded once for the R
@@ -52,19 +65,22 @@ static float XSFX(f16_ggml_one)(int64_t n, const uint16_t *x, const float *y) {
     return s;
 }
 
-/* three rows per pass: 12 accumulators, the activation vector and a weight vector in the 16 ymm registers */
-static void XSFX(f16_ggml_rows)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, char *d,
-                                size_t dd) {
-    int64_t r = 0;
-    for (; r + 3 <= nr; r += 3)
-        f16_ggml_rows_ymm(n, (const uint16_t *)((const char *)x + r * bx), bx, y, d + r * dd, dd, 3);
-    const uint16_t *xr = (const uint16_t *)((const char *)x + r * bx);
-    if (nr - r == 2) f16_ggml_rows_ymm(n, xr, bx, y, d + r * dd, dd, 2);
-    if (nr - r == 1) f16_ggml_rows_ymm(n, xr, bx, y, d + r * dd, dd, 1);
+/* three rows per pass: 12 accumulators, the activation vector and a weight vector in the 16 ymm registers; the
+   columns one after another */
+static void XSFX(f16_ggml_tiles)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
+                                 int64_t nc, char *d, size_t dr, size_t dc) {
+    for (int64_t c = 0; c < nc; c++, y = (const float *)((const char *)y + by), d += dc) {
+        int64_t r = 0;
+        for (; r + 3 <= nr; r += 3)
+            f16_ggml_rows_ymm(n, (const uint16_t *)((const char *)x + r * bx), bx, y, d + r * dr, dr, 3);
+        const uint16_t *xr = (const uint16_t *)((const char *)x + r * bx);
+        if (nr - r == 2) f16_ggml_rows_ymm(n, xr, bx, y, d + r * dr, dr, 2);
+        if (nr - r == 1) f16_ggml_rows_ymm(n, xr, bx, y, d + r * dr, dr, 1);
+    }
 }
 
 static void XSFX(register_x86_f16)(pgc_simd *s) {
     s->round_f16 = XSFX(round_f16);
     s->dot_f16_ggml = XSFX(f16_ggml_one);
-    s->dot_f16_ggml_rows = XSFX(f16_ggml_rows);
+    s->dot_f16_ggml_tiles = XSFX(f16_ggml_tiles);
 }

@@ -62,7 +62,7 @@ static inline float row_dot(int t0, int64_t k, const char *x, const char *y) {
    sum in ggml_vec_dot_f16's order, as many rows per pass as the level's kernel takes. */
 static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y, char *d, int64_t db, int64_t nr) {
     if (t0 == T_F16) {
-        pgc_S.dot_f16_ggml_rows(K, (const uint16_t *)x, (size_t)bx, nr, (const float *)y, d, (size_t)db);
+        pgc_S.dot_f16_ggml_tiles(K, (const uint16_t *)x, (size_t)bx, nr, (const float *)y, 0, 1, d, (size_t)db, 0);
         return;
     }
     const pgc_vec_dotr_fn vdr = pgc_blck_size(t0) > 1 ? pgc_S.vec_dotr[t0] : NULL;
@@ -115,9 +115,20 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     const pgc_vec_dot2_fn vd2 = pgc_blck_size(t0) > 1 ? pgc_S.vec_dot2[t0] : NULL;
     const pgc_q_tiles_fn q_tiles = conv && N >= 2 && pgc_blck_size(t0) > 1 ? pgc_S.q_tiles[t0] : NULL;
     const int64_t nbr = (M + TILE_R - 1) / TILE_R, nbc = (N + TILE_C - 1) / TILE_C;
-    const int64_t units = ne12 * ne13 * nbr * nbc;
     int64_t u0, u1;
-    pgc_split(units, c->ith, c->nth, &u0, &u1);
+    if (t0 == T_F16 && N == 1 && r2 > 1) { /* decode attention: src0's matrix i02 against its r2 columns at once */
+        pgc_split(ne02 * ne13 * nbr, c->ith, c->nth, &u0, &u1);
+        for (int64_t u = u0; u < u1; u++) {
+            const int64_t br = u % nbr, i02 = (u / nbr) % ne02, i13 = u / (nbr * ne02);
+            const int64_t ir0 = br * TILE_R, ir1 = ir0 + TILE_R < M ? ir0 + TILE_R : M;
+            pgc_S.dot_f16_ggml_tiles(K, (const uint16_t *)pgc_ptr(n, 1, 0, ir0, i02, i13 / r3), (size_t)n->nb[1][1],
+                                     ir1 - ir0, (const float *)(c->wdata + (i13 * ne12 + i02 * r2) * rs1),
+                                     (size_t)rs1, r2, pgc_ptr(n, 0, ir0, 0, i02 * r2, i13), (size_t)n->nb[0][0],
+                                     (size_t)n->nb[0][2]);
+        }
+        return PGC_OK;
+    }
+    pgc_split(ne12 * ne13 * nbr * nbc, c->ith, c->nth, &u0, &u1);
     for (int64_t u = u0; u < u1; u++) {
         /* row blocks vary fastest so that threads share activation columns */
         int64_t br = u % nbr, bc = (u / nbr) % nbc, b = u / (nbr * nbc);

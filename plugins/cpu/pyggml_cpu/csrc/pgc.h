@@ -271,14 +271,9 @@ typedef void (*pgc_vec_dot2_fn)(int64_t n, float *s, const void *x, const void *
 #define PGC_DOTR_ROWS 8
 typedef void (*pgc_vec_dotr_fn)(int64_t n, float *s, const void *x, size_t bx, const void *y);
 /* nr F16 weight rows (from x, bx bytes apart) against nc F32 activation rows holding F16-rounded values (from y,
-   by bytes apart), n % 8 == 0: output (r, c) to the float at d + r * dr + c * dc */
+   by bytes apart): output (r, c) to the float at d + r * dr + c * dc (dot_f16_tiles: n % 8 == 0) */
 typedef void (*pgc_f16_tiles_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
                                  int64_t nc, char *d, size_t dr, size_t dc);
-/* nr F16 weight rows (from x, bx bytes apart) against one F32 activation row y (mat-vec), each row's dot in
-   ggml_vec_dot_f16's order (dot_f16_ggml's bits, however many rows a level's kernel takes per pass): row r's
-   dot to the float at d + r * dd */
-typedef void (*pgc_f16_rows_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, char *d,
-                                size_t dd);
 /* nr quantised weight rows (from x, bx bytes apart) against nc converted activation rows (from y, by bytes apart):
    output (r, c) to the float at d + r * dr + c * dc, each with vec_dot's bits (a prompt matmul's tile) */
 typedef void (*pgc_q_tiles_fn)(int64_t n, const void *x, size_t bx, int64_t nr, const void *y, size_t by, int64_t nc,
@@ -314,7 +309,7 @@ typedef struct pgc_simd {
        and adds): dot_f16_ggml as ggml_vec_dot_f16 (mat-vec, MUL_MAT_ID), dot_f16_tiles as llamafile's tinyBLAS
        (ggml's prompt matmul: one 8-lane accumulator per output, however many outputs a level computes at once) */
     pgc_dot_f16_fn dot_f16_ggml;
-    pgc_f16_rows_fn dot_f16_ggml_rows; /* dot_f16_ggml of several weight rows against one column */
+    pgc_f16_tiles_fn dot_f16_ggml_tiles; /* dot_f16_ggml of a tile: mat-vecs, and decode attention's query heads */
     pgc_f16_tiles_fn dot_f16_tiles;
     pgc_round_f16_fn round_f16; /* F16 weights' activations rounded to F16 first, as ggml converts them */
     pgc_vec_dot_fn vec_dot[T_COUNT];   /* quantised row x its dot partner row */
