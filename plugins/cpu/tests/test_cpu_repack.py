@@ -21,6 +21,8 @@ from pyggml_cpu._pgc import ffi, lib
 from pyggml_cpu.repack import RepackBuffer, from_r8, to_r8
 
 T = GGMLType
+NCOLS = 15
+"""Columns in the prompt-kernel tests: one pass each of 8, 4, 2 and 1 columns."""
 R8 = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K]
 GGML_ORDER = {T.Q4_1}
 """The R8 types whose kernels sum in ggml's AVX2 order (the others sum each block in integers first)."""
@@ -53,14 +55,15 @@ def test_round_trip(t: GGMLType) -> None:
 
 @pytest.mark.parametrize("t", R8)
 def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType) -> None:
-    """Two groups and four columns a call (the prompt kernels), and each column alone (mat-vec)."""
+    """Two groups and 15 columns a call (the prompt kernels' passes of 8, 4, 2 and 1 columns), and each column alone
+    (mat-vec)."""
     rows, k = 16, 512
     plain = weights(t, rows, k, 1)
     packed = to_r8(t, plain, rows, k)
     partner = t.traits.vec_dot_type
     assert partner is not None
-    a = np.random.default_rng(2).standard_normal((4, k)).astype(np.float32)
-    acts = np.stack([native.quantize(a[c], partner) for c in range(4)])
+    a = np.random.default_rng(2).standard_normal((NCOLS, k)).astype(np.float32)
+    acts = np.stack([native.quantize(a[c], partner) for c in range(NCOLS)])
     before = native.simd_level()
     try:
         native.set_simd_level(0)
@@ -70,14 +73,14 @@ def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType)
                 continue
             np.testing.assert_array_equal(r8_matmul(t, packed, rows, k, acts), want,
                                           err_msg=f"level {native.simd_level()}")
-            for c in range(4):
+            for c in range(NCOLS):
                 np.testing.assert_array_equal(r8_matmul(t, packed, rows, k, acts[c : c + 1])[0], want[c],
                                               err_msg=f"level {native.simd_level()}, column {c} alone")
     finally:
         native.set_simd_level(before)
     w = quants.dequantize(plain, t, rows * k).reshape(rows, k)
-    exact = quants.dequantize(acts.ravel(), partner, 4 * k).reshape(4, k) @ w.T
-    scale = np.abs(quants.dequantize(acts.ravel(), partner, 4 * k).reshape(4, k)) @ np.abs(w).T
+    exact = quants.dequantize(acts.ravel(), partner, NCOLS * k).reshape(NCOLS, k) @ w.T
+    scale = np.abs(quants.dequantize(acts.ravel(), partner, NCOLS * k).reshape(NCOLS, k)) @ np.abs(w).T
     assert np.all(np.abs(want - exact) <= 1e-3 * scale)
 
 

@@ -122,6 +122,19 @@ static inline __m512 r8k_f16_zmm(const uint8_t *p, size_t gb) {
 }
 #endif
 
+/* Q5_K's fifth bits: bit sb of each byte of the qh chunk h added to the nibbles w as 16 (a byte-masked add where
+   AVX-512 has byte masks; a mask, a shift and an or where it has not) */
+static inline __m256i r8k_fifth_bit_ymm(__m256i w, __m256i h, int sb) {
+    h = _mm256_and_si256(h, _mm256_set1_epi8((char)(1 << sb)));
+    return _mm256_or_si256(w, sb < 4 ? _mm256_slli_epi16(h, 4 - sb) : _mm256_srli_epi16(h, sb - 4));
+}
+#if defined(__AVX512F__)
+static inline __m512i r8k_fifth_bit_zmm(__m512i w, __m512i h, int sb) {
+    return _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(h, _mm512_set1_epi8((char)(1 << sb))), w,
+                                _mm512_set1_epi8(16));
+}
+#endif
+
 /* the start of a K type's tile t (its G groups gb bytes apart): prefetch R8_PREFETCH bytes ahead; y[c]: column c's
    activation block b (columns by bytes apart from vy) */
 AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const void *vy, size_t by, int64_t b, int C,
@@ -186,10 +199,7 @@ AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const 
                 R8_UNROLL(8) for (int j = 0; j < 8; j++) {                                                 \
                     const V##i v = r8k_load_##X(gq + 32 * j, gb);                                                     \
                     V##i w = sb & 1 ? P##_and_##S(P##_srli_epi16(v, 4), m4) : P##_and_##S(v, m4);                     \
-                    if (T == T_Q5_K) {                                                                                \
-                        const V##i h = P##_and_##S(r8k_load_##X(q + 32 * j, gb), P##_set1_epi8((char)(1 << sb))); \
-                        w = P##_or_##S(w, sb < 4 ? P##_slli_epi16(h, 4 - sb) : P##_srli_epi16(h, sb - 4));           \
-                    }                                                                                                 \
+                    if (T == T_Q5_K) w = r8k_fifth_bit_##X(w, r8k_load_##X(q + 32 * j, gb), sb);                      \
                     for (int c = 0; c < C; c++) {                                                                     \
                         int32_t four;                                                                                 \
                         memcpy(&four, y[c]->qs + 32 * sb + 4 * j, 4);                                                 \
