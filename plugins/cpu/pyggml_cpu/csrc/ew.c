@@ -65,6 +65,19 @@ static double exp_sum_portable(int64_t n, float *y, const float *x, float mx) {
     return sum;
 }
 
+/* SOFT_MAX's row before its exponentials: w = x * scale, plus slope x the mask row (F16 or F32; none: NULL);
+   returns the larger of mx and the row's largest value (a NaN never taken) */
+static float softmax_in_portable(int64_t n, float *w, const float *x, float scale, const void *mask, int mask_f16,
+                                 float slope, float mx) {
+    for (int64_t k = 0; k < n; k++) {
+        float v = x[k] * scale;
+        if (mask) v += slope * (mask_f16 ? F16T(((const uint16_t *)mask)[k]) : ((const float *)mask)[k]);
+        w[k] = v;
+        mx = v > mx ? v : mx;
+    }
+    return mx;
+}
+
 static void swiglu_portable(int64_t n, float *g, const float *v) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -119,6 +132,29 @@ PGC_X86_AVX2 static double exp_sum_avx2(int64_t n, float *y, const float *x, flo
     return sum;
 }
 
+__attribute__((target("avx2,fma,f16c"))) static float softmax_in_avx2(int64_t n, float *w, const float *x,
+                                                                        float scale, const void *mask, int mask_f16,
+                                                                        float slope, float mx) {
+    const __m256 sc = _mm256_set1_ps(scale), sl = _mm256_set1_ps(slope);
+    __m256 top = _mm256_set1_ps(mx);
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + k), sc);
+        if (mask) {
+            const __m256 m = mask_f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)mask + k)))
+                                      : _mm256_loadu_ps((const float *)mask + k);
+            v = _mm256_add_ps(v, _mm256_mul_ps(sl, m));
+        }
+        _mm256_storeu_ps(w + k, v);
+        top = _mm256_max_ps(v, top); /* v if v > top: a NaN is never taken */
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, top);
+    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
+    return softmax_in_portable(n - k, w + k, x + k, scale, mask ? (const char *)mask + k * (mask_f16 ? 2 : 4) : NULL,
+                               mask_f16, slope, mx);
+}
+
 PGC_X86_AVX2 static void swiglu_avx2(int64_t n, float *g, const float *v) {
     int64_t i = 0;
     const __m256 one = _mm256_set1_ps(1.0f), ninf = _mm256_set1_ps(-INFINITY);
@@ -140,6 +176,14 @@ double pgc_exp_sum_row(int64_t n, float *y, const float *x, float mx) {
     if (pgc_S.level >= 1) return exp_sum_avx2(n, y, x, mx);
 #endif
     return exp_sum_portable(n, y, x, mx);
+}
+
+float pgc_softmax_in_row(int64_t n, float *w, const float *x, float scale, const void *mask, int mask_f16, float slope,
+                         float mx) {
+#ifdef PGC_X86_AVX2
+    if (pgc_S.level >= 1) return softmax_in_avx2(n, w, x, scale, mask, mask_f16, slope, mx);
+#endif
+    return softmax_in_portable(n, w, x, scale, mask, mask_f16, slope, mx);
 }
 
 /* g = silu(g) * v (v NULL: silu alone) */

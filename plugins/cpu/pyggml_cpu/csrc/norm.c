@@ -5,6 +5,9 @@
 #include "softmax.h" /* alibi_slope: the OpenCL and CUDA kernels' too */
 
 double pgc_exp_sum_row(int64_t n, float *y, const float *x, float mx); /* ew.c */
+/* w = x * scale (+ slope x mask); returns max(mx, w) (ew.c) */
+float pgc_softmax_in_row(int64_t n, float *w, const float *x, float scale, const void *mask, int mask_f16, float slope,
+                         float mx);
 
 #define ROWS_LOOP(n, c)                                                                    \
     int64_t nr_ = pgc_nrows(n, 0), r0_, r1_;                                               \
@@ -89,25 +92,17 @@ int pgc_k_soft_max(const pgc_node *n, const pgc_tctx *c) {
     ROWS_LOOP(n, c)
         const char *xp = pgc_ptr(n, 1, 0, i1, i2, i3);
         float slope = pgc_alibi_slope(max_bias, i2, nh);
-        if (n->nb[1][0] == 4) { /* contiguous rows: loops the compiler vectorises */
-            const float *x = (const float *)xp;
-            for (int64_t k = 0; k < ne0; k++) w[k] = x[k] * scale;
-        } else {
-            for (int64_t k = 0; k < ne0; k++) w[k] = *(const float *)(xp + k * n->nb[1][0]) * scale;
+        const float *x = (const float *)xp;
+        if (n->nb[1][0] != 4) { /* strided rows: gathered first */
+            for (int64_t k = 0; k < ne0; k++) w[k] = *(const float *)(xp + k * n->nb[1][0]);
+            x = w;
         }
-        if (has_mask) {
-            const char *mp = pgc_ptr(n, 2, 0, i1, i2 % n->ne[2][2], i3 % n->ne[2][3]);
-            if (n->type[2] == T_F16)
-                for (int64_t k = 0; k < ne0; k++) w[k] += slope * F16T(((const uint16_t *)mp)[k]);
-            else
-                for (int64_t k = 0; k < ne0; k++) w[k] += slope * ((const float *)mp)[k];
-        }
-        float mx = -INFINITY, sink = 0.0f;
-        if (has_sinks) {
-            sink = *(const float *)((const char *)(uintptr_t)n->data[3] + i2 * n->nb[3][0]);
-            mx = sink;
-        }
-        for (int64_t k = 0; k < ne0; k++) mx = w[k] > mx ? w[k] : mx;
+        const void *mp = has_mask ? pgc_ptr(n, 2, 0, i1, i2 % n->ne[2][2], i3 % n->ne[2][3]) : NULL;
+        float sink = 0.0f;
+        if (has_sinks) sink = *(const float *)((const char *)(uintptr_t)n->data[3] + i2 * n->nb[3][0]);
+        /* one pass: scaled, masked, and its largest value (from the sink's where there is one) */
+        const float mx = pgc_softmax_in_row(ne0, w, x, scale, mp, n->type[2] == T_F16, slope,
+                                            has_sinks ? sink : -INFINITY);
         double sum = pgc_exp_sum_row(ne0, w, w, mx); /* an all -inf row without a sink gives NaN, as ggml */
         if (has_sinks) sum += expf(sink - mx);
         float inv = (float)(1.0 / sum);
