@@ -29,13 +29,12 @@ from typing import Any
 import numpy as np
 
 from pyggml.backend import get_device
-from pyggml.backend.sched import Scheduler
+from pyggml.backend.sched import Scheduler, backends_for
 from pyggml.backend.sysinfo import cpu_model
 from pyggml.errors import PyGGMLError
 from pyggml.opt import AdamW, Dataset, Trainer
 from pyggml_train_mlp.data import spirals
 from pyggml_train_mlp.model import build_mlp
-from pyggml_train_mlp.train import backends_for
 
 
 def bench(device: str, batch: int, hidden: int, steps: int, repeat: int, threads: int) -> dict[str, object]:

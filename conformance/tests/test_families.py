@@ -22,11 +22,16 @@ def _family(tag: str) -> list[Case]:
 def test_the_families_are_in_the_suite() -> None:
     assert len(_family("edge=special")) > 200 and len(_family("edge=bad_id")) >= 30
     assert {c.op for c in _family("edge=long")} >= {Op.SUM, Op.SUM_ROWS, Op.MEAN, Op.ARGMAX, Op.COUNT_EQUAL}
-    assert {c.params for c in _family("misuse=")} == {"misuse=use_after_free", "misuse=free_during_compute",
-                                                     "misuse=two_threads_one_backend"}
+    assert {c.params for c in _family("misuse=")} == {
+        "misuse=use_after_free", "misuse=free_during_compute", "misuse=two_threads_one_backend",
+        "misuse=free_during_compute_loop", "misuse=reuse_freed_memory", "misuse=alloc_free_cycles",
+        "misuse=two_threads_one_buffer", "misuse=backend_use_after_free", "misuse=free_backend_during_compute",
+        "misuse=two_threads_one_scheduler"}
+    assert {c.params for c in _family("edge=int64")} == {f"edge=int64,check={k}" for k in ("refused", "largest",
+                                                                                         "computed")}
 
 
-@pytest.mark.parametrize("tag", ["edge=special", "edge=bad_id", "edge=size", "misuse="])
+@pytest.mark.parametrize("tag", ["edge=special", "edge=bad_id", "edge=size", "misuse=", "edge=int64"])
 def test_families_pass_on_the_reference(tag: str) -> None:
     numpy = open_target("numpy")
     bad = [(r.name, r.error) for c in _family(tag)[::3] for r in compare_case(c, [numpy], numpy)

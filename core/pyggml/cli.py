@@ -23,9 +23,24 @@ from pathlib import Path
 from typing import Any
 
 from pyggml.backend.registry import hub
-from pyggml.errors import PyGGMLError
+from pyggml.errors import PluginLoadError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
+from pyggml.weight_cache.command import add_parser as add_cache_parser
+
+
+def _default_device_name() -> str | None:
+    """The device `default_device()` picks, or None (with a warning on stderr) when it cannot pick one: a
+    PYGGML_DEVICE that names no device still leaves the list to read."""
+    from pyggml.backend.choice import default_device
+
+    try:
+        return default_device().name
+    except PluginLoadError:
+        raise  # strict mode: a plugin that failed to load ends the command
+    except PyGGMLError as e:
+        print(f"pyggml: warning: no default device: {e}", file=sys.stderr)
+        return None
 
 
 def _device_rows() -> list[dict[str, Any]]:
@@ -47,6 +62,7 @@ def _device_rows() -> list[dict[str, Any]]:
                 "plugin": info.plugin,
                 "device": p.name,
                 "description": p.description,
+                "default": False,
                 "type": p.type.value,
                 "memory_free": p.memory_free,
                 "memory_total": p.memory_total,
@@ -55,23 +71,32 @@ def _device_rows() -> list[dict[str, Any]]:
                                   "is_host": b.is_host} for b in bufts],
                 "details": p.details,
             })
+    default = _default_device_name()
+    for r in rows:
+        if r["device"] is not None:
+            r["default"] = r["device"] == default
     return rows
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
+    """Every device of every loaded plugin, the default one (`default_device()`: PYGGML_DEVICE, else the best)
+    marked `*` (in JSON: `"default": true`)."""
     rows = _device_rows()
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
         if r["device"] is None:
-            print(f"{r['registry']:<10} (no devices: {r['reason']})")
+            print(f"  {r['registry']:<10} (no devices: {r['reason']})")
             continue
         caps = ",".join(k for k, v in r["caps"].items() if v) or "-"
         mem = f"{r['memory_free'] / 2**30:.1f}/{r['memory_total'] / 2**30:.1f} GiB"
         bufts = ", ".join(b["name"] for b in r["buffer_types"])
-        print(f"{r['registry']:<10} {r['device']:<12} {r['type']:<6} {mem:<16} caps={caps:<30} "
+        mark = "*" if r["default"] else " "
+        print(f"{mark} {r['registry']:<10} {r['device']:<12} {r['type']:<6} {mem:<16} caps={caps:<30} "
               f"bufts=[{bufts}]  {r['description']}")
+    if any(r["device"] and r["default"] for r in rows):
+        print("(* the default device: PYGGML_DEVICE, else the best by plugin priority and device type)")
     return 0
 
 
@@ -116,16 +141,42 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_function(target: str, cmd: str, what: str) -> Callable[[], object] | None:
+    """The function MODULE:FUNCTION names, or None after saying on stderr why there is none."""
+    mod_name, _, fn_name = target.partition(":")
+    if not fn_name:
+        print(f"{cmd}: give MODULE:FUNCTION {what}", file=sys.stderr)
+        return None
+    try:
+        fn: Callable[[], object] = getattr(importlib.import_module(mod_name), fn_name)
+    except (ImportError, AttributeError) as e:
+        print(f"{cmd}: cannot load {target}: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+    return fn
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Run MODULE:FUNCTION with a profile active, write its trace, print the summary by op."""
+    from pyggml.profile import Profile
+
+    if args.dir:
+        sys.path.insert(0, args.dir)
+    fn = load_function(args.target, "profile", "that computes graphs (through a Scheduler)")
+    if fn is None:
+        return 2
+    with Profile() as prof:
+        fn()
+    out = prof.write_trace(args.output)
+    print(prof.summary().text())
+    print(f"profile: {len(prof.node_events())} node events on {sum(map(len, prof.lanes().values()))} lanes -> {out} "
+          "(open in ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
+    return 0
+
+
 def cmd_graph(args: argparse.Namespace) -> int:
     """Render the graph returned by MODULE:FUNCTION (a Graph or a Tensor) as DOT, or SVG through graphviz."""
-    mod_name, _, fn_name = args.target.partition(":")
-    if not fn_name:
-        print("graph: give MODULE:FUNCTION returning a Graph or Tensor", file=sys.stderr)
-        return 2
-    try:
-        fn = getattr(importlib.import_module(mod_name), fn_name)
-    except (ImportError, AttributeError) as e:
-        print(f"graph: cannot load {args.target}: {type(e).__name__}: {e}", file=sys.stderr)
+    fn = load_function(args.target, "graph", "returning a Graph or Tensor")
+    if fn is None:
         return 2
     obj = fn()
     graph = obj if isinstance(obj, Graph) else Graph().build_forward_expand(obj) if isinstance(obj, Tensor) else None
@@ -205,6 +256,12 @@ def _main(argv: list[str]) -> int:
     p.add_argument("target", help="MODULE:FUNCTION returning a Graph or Tensor")
     p.add_argument("-o", "--output", help="file.dot or file.svg (default: DOT on stdout)")
     p.set_defaults(fn=cmd_graph)
+    add_cache_parser(sub)
+    p = sub.add_parser("profile", help="run MODULE:FUNCTION profiled: a Chrome/Perfetto trace and a table by op")
+    p.add_argument("target", help="MODULE:FUNCTION that computes graphs (no arguments)")
+    p.add_argument("-o", "--output", default="trace.json", help="the trace JSON (default: trace.json)")
+    p.add_argument("--dir", help="a directory to import MODULE from (put first on sys.path)")
+    p.set_defaults(fn=cmd_profile)
     for name, ep in sorted(extra.items()):
         dist = ep.dist.name if ep.dist is not None else "a plugin"
         sub.add_parser(name, help=f"from {dist} ({name} --help)")

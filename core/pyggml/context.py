@@ -93,7 +93,10 @@ class Context:
     def new_tensor(self, ttype: GGMLType | str, *ne: int, name: str = "") -> Tensor:
         """A new leaf tensor, ne[0] first (ggml order): new_tensor(F32, 4096, 32) is 32 rows of 4096."""
         tt = parse_type(ttype)
-        dims = ne4(*ne)
+        try:
+            dims = ne4(*ne)
+        except ShapeError as e:
+            raise ShapeError(f"new tensor{f' {name!r}' if name else ''} of {tt}: {e}") from None
         tr = tt.traits
         if dims[0] % tr.blck_size:
             raise ShapeError(f"new tensor{f' {name!r}' if name else ''}: {tt} stores rows in blocks of {tr.blck_size} "

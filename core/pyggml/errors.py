@@ -51,3 +51,9 @@ class BackendParamsError(PyGGMLError, ValueError):
 
 class OptimizerParamsError(PyGGMLError, ValueError):
     """An optimiser hyper-parameter (AdamW, SGD) that is not a real number in its allowed range."""
+
+
+class DLPackError(PyGGMLError, BufferError):
+    """A tensor cannot be exported through DLPack, or an array imported (a block-quantised type, strides that are
+    not whole elements, a freed buffer, memory a device cannot use in place); the message names the tensor or the
+    array. A BufferError, as the array API asks of `__dlpack__`."""

@@ -4,6 +4,7 @@ every problem becomes a GGUFError naming the file and what is wrong, before anyt
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import math
@@ -11,6 +12,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from pyggml.gguf_reader import RawTensorInfo, read_container
 from pyggml.ops.base import Op
 from pyggml.tensor import MAX_DIMS, Ne, Tensor
 from pyggml.types import GGMLType, parse_type
+from pyggml.weight_cache import CachedLayout, WeightCache
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,7 @@ class GGUFFile:
         self.tensors: dict[str, GGUFTensorInfo] = {
             name: self._tensor_info(raw) for name, raw in self._container.tensors.items()}
         self._check_overlaps()
+        self._digest: str | None = None
 
     def _check_overlaps(self) -> None:
         """Two tensors whose data share bytes: a writer bug or a crafted file (writing one would change the other)."""
@@ -129,16 +133,21 @@ class GGUFFile:
         self.check_mapping()
         return self.mapped()[info.offset : info.offset + info.nbytes]
 
-    def read(self, name: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
-        """The raw bytes of one tensor read into new memory from the file this object mapped (its kept descriptor,
-        so a file renamed over it since is not read): what a copy out of the file wants (a repacked or device
-        buffer), faster than faulting the mapping's pages in one by one. GGUFError naming the file when it ends
+    def read(self, name: str, offset: int = 0, size: int | None = None) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """The raw bytes of one tensor (bytes [offset, offset + size) of its data; default: all) read into new
+        memory from the file this object mapped (its kept descriptor, so a file renamed over it since is not read):
+        what a copy out of the file wants (a repacked or device buffer), faster than faulting the mapping's pages in
+        one by one, and without making them part of the process's memory. GGUFError naming the file when it ends
         early."""
         info = self.tensors[name]
+        n = info.nbytes - offset if size is None else size
+        if offset < 0 or n < 0 or offset + n > info.nbytes:
+            raise GGUFError(f"{self.path}: bytes [{offset}, {offset + n}) are outside tensor {name!r} "
+                            f"({info.nbytes} bytes)")
         f = self._container.file
         if f is None:  # a container without a kept descriptor: a copy of the mapping
-            return np.array(self.data(name))
-        return f.read(info.offset, info.nbytes)
+            return np.array(self.data(name)[offset : offset + n])
+        return f.read(info.offset + offset, n)
 
     def check_mapping(self) -> None:
         """GGUFError naming the file when it is now shorter than when it was mapped (another process truncated or
@@ -146,6 +155,28 @@ class GGUFFile:
         that map the file run it before each compute or read (`load_weights`)."""
         if self._container.file is not None:
             self._container.file.check()
+
+    def stat(self) -> os.stat_result:
+        """The status of the file this object mapped (not of one renamed over its path since)."""
+        f = self._container.file
+        if f is None:
+            return os.stat(self.path)
+        return f.stat()
+
+    def content_digest(self) -> str:
+        """SHA-256 (hex) of the file's bytes before the tensor data (header, metadata, tensor table) and of the first
+        and last 4 KiB of every tensor's data: a cheap check that a file with the same name, size and time holds the
+        same weights (a cache keyed on it: `pyggml.weight_cache`). Computed once; the data is read, not mapped, so
+        its pages do not count as this process's memory."""
+        if self._digest is None:
+            self.check_mapping()
+            h = hashlib.sha256(self.mapped()[: self.data_start].data)
+            for info in sorted(self.tensors.values(), key=lambda i: i.offset):
+                n = min(info.nbytes, 4096)
+                h.update(self.read(info.name, 0, n).data)
+                h.update(self.read(info.name, info.nbytes - n, n).data)
+            self._digest = h.hexdigest()
+        return self._digest
 
     def mapped(self) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """The whole file, memory-mapped read-only."""
@@ -258,12 +289,31 @@ class Weights:
         self.buffers.clear()
 
 
+FILL_CHUNK = 16 << 20
+"""Bytes of a tensor read and written at a time when a buffer is filled from the file: the memory a load needs beside
+its buffers (the largest tensor, a 150k-token embedding say, would otherwise be read whole first)."""
+
+
+def _fill_step(info: GGUFTensorInfo) -> int:
+    """FILL_CHUNK rounded down to whole groups of eight rows (the unit of the cpu device's repacked layout, whose
+    set_tensor converts such a range at once; whole rows where the rows are not a multiple of eight), at least one
+    group; the whole tensor when it is smaller."""
+    rows = info.ne[1] * info.ne[2] * info.ne[3]
+    group = info.nbytes // rows * (8 if rows % 8 == 0 else 1)
+    return max(group, FILL_CHUNK // group * group) if info.nbytes > FILL_CHUNK else max(info.nbytes, 1)
+
+
 def load_weights(gf: GGUFFile, placement: TensorPlacer | BufferType, *, use_mmap: bool = True,
-                 names: Sequence[str] | None = None) -> Weights:
+                 names: Sequence[str] | None = None, cache: WeightCache | None = None,
+                 copy_below: int = 0) -> Weights:
     """Create a tensor per GGUF tensor (same name, type, ne) and place its data per `placement`. On host buffer
-    types with use_mmap the data stays in the file's memory map (no copy); elsewhere one WEIGHTS buffer per buffer
-    type is allocated and filled. On failure every buffer made so far is freed."""
-    from pyggml.alloc import alloc_ctx_tensors
+    types with use_mmap the data stays in the file's memory map (no copy), but for tensors of fewer than
+    `copy_below` bytes (a loader that leaves most of the file unread passes 1 MiB: a small tensor read from the
+    map would map the pages around it too, whole large folios of the page cache, counted as the process's memory);
+    elsewhere one WEIGHTS buffer per buffer type is allocated and filled. A buffer type with a layout of its own
+    (`CachedLayout`: the cpu device's cpu_repack) maps its converted bytes from `cache` (`pyggml.weight_cache`),
+    which converts and writes them the first time. On failure every buffer made so far is freed."""
+    from pyggml.alloc.weights import plan_ranges
 
     place: TensorPlacer = placement if callable(placement) else (lambda info, b=placement: b)  # type: ignore[misc]
     selected = [gf.tensors[n] for n in names] if names is not None else list(gf.tensors.values())
@@ -281,28 +331,26 @@ def load_weights(gf: GGUFFile, placement: TensorPlacer | BufferType, *, use_mmap
     try:
         for buft, items in by_buft.values():
             if use_mmap and buft.is_host and isinstance(buft, HostBufferType):
-                buf = buft.wrap(gf.mapped(), guard=gf.check_mapping)
-                buf.usage = BufferUsage.WEIGHTS
-                weights.buffers.append(buf)
-                weights.mapped = True
-                for t, info in items:
-                    t.buffer = buf
-                    t.offset = info.offset
-                    buf.init_tensor(t)
-                continue
-            sub = Context(no_alloc=True)
-            for t, _ in items:
-                t.ctx = sub
-                sub.add_tensor(t)
-            buf_or_none = alloc_ctx_tensors(sub, buft)
-            if buf_or_none is None:
-                continue
-            buf_or_none.usage = BufferUsage.WEIGHTS
-            weights.buffers.append(buf_or_none)
-            for t, info in items:
-                owner = t.buffer
-                assert owner is not None
-                owner.set_tensor(t, gf.read(info.name))
+                mapped = [(t, info) for t, info in items if info.nbytes >= copy_below]
+                items = [(t, info) for t, info in items if info.nbytes < copy_below]
+                if mapped:
+                    buf = buft.wrap(gf.mapped(), guard=gf.check_mapping)
+                    buf.usage = BufferUsage.WEIGHTS
+                    weights.buffers.append(buf)
+                    weights.mapped = True
+                    for t, info in mapped:
+                        t.buffer = buf
+                        t.offset = info.offset
+                        buf.init_tensor(t)
+            elif cache is not None and isinstance(buft, CachedLayout):
+                ranges = plan_ranges([t for t, _ in items], buft)
+                if len(ranges) == 1:
+                    cached = cache.load(gf, buft, ranges[0][0], ranges[0][1], partial(_fill, gf, items))
+                    if cached is not None:
+                        weights.buffers.append(cached)
+                        continue
+            if items:
+                weights.buffers += _alloc_and_fill(gf, buft, items)
     except Exception:
         weights.free()
         raise
@@ -310,3 +358,32 @@ def load_weights(gf: GGUFFile, placement: TensorPlacer | BufferType, *, use_mmap
         if t.view_src is not None:
             init_view(t)
     return weights
+
+
+def _alloc_and_fill(gf: GGUFFile, buft: BufferType, items: list[tuple[Tensor, GGUFTensorInfo]]) -> list[Buffer]:
+    from pyggml.alloc import alloc_ctx_tensors
+
+    sub = Context(no_alloc=True)
+    for t, _ in items:
+        t.ctx = sub
+        sub.add_tensor(t)
+    buf = alloc_ctx_tensors(sub, buft)
+    if buf is None:
+        return []
+    buf.usage = BufferUsage.WEIGHTS
+    try:
+        _fill(gf, items)
+    except Exception:
+        buf.free()
+        raise
+    return [buf]
+
+
+def _fill(gf: GGUFFile, items: list[tuple[Tensor, GGUFTensorInfo]]) -> None:
+    """Write each tensor's data from the file into its buffer, FILL_CHUNK bytes at a time (`_fill_step`)."""
+    for t, info in items:
+        owner = t.buffer
+        assert owner is not None
+        step = _fill_step(info)
+        for off in range(0, info.nbytes, step):
+            owner.set_tensor(t, gf.read(info.name, off, min(step, info.nbytes - off)), off)

@@ -15,9 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from pyggml.errors import AllocationError, ShapeError, UnsupportedTypeError
+from pyggml.tensor_operators import TensorOperators
 from pyggml.types import GGMLType, from_f32, to_f32, type_traits
 
 if TYPE_CHECKING:
+    from typing_extensions import CapsuleType
+
     from pyggml.backend.protocol import Buffer
     from pyggml.context import Context
     from pyggml.ops.base import Op
@@ -117,8 +120,9 @@ def contiguous_strides(t: GGMLType, ne: Ne) -> Ne:
     return (nb0, nb1, nb2, nb2 * ne[2])
 
 
-class Tensor:
-    """One node or leaf of a compute graph. Create tensors through a `Context` or the `pyggml.ops` functions."""
+class Tensor(TensorOperators):
+    """One node or leaf of a compute graph. Create tensors through a `Context` or the `pyggml.ops` functions; the
+    Python operators (`+ - * / @`, `.T`) record ops with numpy's meaning (`pyggml.tensor_operators`)."""
 
     __slots__ = (
         "__weakref__",
@@ -405,6 +409,22 @@ class Tensor:
             f"reversed), got an array of shape {arr.shape}; pass an array of shape {self.shape}, a 1-D array in "
             f"memory order (ne[0] fastest), or flat=True to write any shape's elements in C order"
         )
+
+    # ---- DLPack -----------------------------------------------------------------------------------------------
+
+    def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> CapsuleType:
+        """A DLPack capsule over this tensor's memory, no copy (`np.from_dlpack(t)`, `torch.from_dlpack(t)`):
+        see `pyggml.dlpack.export_tensor`."""
+        from pyggml.dlpack import export_tensor
+
+        return export_tensor(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLPack device type, device number) of this tensor's memory."""
+        from pyggml.dlpack import dlpack_device
+
+        return dlpack_device(self)
 
     def __repr__(self) -> str:
         opname = self.op.name

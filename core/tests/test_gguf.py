@@ -53,6 +53,19 @@ def test_mapped_weights_share_the_file(tiny: Path) -> None:
         w["nope"]
 
 
+def test_tensors_below_copy_below_are_copied_and_reads_take_ranges(tiny: Path) -> None:
+    gf = GGUFFile(tiny)
+    w = load_weights(gf, HostBufferType("host"), copy_below=200)
+    big, small = w["token_embd.weight"], w["blk.1.attn_norm.weight"]
+    assert big.buffer is not None and small.buffer is not None and big.buffer is not small.buffer
+    assert np.shares_memory(big.buffer.host_array(), gf.mapped()) and w.mapped
+    assert not np.shares_memory(small.buffer.host_array(), gf.mapped())
+    np.testing.assert_array_equal(small.numpy(), np.full(32, 2.0, dtype=np.float32))
+    np.testing.assert_array_equal(gf.read("token_embd.weight", 128, 8).view(np.float32), [32.0, 33.0])
+    with pytest.raises(GGUFError, match=r"bytes \[250, 258\) are outside tensor 'token_embd.weight'"):
+        gf.read("token_embd.weight", 250, 8)
+
+
 def test_placement_by_layers_and_overrides() -> None:
     a, b, host = HostBufferType("a"), HostBufferType("b"), HostBufferType("host")
     place = place_by_layers(4, [a, b], [3, 1], host=host)

@@ -19,9 +19,17 @@ def blocks() -> list[str]:
     return [str(b) for b in re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)]
 
 
+SECTIONS = ("Shapes", "Weights and quantisation", "Graph inputs and outputs", "Operators", "A function of numpy "
+            "arrays", "Where each op runs", "Inference after training", "The default device",
+            "Sharing memory with numpy")
+"""The page's sections with python blocks, in order: the test checks what each one promises."""
+
+
 def test_library_page_runs_as_printed() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    headings = [h for h in re.findall(r"^## (.*)$", text, flags=re.M)]
+    assert [any(h.startswith(s) for h in headings) for s in SECTIONS] == [True] * len(SECTIONS), headings
     code = blocks()
-    assert len(code) == 4, "docs/library.md: the test expects its four python blocks"
     scope: dict[str, Any] = {}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -35,3 +43,17 @@ def test_library_page_runs_as_printed() -> None:
     h = np.maximum(x.astype(np.float64) @ w.T, 0.0) @ wq.T
     e = np.exp(h - h.max(axis=1, keepdims=True))
     np.testing.assert_allclose(scope["probs"], e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-6)
+    # Operators: x @ w.T is MUL_MAT(w, x); a shape error names both tensors
+    assert "+: cannot broadcast 'xs' of numpy shape (8, 64) (ne=[64, 8, 1, 1]) with" in printed
+    # pyggml.function: the MLP as numpy computes it, on the last batch of 5 rows
+    h = np.maximum(scope["XB"].astype(np.float64) @ scope["W1"], 0.0) @ scope["W2"]
+    e = np.exp(h - h.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(scope["P"], e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-6)
+    # reading the scheduler: the plan of the inputs section's graph, one numpy split
+    assert "-> 1 splits, 0 inputs copied (0.0 KiB) per compute" in printed and "[numpy 1.inp]" in printed
+    # inference after training: the function of the trained weights agrees with trainer.predict
+    assert scope["scores"].shape == (300, 3)
+    # the default device: ggml's choice, printed
+    assert "default device: " in printed and scope["best"] is scope["default_device"]()
+    # DLPack: numpy shares w's memory, an array comes in as a tensor, a quantised tensor is refused by name
+    assert "tensor 'wq' is q4_0, a block-quantised type" in printed

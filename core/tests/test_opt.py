@@ -69,6 +69,29 @@ def test_training_converges_and_reports_per_epoch() -> None:
     assert tr.step == 4 * 24
 
 
+def test_predict_runs_the_model_alone_on_any_number_of_rows() -> None:
+    """predict: the outputs for every row (the last batch padded, its padding dropped) with the weights as trained,
+    between training passes; a wrong input width is refused naming the model's input."""
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal((N_OUT, N_IN)).astype(np.float32)
+    sched, x, z, w = linear(w0)
+    tr = Trainer(sched, x, z, loss="mse", optimizer=SGD(alpha=0.1))
+    xs = rng.standard_normal((2 * BATCH + 3, N_IN)).astype(np.float32)
+    np.testing.assert_allclose(tr.predict(xs), xs @ w0.T, rtol=1e-5, atol=1e-6)
+    ds = Dataset(xs, rng.standard_normal((len(xs), N_OUT)).astype(np.float32))
+    tr.fit(ds, 1, val_split=0.0)
+    trained = w.numpy()
+    assert not np.allclose(trained, w0)
+    got = tr.predict(xs[:1])
+    assert got.shape == (1, N_OUT)
+    np.testing.assert_allclose(got, xs[:1] @ trained.T, rtol=1e-5, atol=1e-6)
+    assert tr.evaluate(ds).ndata == 2 * BATCH        # whole batches, as the validation passes
+    tr.fit(ds, 1, val_split=0.0)                       # training goes on after a prediction
+    assert not np.allclose(w.numpy(), trained)
+    with pytest.raises(ShapeError, match=r"Trainer.predict: x of shape \(4, 2\) must be \(n, 3\).*'x' f32"):
+        tr.predict(np.zeros((4, 2)))
+
+
 def test_dataset_batches_and_shuffle() -> None:
     ds = Dataset(np.arange(20, dtype=np.float32).reshape(10, 2), np.zeros((10, 1)))
     assert [b[0][:, 0].tolist() for b in ds.batches(4, 0, 10)] == [[0, 2, 4, 6], [8, 10, 12, 14]]

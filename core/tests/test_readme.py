@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyggml.backend import devices
+from pyggml.backend import default_device, devices, get_device
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-DEVICE_LINE = re.compile(r'^device = get_device\("numpy"\)', flags=re.M)
+DEVICE_LINE = re.compile(r'^device = default_device\(\)', flags=re.M)
 """The line that picks the device; the test puts each device's name in it."""
 
 
@@ -25,10 +25,8 @@ def example() -> str:
     return str(blocks[0])
 
 
-@pytest.mark.parametrize("name", [d.name for d in devices()])
-def test_readme_python_example_runs_on(name: str) -> None:
-    code = DEVICE_LINE.sub(f"device = get_device({name!r})", example())
-    scope: dict[str, object] = {}
+def run_example(code: str) -> dict[str, object]:
+    scope: dict[str, object] = {"get_device": get_device}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, str(README), "exec"), scope)
@@ -36,3 +34,14 @@ def test_readme_python_example_runs_on(name: str) -> None:
     expect = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6)
     np.testing.assert_allclose(scope["y"].numpy(), expect, rtol=1e-5)  # type: ignore[attr-defined]
     assert out.getvalue().count("\n") == 3  # the printed 3 x 4 result
+    return scope
+
+
+@pytest.mark.parametrize("name", [d.name for d in devices()])
+def test_readme_python_example_runs_on(name: str) -> None:
+    run_example(DEVICE_LINE.sub(f"device = get_device({name!r})", example()))
+
+
+def test_readme_python_example_runs_as_printed_on_the_default_device() -> None:
+    scope = run_example(example())
+    assert scope["device"] is default_device()

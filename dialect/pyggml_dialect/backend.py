@@ -73,6 +73,6 @@ class DialectBackend(PlannedBackend[P], Generic[P, D]):
         tensor.mark_written()
         return arr, start
 
-    def free(self) -> None:
+    def release_resources(self) -> None:
         self.synchronize()
-        super().free()
+        super().release_resources()

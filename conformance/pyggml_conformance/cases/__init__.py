@@ -39,6 +39,8 @@ FAMILIES = (
     "back2",
     "edge",
     "misuse",
+    "lifetime",
+    "int64",
 )
 
 

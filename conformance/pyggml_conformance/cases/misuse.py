@@ -32,22 +32,27 @@ JOIN_S = 120.0
 
 
 class Job:
-    """y = a @ x^T + 1 (MUL_MAT then ADD) in one buffer of its own on `dev`, with random inputs."""
+    """y = a @ x^T + 1 (MUL_MAT then ADD) in one buffer of its own on `dev`, with random inputs (place=False: not
+    placed; the caller places the graph, then calls `write_inputs`)."""
 
-    def __init__(self, dev: Device, seed: int) -> None:
+    def __init__(self, dev: Device, seed: int, *, place: bool = True) -> None:
         rng = np.random.default_rng(seed)
         self.x = rng.uniform(-1, 1, (N, K)).astype(np.float32)
         self.w = rng.uniform(-1, 1, (M, K)).astype(np.float32)
         ctx = Context(no_alloc=True)
         self.a = ctx.new_tensor("f32", K, M, name="w")
         self.b = ctx.new_tensor("f32", K, N, name="x")
-        one = ctx.new_tensor("f32", 1, name="one")
-        self.y = ops.add(ops.mul_mat(self.a, self.b), one)
+        self.one = ctx.new_tensor("f32", 1, name="one")
+        self.y = ops.add(ops.mul_mat(self.a, self.b), self.one)
         self.graph: Graph = build_graph(self.y)
-        self.buffer: Buffer = _place(self.graph, dev)
+        if place:
+            self.buffer: Buffer = _place(self.graph, dev)
+            self.write_inputs()
+
+    def write_inputs(self) -> None:
         self.a.set(self.w)
         self.b.set(self.x)
-        one.set(np.ones(1, np.float32))
+        self.one.set(np.ones(1, np.float32))
 
     def expected(self) -> np.ndarray:
         return (self.x.astype(np.float64) @ self.w.astype(np.float64).T) + 1.0
@@ -129,34 +134,58 @@ def free_during_compute(dev: Device) -> str | None:
         be.free()
 
 
-def two_threads_one_backend(dev: Device) -> str | None:
-    be = dev.init_backend()
-    problems: list[str] = []
+def run_threads(work: Callable[[int], None], n: int, problems: list[str]) -> str | None:
+    """Run work(0..n-1) on n threads: the problems they added (a PyGGMLError ends a thread quietly: a clear
+    refusal is allowed; anything else is one), or that they did not end within JOIN_S (a hang)."""
 
-    def work(seed: int) -> None:
+    def body(i: int) -> None:
         try:
-            job = Job(dev, seed)
-            for _ in range(30):
-                be.graph_compute(job.graph)
-                be.synchronize()
-                bad = job.check()
-                if bad:
-                    problems.append(bad)
-                    return
+            work(i)
         except PyGGMLError:
-            pass  # a clear refusal is allowed
+            pass
         except Exception as e:  # reported as the scenario's failure
-            problems.append(f"{type(e).__name__}: {e}")
+            problems.append(f"thread {i}: {type(e).__name__}: {e}")
 
-    threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in (21, 22)]
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(JOIN_S)
     if any(t.is_alive() for t in threads):
-        return f"two threads computing on one backend did not finish in {JOIN_S:g} s (hang)"
-    be.free()
+        return f"{n} threads did not finish in {JOIN_S:g} s (hang)"
     return "; ".join(problems) or None
+
+
+def rounds(n: int, step: Callable[[int], str | None], who: str, problems: list[str]) -> None:
+    """step(0..n-1) until one reports a problem, which is added naming `who` and the round."""
+    for r in range(n):
+        bad = step(r)
+        if bad:
+            problems.append(f"{who} round {r}: {bad}")
+            return
+
+
+def two_threads_one_backend(dev: Device) -> str | None:
+    be = dev.init_backend()
+    problems: list[str] = []
+    jobs: list[Job] = []
+
+    def work(i: int) -> None:
+        job = Job(dev, 21 + i)
+        jobs.append(job)
+
+        def step(r: int) -> str | None:
+            _compute(be, job.graph)
+            return job.check()
+
+        rounds(30, step, f"thread {i}", problems)
+
+    try:
+        return run_threads(work, 2, problems)
+    finally:
+        be.free()
+        for j in jobs:
+            j.buffer.free()
 
 
 SCENARIOS: dict[str, Scenario] = {

@@ -245,6 +245,14 @@ class MappedFile:
                              "from it: another process truncated or rewrote it after it was loaded (reading the "
                              "mapping would crash with SIGBUS); load it again")
 
+    def stat(self) -> os.stat_result:
+        """The mapped file's status (fstat of the kept descriptor: the file mapped, even when another one was renamed
+        over its path since); `error` naming the file when it cannot be read."""
+        try:
+            return os.fstat(self._fd)
+        except OSError as e:
+            raise self.error(f"{self.path}: cannot check the mapped file: {e}") from e
+
     def read(self, offset: int, size: int) -> Bytes:
         """Bytes [offset, offset + size) of the file into new memory (pread on the kept descriptor); `error`
         naming the file when it ends before them."""

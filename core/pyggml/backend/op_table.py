@@ -109,9 +109,13 @@ class OpTable(Generic[B]):
     """The rules of one backend, op -> Rule. Later rule sets replace earlier ones op by op (a plugin's fast
     paths over shared rules)."""
 
-    def __init__(self, backend: str, *sets: RuleSet[B] | Mapping[Op, Rule[B]]) -> None:
+    def __init__(self, backend: str, *sets: RuleSet[B] | Mapping[Op, Rule[B]], fits: Accepts | None = None) -> None:
         self.backend = backend
         """The backend (plugin) name errors give."""
+        self.fits = fits
+        """(optional) What every node must satisfy whatever its op, before its rule is asked: the sizes the
+        backend's index arithmetic holds (Vulkan's and Metal's 32-bit counts and strides). A node it refuses is
+        unsupported, so a scheduler runs it elsewhere instead of the kernels wrapping its counts."""
         self.rules: dict[Op, Rule[B]] = {}
         for s in sets:
             self.rules.update(s.rules if isinstance(s, RuleSet) else s)
@@ -133,12 +137,15 @@ class OpTable(Generic[B]):
         if node.op in FREE_OPS:
             return True
         r = self.rules.get(node.op)
-        return r is not None and bool(r.accepts(node))
+        return r is not None and self._accepts(r, node)
+
+    def _accepts(self, r: Rule[B], node: Tensor) -> bool:
+        return (self.fits is None or bool(self.fits(node))) and bool(r.accepts(node))
 
     def rule_for(self, node: Tensor, who: str) -> Rule[B]:
         """The rule that runs `node`; UnsupportedOpError naming `who` (device), the node and the op otherwise."""
         r = self.rules.get(node.op)
-        if r is None or not r.accepts(node):
+        if r is None or not self._accepts(r, node):
             raise UnsupportedOpError(f"{who}: {describe_node(node)} is not supported by the {self.backend} backend")
         return r
 

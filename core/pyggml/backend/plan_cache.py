@@ -23,6 +23,7 @@ OpenCL and Vulkan plans still do).
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from abc import abstractmethod
@@ -238,11 +239,20 @@ class PlanStats:
 class PlannedBackend(Backend, Generic[P]):
     """A backend that computes a graph by replaying its plan (OpenCL, CUDA, Vulkan, Metal, RPC, the meta device):
     `replay(plan)` queues the plan's work; plans come from `build(graph)` through a `PlanCache`, released with
-    `release(plan)`."""
+    `release(plan)`.
+
+    Threads: `lock` is held over each `graph_compute_async` (planning and queueing one graph whole) and over
+    `free()`, so computes from several threads queue one graph after another, and a free from another thread waits
+    for the queueing in progress and then, in `release_resources`, for the queued work. Once freed, a compute
+    raises ComputeError (`freed_error`) and a second free does nothing; a subclass whose `synchronize` or events
+    touch what `release_resources` let go of checks `freed` under `lock` there."""
 
     def __init__(self, device: Device, build: Callable[[Graph], P], release: Callable[[P], None] | None = None
                  ) -> None:
         super().__init__(device)
+        self.lock = threading.RLock()
+        """Held while a graph is planned and queued and while the backend is freed."""
+        self.freed = False
         self.plans: PlanCache[P] = PlanCache(build, release)
         self.stats = PlanStats()
         self._last_graph: int | None = None
@@ -266,10 +276,13 @@ class PlannedBackend(Backend, Generic[P]):
         self.synchronize()
 
     def graph_compute_async(self, graph: Graph) -> None:
-        t0 = time.perf_counter()
-        self.replay(self.plan(graph))
-        self.stats.computes += 1
-        self.stats.host_seconds += time.perf_counter() - t0
+        with self.lock:
+            if self.freed:
+                raise self.freed_error()
+            t0 = time.perf_counter()
+            self.replay(self.plan(graph))
+            self.stats.computes += 1
+            self.stats.host_seconds += time.perf_counter() - t0
 
     def plan(self, graph: Graph) -> P:
         """The plan of `graph`: built now unless the graph is unchanged since it was planned."""
@@ -285,6 +298,16 @@ class PlannedBackend(Backend, Generic[P]):
         """Queue the plan's work on this backend's stream (no waiting)."""
 
     def free(self) -> None:
+        """Once, under `lock`: mark the backend freed, then `release_resources`."""
+        with self.lock:
+            if self.freed:
+                return
+            self.freed = True
+            self.release_resources()
+
+    def release_resources(self) -> None:
+        """What `free()` lets go of, run once under `lock`; a subclass waits for its queued work, then drops its
+        own resources and calls this (the plans)."""
         self.plans.clear()
 
 

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from pyggml.errors import AllocationError, BackendParamsError, UnsupportedOpError
+from pyggml.errors import AllocationError, BackendParamsError, ComputeError, UnsupportedOpError
 
 if TYPE_CHECKING:
+    from pyggml.dlpack import DLPackMemory
     from pyggml.graph import Graph
+    from pyggml.profile.sink import ProfileSink
     from pyggml.tensor import Tensor
     from pyggml.types import GGMLType
 
@@ -30,6 +32,12 @@ API_VERSION = 1
 `PYGGML_API_VERSION` of its entry-point module (a literal, not this name); the loader refuses any other."""
 Bytes = npt.NDArray[np.uint8]
 """Raw memory as the protocol moves it: a 1-D numpy uint8 array (never `bytes`)."""
+DEFAULT_PRIORITY = 0
+"""`Registry.priority` of a plugin with no preference: the default device is then chosen by device type, as ggml's
+`ggml_backend_init_best` chooses (`pyggml.backend.choice`)."""
+FALLBACK_PRIORITY = -100
+"""The priority of a device that should be the default only where nothing else can run: the numpy reference, a
+CPU-emulated GPU (Vulkan's llvmpipe, Metal's emulator)."""
 
 
 class BufferUsage(IntEnum):
@@ -107,6 +115,14 @@ class Registry(ABC):
         """A typed extension (see pyggml.backend.extensions) or None when not provided."""
         return None
 
+    @property
+    def priority(self) -> int:
+        """(optional) How strongly this plugin's devices want to be the default device (`default_device()`,
+        `init_best()`), as a JAX plugin's priority: the highest wins before device type is looked at.
+        `DEFAULT_PRIORITY` (0): no preference, ggml's order by device type decides; negative: only where nothing
+        else is (`FALLBACK_PRIORITY`)."""
+        return DEFAULT_PRIORITY
+
     def __repr__(self) -> str:
         return f"<Registry {self.name}>"
 
@@ -158,6 +174,12 @@ class Device(ABC):
     def description(self) -> str:
         return self.name
 
+    @property
+    def priority(self) -> int:
+        """(optional) This device's priority for the default device: its registry's (`Registry.priority`) unless
+        the device knows better (a CPU-emulated GPU returns `FALLBACK_PRIORITY`)."""
+        return self.reg.priority
+
     @abstractmethod
     def memory(self) -> tuple[int, int]:
         """(free, total) bytes."""
@@ -201,6 +223,21 @@ class Device(ABC):
     def buffer_from_host_ptr(self, array: Bytes, max_tensor_size: int) -> Buffer:
         """(optional, caps.buffer_from_host_ptr) a buffer over existing host memory, no copy."""
         raise UnsupportedOpError(f"device {self.name} cannot wrap host memory")
+
+    def buffer_from_dlpack(self, memory: DLPackMemory, size: int) -> Buffer:
+        """(optional) a buffer over `size` bytes of another library's memory (a DLPack import,
+        `pyggml.dlpack.buffer_from_dlpack`), used in place and holding `memory.owner`; DLPackError when this device
+        cannot use that memory in place (the import then copies, where it may). The default takes host memory on a
+        device with `caps.buffer_from_host_ptr`; a GPU whose memory other libraries address (CUDA) overrides it."""
+        from pyggml.dlpack import host_array
+        from pyggml.errors import DLPackError
+
+        if not (memory.host and self.caps.buffer_from_host_ptr):
+            raise DLPackError(f"device {self.name} cannot use memory on DLPack device {memory.device} in place")
+        try:
+            return self.buffer_from_host_ptr(host_array(memory, size), size)
+        except UnsupportedOpError as e:
+            raise DLPackError(str(e)) from e
 
     @abstractmethod
     def supports_op(self, op: Tensor) -> bool:
@@ -320,6 +357,20 @@ class Buffer(ABC):
         """For host buffers: the whole buffer as a writable uint8 array (zero copy); else None."""
         return None
 
+    def dlpack_memory(self, stream: int | None = None) -> DLPackMemory:
+        """(optional) The buffer's memory from byte 0 as DLPack exports it (`Tensor.__dlpack__`), ready for work on
+        the consumer's `stream` (as `__dlpack__` receives it; None for host memory), holding what keeps it valid.
+        The default exports `host_array()` as host memory (kDLCPU) and raises DLPackError for a buffer without one;
+        a device whose memory another library can address overrides it. AllocationError after `free()`."""
+        from pyggml.dlpack import host_memory
+        from pyggml.errors import DLPackError
+
+        host = self.host_array()
+        if host is None:
+            raise DLPackError(f"{self.buft.name}: the memory of this buffer is not host memory, and its device does "
+                              "not export it through DLPack")
+        return host_memory(host, self)
+
     def init_tensor(self, tensor: Tensor) -> None:
         """(optional) called when a tensor (or view) is placed in this buffer."""
 
@@ -407,6 +458,18 @@ class Backend(ABC):
     def graph_compute_async(self, graph: Graph) -> None:
         self.graph_compute(graph)
 
+    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
+        """(optional) Compute `graph`, wait for it, and report its times to `sink` (`pyggml.profile`,
+        docs/profiling.md). A backend that can time its nodes reports each (`sink.nodes`); this default times the
+        whole graph on the host (`sink.graph`, which warns with ProfileWarning once per backend). Profiling costs
+        nothing when off: `graph_compute` never looks for a sink."""
+        from pyggml.profile.sink import now_ns
+
+        t0 = now_ns()
+        self.graph_compute(graph)
+        self.synchronize()
+        sink.graph(self.name, graph, t0, now_ns())
+
     def supports_op(self, op: Tensor) -> bool:
         return self.device.supports_op(op)
 
@@ -430,7 +493,15 @@ class Backend(ABC):
         event.synchronize()
 
     def free(self) -> None:
-        """(optional) release queues and caches."""
+        """(optional) Release the stream's queues and caches, after waiting for the work queued on it (from any
+        thread). Afterwards `graph_compute` raises ComputeError (`freed_error`: "backend used after free"), a
+        second free does nothing, and the device gives new backends as before (docs/backend-protocol.md,
+        Threads)."""
+
+    def freed_error(self) -> ComputeError:
+        """The error of a compute on this backend after its `free()`, worded the same by every backend."""
+        return ComputeError(f"{self.name}: the backend was freed (backend used after free); make a new one with "
+                            "device.init_backend()")
 
     def __repr__(self) -> str:
         return f"<Backend {self.name}>"

@@ -7,6 +7,7 @@ import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyggml.errors import ShapeError
 from pyggml.ops.base import (
     Op,
     ShapeRule,
@@ -56,11 +57,19 @@ define(Op.PERMUTE, (1, 1), None, PermuteParams)
 define(Op.TRANSPOSE, (1, 1), None)
 
 
+def _dims(op: Op, a: Tensor, ne: tuple[int, ...]) -> Ne:
+    """`ne4(*ne)`, its ShapeError naming the op and its source."""
+    try:
+        return ne4(*ne)
+    except ShapeError as e:
+        raise fail(op, str(e), a) from None
+
+
 def view(a: Tensor, ne: tuple[int, ...], nb: tuple[int, ...] | None = None, offset: int = 0) -> Tensor:
     """A view of `a` with shape ne, byte strides nb[1:] (nb[0] is the type size) and a byte offset.
 
     view(a, (n0,), offset=o) is ggml_view_1d; view(a, (n0, n1), (nb1,), o) is ggml_view_2d, and so on."""
-    dims = ne4(*ne)
+    dims = _dims(Op.VIEW, a, ne)
     full = contiguous_strides(a.type, dims)
     strides = list(full)
     given = tuple(nb or ())
@@ -98,7 +107,7 @@ def _stride(a: Tensor, dim: int, value: object, op: Op = Op.VIEW) -> int:
 
 def reshape(a: Tensor, *ne: int) -> Tensor:
     """Same data, new shape (a must be contiguous, element counts equal)."""
-    dims = ne4(*ne)
+    dims = _dims(Op.RESHAPE, a, ne)
     if not a.is_contiguous():
         raise fail(Op.RESHAPE, "src must be contiguous (use cont first)", a)
     if dims[0] * dims[1] * dims[2] * dims[3] != a.nelements():
@@ -177,7 +186,7 @@ def dup(a: Tensor) -> Tensor:
 
 def cont(a: Tensor, *ne: int) -> Tensor:
     """A contiguous copy of a, optionally laid out with a new shape ne (ggml_cont_Nd)."""
-    return record(Op.CONT, (a,), ContParams(ne4(*ne)) if ne else None)
+    return record(Op.CONT, (a,), ContParams(_dims(Op.CONT, a, ne)) if ne else None)
 
 
 def cpy(a: Tensor, b: Tensor) -> Tensor:

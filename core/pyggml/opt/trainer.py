@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from pyggml import ops
 from pyggml.alloc import alloc_ctx_tensors
@@ -32,6 +33,7 @@ from pyggml.ops.base import describe
 from pyggml.opt.dataset import Dataset
 from pyggml.opt.optimizer import SGD, AdamW, Optimizer
 from pyggml.tensor import Tensor, TensorFlag
+from pyggml.tensor_io import TensorIO
 from pyggml.types import GGMLType
 
 LOSSES = ("cross_entropy", "mse")
@@ -60,40 +62,6 @@ class EpochResult:
     epoch: int
     train: Result
     val: Result
-
-
-class _HostIO:
-    """A tensor the training loop writes (inputs, labels, hyper-parameters) or reads (loss, correct count) every
-    step. Where it lives in host memory, a numpy view of its bytes is made once per placement and each step is one
-    numpy copy; elsewhere (device memory) Tensor.set / Tensor.numpy. Why: a step of a small network costs about as
-    much as the checks and conversions of five set/numpy calls, and the replayed graph keeps its places."""
-
-    def __init__(self, t: Tensor) -> None:
-        self.t = t
-        self._buf: object = None
-        self._off = -1
-        self._view: np.ndarray | None = None
-
-    def _bound(self) -> np.ndarray | None:
-        t = self.t
-        if t.buffer is not self._buf or t.offset != self._off:  # first use, or the allocator moved it: view again
-            self._buf, self._off, self._view = t.buffer, t.offset, None
-            host = t.buffer.host_array() if t.buffer is not None else None
-            if host is not None and t.is_contiguous() and t.type.traits.np_dtype is not None:
-                self._view = t.element_view(host[t.offset : t.offset + t.nbytes()]).reshape(-1)
-        return self._view
-
-    def write(self, values: np.ndarray) -> None:
-        view = self._bound()
-        if view is None or values.size != view.size:
-            self.t.set(values)  # device memory, or a wrong size: Tensor.set converts or names the mismatch
-        else:
-            view[...] = values.reshape(-1)
-            self.t.mark_written()
-
-    def scalar(self) -> float:
-        view = self._bound()
-        return float(view[0] if view is not None else self.t.numpy().reshape(-1)[0])
 
 
 Progress = Callable[[bool, int, int, Result, float], None]
@@ -164,7 +132,10 @@ class Trainer:
                 assert m is not None
                 m.set(np.zeros(m.nelements(), dtype=np.float32))
         self._allocated: Graph | None = None
-        self._io = {name: _HostIO(t) for name, t in (("inputs", self.inputs), ("labels", self.labels),
+        self.gp: Graph = Graph(graph_size)
+        """The model alone, inputs to outputs (no labels, no loss): what `predict` runs."""
+        self.gp.build_forward_expand(outputs)
+        self._io = {name: TensorIO(t) for name, t in (("inputs", self.inputs), ("labels", self.labels),
                                                       ("hyper", self.hyper), ("loss", self.loss),
                                                       ("ncorrect", self.ncorrect))}
 
@@ -249,6 +220,32 @@ class Trainer:
             if progress is not None:
                 progress(train, i + 1, n, res, time.perf_counter() - t0)
         return res
+
+    def evaluate(self, ds: Dataset) -> Result:
+        """Loss and accuracy over all of `ds` with the parameters as they are (whole batches, as run_pass)."""
+        return self.run_pass(ds, 0, ds.ndata, train=False)
+
+    def predict(self, x: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """The model's outputs (the logits given to the trainer, not probabilities) for each row of `x`, an
+        (n, n_features) array: (n, n_outputs) float32. Runs the model alone in batches of the trainer's batch size,
+        the last one padded with zeros (its padding rows are dropped), with the parameters as trained so far."""
+        xs = np.asarray(x, dtype=np.float32)
+        n_in = self.inputs.ne[0]
+        if xs.ndim != 2 or xs.shape[1] != n_in:
+            raise ShapeError(f"Trainer.predict: x of shape {xs.shape} must be (n, {n_in}): one datapoint of the "
+                             f"model's input {describe(self.inputs)} per row")
+        self._use(self.gp)
+        b = self.batch_size
+        out = np.empty((xs.shape[0], self.outputs.ne[0]), dtype=np.float32)
+        batch = np.zeros((b, n_in), dtype=np.float32)
+        for i in range(0, xs.shape[0], b):
+            rows = xs[i : i + b]
+            batch[: len(rows)] = rows
+            batch[len(rows) :] = 0.0
+            self._io["inputs"].write(batch)
+            self.sched.graph_compute(self.gp)
+            out[i : i + len(rows)] = self.outputs.numpy().reshape(b, -1)[: len(rows)]
+        return out
 
     def fit(self, ds: Dataset, epochs: int, *, val_split: float = 0.1, seed: int = 0,
             progress: Progress | None = None, on_epoch: Callable[[EpochResult], None] | None = None

@@ -8,9 +8,19 @@ import numpy as np
 
 from pyggml.backend.host import HostBuffer, HostBufferType
 from pyggml.backend.op_table import needs_kernel
-from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
+from pyggml.backend.protocol import (
+    FALLBACK_PRIORITY,
+    Backend,
+    BufferType,
+    Bytes,
+    Device,
+    DeviceCaps,
+    DeviceType,
+    Registry,
+)
 from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.graph import Graph
+from pyggml.profile.sink import NodeTime, ProfileSink, now_ns
 from pyggml.reference.kernels.rules import Immediate
 from pyggml.reference.table import TABLE
 from pyggml.tensor import Tensor
@@ -23,6 +33,11 @@ class NumpyRegistry(Registry):
 
     def devices(self) -> Sequence[Device]:
         return self._devices
+
+    @property
+    def priority(self) -> int:
+        """The oracle is the default device only where no other device is (it is slow on purpose)."""
+        return FALLBACK_PRIORITY
 
 
 class NumpyDevice(Device):
@@ -53,9 +68,31 @@ class NumpyDevice(Device):
 
 
 class NumpyBackend(Backend):
+    """Runs each graph on its caller's thread and keeps nothing between calls, so threads share it freely; after
+    `free()` it refuses computes as every backend does."""
+
+    freed = False
+
     def graph_compute(self, graph: Graph) -> None:
+        if self.freed:
+            raise self.freed_error()
         for node in graph.nodes:
             compute_node(node)
+
+    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
+        """Each node timed on the host clock (one lane: this backend runs on its caller's thread)."""
+        if self.freed:
+            raise self.freed_error()
+        times: list[NodeTime] = []
+        for i, node in enumerate(graph.nodes):
+            t0 = now_ns()
+            compute_node(node)
+            if needs_kernel(node):
+                times.append(NodeTime(node, i, t0, now_ns()))
+        sink.nodes(self.name, graph, times, "thread")
+
+    def free(self) -> None:
+        self.freed = True
 
 
 def compute_node(node: Tensor) -> None:

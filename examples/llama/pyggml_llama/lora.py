@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from pyggml.backend.choice import default_device
 from pyggml.backend.sched import Scheduler
 from pyggml.errors import PyGGMLError
 from pyggml.gguf import GGUFFile, load_weights
@@ -47,7 +48,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--text", help="UTF-8 text file to train on (default: a built-in paragraph)")
     p.add_argument("--steps", type=int, default=20, help="optimiser steps, one window of --ctx tokens each")
     p.add_argument("--ctx", type=int, default=64, help="tokens per window (the batch)")
-    p.add_argument("--device", default="cpu", help="cpu, numpy, OpenCL0, Vulkan0, ... (plus a CPU fallback)")
+    p.add_argument("--device", help="cpu, numpy, OpenCL0, Vulkan0, ... (plus a CPU fallback; default: pyggml's "
+                   "default device, PYGGML_DEVICE or the best there is)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--rank", type=int, default=8)
     p.add_argument("--alpha", type=float, default=16.0)
@@ -86,7 +88,7 @@ def _run(a: argparse.Namespace) -> int:
     ids = tok.encode(text)
     n_ctx = min(a.ctx, hp.n_ctx_train)
     ds = TextDataset(ids, hp.n_vocab, n_ctx)
-    backends = Session._init_backends([a.device], a.threads)  # the device, then a CPU fallback
+    backends = Session._init_backends([a.device or default_device().name], a.threads)  # then a CPU fallback
     weights = load_weights(gf, backends[0].device.buffer_type())
     model = LlamaModel(hp, weights)
     sched = Scheduler(backends, graph_size=graph_size_for(model))

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +22,7 @@ from pyggml.backend.sched import Scheduler
 from pyggml.errors import PyGGMLError
 from pyggml.gguf import GGUFFile, TensorPlacer, Weights, load_weights, place_by_layers, with_extra_buffer_types
 from pyggml.types import GGMLType
+from pyggml.weight_cache import WeightCache
 from pyggml_llama.hparams import HParams
 from pyggml_llama.kv_cache import KVCache
 from pyggml_llama.model import BuiltGraph, GraphKey, LlamaModel, is_matmul_weight
@@ -82,12 +83,14 @@ class Session:
                  n_ctx: int = 2048, n_batch: int = 256, split_mode: str = "layer",
                  tensor_split: Sequence[float] | None = None, kv_type: GGMLType = GGMLType.F16,
                  flash_attn: bool = False, n_threads: int | None = None, comm: str = "local",
-                 repack: bool = True) -> None:
+                 repack: bool = True, weight_cache: WeightCache | Literal["env"] | None = "env") -> None:
         """`comm="mpi"` (with split_mode="tensor"): this process is one MPI rank of the tensor split; every rank
         runs the same session on its own device (`backends[0]`), and rank 0's sampled tokens are every rank's.
         `repack`: matmul weights go to their device's extra buffer types where one takes them (the cpu device's
         cpu_repack: faster matmuls, weights copied out of the file's memory map; llama.cpp's --no-repack is
-        repack=False)."""
+        repack=False). `weight_cache`: where repacked weights are kept across loads (`pyggml.weight_cache`: the
+        first load converts and writes them, later ones map the file); "env" (the default): as the environment says
+        (`WeightCache.from_env`: on, unless PYGGML_REPACK_CACHE=0); None: convert at every load."""
         self.gguf = GGUFFile(model_path or default_model_path())
         self.hp = HParams.from_gguf(self.gguf)
         self.tokenizer = Tokenizer(self.gguf)
@@ -140,9 +143,11 @@ class Session:
         place: TensorPlacer = place_by_layers(self.hp.n_layer, bufts, tensor_split, host=bufts[0] if bufts else host)
         if repack:
             place = with_extra_buffer_types(place, is_matmul_weight)
-        self.weights = load_weights(self.gguf, place)
+        self.weight_cache = WeightCache.from_env() if weight_cache == "env" else weight_cache
+        # with repacking most of the file is never read: small tensors are copied, not mapped (load_weights)
+        self.weights = load_weights(self.gguf, place, cache=self.weight_cache, copy_below=(1 << 20) if repack else 0)
         if repack:
-            _duplicate_tied_output(self.weights, place)
+            _duplicate_tied_output(self.weights, place, self.weight_cache)
         self.model = LlamaModel(self.hp, self.weights)
         self.kv = KVCache(self.hp.n_layer, self.hp.n_embd_kv, self.n_ctx, lambda il: self.layer_bufts[il], kv_type,
                           v_trans=not self.flash_attn)
@@ -263,7 +268,7 @@ class Session:
             self.stats.decode.add(1, time.perf_counter() - t0)
 
 
-def _duplicate_tied_output(weights: Weights, place: TensorPlacer) -> None:
+def _duplicate_tied_output(weights: Weights, place: TensorPlacer, cache: WeightCache | None) -> None:
     """With tied embeddings, the output matmul reads the embedding matrix, which GET_ROWS reads too and so stays in
     ggml's layout: as llama.cpp does (TENSOR_DUPLICATED), load a second copy as `output.weight` into the first extra
     buffer type of its device that takes it (the cpu device's cpu_repack), for the faster matmul."""
@@ -274,7 +279,7 @@ def _duplicate_tied_output(weights: Weights, place: TensorPlacer) -> None:
     extra = [b for b in (dev.extra_buffer_types() if dev else []) if b.takes_weight(info.type, info.ne)]
     if not extra:
         return
-    dup = load_weights(weights.file, extra[0], names=[info.name])
+    dup = load_weights(weights.file, extra[0], names=[info.name], cache=cache)
     out = dup.tensors.pop(info.name)
     out.name = "output.weight"
     weights.tensors[out.name] = out

@@ -15,9 +15,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyggml.backend import get_device, init_backend
-from pyggml.backend.protocol import Backend, DeviceType
-from pyggml.backend.sched import Scheduler
+from pyggml.backend.sched import Scheduler, backends_for
 from pyggml.errors import PyGGMLError
 from pyggml.opt import SGD, AdamW, Dataset, EpochResult, Result, Trainer
 from pyggml_train_mlp.data import spirals
@@ -37,19 +35,6 @@ class Config:
     n_per_class: int = 400
     val_split: float = 0.2
     seed: int = 0
-
-
-def backends_for(device: str) -> list[Backend]:
-    """The device's backend, then a CPU backend for what the device cannot run (the scheduler's fallback): the
-    cpu plugin's, or the numpy reference where the cpu plugin is not installed."""
-    dev = get_device(device)
-    out = [dev.init_backend()]
-    if dev.type is not DeviceType.CPU:
-        try:
-            out.append(init_backend("cpu"))
-        except PyGGMLError:
-            out.append(init_backend("numpy"))
-    return out
 
 
 def train(cfg: Config, progress: bool = False) -> list[EpochResult]:

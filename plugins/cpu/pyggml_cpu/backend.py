@@ -8,6 +8,7 @@ from typing import NoReturn
 from pyggml.backend.protocol import Backend, Device
 from pyggml.errors import PyGGMLError
 from pyggml.graph import Graph
+from pyggml.profile.sink import ProfileSink
 from pyggml_cpu.executor import Executor
 from pyggml_cpu.op_table import TABLE
 
@@ -39,7 +40,11 @@ class CpuBackend(Backend):
         self.executor.set_n_threads(n)
 
     def graph_compute(self, graph: Graph) -> None:
-        self.executor.compute(graph)
+        self.executor.compute(graph, self)
+
+    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
+        """Per node and pool thread: the kernels' own C timestamps."""
+        self.executor.compute(graph, self, sink)
 
     def free(self) -> None:
         self.executor.free()

@@ -10,6 +10,7 @@ import os
 
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceType, Registry
 from pyggml.graph import Graph
+from pyggml.profile.sink import ProfileSink
 from pyggml.tensor import Tensor
 from pyggml_cpu import native
 from pyggml_cpu._pgc import lib
@@ -100,7 +101,11 @@ class BlasBackend(Backend):
         self.executor = Executor(BLAS_TABLE, "blas", 1)
 
     def graph_compute(self, graph: Graph) -> None:
-        self.executor.compute(graph)
+        self.executor.compute(graph, self)
+
+    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
+        """Per node and pool thread: the kernels' own C timestamps."""
+        self.executor.compute(graph, self, sink)
 
     def free(self) -> None:
         self.executor.free()

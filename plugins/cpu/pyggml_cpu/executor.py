@@ -25,12 +25,14 @@ from pyggml.backend.custom_call import run_custom
 from pyggml.backend.host import release_buffers
 from pyggml.backend.op_table import OpTable
 from pyggml.backend.plan_cache import PlanCache
+from pyggml.backend.protocol import Backend
 from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.graph import Graph
-from pyggml_cpu._pgc import ffi
+from pyggml.profile.sink import ProfileSink, now_ns
 from pyggml_cpu.graph_plan import CpuGraphPlan, build_plan
 from pyggml_cpu.native import ERRORS, Pool
 from pyggml_cpu.op_table import Descriptors
+from pyggml_cpu.profiling import Stamps
 
 
 class Executor:
@@ -39,8 +41,10 @@ class Executor:
         self.plans: PlanCache[CpuGraphPlan] = PlanCache(lambda g: build_plan(g, table, name))
         self.pool = Pool(n_threads)
         self.profile: dict[str, int] | None = None
-        """Set to {} to accumulate nanoseconds per (op, src0 type) over the following computes."""
+        """Set to {} to accumulate nanoseconds per (op, src0 type) over the following computes (each node's span
+        over the pool's threads; `pyggml.profile` gives the whole timeline)."""
         self._lock = threading.Lock()
+        self.freed = False
 
     @property
     def n_threads(self) -> int:
@@ -48,48 +52,55 @@ class Executor:
 
     def set_n_threads(self, n: int) -> None:
         with self._lock:
+            if self.freed:
+                raise ComputeError(f"{self.name}: the backend was freed (backend used after free)")
             if n != self.pool.n_threads:
                 pool = Pool(n)
                 self.pool.free()
                 self.pool = pool
 
-    def compute(self, graph: Graph) -> None:
+    def compute(self, graph: Graph, backend: Backend, sink: ProfileSink | None = None) -> None:
+        """Run `graph` for `backend` (the one this executor serves): ComputeError once it was freed. With `sink`,
+        each node's time on each pool thread is reported to it (`pyggml.profile`)."""
         with self._lock:
-            self._compute(graph)
+            if self.freed:
+                raise backend.freed_error()
+            self._compute(graph, sink)
 
-    def _compute(self, graph: Graph) -> None:
+    def _compute(self, graph: Graph, sink: ProfileSink | None) -> None:
         plan = self.plans.get(graph)
         held = plan.hold(self.name)
         try:
-            self._run(plan)
+            stamps = None
+            if sink is not None or self.profile is not None:
+                stamps = Stamps(len(plan.names), self.pool.n_threads)
+            self._run(plan, stamps)
         finally:
             release_buffers(held)
+        if stamps is not None and self.profile is not None:
+            stamps.by_op(plan.names, self.profile)
+        if stamps is not None and sink is not None:
+            sink.nodes(self.name, graph, stamps.node_times(plan.names, graph), "thread")
 
-    def _run(self, plan: CpuGraphPlan) -> None:
+    def _run(self, plan: CpuGraphPlan, stamps: Stamps | None) -> None:
         n = len(plan.names)
-        if n == 0:
-            return
-        ns = None
-        if self.profile is not None:
-            ns = ffi.new("int64_t[]", n)
         start = 0
         for stop in (*plan.host, n):  # C runs the rows between custom ops; Python runs each custom op
             if stop > start:
-                rc, failed = self.pool.run(plan.ptr + start, stop - start, None if ns is None else ns + start)
+                rc, failed = self.pool.run(plan.ptr + start, stop - start, None if stamps is None else stamps.at(start))
                 if rc:
                     self._fail(plan, rc, start + failed)
             if stop < n:
                 node = plan.names[stop]
+                t0 = now_ns()
                 try:
                     run_custom(node, self.pool.n_threads)
                 except PyGGMLError as e:
                     raise ComputeError(f"{self.name}: node '{node.name}' ({node.op.name}, {node.type} "
                                        f"ne={list(node.ne)}): {e}") from e
+                if stamps is not None:
+                    stamps.set_host(stop, t0, now_ns())
             start = stop + 1
-        if ns is not None and self.profile is not None:
-            for node, t in zip(plan.names, ns, strict=True):
-                key = f"{node.op.name} {node.src[0].type if node.src and node.src[0] is not None else ''}"
-                self.profile[key] = self.profile.get(key, 0) + int(t)
 
     def _fail(self, plan: CpuGraphPlan, rc: int, failed: int) -> None:
         n = len(plan.names)
@@ -102,6 +113,9 @@ class Executor:
                            f" srcs {srcs}) failed: {what}")
 
     def free(self) -> None:
+        """Wait for the compute in progress (the lock), then drop the plans and the pool; a second free does
+        nothing."""
         with self._lock:
+            self.freed = True
             self.plans.clear()
             self.pool.free()

@@ -99,12 +99,13 @@ class Pool:
         self._fin = weakref.finalize(self, lib.pgc_pool_free, self.ptr)
         self._failed = ffi.new("int *")
 
-    def run(self, ptr: CData, n: int, node_ns: CData | None = None) -> tuple[int, int]:
-        """Run n descriptors; (error code, failing descriptor index). node_ns: an int64 cffi array of n entries
-        to receive each node's time in nanoseconds (profiling), or None."""
+    def run(self, ptr: CData, n: int, stamps: CData | None = None) -> tuple[int, int]:
+        """Run n descriptors; (error code, failing descriptor index). stamps: profiling, an int64 cffi array of
+        2 * n * n_threads entries for each descriptor's start and end per thread (`pyggml_cpu.profiling.Stamps`),
+        or None (no clock is read)."""
         if not self._fin.alive:
             raise ComputeError("cpu: the backend's thread pool was freed (backend used after free)")
-        rc = lib.pgc_graph_compute(self.ptr, ptr, n, self._failed, ffi.NULL if node_ns is None else node_ns)
+        rc = lib.pgc_graph_compute(self.ptr, ptr, n, self._failed, ffi.NULL if stamps is None else stamps)
         return int(rc), int(self._failed[0])
 
     def free(self) -> None:

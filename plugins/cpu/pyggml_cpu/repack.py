@@ -10,8 +10,10 @@ MUL_MAT reading a repacked tensor, raise an error naming the tensor rather than 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from pyggml.backend.protocol import Buffer, BufferType, Bytes, Device
 from pyggml.errors import PyGGMLError
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType, row_size
+from pyggml.weight_cache import CachedLayout
 from pyggml_cpu._pgc import ffi, lib
 
 R8_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q4_K,
@@ -88,10 +91,18 @@ class RepackBuffer(HostBuffer):
     """Host memory whose eligible tensors (recorded when placed, `init_tensor`) hold the R8 layout. Not a host
     buffer to others: `host_array()` is None, so no one reads the packed bytes as ggml's."""
 
-    def __init__(self, buft: BufferType, array: Bytes) -> None:
-        super().__init__(buft, array)
+    def __init__(self, buft: BufferType, array: Bytes, guard: Callable[[], None] | None = None) -> None:
+        super().__init__(buft, array, guard)
         self.repacked: dict[int, Repacked] = {}
         """By offset."""
+
+    def writable(self) -> Bytes:
+        """The memory, for a write: PyGGMLError where it is a read-only mapping (of the weight cache's file)."""
+        arr = self.array
+        if not arr.flags.writeable:
+            raise PyGGMLError(f"{self.buft.name}: this buffer maps a weight cache file read-only; its tensors "
+                              "cannot be written (load without the cache, PYGGML_REPACK_CACHE=0, to change weights)")
+        return arr
 
     def host_array(self) -> None:  # type: ignore[override]
         return None
@@ -121,7 +132,7 @@ class RepackBuffer(HostBuffer):
     # -- raw bytes: only outside repacked tensors --
     def write(self, offset: int, data: Bytes) -> None:
         self._raw(offset, data.size, "a raw write")
-        super().write(offset, data)
+        self.writable()[self._span(offset, data.size)] = data
 
     def read(self, offset: int, size: int) -> Bytes:
         self._raw(offset, size, "a raw read")
@@ -129,7 +140,7 @@ class RepackBuffer(HostBuffer):
 
     def fill(self, offset: int, size: int, value: int) -> None:
         self._raw(offset, size, "a raw fill")
-        super().fill(offset, size, value)
+        self.writable()[self._span(offset, size)] = value
 
     def copy_from(self, src: Buffer, src_offset: int, dst_offset: int, size: int) -> bool:
         return False  # through set_tensor, which repacks
@@ -137,7 +148,7 @@ class RepackBuffer(HostBuffer):
     def clear(self, value: int = 0) -> None:
         """Every byte `value`, as ggml's clear: a repacked tensor reads back as that many `value` bytes (its groups
         are written through the conversion, since R8 stores Q8_0's values plus 128)."""
-        self.array[:] = value
+        self.writable()[:] = value
         for rec in self.repacked.values():
             rows = rec.nrows
             self.array[rec.offset : rec.offset + rec.nbytes] = to_r8(rec.type, np.full(rec.nbytes, value, np.uint8),
@@ -151,6 +162,7 @@ class RepackBuffer(HostBuffer):
     def set_tensor(self, tensor: Tensor, data: Bytes | bytes, offset: int = 0) -> None:
         rec = self.layout_of(tensor)
         if rec is None:
+            self.writable()
             super().set_tensor(tensor, data, offset)
             return
         arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray) else data.view(np.uint8)
@@ -164,7 +176,7 @@ class RepackBuffer(HostBuffer):
             plain = from_r8(rec.type, self.array[rec.offset + lo : rec.offset + hi], rows, rec.ne0)
             plain[offset - lo : offset - lo + arr.size] = arr
         plain = np.ascontiguousarray(plain, dtype=np.uint8)
-        _convert(rec.type, plain, rows, rec.ne0, False, out=self.array[rec.offset + lo : rec.offset + hi])
+        _convert(rec.type, plain, rows, rec.ne0, False, out=self.writable()[rec.offset + lo : rec.offset + hi])
 
     def get_tensor(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
         rec = self.layout_of(tensor)
@@ -186,9 +198,28 @@ class RepackBuffer(HostBuffer):
         self.set_tensor(tensor, np.full(n, value, dtype=np.uint8), offset)
 
 
-class RepackBufferType(BufferType):
+LAYOUT_VERSION = 1
+"""Part of `layout_id`, with a fingerprint of the conversion itself (`layout_fingerprint`), which changes by itself
+whenever csrc/repack.c converts differently."""
+
+
+@cache
+def layout_fingerprint() -> str:
+    """SHA-256 (16 hex digits) of the R8 conversion of fixed pseudo-random bytes: three groups of eight rows of four
+    blocks of every R8 type. The conversion is plain C, the same at every SIMD level."""
+    rng = np.random.default_rng(20240601)
+    h = hashlib.sha256()
+    for t in sorted(R8_TYPES):
+        ne0 = 4 * t.traits.blck_size
+        plain = rng.integers(0, 256, 3 * R8_ROWS * row_size(t, ne0), dtype=np.uint8)
+        h.update(f"{t.name}:".encode())
+        h.update(to_r8(t, plain, 3 * R8_ROWS, ne0).tobytes())
+    return h.hexdigest()[:16]
+
+
+class RepackBufferType(CachedLayout):
     """`cpu_repack`: buffers for weights that only MUL_MAT reads (see the module docstring). Only its device (the
-    cpu device) can use them."""
+    cpu device) can use them. Its layout is cached across loads by `pyggml.weight_cache` (`CachedLayout`)."""
 
     def __init__(self, device: Device) -> None:
         super().__init__("cpu_repack", device)
@@ -203,6 +234,17 @@ class RepackBufferType(BufferType):
 
         size = check_size(self.name, size, host_memory_total())
         return RepackBuffer(self, aligned_empty(max(size, 1))[:size])
+
+    @property
+    def layout_id(self) -> str:
+        return f"pgc-r8/{LAYOUT_VERSION}/{layout_fingerprint()}"
+
+    def wrap_layout(self, array: Bytes, guard: Callable[[], None] | None = None) -> RepackBuffer:
+        if array.dtype != np.uint8 or array.ndim != 1:
+            raise PyGGMLError(f"{self.name}: a buffer wraps a 1-D uint8 array, not {array.dtype} {array.shape}")
+        if array.size and array.ctypes.data % self.alignment:
+            raise PyGGMLError(f"{self.name}: memory at {array.ctypes.data:#x} is not {self.alignment}-byte aligned")
+        return RepackBuffer(self, array, guard)
 
     def takes_weight(self, type: GGMLType, ne: Sequence[int]) -> bool:
         """Whether a contiguous tensor of this type and shape is held repacked, and gains from it: the kernel level

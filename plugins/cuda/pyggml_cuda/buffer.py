@@ -16,7 +16,8 @@ import numpy as np
 from pyggml.backend.accounting import alloc_error
 from pyggml.backend.host import HostBuffer
 from pyggml.backend.protocol import Buffer, Bytes, DeviceBufferType
-from pyggml.errors import AllocationError, ComputeError
+from pyggml.dlpack import DLDevice, DLDeviceType, DLPackMemory, ExportPins
+from pyggml.errors import AllocationError, ComputeError, DLPackError
 from pyggml_cuda.cudalib import cudalib
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class CudaBuffer(Buffer):
         self.mem: Any = device_alloc(dev, size)
         self.ptr = int(self.mem)
         self._untrack = dev.allocations.track(self, size)
+        self._exports = ExportPins()
+        """DLPack exports of the memory: a free() leaves the allocation to the last of them."""
 
     @property
     def freed(self) -> bool:
@@ -96,17 +99,58 @@ class CudaBuffer(Buffer):
             return True
         return self.write_from_host(src, src_offset, dst_offset, size)
 
+    def dlpack_memory(self, stream: int | None = None) -> DLPackMemory:
+        """Device memory as kDLCUDA of this device's ordinal. The consumer's `stream` (DLPack's convention: None or
+        1 the legacy default stream, 2 the per-thread default stream, -1 no ordering, else a CUstream handle) sees
+        the data ready: the legacy default stream is ordered after the device's blocking streams by CUDA itself;
+        for any other stream the device is synchronized first. A `free()` while an export holds the memory
+        releases it when the consumer lets go."""
+        if stream == 0:
+            raise DLPackError(f"{self.buft.name}: stream 0 is ambiguous in DLPack (give 1 for the legacy default "
+                              "stream, 2 for the per-thread one)")
+        address = self.at(0)
+        if stream not in (None, 1, -1):
+            with self.dev.active():
+                drv().Context.synchronize()
+        return DLPackMemory(address, DLDevice(DLDeviceType.CUDA, self.dev.info.ordinal), (self, self._exports.pin()))
+
     def free(self) -> None:
         """Release the memory once the device's queued work is done (under the device's mem_lock, so no replay
-        queues kernels over it meanwhile); a later use raises AllocationError."""
+        queues kernels over it meanwhile); a later use raises AllocationError. Memory a DLPack export holds is
+        released when the last export is gone."""
         with self.dev.mem_lock:
             if self.mem is None:
                 return
+            mem, self.mem = self.mem, None
             with self.dev.active():
                 drv().Context.synchronize()
-                self.mem.free()
-            self.mem = None
+        self._exports.release_when_unused(lambda: self._release(mem))
         self._untrack()
+
+    def _release(self, mem: Any) -> None:
+        with self.dev.active():
+            mem.free()
+
+
+class CudaForeignBuffer(CudaBuffer):
+    """Device memory another library allocated (a DLPack import, `CudaDevice.buffer_from_dlpack`): kernels use it
+    in place; `owner` (the producer's export) is held until `free()` (and the exports of this buffer) or garbage
+    collection, and the memory is never freed here."""
+
+    def __init__(self, buft: CudaBufferType, address: int, size: int, owner: object) -> None:
+        Buffer.__init__(self, buft, size)
+        self.dev = buft.dev
+        self.mem = owner
+        self.ptr = address
+        self._untrack = _nothing
+        self._exports = ExportPins()
+
+    def _release(self, mem: Any) -> None:
+        """The producer's memory: pyggml lets go of it, nothing more."""
+
+
+def _nothing() -> None:
+    """A foreign buffer's memory is not counted in the device's allocations."""
 
 
 class CudaBufferType(DeviceBufferType["CudaDevice"]):

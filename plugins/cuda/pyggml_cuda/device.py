@@ -15,9 +15,10 @@ import numpy as np
 
 from pyggml.backend.accounting import AllocationTally
 from pyggml.backend.launch import ErrorSites
-from pyggml.backend.protocol import Backend, BufferType, DeviceCaps, DeviceType, Event, Registry
-from pyggml.errors import ComputeError
-from pyggml_cuda.buffer import CudaBufferType, CudaHostBufferType, device_alloc, drv
+from pyggml.backend.protocol import Backend, Buffer, BufferType, DeviceCaps, DeviceType, Event, Registry
+from pyggml.dlpack import DLDevice, DLDeviceType, DLPackMemory
+from pyggml.errors import ComputeError, DLPackError
+from pyggml_cuda.buffer import ALIGNMENT, CudaBufferType, CudaForeignBuffer, CudaHostBufferType, device_alloc, drv
 from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, toolchain
 from pyggml_cuda.launch import DevPtr
 from pyggml_dialect.backend import DialectDevice
@@ -211,6 +212,19 @@ class CudaDevice(DialectDevice):
 
     def host_buffer_type(self) -> BufferType | None:
         return self._host_buft
+
+    def buffer_from_dlpack(self, memory: DLPackMemory, size: int) -> Buffer:
+        """CUDA memory of this GPU (another library's, through DLPack: a torch or CuPy tensor) used in place, holding
+        the producer's export; memory elsewhere, or not at the buffer type's alignment, raises DLPackError (the
+        import then copies)."""
+        mine = DLDevice(DLDeviceType.CUDA, self.info.ordinal)
+        if memory.device != mine:
+            raise DLPackError(f"{self.name} uses in place only the memory of CUDA device {self.info.ordinal} "
+                              f"({mine}), not {memory.device}")
+        if memory.address % ALIGNMENT:
+            raise DLPackError(f"{self.name}: the memory at {memory.address:#x} is not {ALIGNMENT}-byte aligned, as "
+                              "the device's kernels expect their tensors")
+        return CudaForeignBuffer(self._buft, memory.address, size, memory.owner)
 
     def supports_buft(self, buft: BufferType) -> bool:
         return buft is self._buft

@@ -197,7 +197,13 @@ class MetalBackend(PlannedBackend[MetalPlan]):
         self.replays += 1
 
     def synchronize(self) -> None:
-        """Wait for the committed command buffers; ComputeError if one failed or a kernel found a bad index."""
+        """Wait for the committed command buffers; ComputeError if one failed or a kernel found a bad index. After
+        free() there is nothing to wait for (free waited)."""
+        with self.lock:
+            if not self.freed:
+                self._finish()
+
+    def _finish(self) -> None:
         pending, self._pending = self._pending, []
         self.device.finish(pending)
         failed = [s.error for s in pending if s.error is not None]
@@ -233,12 +239,14 @@ class MetalBackend(PlannedBackend[MetalPlan]):
         else:
             event.synchronize()
 
-    def free(self) -> None:
+    def release_resources(self) -> None:
+        """Once, from free() under `lock`: wait for the committed work, then the plans, the status word and the
+        scratch buffer go."""
         try:
-            self.synchronize()
+            self._finish()
         except ComputeError as e:
             log.warning("%s: freeing after a failed compute: %s", self.name, e)
-        super().free()
+        super().release_resources()
         self.status_buffer.free()
         if self._scratch is not None:  # the plans that bound it are released above
             self._scratch.free()

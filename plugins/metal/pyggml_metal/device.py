@@ -11,7 +11,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from pyggml.backend.accounting import AllocationTally
-from pyggml.backend.protocol import Backend, Bytes, Device, DeviceCaps, DeviceType, Event, Registry
+from pyggml.backend.protocol import FALLBACK_PRIORITY, Backend, Bytes, Device, DeviceCaps, DeviceType, Event, Registry
 from pyggml.errors import PyGGMLError
 from pyggml_metal.buffer import MetalBuffer, MetalBufferType, wrap_host
 from pyggml_metal.driver import DriverCommandBuffer, DriverDevice
@@ -36,6 +36,11 @@ class MetalDevice(Device):
     def description(self) -> str:
         d = self.driver_device.name
         return f"{d} (CPU-emulated: the Metal kernels compiled as C++, not a GPU)" if self.emulated else d
+
+    @property
+    def priority(self) -> int:
+        """The emulator is never the default device while a real one (or the cpu device) is there."""
+        return FALLBACK_PRIORITY if self.emulated else super().priority
 
     def memory(self) -> tuple[int, int]:
         return self.allocations.memory(self.driver_device.working_set_bytes)

@@ -34,4 +34,5 @@ conformance-metal runs it); a Vulkan op not listed here stays Vulkan's until it 
 by op, which nodes (types, layouts) it takes, on both APIs."""
 
 TABLE: OpTable[MetalDispatchBuilder] = OpTable(
-    "Metal", {op: rule for op, rule in VULKAN_TABLE.rules.items() if op in CLAIMED})  # type: ignore[misc]
+    "Metal", {op: rule for op, rule in VULKAN_TABLE.rules.items() if op in CLAIMED},  # type: ignore[misc]
+    fits=VULKAN_TABLE.fits)

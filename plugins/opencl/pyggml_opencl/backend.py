@@ -6,6 +6,10 @@ objects with their arguments bound to the tensors' buffers and offsets. The plan
 buffers and offsets), so a graph that is recomputed with the same allocation is replayed, however many
 graphs run in turn: one `enqueue_nd_range_kernel` per launch, no per-node decisions. Work is queued on the
 device's in-order queue and `graph_compute` returns without waiting (`synchronize` waits).
+
+Profiled (`compute_profiled`), the same launches go to a second queue of the device's context, made with
+CL_QUEUE_PROFILING_ENABLE on first use, after the device queue drained: each launch's event gives its start and end
+on the device clock, moved onto the host's (`pyggml.profile.align_device_times`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING
 from pyggml.backend.plan_cache import check_not_freed
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
+from pyggml.profile.sink import NodeTime, ProfileSink, align_device_times, now_ns
 from pyggml.tensor import Tensor
 from pyggml_dialect.backend import DialectBackend
 from pyggml_opencl.buffer import OpenCLBuffer, OpenCLHostBuffer, cl_mem_of, device_copy, src_device
@@ -24,6 +29,8 @@ from pyggml_opencl.device import OpenCLDevice, OpenCLEvent
 from pyggml_opencl.op_table import TABLE, Launch, OpenCLLaunchBuilder
 
 if TYPE_CHECKING:
+    import pyopencl as cl
+
     from pyggml.graph import Graph
 
 log = logging.getLogger(__name__)
@@ -49,22 +56,55 @@ def build_plan(dev: OpenCLDevice, graph: Graph) -> OpenCLGraphPlan:
 class OpenCLBackend(DialectBackend[OpenCLGraphPlan, OpenCLDevice]):
     def __init__(self, device: OpenCLDevice) -> None:
         super().__init__(device, lambda g: build_plan(device, g))
+        self._profiling_queue: cl.CommandQueue | None = None
+        """A queue with event profiling on, made by the first `compute_profiled`."""
 
     def replay(self, plan: OpenCLGraphPlan) -> None:
+        self._enqueue(plan, self.dev.queue, None)
+
+    def _enqueue(self, plan: OpenCLGraphPlan, q: cl.CommandQueue, events: list[cl.Event] | None) -> None:
+        """Queue the plan's launches on `q`; with `events`, collect each launch's event (profiling)."""
         import pyopencl as cl
 
-        q = self.dev.queue
         enqueue = cl.enqueue_nd_range_kernel
         launch = None
         try:
             with self.dev.mem_lock:  # a free from another thread waits for the enqueueing, then for the kernels
                 check_not_freed(plan.buffers, self.dev.name)
                 for launch in plan.launches:
-                    enqueue(q, launch.kernel, launch.gsize, launch.lsize)
+                    ev = enqueue(q, launch.kernel, launch.gsize, launch.lsize)
+                    if events is not None:
+                        events.append(ev)
         except cl.Error as e:
             n = launch.node if launch is not None else None
             where = f"node '{n.name}' ({n.op.name}, {n.type} ne={list(n.ne)})" if n is not None else "a node"
             raise ComputeError(f"{self.dev.name}: launching {where} failed: {e}") from e
+
+    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
+        """Each launch timed by OpenCL event profiling (a launch per node, or several: each reported)."""
+        import pyopencl as cl
+
+        with self.lock:
+            if self.freed:
+                raise self.freed_error()
+            plan = self.plan(graph)
+            self.synchronize()
+            if self._profiling_queue is None:
+                self._profiling_queue = cl.CommandQueue(self.dev.ctx, self.dev.queue.device,
+                                                        properties=cl.command_queue_properties.PROFILING_ENABLE)
+            events: list[cl.Event] = []
+            self._enqueue(plan, self._profiling_queue, events)
+            try:
+                self._profiling_queue.finish()
+                end = now_ns()
+                pairs = align_device_times([(ev.profile.start, ev.profile.end) for ev in events], end)
+            except cl.Error as e:
+                raise ComputeError(f"{self.dev.name}: the profiling queue failed: {e}") from e
+            self.dev.check_status()
+        index = {id(n): i for i, n in enumerate(graph.nodes)}
+        times = [NodeTime(lc.node, index.get(id(lc.node), -1), s, e)
+                 for lc, (s, e) in zip(plan.launches, pairs, strict=True)]
+        sink.nodes(self.name, graph, times, "queue")
 
     def drain(self) -> None:
         import pyopencl as cl

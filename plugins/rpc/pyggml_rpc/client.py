@@ -33,7 +33,7 @@ from pyggml_rpc import opcodes
 from pyggml_rpc.connection import Connection
 from pyggml_rpc.fnv import fnv1a64
 from pyggml_rpc.ggml_support import ggml_cpu_runs
-from pyggml_rpc.graph_codec import RPCGraphPlan, build_plan, check_wire_shape, support_query
+from pyggml_rpc.graph_codec import RPCGraphPlan, build_plan, check_wire_shape, support_query, wire_tensors
 from pyggml_rpc.wire import (
     CLEAR_REQ,
     DEVICE_U64,
@@ -95,7 +95,7 @@ class RPCDevice(Device):
         if not self.server.conn.pyggml_server and not ggml_cpu_runs(op):
             return False
         try:
-            for t in (op, *(s for s in op.src if s is not None)):
+            for t in wire_tensors(op):
                 check_wire_shape(t, "tensor")
         except UnsupportedOpError:
             return False

@@ -43,6 +43,26 @@ def check_wire_shape(t: Tensor, what: str) -> None:
                                  "dimensions and strides in 32 bits")
 
 
+def wire_tensors(node: Tensor) -> list[Tensor]:
+    """What a payload holding `node` carries: the node, its sources and, through every view among them, the tensor
+    it views (a view node travels with its source, recursively) and its data owner. Each must fit the wire
+    (`check_wire_shape`): a small view of a view of 2^60 rows fits, but the view it reads through does not."""
+    out: list[Tensor] = []
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        t = todo.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        out.append(t)
+        if t.view_src is not None:
+            todo.append(t.view_src)
+        if t is node or t.op in VIEW_OPS:
+            todo.extend(s for s in t.src if s is not None)
+    return out
+
+
 def build_plan(graph: Graph, device: int, locate: Locate, server: str) -> RPCGraphPlan:
     """The payload of `graph` for `device`. View nodes of data elsewhere are left out (the scheduler keeps a view
     in the split where it stands, as ggml's does, though nothing reads it there); any other tensor not on this

@@ -109,9 +109,13 @@ class VulkanBackend(PlannedBackend[Recording]):
             self.ctx.track(self.timeline, value, rec.handles)
 
     def synchronize(self) -> None:
-        """Wait for the submitted work; raise ComputeError if a shader found an index out of range."""
-        self._wait()
-        self.status.check()
+        """Wait for the submitted work; raise ComputeError if a shader found an index out of range. After free()
+        there is nothing to wait for (free waited)."""
+        with self.lock:
+            if self.freed:
+                return
+            self._wait()
+            self.status.check()
 
     def _wait(self) -> None:
         if self.submitted:
@@ -133,24 +137,33 @@ class VulkanBackend(PlannedBackend[Recording]):
     # ---- events -------------------------------------------------------------------------------------------
 
     def event_record(self, event: Event) -> None:
-        if isinstance(event, VulkanEvent):
-            event.ctx, event.semaphore, event.value = self.ctx, self.timeline, self.submitted
-        else:
-            event.record(self)
+        with self.lock:
+            if self.freed:
+                raise self.freed_error()
+            if isinstance(event, VulkanEvent):
+                event.ctx, event.semaphore, event.value = self.ctx, self.timeline, self.submitted
+                return
+        event.record(self)
 
     def event_wait(self, event: Event) -> None:
-        if isinstance(event, VulkanEvent) and event.ctx is self.ctx and event.semaphore is not None:
-            if event.value:
-                self._pending_waits.append((event.semaphore, event.value))
-        else:
-            event.synchronize()
+        with self.lock:
+            if self.freed:
+                raise self.freed_error()
+            if isinstance(event, VulkanEvent) and event.ctx is self.ctx and event.semaphore is not None:
+                if event.value:
+                    self._pending_waits.append((event.semaphore, event.value))
+                return
+        event.synchronize()
 
-    def free(self) -> None:
+    def release_resources(self) -> None:
+        """Once, from free() under `lock`: wait for the submissions, then the recordings, the status word and the
+        timeline semaphore go (synchronize and events check `freed` under the lock: none of them reaches the
+        destroyed semaphore)."""
         try:
             self._wait()
         except PyGGMLError:  # a lost device: nothing runs any more, the recordings are freed without waiting
             self.submitted = 0
-        super().free()  # the recordings
+        super().release_resources()  # the recordings
         self.status.free()
         self.ctx.destroy_semaphore(self.timeline)
 

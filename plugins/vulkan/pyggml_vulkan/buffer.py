@@ -18,7 +18,8 @@ import numpy as np
 
 from pyggml.backend.accounting import check_size
 from pyggml.backend.protocol import Buffer, Bytes, DeviceBufferType
-from pyggml.errors import AllocationError
+from pyggml.dlpack import DLPackMemory, ExportPins, host_memory
+from pyggml.errors import AllocationError, DLPackError
 from pyggml_vulkan.vk import CData, ffi, lib, new
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ class VulkanBuffer(Buffer):
         self.handle_id = int(ffi.cast("uintptr_t", self.vk_buffer))
         self._freed = False
         self._untrack = buft.dev.allocations.track(self, size)
+        self._exports = ExportPins()
+        """DLPack exports of the mapped memory: a free() leaves the memory to the last of them."""
 
     @property
     def mapped(self) -> bool:
@@ -142,19 +145,33 @@ class VulkanBuffer(Buffer):
         region = new("VkBufferCopy", srcOffset=src_off, dstOffset=dst_off, size=size)
         self.ctx.one_shot(lambda cb: lib.vkCmdCopyBuffer(cb, src, dst, 1, region))
 
+    def dlpack_memory(self, stream: int | None = None) -> DLPackMemory:
+        """Host-mapped memory (unified memory, lavapipe) exports as host memory once the graphs that bind the buffer
+        are done; device-local memory the host cannot map (a discrete GPU, PYGGML_VULKAN_STAGING=1) cannot."""
+        self._range(0, 0, "export")
+        if self._mapped is None:
+            raise DLPackError(f"{self.buft.name}: device-local memory the host does not map (a discrete GPU, or "
+                              "PYGGML_VULKAN_STAGING=1): DLPack exports only host-visible Vulkan memory")
+        self.ctx.wait_for_buffer(self.handle_id)
+        return host_memory(self._mapped, (self, self._exports.pin()))
+
     @property
     def freed(self) -> bool:
         return self._freed
 
     def free(self) -> None:
         """Wait for the submitted graphs that bind the buffer, then destroy it; later use raises AllocationError
-        (a graph submitted after this marked it freed is refused: VulkanBackend checks under the same lock)."""
+        (a graph submitted after this marked it freed is refused: VulkanBackend checks under the same lock). Memory
+        exported through DLPack is destroyed when the last export is gone."""
         with self.ctx.lock:
             if self._freed:
                 return
             self._freed = True
         if not self.ctx.lost:
             self.ctx.wait_for_buffer(self.handle_id)
+        self._exports.release_when_unused(self._destroy)
+
+    def _destroy(self) -> None:
         self._mapped = None
         self.ctx.destroy_buffer(self.vk_buffer, self._memory)
         self._untrack()

@@ -10,7 +10,16 @@ import threading
 from typing import TYPE_CHECKING
 
 from pyggml.backend.accounting import AllocationTally
-from pyggml.backend.protocol import Backend, BufferType, Device, DeviceCaps, DeviceType, Event, Registry
+from pyggml.backend.protocol import (
+    FALLBACK_PRIORITY,
+    Backend,
+    BufferType,
+    Device,
+    DeviceCaps,
+    DeviceType,
+    Event,
+    Registry,
+)
 
 if TYPE_CHECKING:
     from pyggml.tensor import Tensor
@@ -39,6 +48,12 @@ class VulkanDevice(Device):
     @property
     def emulated(self) -> bool:
         return self.info.is_cpu
+
+    @property
+    def priority(self) -> int:
+        """A CPU-emulated device (llvmpipe) is not the default while a real GPU or the cpu device is there (ggml's
+        Vulkan backend does not even list it)."""
+        return FALLBACK_PRIORITY if self.emulated else super().priority
 
     def memory(self) -> tuple[int, int]:
         return self.allocations.memory(self.info.device_local_bytes)

@@ -23,6 +23,7 @@ from pyggml_vulkan.ops import (
     spatial,
     train,
 )
+from pyggml_vulkan.ops.common import fits_u32
 
 if TYPE_CHECKING:
     from pyggml_vulkan.recorder import DispatchBuilder
@@ -32,6 +33,7 @@ TABLE: OpTable[DispatchBuilder] = OpTable(
     rope.rules, sort.rules, moe.rules, train.rules,
     conv.rules, spatial.rules,
     seq.rules,
+    fits=fits_u32,
 )
 
 

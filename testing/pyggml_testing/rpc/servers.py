@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyggml_testing.llama_cpp_ref import rpc_tool
@@ -68,3 +70,18 @@ def start_pyggml_server(device: str, *extra: str, log: Path | None = None) -> tu
         stop(proc)
         raise RuntimeError(f"pyggml rpc-server did not start: {line!r}")
     return proc, f"{m.group(1)}:{m.group(2)}"
+
+
+@contextmanager
+def serving(kind: str, log: Path | None = None) -> Iterator[str]:
+    """The endpoint of a server started now and stopped on leaving, also when the body raised: llama.cpp's for
+    kind "ggml" (NotBuilt where it is not built), else `pyggml rpc-server --device kind` (its stderr into `log`).
+    A server that had ended by itself before the body was done is an error (RuntimeError): a client killed it."""
+    proc, endpoint = start_ggml_server() if kind == "ggml" else start_pyggml_server(kind, log=log)
+    try:
+        yield endpoint
+    finally:
+        ended = proc.poll()
+        stop(proc)
+    if ended is not None:
+        raise RuntimeError(f"the {kind} RPC server at {endpoint} had ended by itself (status {ended})")

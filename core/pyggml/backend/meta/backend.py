@@ -85,10 +85,10 @@ class MetaBackend(PlannedBackend[MetaPlan]):
     def simple_tensors(self, t: Tensor) -> list[Tensor]:
         return self.device.table.simple(t)
 
-    def free(self) -> None:
+    def release_resources(self) -> None:
         self.comm.close()
         if self.fallback is not self.comm:
             self.fallback.close()
         for b in self.backends:
             b.free()
-        super().free()
+        super().release_resources()

@@ -20,7 +20,10 @@ def color(b: int) -> str:
 
 
 def _size(t: Tensor) -> str:
-    n = t.nbytes()
+    return _bytes(t.nbytes())
+
+
+def _bytes(n: int) -> str:
     return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
@@ -33,7 +36,8 @@ def _where(tab: BackendTable, plan: SplitPlan, t: Tensor) -> str:
 def format_plan(tab: BackendTable, plan: SplitPlan, level: int = 1) -> str:
     g = plan.graph
     lines = [f"scheduler: graph {g.uid}, {plan.n_nodes} nodes, {plan.n_leafs} leafs -> {len(plan.splits)} splits, "
-             f"{plan.n_split_inputs} inputs copied; backends {tab.names()}"]
+             f"{plan.n_split_inputs} inputs copied ({_bytes(plan.split_input_bytes)}) per compute; "
+             f"backends {tab.names()}"]
     for si, split in enumerate(plan.splits):
         name = tab.backends[split.backend_id].name
         ins = " ".join(f"{t.name} ({_size(t)}) from {tab.backends[ib].name}"

@@ -25,7 +25,6 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from pyggml.alloc import GraphAllocator
 from pyggml.backend.protocol import Backend, Buffer, BufferType, Event
@@ -33,25 +32,14 @@ from pyggml.backend.sched import debug
 from pyggml.backend.sched.compute import EvalCallback, compute_splits
 from pyggml.backend.sched.passes import assign_backends
 from pyggml.backend.sched.splits import Split, SplitPlan, cut_splits
+from pyggml.backend.sched.stats import SchedStats
 from pyggml.backend.sched.table import MAX_COPIES, BackendTable, SchedulerConfigError
 from pyggml.errors import AllocationError, GraphError, InputNotWrittenError
 from pyggml.graph import DEFAULT_GRAPH_SIZE, Graph
+from pyggml.profile.sink import active_sink
 from pyggml.tensor import Tensor, TensorFlag, label
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SchedStats:
-    """Counters of the expensive steps, to check that replays skip them."""
-
-    plans: int = 0
-    """split_graph runs (passes 1-5)."""
-    reserves: int = 0
-    """graph allocator reserves (liveness analysis, buffer sizing)."""
-    allocs: int = 0
-    """graph allocator alloc_graph calls (placing every tensor)."""
-    computes: int = 0
 
 
 class Scheduler:
@@ -143,6 +131,12 @@ class Scheduler:
         """Tensors copied between backends per run of the current plan (each once per (tensor, backend))."""
         with self._lock:
             return 0 if self._plan is None else self._plan.n_split_inputs
+
+    @property
+    def split_input_bytes(self) -> int:
+        """Bytes those copies move per run of the current plan."""
+        with self._lock:
+            return 0 if self._plan is None else self._plan.split_input_bytes
 
     @property
     def plan(self) -> SplitPlan | None:
@@ -341,8 +335,9 @@ class Scheduler:
             plan = self._plan
             assert plan is not None
             self._consume_inputs(graph)
-            self.stats.computes += 1
-            return compute_splits(self._tab.backends, plan, self._cur_copy, self._events, self._eval_cb)
+            self.stats.begin_compute()
+            return compute_splits(self._tab.backends, plan, self._cur_copy, self._events, self._eval_cb, self.stats,
+                                  active_sink())
 
     def graph_compute(self, graph: Graph) -> bool:
         with self._lock:

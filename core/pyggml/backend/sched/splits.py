@@ -34,6 +34,8 @@ class Split:
     """Per input, its copy on this split's backend for each pipeline slot."""
     input_backends: list[int] = field(default_factory=list)
     """Per input, the backend the source tensor lives on."""
+    input_bytes: int = 0
+    """Bytes copied into this split per compute: the sum of its inputs' sizes (`Tensor.nbytes`)."""
     wait_for: tuple[int, ...] = ()
     """Other backends whose queued work must finish before this split starts (direct reads of their results
     through shared memory, reuse of memory they may still be using)."""
@@ -79,7 +81,13 @@ class SplitPlan:
 
     @property
     def n_split_inputs(self) -> int:
+        """Tensors copied between backends per compute."""
         return sum(len(s.inputs) for s in self.splits)
+
+    @property
+    def split_input_bytes(self) -> int:
+        """Bytes copied between backends per compute."""
+        return sum(s.input_bytes for s in self.splits)
 
 
 def cut_splits(tab: BackendTable, graph: Graph, backend_of: dict[int, int], cause: dict[int, str],
@@ -121,6 +129,7 @@ def cut_splits(tab: BackendTable, graph: Graph, backend_of: dict[int, int], caus
                 split.inputs.append(s)
                 split.input_copies.append(cps)
                 split.input_backends.append(sb)
+                split.input_bytes += s.nbytes()
             entry = new_srcs.get(id(node))
             if entry is None:
                 entry = new_srcs[id(node)] = (node, [list(node.src) for _ in range(n_copies)])

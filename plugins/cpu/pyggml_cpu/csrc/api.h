@@ -8,8 +8,9 @@ typedef struct pgc_pool pgc_pool;
 pgc_pool *pgc_pool_new(int n_threads);
 void pgc_pool_free(pgc_pool *p);
 int pgc_pool_n_threads(pgc_pool *p);
-/* node_ns (optional, n_nodes entries): nanoseconds each node took, barrier included */
-int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node, int64_t *node_ns);
+/* stamps (optional: profiling; NULL: off, no clock read): 2 * n_nodes * n_threads entries, where thread t
+   writes node i's kernel start and end (CLOCK_MONOTONIC ns) at [2 * (i * n_threads + t)] and the next slot */
+int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node, int64_t *stamps);
 
 /* SIMD: features of this CPU (bit mask PGC_F_*, see dot_portable.c), and the kernel level in use
    (0 portable, 1-4 x86-64 AVX2 .. AVX-512 + VNNI, 5-6 arm64 NEON, + SDOT; see dot_portable.c) */

@@ -37,7 +37,7 @@ struct pgc_pool {
     atomic_int err_node;
     atomic_int active;
     int err_index;
-    int64_t *node_ns;
+    int64_t *stamps; /* profiling (NULL: off): per node, per thread, the kernel's start and end (ns) */
 };
 
 static pgc_kernel kernel_of(int op) {
@@ -108,6 +108,13 @@ void pgc_barrier(const pgc_tctx *c) {
     }
 }
 
+/* CLOCK_MONOTONIC: the clock of pyggml.profile (Python's time.monotonic_ns) */
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 static void run_nodes(pgc_pool *p, int ith, int nth) {
     pgc_tctx c;
     c.ith = ith;
@@ -118,23 +125,18 @@ static void run_nodes(pgc_pool *p, int ith, int nth) {
     c.err_index = &p->err_index;
     const pgc_node *nodes = p->nodes;
     int n_nodes = p->n_nodes;
-    int64_t *ns = ith == 0 ? p->node_ns : NULL;
-    struct timespec t0, t1;
-    if (ns) clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t *stamps = p->stamps ? p->stamps + 2 * ith : NULL; /* this thread's pair of node 0; node i: + 2*nth*i */
     for (int i = 0; i < n_nodes; i++) {
         const pgc_node *n = &nodes[i];
         pgc_kernel k = kernel_of(n->op);
+        if (stamps) stamps[2 * (int64_t)nth * i] = now_ns();
         int rc = k ? k(n, &c) : PGC_E_OP;
+        if (stamps) stamps[2 * (int64_t)nth * i + 1] = now_ns();
         if (rc) {
             int zero = 0;
             if (atomic_compare_exchange_strong(&p->err, &zero, rc)) atomic_store(&p->err_node, i);
         }
         pgc_barrier(&c);
-        if (ns) {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            ns[i] = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
-            t0 = t1;
-        }
         if (atomic_load_explicit(&p->err, memory_order_relaxed)) break;
     }
 }
@@ -144,12 +146,6 @@ typedef struct { pgc_pool *p; int ith; } worker_arg;
 /* after a graph a worker polls for the next one this long before it sleeps: back-to-back graphs (a decode
    loop) then start without a wake-up, and an idle pool costs no CPU */
 #define PGC_POLL_NS 100000
-
-static int64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 static void *worker(void *arg) {
     worker_arg *a = (worker_arg *)arg;
@@ -217,7 +213,7 @@ int pgc_pool_n_threads(pgc_pool *p) { return p->n_threads; }
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node, int64_t *node_ns) {
+int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *failed_node, int64_t *stamps) {
     *failed_node = -1;
     if (n_nodes <= 0) return PGC_OK;
     int nth = p->n_threads;
@@ -245,7 +241,7 @@ int pgc_graph_compute(pgc_pool *p, const pgc_node *nodes, int n_nodes, int *fail
     atomic_store(&p->err_node, -1);
     atomic_store(&p->bar_count, 0);
     p->err_index = 0;
-    p->node_ns = node_ns;
+    p->stamps = stamps;
     if (nth > 1) {
         atomic_store(&p->active, nth - 1);
         pthread_mutex_lock(&p->mu);

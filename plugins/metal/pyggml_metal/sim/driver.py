@@ -105,8 +105,8 @@ class SimCommandBuffer:
                 continue
             buf, offset = b
             assert isinstance(buf, SimBuffer)
-            buf.contents()  # raises on a released buffer
-            launch.buf[i] = buf.address + offset
+            keep.append(buf.contents())  # raises on a released buffer; else held, as Metal's command buffers retain
+            launch.buf[i] = buf.address + offset  # their buffers: a release meanwhile cannot unmap what runs
         self.steps.append(functools.partial(_run, pipeline, launch, keep))
 
     def encode_wait(self, event: driver.DriverEvent, value: int) -> None:

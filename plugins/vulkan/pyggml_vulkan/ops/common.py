@@ -36,6 +36,17 @@ def aligned(t: Tensor | None) -> bool:
     return t.offset % unit == 0 and all(nb % unit == 0 for nb in t.nb) and t.offset + t.nbytes() <= MAX_U32
 
 
+def fits_u32(node: Tensor) -> bool:
+    """The op table's limit (`OpTable.fits`): the shaders count elements and bytes in 32 bits (push constants,
+    invocation ids), so every ne[i], nb[i] and element count of the node and its srcs is at most 2^32 - 1. Only a
+    view can pass that and still be placed (a broadcast view of 2^32 rows, a stride of 2^62 over one row): its
+    counts would wrap (a SUM over 2^32 + 6 elements gave 12; GET_ROWS refused ids in range)."""
+    for t in (node, *node.src):
+        if t is not None and (t.nelements() > MAX_U32 or any(n > MAX_U32 for n in (*t.ne, *t.nb))):
+            return False
+    return True
+
+
 def srcs_ok(node: Tensor, types: Iterable[frozenset[GGMLType]]) -> bool:
     """Each src i (present) has a type in types[i]; all tensors element-aligned."""
     for s, allowed in zip(node.src, types, strict=False):

@@ -1,0 +1,81 @@
+"""What a backend reports to a profile: the `ProfileSink` protocol, the node times it takes, the host clock every
+report is on, and the one active profile that schedulers pick up (`active_sink`).
+
+Every time is in nanoseconds on the host's monotonic clock (`now_ns`, CLOCK_MONOTONIC on Linux, the clock the cpu
+plugin's C timestamps read). A device with a clock of its own (OpenCL event profiling, Vulkan timestamp queries,
+CUDA events) shifts its times onto it (`align_device_times`) before it reports them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pyggml.graph import Graph
+    from pyggml.tensor import Tensor
+
+now_ns = time.monotonic_ns
+"""The profile clock: every start and end a sink receives is on it."""
+
+
+class ProfileWarning(UserWarning):
+    """A profile request that cannot be served as asked: a backend that cannot time its nodes (the profile then holds
+    its whole-graph times instead), or a profile that recorded nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTime:
+    """One node's run on one thread (or queue) of a backend: `index` is its position in the graph computed."""
+
+    node: Tensor
+    index: int
+    start_ns: int
+    end_ns: int
+    thread: int = 0
+
+
+class ProfileSink(Protocol):
+    """Where backends and the scheduler report times (`pyggml.profile.Profile` is the one implementation).
+    `backend` is the reporting backend's name: its lane in the trace."""
+
+    def nodes(self, backend: str, graph: Graph, times: Sequence[NodeTime], lane: str = "queue") -> None:
+        """Per-node times of one compute of `graph`; `lane` names the backend's threads ("thread" for the cpu
+        pool's threads, "queue" for a device queue)."""
+
+    def graph(self, backend: str, graph: Graph, start_ns: int, end_ns: int) -> None:
+        """A whole-graph time, from a backend that cannot time its nodes (the sink warns, once per backend)."""
+
+    def span(self, lane: str, name: str, start_ns: int, end_ns: int, category: str) -> None:
+        """A scheduler interval (a split, a wait on another backend) on the scheduler's `lane`."""
+
+    def copy(self, src_backend: str, dst_backend: str, tensor: Tensor, start_ns: int, end_ns: int) -> None:
+        """A copy of `tensor` between backends, drawn as a flow from the source's lane to the destination's."""
+
+
+_active: list[ProfileSink] = []
+
+
+def active_sink() -> ProfileSink | None:
+    """The profile being recorded (`with Profile():`), or None: one list read, what schedulers pay when off."""
+    return _active[-1] if _active else None
+
+
+def push_sink(sink: ProfileSink) -> None:
+    _active.append(sink)
+
+
+def pop_sink(sink: ProfileSink) -> None:
+    if sink in _active:
+        _active.remove(sink)
+
+
+def align_device_times(device_ns: Sequence[tuple[int, int]], host_end_ns: int) -> list[tuple[int, int]]:
+    """(start, end) pairs on a device clock, moved onto the host clock so that the last end falls at `host_end_ns`
+    (taken right after the host saw the work finish): durations and gaps are the device's own."""
+    if not device_ns:
+        return []
+    shift = host_end_ns - max(e for _, e in device_ns)
+    return [(s + shift, e + shift) for s, e in device_ns]
