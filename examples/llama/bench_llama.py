@@ -8,13 +8,14 @@ and threads, and decode measured against the machine's memory bandwidth.
 Prints one JSON object. The anchor is llama-cpp-python built from source for this CPU, as its users build it
 (`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install --no-cache-dir llama-cpp-python`; `python -m
 pyggml_testing.llama_cpp_ref native` builds it once into .cache/llama-native, about 10 minutes; --llama-dir takes
-another build, e.g. a generic AVX2 one). Both run in this process, after a warm-up; each round measures pyggml then
-llama.cpp, and the best round of each is kept, so that a burst of load from other processes on a shared machine
-hits both sides alike. The JSON holds the CPU model and flags, llama.cpp's build options and its system info, the
-load average, and for decode tok/s x bytes read per token / read bandwidth (`decode_bw_fraction`), where the
-bandwidth is measured in the same run with as many threads. `--depth D` runs both the prompt and the decode steps
-after D tokens already in the KV cache, as `llama-bench -d D` does (filled once in the warm-up; each round cuts the
-cache back to D tokens).
+another build, e.g. a generic AVX2 one). Both run in this process, timed as `pyggml-llama bench` times a test
+(`pyggml_llama.bench.timing`: llama-bench's protocol, random tokens, BOS first), after a warm-up; each round
+measures pyggml then llama.cpp, and the best round of each is kept, so that a burst of load from other processes on
+a shared machine hits both sides alike. The JSON holds the CPU model and flags, llama.cpp's build options and its
+system info, the load average, and for decode tok/s x bytes read per token / read bandwidth (`decode_bw_fraction`),
+where the bandwidth is measured in the same run with as many threads. `--depth D` runs both the prompt and the
+decode steps after D tokens already in the KV cache, as `llama-bench -d D` does (filled once in the warm-up; each
+round cuts the cache back to D tokens).
 """
 
 from __future__ import annotations
@@ -24,27 +25,38 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from pyggml.backend.sysinfo import cpu_model
 from pyggml.gguf import GGUFFile
+from pyggml_llama.bench.timing import BenchTest, Evaluator, Runner, SessionEvaluator, prompt_bos
 from pyggml_llama.hparams import HParams
 from pyggml_llama.session import Session, default_model_path
+from pyggml_llama.tokenizer import Tokenizer
 
 X86_FLAGS = ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
              "amx_int8")
 
 
-def random_prompt(pp: int, seed: int = 0) -> list[int]:
-    return [int(x) for x in np.random.default_rng(seed).integers(100, 40000, pp)]
-
-
 Round = Callable[[], tuple[float, float]]
 """One measurement: (pp tok/s, tg tok/s)."""
+
+
+def measure(ev: Evaluator, pp: int, tg: int, depth: int) -> Round:
+    """llama-bench's pp and tg tests at `depth` as `pyggml-llama bench` times them (pyggml_llama.bench.timing), each
+    warmed up now; a round is one timed sample of each."""
+    runner = Runner(ev, n_batch=pp)
+    tests = (BenchTest(pp, 0, depth), BenchTest(0, tg, depth))
+    for t in tests:
+        runner.warmup(t)
+
+    def run() -> tuple[float, float]:
+        pp_s, tg_s = (t.n_tokens * 1e9 / runner.sample(t) for t in tests)
+        return pp_s, tg_s
+
+    return run
 
 
 def pyggml_round(model: Path, backends: list[str], threads: int, pp: int, tg: int, depth: int,
@@ -52,27 +64,30 @@ def pyggml_round(model: Path, backends: list[str], threads: int, pp: int, tg: in
     t0 = time.perf_counter()
     s = Session(model, backends, n_ctx=depth + pp + tg + 8, n_batch=pp, n_threads=threads, repack=repack)
     load_s = time.perf_counter() - t0
-    prompt = random_prompt(pp)
-    if depth:
-        s.eval(random_prompt(depth, 1))  # the context the rounds run after
-    s.eval(prompt)  # warm-up: plans, caches, threads, and the graphs of both shapes
-    s.eval([1])
+    measured = measure(SessionEvaluator(s), pp, tg, depth)
     info: dict[str, Any] = {"backends": s.stats.backends, "repack": repack, "load_s": round(load_s, 2)}
 
     def run() -> tuple[float, float]:
-        s.n_past = depth
-        t0 = time.perf_counter()
-        logits = s.eval(prompt)[-1]
-        t_pp = time.perf_counter() - t0
-        tok = int(np.argmax(logits))
-        t0 = time.perf_counter()
-        for _ in range(tg):
-            tok = int(np.argmax(s.eval([tok])[-1]))
-        t_tg = time.perf_counter() - t0
+        out = measured()
         info.update(graph_builds=s.stats.graph_builds, graph_reuses=s.stats.graph_reuses)
-        return pp / t_pp, tg / t_tg
+        return out
 
     return run, info
+
+
+class LlamaCppEvaluator:
+    """llama-cpp-python's Llama as the timing's Evaluator."""
+
+    def __init__(self, llm: Any, bos: int | None) -> None:
+        self.llm = llm
+        self.n_vocab = int(llm.n_vocab())
+        self.bos = bos
+
+    def seek(self, n_past: int) -> None:
+        self.llm.n_tokens = n_past  # the next eval drops the cache's cells past it
+
+    def decode(self, tokens: Sequence[int]) -> None:
+        self.llm.eval(tokens)
 
 
 def llama_cpp_round(llama_dir: Path, model: Path, threads: int, pp: int, tg: int,
@@ -87,27 +102,7 @@ def llama_cpp_round(llama_dir: Path, model: Path, threads: int, pp: int, tg: int
     llm = Llama(model_path=str(model), n_ctx=depth + pp + tg + 8, n_batch=pp, n_threads=threads,
                 n_threads_batch=threads, verbose=False)
     load_s = time.perf_counter() - t0
-    prompt = random_prompt(pp)
-    if depth:
-        llm.eval(random_prompt(depth, 1))
-    llm.eval(prompt)
-
-    def last_logits() -> np.ndarray:  # without logits_all llama-cpp-python keeps no copy: read the context's row
-        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
-
-    def run() -> tuple[float, float]:
-        llm.n_tokens = depth  # the next eval drops the cache's cells past it
-        t0 = time.perf_counter()
-        llm.eval(prompt)
-        t_pp = time.perf_counter() - t0
-        tok = int(np.argmax(last_logits()))
-        t0 = time.perf_counter()
-        for _ in range(tg):
-            llm.eval([tok])
-            tok = int(np.argmax(last_logits()))
-        t_tg = time.perf_counter() - t0
-        return pp / t_pp, tg / t_tg
-
+    run = measure(LlamaCppEvaluator(llm, prompt_bos(Tokenizer(GGUFFile(model)))), pp, tg, depth)
     stamp = llama_dir / "built-for.txt"
     build = stamp.read_text(encoding="utf-8").splitlines()[-1] if stamp.is_file() else "unknown"
     return run, {"version": llama_cpp.__version__, "dir": str(llama_dir), "cmake_args": build,

