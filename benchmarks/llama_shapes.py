@@ -15,12 +15,13 @@ prints the paths, one per line. Shapes (name: arch, n_embd, n_ff, heads, kv head
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from pyggml_testing.llama_cpp_ref import native_llama_module
+from pyggml_testing.llama_quantize import F16_FTYPE, FTYPES, quantize
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "bench-models"
 
@@ -53,9 +54,6 @@ SHAPES = {
 __doc__ = (__doc__ or "") + "".join(f"    {k}: {v.arch}, {v.n_embd}, {v.n_ff}, {v.n_head}, {v.n_head_kv}, "
                                     f"{v.n_layer}, {v.n_vocab}, {v.tied}\n" for k, v in SHAPES.items())
 
-# llama.cpp's llama_ftype values of the types users download
-FTYPES = {"q4_0": 2, "q8_0": 7, "q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}
-F16_FTYPE = 1
 TOKEN_TYPE_UNUSED = 5
 
 
@@ -136,24 +134,6 @@ def write_f16(name: str, s: Shape, dest: Path) -> Path:
     return dest
 
 
-def quantize(f16: Path, dest: Path, ftype: int, threads: int) -> Path:
-    """llama.cpp's quantiser (the native build's llama_model_quantize) from f16 to dest."""
-    from pyggml_testing.llama_cpp_ref import build_native_llama
-
-    sys.path.insert(0, str(build_native_llama()))
-    import llama_cpp
-
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = ftype
-    params.nthread = threads
-    tmp = dest.with_suffix(".partial")
-    rc = llama_cpp.llama_model_quantize(str(f16).encode(), str(tmp).encode(), params)
-    if rc != 0:
-        raise SystemExit(f"llama_model_quantize({f16} -> ftype {ftype}) failed: {rc}")
-    tmp.replace(dest)
-    return dest
-
-
 def model(shape: str, qtype: str, keep_f16: bool = True, threads: int | None = None) -> Path:
     """The cached model of `shape` quantised as `qtype`, made if missing (minutes for the larger shapes)."""
     s = SHAPES[shape]
@@ -164,7 +144,7 @@ def model(shape: str, qtype: str, keep_f16: bool = True, threads: int | None = N
     f16 = CACHE / f"{shape}-f16.gguf"
     if not f16.is_file():
         write_f16(shape, s, f16)
-    quantize(f16, dest, FTYPES[qtype], threads or os.cpu_count() or 1)
+    quantize(native_llama_module(), f16, dest, FTYPES[qtype], threads)
     if not keep_f16 and all((CACHE / f"{shape}-{t}.gguf").is_file() for t in FTYPES):
         f16.unlink()
     return dest

@@ -232,11 +232,26 @@ def llama_cpp_module() -> ModuleType:
     return importlib.import_module("llama_cpp")
 
 
-def llama_cpp_logits(model: Path, tokens: Sequence[int], stepped: bool = False) -> tuple[F32, F32 | None]:
-    """llama.cpp's (libllama of `make llama-cpp-ref`) next-token logits [len(tokens), n_vocab] along `tokens` in one
-    batch, and with `stepped` also one token at a time (else None): the reference of a teacher-forced agreement."""
-    llm = llama_cpp_module().Llama(model_path=str(model), n_ctx=256, n_batch=256, n_threads=2, logits_all=True,
-                                   verbose=False)
+def native_llama_module(dest: Path = NATIVE_DIR) -> ModuleType:
+    """llama-cpp-python built for this CPU (build_native_llama: made where missing, about 10 minutes), imported; an
+    error where another `llama_cpp` was imported first (a process holds one)."""
+    build_native_llama(dest)
+    if str(dest) not in sys.path:
+        sys.path.insert(0, str(dest))
+    module = importlib.import_module("llama_cpp")
+    if not Path(module.__file__ or "").resolve().is_relative_to(dest.resolve()):
+        raise RuntimeError(f"llama_cpp was imported from {module.__file__}, not from {dest}")
+    return module
+
+
+def llama_cpp_logits(model: Path, tokens: Sequence[int], stepped: bool = False, llama: ModuleType | None = None,
+                     n_batch: int = 256, n_threads: int = 2) -> tuple[F32, F32 | None]:
+    """llama.cpp's next-token logits [len(tokens), n_vocab] along `tokens` in batches (and micro-batches) of
+    `n_batch`, and with `stepped` also one token at a time (else None): the reference of a teacher-forced agreement.
+    `llama`: the llama_cpp package to run (default: libllama of `make llama-cpp-ref`, llama_cpp_module())."""
+    llama = llama or llama_cpp_module()
+    llm = llama.Llama(model_path=str(model), n_ctx=max(256, len(tokens)), n_batch=n_batch, n_ubatch=n_batch,
+                      n_threads=n_threads, n_threads_batch=n_threads, logits_all=True, verbose=False)
     llm.eval(list(tokens))
     batch = np.array(llm.scores[: len(tokens)], dtype=np.float32)
     one_by_one = None
