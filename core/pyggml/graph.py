@@ -19,12 +19,26 @@ class Graph:
 
     def __init__(self, size: int = DEFAULT_GRAPH_SIZE) -> None:
         self.size = size
-        self.nodes: list[Tensor] = []
+        self._nodes: list[Tensor] = []
         self.leafs: list[Tensor] = []
         self.use_counts: dict[int, int] = {}
-        """id(tensor) -> number of src slots, among visited nodes, that reference it."""
+        """id(tensor) -> number of src slots, among visited nodes, that reference it (the graph holds them)."""
         self._visited: dict[int, Tensor] = {}
         self.uid = next(_uids)
+        """Never reused in this process: caches of plans key on it."""
+        self.version = 0
+        """Advanced whenever a node is added or the node list is replaced: a plan stamped with it (and the
+        placement clock, `pyggml.serial`) knows the graph's nodes did not change."""
+
+    @property
+    def nodes(self) -> list[Tensor]:
+        """The nodes in execution order (add with `build_forward_expand`; assigning a new list is a new version)."""
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes: list[Tensor]) -> None:
+        self._nodes = nodes
+        self.version += 1
 
     # ---- building -------------------------------------------------------------------------------------------
 
@@ -92,7 +106,8 @@ class Graph:
                 )
             if not t.name:
                 t.name = f"node_{len(self.nodes)}"
-            self.nodes.append(t)
+            self._nodes.append(t)
+            self.version += 1
 
     # ---- queries --------------------------------------------------------------------------------------------
 
@@ -120,11 +135,12 @@ class Graph:
         """Nodes i0..i1-1 as a graph sharing this graph's use counts (ggml_graph_view)."""
         g = Graph.__new__(Graph)
         g.size = i1 - i0
-        g.nodes = self.nodes[i0:i1]
+        g._nodes = self.nodes[i0:i1]
         g.leafs = []
         g.use_counts = self.use_counts
         g._visited = self._visited
         g.uid = next(_uids)
+        g.version = 0
         return g
 
     def copy(self) -> Graph:

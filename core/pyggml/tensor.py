@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyggml.errors import AllocationError, ShapeError, UnsupportedTypeError
+from pyggml.serial import PLACEMENT, new_serial
 from pyggml.tensor_operators import TensorOperators
 from pyggml.types import GGMLType, from_f32, to_f32, type_traits
 
@@ -126,17 +127,18 @@ class Tensor(TensorOperators):
 
     __slots__ = (
         "__weakref__",
-        "buffer",
+        "_buffer",
+        "_offset",
+        "_src",
         "ctx",
         "extra",
         "flags",
         "name",
         "nb",
         "ne",
-        "offset",
         "op",
         "params",
-        "src",
+        "serial",
         "type",
         "view_offs",
         "view_src",
@@ -148,14 +150,13 @@ class Tensor(TensorOperators):
     nb: Ne
     op: Op
     params: Any
-    src: tuple[Tensor | None, ...]
     view_src: Tensor | None
     view_offs: int
     flags: TensorFlag
     name: str
-    buffer: Buffer | None
-    offset: int
     ctx: Context | None
+    serial: int
+    """Never reused in this process (`pyggml.serial`): what caches that outlive a call key on, not `id()`."""
     extra: Any
     written: bool
     """Whether data was written into this tensor's memory since the graph allocator (or the scheduler) last
@@ -181,16 +182,52 @@ class Tensor(TensorOperators):
         self.nb = contiguous_strides(ttype, ne) if nb is None else nb
         self.op = op
         self.params = params
-        self.src = src
+        self._src = src
         self.view_src = view_src
         self.view_offs = view_offs
         self.flags = TensorFlag(0)
         self.name = ""
-        self.buffer = None
-        self.offset = 0
+        self._buffer: Buffer | None = None
+        self._offset = 0
         self.ctx = ctx
         self.extra = None
         self.written = False
+        self.serial = new_serial()
+
+    # ---- placement: every change advances the placement clock (pyggml.serial) -------------------------------
+
+    @property
+    def buffer(self) -> Buffer | None:
+        """The buffer holding the data (None until placed)."""
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, buf: Buffer | None) -> None:
+        if buf is not self._buffer:
+            self._buffer = buf
+            PLACEMENT.advance()
+
+    @property
+    def offset(self) -> int:
+        """Bytes from the start of `buffer` to the data."""
+        return self._offset
+
+    @offset.setter
+    def offset(self, off: int) -> None:
+        if off != self._offset:
+            self._offset = off
+            PLACEMENT.advance()
+
+    @property
+    def src(self) -> tuple[Tensor | None, ...]:
+        """The sources (fixed when the node is recorded; the scheduler points them at its copies)."""
+        return self._src
+
+    @src.setter
+    def src(self, srcs: tuple[Tensor | None, ...]) -> None:
+        if srcs != self._src:
+            self._src = srcs
+            PLACEMENT.advance()
 
     # ---- shape facts -------------------------------------------------------------------------------------
 

@@ -21,17 +21,17 @@ Array = np.ndarray[Any, Any]
 
 
 def device(name: str) -> Device:
-    """The device, or a skip. MetalSim0 (the Metal plugin's emulator) appears only with PYGGML_METAL_SIM=1 set
-    when its registry enumerates: a fresh registry of the same class is asked with it set."""
+    """The device, or a skip. MetalSim0 (the Metal plugin's emulator, pyggml-metal-sim) appears only with
+    PYGGML_METAL_SIM=1 set when its registry enumerates: a fresh registry of the same class is asked with it set."""
     try:
         return hub().device(name)
     except PyGGMLError as e:
         reason = str(e)
     if name == "MetalSim0":
         try:
-            reg_cls = type(hub().registry("Metal"))
+            reg_cls = type(hub().registry("MetalSim"))
         except PyGGMLError as e:
-            pytest.skip(f"no Metal plugin here: {e}")
+            pytest.skip(f"no Metal emulator here (pyggml-metal-sim): {e}")
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("PYGGML_METAL_SIM", "1")
             devs = [d for d in reg_cls().devices() if d.name == name]  # type: ignore[call-arg]

@@ -1,7 +1,7 @@
 """The meta device over real OpenCL devices (PoCL: POCL_DEVICES="pthread pthread pthread" gives three): column and row
 parallel MUL_MAT equal the numpy reference (the llama example's tests run a small llama and SmolLM2 there). With
 fewer than three OpenCL devices here the tests rerun in a child process that asks PoCL for three
-(`pyggml_testing.opencl.pocl_rerun_test`)."""
+(`pyggml_testing.pocl.pocl_rerun_test`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pyggml.errors import PyGGMLError
 from pyggml.types import GGMLType
 from pyggml_testing.compare import nmse
 from pyggml_testing.meta import by_name, mlp, mlp_leafs, mlp_states, on_meta, reference
-from pyggml_testing.opencl import need, opencl_devices, pocl_rerun_test
+from pyggml_testing.pocl import need, opencl_devices, pocl_rerun_test
 
 DEVS = opencl_devices()
 

@@ -1,6 +1,7 @@
-"""The plan cache holds graphs, tensors and buffers weakly (issue 19): a buffer the caller drops is freed at once,
-though a plan over it is still kept among the recent ones, and the cache goes on working; a plan whose buffer or
-tensors died is never replayed, even if a newcomer gets the same ids."""
+"""The plan cache holds no graph, tensor or buffer (issues 19 and 34): a buffer the caller drops is freed at once,
+though a plan over it is still kept among the recent ones, and the cache goes on working; plans are keyed by serials
+that are never reused, so a buffer or tensor made after another was freed is never taken for it; a replay with
+nothing placed since compares three ints, no placement."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from pyggml import ops
 from pyggml.alloc import alloc_ctx_tensors
-from pyggml.backend.plan_cache import PlacementSnapshot, PlanCache, PlannedBackend
+from pyggml.backend.plan_cache import PlanCache, PlannedBackend, placement_key
 from pyggml.backend.registry import get_device
 from pyggml.context import Context
 from pyggml.errors import GraphError
@@ -67,22 +68,62 @@ def test_the_entry_of_a_live_graph_does_not_hold_its_buffer() -> None:
     assert cache.get(g) is not plan and cache.builds == 2  # its placement no longer holds: rebuilt
 
 
-def test_a_recent_plan_over_dead_tensors_is_not_found_by_reused_ids() -> None:
-    """A key built from the ids of objects that died may match a newcomer's; the hit is checked, not trusted."""
-    cache, released = _cache()
+def test_a_recent_plan_over_dead_tensors_is_not_found_by_a_newcomer() -> None:
+    """A newcomer made like the dead tensors and buffer, maybe at their ids, has other serials: nothing matches."""
+    cache, _ = _cache()
     ctx, a, g = _graph()
     plan = cache.get(g.view(0, len(g.nodes)))
-    (key, record), = cache._recent.items()
+    (key,) = cache._recent
     del ctx, a, g
     gc.collect()
-    assert not record.alive[0]
     _ctx2, _a2, g2 = _graph()
     fresh = g2.view(0, len(g2.nodes))
-    del cache._recent[key]
-    cache._recent[fresh_key := PlacementSnapshot(fresh).key()] = record  # as if every id had been reused
+    assert placement_key(fresh) != key
     got = cache.get(fresh)
-    assert got is not plan and cache.builds == 2 and plan in released
-    assert cache._recent[fresh_key].plan is got
+    assert got is not plan and cache.builds == 2
+
+
+def test_a_freed_buffer_and_its_successor_are_told_apart() -> None:
+    """The graph's tensors move into a new buffer made after the old one was freed and collected (perhaps at its
+    id, at the same offsets): the plan over the old one is not replayed."""
+    cache, _ = _cache()
+    ctx, a, g = _graph()
+    plan = cache.get(g)
+    tensors = [*g.leafs, *g.nodes]
+    places = [t.offset for t in tensors]
+    old = a.buffer
+    assert old is not None
+    size = old.size
+    old.free()
+    for t in tensors:
+        t.buffer = None
+    del old
+    gc.collect()
+    new = get_device("numpy").buffer_type().alloc_buffer(size)
+    for t, off in zip(tensors, places, strict=True):
+        t.buffer, t.offset = new, off
+    assert cache.get(g) is not plan and cache.builds == 2
+    del ctx
+
+
+def test_an_unchanged_graph_replays_on_its_stamp_and_a_placement_elsewhere_costs_one_key_check() -> None:
+    cache, _ = _cache()
+    _ctx, _a, g = _graph()
+    plan = cache.get(g)
+    checks = cache.key_checks
+    assert all(cache.get(g) is plan for _ in range(5)) and cache.key_checks == checks  # three ints compared
+    _other = _graph(3.0)  # tensors placed elsewhere advance the placement clock
+    assert cache.get(g) is plan and cache.key_checks == checks + 1  # the key still matches: re-stamped
+    assert cache.get(g) is plan and cache.key_checks == checks + 1 and cache.builds == 1
+
+
+def test_a_node_added_to_a_planned_graph_gets_a_new_plan() -> None:
+    cache, _ = _cache()
+    ctx, a, g = _graph()
+    plan = cache.get(g)
+    g.build_forward_expand(ops.exp(g.nodes[-1]))  # added, not placed yet: the clock did not move, the version did
+    assert cache.get(g) is not plan and cache.builds == 2
+    del ctx, a
 
 
 class _Planned(PlannedBackend[object]):

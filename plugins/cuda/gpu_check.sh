@@ -22,7 +22,7 @@ export PYTHONUNBUFFERED=1 PYGGML_CACHE_DIR=/tmp/pyggml-cache PYTHONPATH=$SITE PA
 install() {
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$G"/b/wheels/*.whl &&
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$SITE" \
-        ./ ./dialect ./plugins/opencl ./plugins/cuda ./conformance ./examples/llama ./testing &&
+        ./ ./dialect ./plugins/opencl ./plugins/cuda ./plugins/cuda/testing ./conformance ./examples/llama ./testing &&
     cat "$G/a/model.00" "$G/b/model.01" > /tmp/model.gguf &&
     [ "$(sha256sum /tmp/model.gguf | cut -d' ' -f1)" = "$(cat "$G/b/model.sha256")" ]
 }
@@ -95,7 +95,7 @@ PY
 : > "$OUT/summary.txt"
 step install install
 step devices devices
-step check python3 -m pyggml_cuda.compile --check --jobs 16 --json
+step check python3 -m pyggml_cuda_testing.check --check --jobs 16 --json
 step tests python3 -m pytest -q plugins/cuda/tests -p no:cacheprovider -rs
 step conformance conformance
 step llama llama

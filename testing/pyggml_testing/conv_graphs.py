@@ -22,7 +22,7 @@ from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_testing.compare import nmse
 from pyggml_testing.devices import numpy_device
-from pyggml_testing.opencl import place, run_on
+from pyggml_testing.on_device import place, run_on
 
 F32, F16 = GGMLType.F32, GGMLType.F16
 BuildFn = Callable[[Context], list[Tensor]]

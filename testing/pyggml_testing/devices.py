@@ -304,7 +304,7 @@ class AsyncFakeBackend(FakeBackend):
         if buf is None:
             super().set_tensor_async(tensor, data, offset)
             return
-        start, payload = buf._check(tensor, offset, data.size), np.array(data, dtype=np.uint8).reshape(-1)
+        start, payload = buf.checked_offset(tensor, offset, data.size), np.array(data, dtype=np.uint8).reshape(-1)
         self.submit(lambda: buf.write(start, payload))
         tensor.mark_written()
 

@@ -37,7 +37,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyggml_testing.rpc.servers import free_port, stop, wait_listening
+from pyggml_testing.rpc_servers import free_port, stop, wait_listening
 
 REPO = Path(__file__).resolve().parents[2]
 OWN_DISTS = ("pyggml", "pyggml-dialect", "pyggml-cpu", "pyggml-opencl", "pyggml-vulkan", "pyggml-cuda", "pyggml-metal",

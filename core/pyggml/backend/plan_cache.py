@@ -1,24 +1,33 @@
 """Plans per graph, for backends that turn a graph into something to replay (the cpu plugin's C descriptors, the
 OpenCL and CUDA plugins' launch lists): a graph that is computed again replays its plan and builds nothing.
 
-A plan is bound to the graph object it was built for and to the graph's `PlacementSnapshot`: its node list, each node's
+Validity rule. A plan is bound to its graph's `uid` and to what it was built over: the node list, each node's
 sources (the scheduler rewires them to its copies) and the buffer and offset of every node and source. Tensors
-never change type, shape, strides, op or params after they are made, so these identities and places are all a
-plan depends on, and checking them on a replay is a few tuple compares done in C, no walk over ops or shapes.
+never change type, shape, strides, op or params after they are made, so nothing else can make a plan wrong. All of
+it is named by serials that are never reused (`pyggml.serial`: `Graph.uid`, `Tensor.serial`, `Buffer.serial`),
+never by `id()`: a buffer freed and collected, and a newcomer made where it was, are different buffers to the cache.
+
+- Fast path: each graph's entry carries a stamp, (placement clock, graph version, node count), read when it was
+  last found valid. The clock (`pyggml.serial.PLACEMENT`) advances on every change of any tensor's buffer, offset
+  or sources and the graph's version on every change of its node list, so while the stamp reads the same nothing the
+  plan depends on moved: three int compares, no walk over the graph.
+- Otherwise (something was placed somewhere since): the graph's `placement_key` (node serials, source serials,
+  offsets and buffer serials) is compared with the entry's; equal means still valid (re-stamped), else the plan is
+  looked up by key among the recent ones, or built.
 
 However many graphs a backend runs in turn, each live one replays: the meta device (tensor split) hands every
 device one subgraph per allreduce and one ADD graph per butterfly round, 121 distinct graphs per decode step for
 SmolLM2 on two devices, far more than any fixed-size cache of recent plans holds. A plan goes when its graph is
 gone (released on the next compute) or when the graph's placement changes (its tensors moved). A few plans are also
-kept by placement alone (`recent`, least recently used first out), for a new graph object over the same nodes and
-places (e.g. a graph view made per compute).
+kept by placement key alone (`recent`, least recently used first out), for a new graph object over the same nodes
+and places (e.g. a graph view made per compute).
 
-The cache keeps nothing alive that its caller dropped: graphs are held weakly, a live graph's placement holds its
-tensors (the graph holds them anyway) but its buffers only by weakref, a dead graph's placement is let go by the
-graph's weakref callback, and a recent plan holds nothing of its placement but weakrefs. A buffer the caller drops
-is freed at once even while a plan over it is kept; that plan is never replayed again (its placement no longer
-holds). A plan object itself should not hold buffers strongly either (the cpu plugin's `CpuGraphPlan.buffers`, the
-OpenCL and Vulkan plans still do).
+The cache keeps nothing alive that its caller dropped: graphs are held weakly (only to learn when one dies) and
+keys are ints, so the cache holds no tensor and no buffer. A buffer the caller drops is freed at once even while a
+plan over it is kept; that plan is never found again (no live tensor names that buffer's serial). A plan object
+holds buffers only where its recorded work must reach them: the cpu plugin's (C reads them by address while it
+holds them), CUDA's, Vulkan's and Metal's (captured graphs, descriptor sets and command buffers bind the memory);
+OpenCL's checks them through weak references (a queued kernel keeps what it uses, as OpenCL retains it).
 """
 
 from __future__ import annotations
@@ -31,10 +40,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from pyggml.backend.protocol import Backend, Device
 from pyggml.errors import AllocationError, GraphError
+from pyggml.serial import PLACEMENT
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -46,98 +56,54 @@ RECENT = 16
 _offset = attrgetter("offset")
 _buffer = attrgetter("buffer")
 _src = attrgetter("src")
+_serial = attrgetter("serial")
+
+PlacementKey = tuple[tuple[int, ...], tuple[tuple[int, ...], ...], tuple[int, ...], tuple[int, ...]]
+"""(node serials, each node's source serials (0: none), offsets and buffer serials (0: none) of the distinct nodes
+and sources in order of first appearance): equal keys mean the same nodes, wired alike, in the same places."""
+
+Stamp = tuple[int, int, int]
+"""(placement clock, graph version, node count) when a plan was last found valid for its graph."""
 
 
-class PlacementSnapshot:
-    """A graph's node list and where each node and source lives, as captured when its plan was built.
-
-    It holds the nodes and sources (their graph holds them anyway) but the buffers only weakly, by id: a buffer the
-    caller drops while the graph lives is freed at once. A weakref callback marks the placement dead when a buffer
-    it captured goes (a newcomer may then reuse its id), and a dead placement never holds."""
-
-    __slots__ = ("alive", "buffer_ids", "buffer_refs", "nodes", "offsets", "srcs", "tensors")
-
-    def __init__(self, graph: Graph) -> None:
-        self.nodes = tuple(graph.nodes)
-        self.srcs: tuple[tuple[Tensor | None, ...], ...] = tuple(map(_src, self.nodes))
-        seen: dict[int, Tensor] = {}
-        for n, srcs in zip(self.nodes, self.srcs, strict=True):
-            seen[id(n)] = n
-            for s in srcs:
-                if s is not None:
-                    seen.setdefault(id(s), s)
-        self.tensors = tuple(seen.values())
-        self.offsets: tuple[int, ...] = tuple(map(_offset, self.tensors))
-        bufs = tuple(map(_buffer, self.tensors))
-        self.buffer_ids: tuple[int, ...] = tuple(map(id, bufs))
-        self.alive = [True]
-        """Cleared by a weakref callback (which may run on any thread) when a captured buffer dies."""
-        kill = _killer(self.alive)
-        self.buffer_refs = tuple(weakref.ref(b, kill) for b in {id(b): b for b in bufs if b is not None}.values())
-
-    def holds_for(self, graph: Graph) -> bool:
-        """True while `graph` has the same nodes with the same sources, and none of them moved."""
-        ts = self.tensors
-        nodes = tuple(graph.nodes)
-        return (self.alive[0] and nodes == self.nodes and tuple(map(_src, nodes)) == self.srcs
-                and tuple(map(_offset, ts)) == self.offsets and tuple(map(id, map(_buffer, ts))) == self.buffer_ids)
-
-    def key(self) -> tuple[Any, ...]:
-        """Hashable and equal for equal placements while every object it names lives (see `_Recent`)."""
-        srcs = tuple(tuple(id(s) if s is not None else 0 for s in ss) for ss in self.srcs)
-        return tuple(map(id, self.nodes)), srcs, self.offsets, self.buffer_ids
+def placement_key(graph: Graph) -> PlacementKey:
+    """The graph's placement, named by serials (hashable, holds no object)."""
+    nodes = graph.nodes
+    srcs = tuple(map(_src, nodes))
+    seen: dict[int, Tensor] = {}
+    for n, ss in zip(nodes, srcs, strict=True):
+        seen[n.serial] = n
+        for s in ss:
+            if s is not None:
+                seen.setdefault(s.serial, s)
+    ts = seen.values()
+    bufs = tuple(0 if b is None else b.serial for b in map(_buffer, ts))
+    return (tuple(map(_serial, nodes)), tuple(tuple(0 if s is None else s.serial for s in ss) for ss in srcs),
+            tuple(map(_offset, ts)), bufs)
 
 
-class _Recent(Generic[P]):
-    """A plan kept by placement alone, holding nothing of it but weakrefs: its key's ids name the same objects only
-    while `alive` (cleared by a callback when any captured tensor or buffer dies, after which a newcomer may reuse
-    an id and the entry must not be found)."""
-
-    __slots__ = ("alive", "plan", "refs")
-
-    def __init__(self, placement: PlacementSnapshot, plan: P) -> None:
-        self.plan = plan
-        self.alive = [True]
-        kill = _killer(self.alive)
-        self.refs = tuple(weakref.ref(t, kill) for t in placement.tensors) + tuple(
-            weakref.ref(r, kill) for r in map(_deref, placement.buffer_refs) if r is not None)
-
-
-def _deref(ref: weakref.ref[Any]) -> Any:
-    return ref()
-
-
-def _killer(alive: list[bool]) -> Callable[[weakref.ref[Any]], None]:
-    """A weakref callback that only clears the flag (it may run inside any allocation, on any thread)."""
-
-    def kill(_ref: weakref.ref[Any]) -> None:
-        alive[0] = False
-
-    return kill
+def stamp_of(graph: Graph) -> Stamp:
+    """Read before looking at the graph's tensors: a change after the read moves the clock past it."""
+    return PLACEMENT.now, graph.version, len(graph.nodes)
 
 
 class _Entry(Generic[P]):
-    """A graph's plan and placement. The slots are spelled out: `dataclass(slots=True, weakref_slot=True)` leaves
-    out `__weakref__` when the class derives from Generic on CPython 3.12.3 (Ubuntu 24.04's python3, gh-118033)."""
+    """A live graph's plan, the placement key it was built or found for, and the stamp of its last check."""
 
-    __slots__ = ("__weakref__", "graph", "placement", "plan")
+    __slots__ = ("graph", "key", "plan", "stamp")
 
-    def __init__(self, placement: PlacementSnapshot | None, plan: P) -> None:
-        self.placement = placement
-        """None once the graph died (cleared by the graph's weakref callback, so its tensors go with it)."""
+    def __init__(self, graph: weakref.ref[Graph], key: PlacementKey, stamp: Stamp, plan: P) -> None:
+        self.graph = graph
+        """Only to learn when the graph dies (its weakref callback queues the uid for the next sweep)."""
+        self.key = key
+        self.stamp = stamp
         self.plan = plan
-        self.graph: weakref.ref[Graph] | None = None
 
 
-def _on_death(dead: list[int], uid: int, entry: _Entry[Any]) -> Callable[[weakref.ref[Graph]], None]:
-    """A weakref callback that notes the uid and lets go of the placement (it may run inside any allocation, on any
-    thread: it only appends and assigns). It reaches the entry weakly: no cycle keeps a dropped entry alive."""
-    entry_ref = weakref.ref(entry)
+def _on_death(dead: list[int], uid: int) -> Callable[[weakref.ref[Graph]], None]:
+    """A weakref callback that notes the uid (it may run inside any allocation, on any thread: it only appends)."""
 
     def died(_ref: weakref.ref[Graph]) -> None:
-        e = entry_ref()
-        if e is not None:
-            e.placement = None
         dead.append(uid)
 
     return died
@@ -154,12 +120,15 @@ class PlanCache(Generic[P]):
         self._release = release
         self._recent_max = recent
         self._by_graph: dict[int, _Entry[P]] = {}
-        """graph uid -> the graph (weakly), its placement and plan."""
+        """graph uid -> the graph's (weakly held) entry: plan, placement key, stamp."""
         self._dead: list[int] = []
         """uids of graphs that died since the last compute (appended by weakref callbacks)."""
-        self._recent: OrderedDict[tuple[Any, ...], _Recent[P]] = OrderedDict()
+        self._recent: OrderedDict[PlacementKey, P] = OrderedDict()
         self.builds = 0
         """Plans built so far (replays of an unchanged graph build none)."""
+        self.key_checks = 0
+        """Lookups that had to compare placement keys (the stamp had moved): a replay with nothing placed since
+        takes none."""
 
     def __len__(self) -> int:
         return len(self._by_graph)
@@ -167,29 +136,29 @@ class PlanCache(Generic[P]):
     def get(self, graph: Graph) -> P:
         if self._dead:
             self._sweep()
+        stamp = stamp_of(graph)
         entry = self._by_graph.get(graph.uid)
-        if entry is not None and entry.placement is not None and entry.placement.holds_for(graph):
+        if entry is not None and entry.stamp == stamp:
             return entry.plan
-        placement = PlacementSnapshot(graph)
-        key = placement.key()
-        hit = self._recent.get(key)
-        if hit is not None and not hit.alive[0]:
-            self._release_unused([self._recent.pop(key).plan])  # something it named died: its ids may be reused
-            hit = None
-        if hit is None:
+        self.key_checks += 1
+        key = placement_key(graph)
+        if entry is not None and entry.key == key:
+            entry.stamp = stamp
+            return entry.plan
+        plan = self._recent.get(key)
+        dropped: list[P] = []
+        if plan is None:
             plan = self._build(graph)  # may raise: the cache is left as it was
             self.builds += 1
-            self._recent[key] = _Recent(placement, plan)
-            dropped = [self._recent.popitem(last=False)[1].plan for _ in range(len(self._recent) - self._recent_max)]
+            self._recent[key] = plan
+            dropped = [self._recent.popitem(last=False)[1] for _ in range(len(self._recent) - self._recent_max)]
         else:
             self._recent.move_to_end(key)
-            plan = hit.plan
-            dropped = []
-        new = _Entry(placement, plan)
-        new.graph = weakref.ref(graph, _on_death(self._dead, graph.uid, new))
-        self._by_graph[graph.uid] = new
-        if entry is not None:
+        if entry is None:
+            self._by_graph[graph.uid] = _Entry(weakref.ref(graph, _on_death(self._dead, graph.uid)), key, stamp, plan)
+        else:
             dropped.append(entry.plan)
+            entry.key, entry.stamp, entry.plan = key, stamp, plan
         self._release_unused(dropped)
         return plan
 
@@ -199,7 +168,7 @@ class PlanCache(Generic[P]):
         return entry.plan if entry is not None else None
 
     def clear(self) -> None:
-        plans = [e.plan for e in self._by_graph.values()] + [r.plan for r in self._recent.values()]
+        plans = [e.plan for e in self._by_graph.values()] + list(self._recent.values())
         self._by_graph.clear()
         self._recent.clear()
         self._release_unused(plans)
@@ -210,14 +179,14 @@ class PlanCache(Generic[P]):
         while self._dead:
             uid = self._dead.pop()
             e = self._by_graph.get(uid)
-            if e is not None and e.graph is not None and e.graph() is None:
+            if e is not None and e.graph() is None:  # uids are never reused: the entry is the dead graph's
                 gone.append(self._by_graph.pop(uid).plan)
         self._release_unused(gone)
 
     def _release_unused(self, plans: list[P]) -> None:
         if self._release is None or not plans:
             return
-        held = {id(e.plan) for e in self._by_graph.values()} | {id(r.plan) for r in self._recent.values()}
+        held = {id(e.plan) for e in self._by_graph.values()} | {id(p) for p in self._recent.values()}
         done: set[int] = set()
         for p in plans:
             if id(p) not in held and id(p) not in done:

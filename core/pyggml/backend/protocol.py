@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyggml.errors import AllocationError, BackendParamsError, ComputeError, UnsupportedOpError
+from pyggml.serial import new_serial
 
 if TYPE_CHECKING:
     from pyggml.dlpack import DLPackMemory
@@ -327,6 +328,9 @@ class Buffer(ABC):
         self.buft = buft
         self.size = size
         self.usage = BufferUsage.ANY
+        self.serial = new_serial()
+        """Never reused in this process (`pyggml.serial`): plans key on it, not on `id()`, so a buffer made after
+        this one was freed and collected is never taken for it."""
 
     # -- raw bytes (required) --
     @abstractmethod
@@ -385,7 +389,10 @@ class Buffer(ABC):
                                   f"{self.size} bytes")
 
     # -- tensor level (derived) --
-    def _check(self, tensor: Tensor, offset: int, size: int) -> int:
+    def checked_offset(self, tensor: Tensor, offset: int, size: int) -> int:
+        """Where bytes [offset, offset + size) of `tensor` start in this buffer, checked: the tensor is in this
+        buffer and the range inside both (AllocationError otherwise). What the tensor-level methods below do first,
+        and what a buffer or backend that reaches a tensor's bytes another way (a staged or repacked upload) calls."""
         start = tensor.offset + offset
         if tensor.buffer is not self:
             raise AllocationError(f"tensor '{tensor.name}' is not in buffer {self!r}")
@@ -399,16 +406,16 @@ class Buffer(ABC):
     def set_tensor(self, tensor: Tensor, data: Bytes | bytes, offset: int = 0) -> None:
         arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray) else data.view(np.uint8)
         arr = arr.reshape(-1)
-        self.write(self._check(tensor, offset, arr.size), arr)
+        self.write(self.checked_offset(tensor, offset, arr.size), arr)
         tensor.mark_written()
 
     def get_tensor(self, tensor: Tensor, offset: int = 0, size: int | None = None) -> Bytes:
         n = tensor.nbytes() - offset if size is None else size
-        return self.read(self._check(tensor, offset, n), n)
+        return self.read(self.checked_offset(tensor, offset, n), n)
 
     def memset_tensor(self, tensor: Tensor, value: int, offset: int = 0, size: int | None = None) -> None:
         n = tensor.nbytes() - offset if size is None else size
-        self.fill(self._check(tensor, offset, n), n, value)
+        self.fill(self.checked_offset(tensor, offset, n), n, value)
         tensor.mark_written()
 
     def clear(self, value: int = 0) -> None:

@@ -1,7 +1,7 @@
 """The llama example's tensor split over real OpenCL devices (PoCL: POCL_DEVICES="pthread pthread pthread" gives
 three): a small llama equals one OpenCL device, and SmolLM2 greedy tokens on two devices match one device. With
 fewer than three OpenCL devices here the tests rerun in a child process that asks PoCL for three
-(`pyggml_testing.opencl.pocl_rerun_test`)."""
+(`pyggml_testing.pocl.pocl_rerun_test`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pyggml_llama.split_states import llama_meta_device
 from pyggml_testing.compare import nmse
 from pyggml_testing.devices import numpy_backend
 from pyggml_testing.llama import GREEDY, STEPS, TINY, run_tiny, tiny_values
-from pyggml_testing.opencl import need, opencl_devices, pocl_rerun_test
+from pyggml_testing.pocl import need, opencl_devices, pocl_rerun_test
 
 DEVS = opencl_devices()
 

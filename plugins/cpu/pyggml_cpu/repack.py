@@ -167,7 +167,7 @@ class RepackBuffer(HostBuffer):
             return
         arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray) else data.view(np.uint8)
         arr = arr.reshape(-1)
-        self._check(tensor, offset, arr.size)
+        self.checked_offset(tensor, offset, arr.size)
         lo, hi = self._groups(rec, offset, arr.size)
         rows = (hi - lo) // rec.group_bytes * R8_ROWS
         if lo == offset and hi == offset + arr.size:
@@ -183,7 +183,7 @@ class RepackBuffer(HostBuffer):
         if rec is None:
             return super().get_tensor(tensor, offset, size)
         n = tensor.nbytes() - offset if size is None else size
-        self._check(tensor, offset, n)
+        self.checked_offset(tensor, offset, n)
         lo, hi = self._groups(rec, offset, n)
         rows = (hi - lo) // rec.group_bytes * R8_ROWS
         plain = from_r8(rec.type, self.array[rec.offset + lo : rec.offset + hi], rows, rec.ne0)

@@ -84,7 +84,7 @@ class PeerComm:
     def __init__(self, backends: Sequence[CudaBackend]) -> None:
         self.backends = list(backends)
         self._tmp: CudaBuffer | None = None
-        self._adds: dict[tuple[int, ...], tuple[Tensor, Tensor, Graph]] = {}
+        self._adds: dict[tuple[int, int, int], tuple[Tensor, Graph]] = {}
 
     def allreduce_tensor(self, tensors: list[Tensor]) -> bool:
         if not _usable(self.backends, tensors):
@@ -116,10 +116,10 @@ class PeerComm:
 
     def _add_graph(self, t0: Tensor) -> tuple[Tensor, Graph]:
         """A temporary on device 0 shaped like t0 and the one-node graph t0 += temporary (cached per tensor)."""
-        key = (id(t0), t0.offset, id(t0.buffer))
+        key = (t0.serial, t0.offset, 0 if t0.buffer is None else t0.buffer.serial)  # serials: never reused
         hit = self._adds.get(key)
-        if hit is not None and hit[0] is t0:
-            return hit[1], hit[2]
+        if hit is not None:
+            return hit
         size = t0.nbytes()
         if self._tmp is None or self._tmp.size < size:
             self._tmp = self.backends[0].dev.buffer_type().alloc_buffer(size)  # type: ignore[assignment]
@@ -134,7 +134,7 @@ class PeerComm:
         node.set_name(f"{t0.name} (allreduce)")
         g = Graph(1)
         g.nodes = [node]
-        self._adds[key] = (t0, tmp, g)
+        self._adds[key] = (tmp, g)
         return tmp, g
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ from pyggml_cuda.op_table import build_launches
 from pyggml_dialect.backend import DialectBackend
 
 if TYPE_CHECKING:
+    from pyggml.backend.status import StatusWord
     from pyggml.graph import Graph
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class CudaGraphPlan:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def build_plan(dev: CudaDevice, graph: Graph) -> CudaGraphPlan:
+def build_plan(dev: CudaDevice, status: StatusWord, graph: Graph) -> CudaGraphPlan:
     def ptr_of(t: Tensor) -> DevPtr | None:
         p = device_ptr(t.buffer, dev)
         return None if p is None else DevPtr(p)
@@ -59,17 +60,19 @@ def build_plan(dev: CudaDevice, graph: Graph) -> CudaGraphPlan:
         mem = device_alloc(dev, n)
         return DevPtr(int(mem)), mem
 
-    b = CudaLaunchBuilder(dev, ptr_of, alloc, dev.status_ptr(), dev.errors)
+    word = device_ptr(status.buffer, dev)
+    assert word is not None  # from this device's buffer type
+    b = CudaLaunchBuilder(dev, ptr_of, alloc, DevPtr(word), status.errors)
     launches = build_launches(graph.nodes, b, dev.name)
     bound = dev.modules.bind(launches)
-    buffers = {id(s.buffer): s.buffer for la in launches for s in (la.node, *la.node.src)
+    buffers = {s.buffer.serial: s.buffer for la in launches for s in (la.node, *la.node.src)
                if s is not None and s.buffer is not None}  # distinct: a replay checks each once
     return CudaGraphPlan(bound, [*buffers.values(), *b.scratch_mems])
 
 
 class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
     def __init__(self, device: CudaDevice) -> None:
-        super().__init__(device, lambda g: build_plan(device, g), self._destroy_graph)
+        super().__init__(device, lambda g: build_plan(device, self.status, g), self._destroy_graph)
         with device.active():
             self.stream: Any = drv().Stream()
         self.use_graphs = os.environ.get(GRAPHS_ENV, "1") not in ("0", "")
@@ -80,6 +83,7 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
     def replay(self, plan: CudaGraphPlan) -> None:
         with self.dev.mem_lock, self.dev.active():
             check_not_freed(plan.keep, self.dev.name)
+            self.status.arm()  # the plan's kernels may check indices into this backend's word
             if plan.graph_exec:
                 try:
                     cudalib().graph_launch(plan.graph_exec, self.stream.handle)

@@ -14,7 +14,9 @@ sm_80 and sm_90 machine code and compute_90 PTX (newer GPUs JIT it), plus the ke
 the PTX, which the plan builder checks every launch against. Results are cached on disk under
 `$PYGGML_CACHE_DIR/cuda` (default `~/.cache/pyggml/cuda`), keyed by the nvcc version, the flags and the text.
 
-    python -m pyggml_cuda.compile --check      # every kernel the op table launches, compiled and checked
+Every kernel the op table launches is compiled and checked by the CUDA plugin's test tooling:
+
+    python -m pyggml_cuda_testing.check --check      # plugins/cuda/testing (pyggml-cuda-testing)
 """
 
 from __future__ import annotations
@@ -374,8 +376,3 @@ def _names(variants: Sequence[Variant]) -> str:
         return label(variants[0].spec)
     return f"{variants[0].spec.file} ({len(variants)} variants)"
 
-
-if __name__ == "__main__":
-    from pyggml_cuda.check import main
-
-    raise SystemExit(main())

@@ -11,16 +11,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from pyggml.backend.accounting import AllocationTally
-from pyggml.backend.launch import ErrorSites
 from pyggml.backend.protocol import Backend, Buffer, BufferType, DeviceCaps, DeviceType, Event, Registry
 from pyggml.dlpack import DLDevice, DLDeviceType, DLPackMemory
-from pyggml.errors import ComputeError, DLPackError
-from pyggml_cuda.buffer import ALIGNMENT, CudaBufferType, CudaForeignBuffer, CudaHostBufferType, device_alloc, drv
+from pyggml.errors import DLPackError
+from pyggml_cuda.buffer import ALIGNMENT, CudaBufferType, CudaForeignBuffer, CudaHostBufferType, drv
 from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, toolchain
-from pyggml_cuda.launch import DevPtr
 from pyggml_dialect.backend import DialectDevice
 
 if TYPE_CHECKING:
@@ -113,9 +109,6 @@ class CudaDevice(DialectDevice):
         self._buft = CudaBufferType(self)
         self._host_buft = CudaHostBufferType(self)
         self._modules: Modules | None = None
-        self._status: Any = None
-        self.errors = ErrorSites()
-        """What each code a kernel stores in the status word means (see `status_ptr`, `check_status`)."""
         self.kernel_cache: KernelCache | None = None
         """Where compiled kernels come from (default: the process's cache under $PYGGML_CACHE_DIR/cuda)."""
 
@@ -155,34 +148,6 @@ class CudaDevice(DialectDevice):
                 log.debug("%s -> %s peer access: %s", self.name, other.name, e)
         self._peers.add(key)
         return True
-
-    # ---- errors found by kernels ----------------------------------------------------------------------
-
-    def status_ptr(self) -> DevPtr:
-        """The device's status word (one int32, zero while all is well), allocated on first use."""
-        with self._lock:
-            if self._status is None:
-                mem = device_alloc(self, 4)
-                with self.active():
-                    drv().memset_d8(int(mem), 0, 4)
-                self._status = mem
-            return DevPtr(int(self._status))
-
-    def check_status(self) -> None:
-        """After the device's work drained: raise ComputeError if a kernel reported an out-of-range index (and
-        clear the word, so the next compute starts clean)."""
-        if self._status is None:
-            return
-        word = np.zeros(1, np.int32)
-        cuda = drv()
-        with self.active():
-            cuda.memcpy_dtoh(word, int(self._status))
-            code = int(word[0])
-            if code:
-                cuda.memset_d8(int(self._status), 0, 4)
-        if code:
-            site = self.errors.describe(code, "kernel status code")
-            raise ComputeError(f"{self.name}: {site}; the node's output is incomplete")
 
     # ---- identity and facts ----------------------------------------------------------------------------------
 

@@ -7,9 +7,9 @@ multiple of the local one), tensors become (device pointer, byte offset, ne[4], 
 struct code for PyCUDA's prepared calls ('P' pointer, 'q' int64, 'i' int32, 'f' float32).
 
 Without a device (`dev=None`) the builder is dry: pointers are 0 and nothing is allocated, which is how
-`pyggml_cuda.check` lists every kernel the op table launches. `check_signature` compares a launch's packed
-arguments with the kernel's parameter list read from nvcc's PTX, so a rule and a kernel text that drift apart fail
-with a clear error instead of a wrong launch.
+`pyggml_cuda_testing.check` (the plugin's test tooling) lists every kernel the op table launches. `check_signature`
+compares a launch's packed arguments with the kernel's parameter list read from nvcc's PTX, so a rule and a kernel
+text that drift apart fail with a clear error instead of a wrong launch.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyggml_testing.cuda import fakedriver
+from pyggml_cuda_testing import fakedriver
 
 
 @pytest.fixture

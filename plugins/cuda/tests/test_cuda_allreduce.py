@@ -13,8 +13,8 @@ from pyggml.context import Context
 from pyggml.types import GGMLType
 from pyggml_cuda import allreduce, nccl
 from pyggml_cuda.allreduce import NcclComm, PeerComm, comm_init
-from pyggml_testing.cuda import needs_nvcc
-from pyggml_testing.cuda.fakedriver import State
+from pyggml_cuda_testing import needs_nvcc
+from pyggml_cuda_testing.fakedriver import State
 
 T = GGMLType
 

@@ -12,8 +12,8 @@ from pyggml.errors import AllocationError, ComputeError, UnsupportedOpError
 from pyggml.graph import build_graph
 from pyggml.types import GGMLType
 from pyggml_cuda.backend import CudaBackend
-from pyggml_testing.cuda import needs_nvcc
-from pyggml_testing.cuda.fakedriver import State, fakelib
+from pyggml_cuda_testing import needs_nvcc
+from pyggml_cuda_testing.fakedriver import State, fakelib
 
 pytestmark = needs_nvcc
 T = GGMLType
@@ -193,14 +193,33 @@ def test_an_index_a_kernel_refuses_is_reported_at_synchronize(fake_devices, gpu_
     g = _get_rows(dev)
     be.graph_compute(g)
     (la,) = gpu_state.launches
-    status, code = la.args[-2], la.args[-1]  # ERR_ARGS: the device's status word and this node's code
-    assert status == dev.status_ptr() and code >= 1
+    status, code = la.args[-2], la.args[-1]  # ERR_ARGS: the backend's status word and this node's code
+    assert status == be.status.buffer.at(0) and code >= 1
     mem, off = gpu_state.find(status, 4)
+    be.graph_compute_async(g)
     mem[off : off + 4] = np.array([code], np.int32).view(np.uint8)  # what the kernel does for a bad id
     with pytest.raises(ComputeError, match=r"CUDA0: node 'rows' \(GET_ROWS.*a row id outside 0\.\.4"):
         be.synchronize()
     be.synchronize()  # cleared: the backend goes on
     be.graph_compute(g)
+
+
+def test_two_streams_of_one_device_keep_their_status_apart(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
+    """Each backend (stream) owns its status word: one's synchronize neither raises nor clears the other's error."""
+    dev = fake_devices[0]
+    be1, be2 = dev.init_backend(), dev.init_backend()
+    g = _get_rows(dev)
+    be1.graph_compute(g)
+    be2.graph_compute(g)
+    words = {la.args[-2] for la in gpu_state.launches}
+    assert words == {be1.status.buffer.at(0), be2.status.buffer.at(0)}  # two words, one per stream
+    be1.graph_compute_async(g)
+    mem, off = gpu_state.find(be1.status.buffer.at(0), 4)
+    mem[off : off + 4] = np.array([gpu_state.launches[0].args[-1]], np.int32).view(np.uint8)  # be1's kernel
+    be2.graph_compute(g)  # be2's stream is clean
+    with pytest.raises(ComputeError, match=r"CUDA0: node 'rows' \(GET_ROWS"):
+        be1.synchronize()
+    be1.synchronize()
 
 
 def test_a_freed_buffer_is_refused_not_written(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]

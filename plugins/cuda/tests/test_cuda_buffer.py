@@ -9,7 +9,7 @@ from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.types import GGMLType
 from pyggml_cuda.buffer import ALIGNMENT, CudaBuffer
-from pyggml_testing.cuda.fakedriver import State
+from pyggml_cuda_testing.fakedriver import State
 
 
 def _tensor(buf, offset: int = 0, n: int = 16):  # type: ignore[no-untyped-def]

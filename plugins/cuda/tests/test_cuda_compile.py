@@ -16,8 +16,8 @@ from pyggml_cuda import compile as cc
 from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, bundle_source, ptx_signatures, variant
 from pyggml_cuda.ops.matmul_q import act_spec
 from pyggml_cuda.ops.matmul_q import spec as mmq_spec
+from pyggml_cuda_testing import needs_nvcc
 from pyggml_dialect.ops.elementwise import spec as ew_spec
-from pyggml_testing.cuda import needs_nvcc
 
 T = GGMLType
 
@@ -119,10 +119,10 @@ def test_a_compile_error_shows_the_source_and_nvccs_log(tmp_path: Path, monkeypa
 
 @needs_nvcc
 def test_check_compiles_every_kernel_and_checks_every_launch() -> None:
-    """`python -m pyggml_cuda.compile --check`: exit 0 means every program the op table launches for the
+    """`python -m pyggml_cuda_testing.check --check`: exit 0 means every program the op table launches for the
     conformance cases compiled for sm_80 + sm_90 + compute_90 and every launch matches its kernel's PTX."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    r = subprocess.run([sys.executable, "-m", "pyggml_cuda.compile", "--check", "--json"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "pyggml_cuda_testing.check", "--check", "--json"], capture_output=True,
                        text=True, timeout=1800, env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
     import json

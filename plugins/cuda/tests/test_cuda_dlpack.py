@@ -13,7 +13,7 @@ from pyggml import ops
 from pyggml.dlpack import DLDeviceType, from_dlpack, tensor_from_dlpack
 from pyggml.errors import DLPackError
 from pyggml_cuda.buffer import CudaBuffer, CudaForeignBuffer
-from pyggml_testing.cuda.fakedriver import State
+from pyggml_cuda_testing.fakedriver import State
 from pyggml_testing.devices import devices_or_skip
 from pyggml_testing.dlpack import placed
 

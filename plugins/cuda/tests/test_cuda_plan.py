@@ -93,7 +93,7 @@ def test_signature_check_catches_drift() -> None:
 
 def test_every_conformance_case_plans_without_a_device() -> None:
     """The dry trace `--check` compiles from: every supported node of every test case gets valid launches."""
-    from pyggml_cuda.check import catalog
+    from pyggml_cuda_testing.check import catalog
 
     cat = catalog(["test"])
     assert cat.problems == []

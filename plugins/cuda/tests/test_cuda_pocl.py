@@ -1,4 +1,4 @@
-"""The CUDA plugin's plans run on PoCL (see pyggml_testing.cuda.pocl): the conformance suite's quantised MUL_MAT
+"""The CUDA plugin's plans run on PoCL (see pyggml_cuda_testing.pocl): the conformance suite's quantised MUL_MAT
 cases through the dp4a fast paths, a case of every other op through the shared rules, all compared with the numpy
 reference by the suite's own runner. Skipped without an OpenCL device (PoCL)."""
 
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from pyggml.types import GGMLType
+from pyggml_cuda_testing.pocl import PoclCudaDevice
 from pyggml_dialect.types import QUANT32
-from pyggml_testing.cuda.pocl import PoclCudaDevice
 from pyggml_testing.devices import devices_or_skip
 
 T = GGMLType

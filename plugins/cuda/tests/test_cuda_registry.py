@@ -7,7 +7,7 @@ import pytest
 from pyggml.backend.extensions import COMM_INIT
 from pyggml.backend.protocol import DeviceType
 from pyggml_cuda.registry import CudaRegistry
-from pyggml_testing.cuda.fakedriver import GPU, State
+from pyggml_cuda_testing.fakedriver import GPU, State
 
 
 def test_devices_are_named_in_driver_order(gpu_state: State) -> None:

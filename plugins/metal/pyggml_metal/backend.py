@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pyggml.backend.launch import ErrorSites
 from pyggml.backend.plan_cache import PlannedBackend, check_not_freed
 from pyggml.backend.protocol import Backend, Event, synchronized_copy
+from pyggml.backend.status import StatusWord
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import Graph
 from pyggml.ops.base import Op
@@ -97,7 +97,7 @@ class MetalDispatchBuilder:
         self.ctx = _RuleContext()
 
     def error_code(self, what: str) -> int:
-        return 0 if self.node is None else self.backend.errors.code(self.node, what)
+        return 0 if self.node is None else self.backend.status.code(self.node, what)
 
     def scratch(self, nbytes: int) -> Tensor:
         t = Tensor(GGMLType.I8, (max(nbytes, 4), 1, 1, 1), op=Op.NONE)
@@ -159,14 +159,19 @@ class MetalBackend(PlannedBackend[MetalPlan]):
     def __init__(self, device: MetalDevice) -> None:
         super().__init__(device, self._build, _release)
         self.device: MetalDevice = device
-        self.errors = ErrorSites()
-        self.status_buffer = device.buffer_type().alloc_buffer(16)
-        self.status_buffer.write(0, np.zeros(16, np.uint8))
+        self.status = StatusWord(device.buffer_type(), self.name)
+        """Where this backend's kernels report out-of-range indices (read by its synchronize)."""
         self._scratch: MetalBuffer | None = None
         self._pending: list[Submission] = []
         self._waits: list[tuple[DriverEvent, int]] = []
-        self._armed = False
         self.replays = 0
+
+    @property
+    def status_buffer(self) -> MetalBuffer:
+        """The status word's buffer, as the kernels bind it."""
+        buf = self.status.buffer
+        assert isinstance(buf, MetalBuffer)  # from this device's buffer type
+        return buf
 
     # ---- plans ------------------------------------------------------------------------------------------------
 
@@ -193,7 +198,8 @@ class MetalBackend(PlannedBackend[MetalPlan]):
         for d in plan.dispatches:
             cb.dispatch(d.pipeline, d.bindings, d.groups)
         self._pending.append(self.device.commit(cb))
-        self._armed |= plan.checks
+        if plan.checks:
+            self.status.arm()
         self.replays += 1
 
     def synchronize(self) -> None:
@@ -209,12 +215,7 @@ class MetalBackend(PlannedBackend[MetalPlan]):
         failed = [s.error for s in pending if s.error is not None]
         if failed:
             raise ComputeError(f"{self.name}: a command buffer failed: {failed[0]}") from failed[0]
-        if self._armed:
-            self._armed = False
-            code = int(self.status_buffer.read(0, 4).view(np.uint32)[0])
-            if code:
-                self.status_buffer.write(0, np.zeros(4, np.uint8))
-                raise ComputeError(f"{self.name}: {self.errors.describe(code)}; the node's output is incomplete")
+        self.status.check()
 
     # ---- transfers: shared memory, ordered after the queued work ---------------------------------------------
 
@@ -247,7 +248,7 @@ class MetalBackend(PlannedBackend[MetalPlan]):
         except ComputeError as e:
             log.warning("%s: freeing after a failed compute: %s", self.name, e)
         super().release_resources()
-        self.status_buffer.free()
+        self.status.free()
         if self._scratch is not None:  # the plans that bound it are released above
             self._scratch.free()
             self._scratch = None

@@ -1,9 +1,10 @@
 """The small driver interface the Metal host code is written against, and the kernel layouts it binds by.
 
-Three drivers implement it: `objc_driver` (Apple's Metal through PyObjC, macOS only), `sim.driver` (the emulator:
-the same MSL compiled as C++ and run on the CPU, device MetalSim0) and the fake driver of the tests (records what is
-asked of it). The buffers, plans, command buffers and events of `buffer.py` and `backend.py` are the same code on
-all three, so the tests and the emulator's conformance run exercise the host code that runs on a Mac.
+Three drivers implement it: `objc_driver` (Apple's Metal through PyObjC, macOS only), `pyggml_metal_sim.driver`
+(the emulator, test tooling of its own distribution: the same MSL compiled as C++ and run on the CPU, device
+MetalSim0) and the fake driver of the tests (records what is asked of it). The buffers, plans, command buffers and
+events of `buffer.py` and `backend.py` are the same code on all three, so the tests and the emulator's conformance
+run exercise the host code that runs on a Mac.
 
 Shapes of the interface follow Metal's objects: a device makes shared-storage buffers (unified memory: the CPU
 reads and writes them in place), compute pipelines (a kernel with its function constants) and command buffers; a

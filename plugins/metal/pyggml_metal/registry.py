@@ -1,10 +1,9 @@
-"""The Metal registry: Metal0, Metal1, ... over MTLCopyAllDevices on macOS (PyObjC), and MetalSim0, the kernel
-emulator, where PYGGML_METAL_SIM=1 (never by default: it is a CI device, slow and CPU-bound)."""
+"""The Metal registry: Metal0, Metal1, ... over MTLCopyAllDevices on macOS (PyObjC). MetalSim0, the kernel emulator,
+is another distribution's registry (pyggml-metal-sim, test tooling: this plugin does not import it)."""
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Sequence
 
@@ -13,12 +12,7 @@ from pyggml.backend.protocol import Device, LazyRegistry
 
 log = logging.getLogger(__name__)
 
-SIM_ENV = "PYGGML_METAL_SIM"
 DEVICES_ENV = "PYGGML_METAL_DEVICES"
-
-
-def sim_enabled() -> bool:
-    return os.environ.get(SIM_ENV, "") not in ("", "0")
 
 
 class MetalRegistry(LazyRegistry):
@@ -42,12 +36,8 @@ class MetalRegistry(LazyRegistry):
             except ImportError as e:
                 reason = f"PyObjC's Metal binding is not importable ({e}): pip install pyobjc-framework-Metal"
         else:
-            reason = f"Metal needs macOS (this is {sys.platform}); {SIM_ENV}=1 adds MetalSim0, the kernel emulator"
-        if sim_enabled():
-            from pyggml_metal.sim.driver import SimDriver
-
-            sim = SimDriver().devices()
-            devices += [MetalDevice(self, d, f"MetalSim{i}", emulated=True) for i, d in enumerate(sim)]
+            reason = (f"Metal needs macOS (this is {sys.platform}); the kernel emulator MetalSim0 is "
+                      "pyggml-metal-sim's, with PYGGML_METAL_SIM=1")
         if not devices:
             return self._unavailable(reason)
         return devices

@@ -12,7 +12,7 @@ import pytest
 
 from pyggml_metal import mslgen
 from pyggml_metal.driver import KernelLayout
-from pyggml_metal.sim import build, emucc
+from pyggml_metal_sim import build, emucc
 
 
 def test_every_shader_translates_with_a_layout() -> None:

@@ -14,7 +14,7 @@ from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import build_graph
 from pyggml_metal.backend import PARAMS_ALIGN, MetalBackend
 from pyggml_metal.registry import MetalRegistry
-from pyggml_testing.vulkan import place
+from pyggml_testing.on_device import place_graph
 
 
 def _add_graph(dev, n: int = 1000):  # type: ignore[no-untyped-def]
@@ -23,7 +23,7 @@ def _add_graph(dev, n: int = 1000):  # type: ignore[no-untyped-def]
     b = ctx.new_tensor("f32", n, 2, name="b")
     y = ops.scale(ops.add(a, b), 2.0)
     g = build_graph(y)
-    buf = place(g, dev.buffer_type())
+    buf = place_graph(g, dev.buffer_type())
     return a, b, y, g, buf
 
 
@@ -135,11 +135,11 @@ def test_status_word_names_the_node(fake_device) -> None:  # type: ignore[no-unt
     idx = ctx.new_tensor("i32", 3, name="idx")
     y = ops.get_rows(rows, idx)
     g = build_graph(y)
-    place(g, fake_device.buffer_type())
+    place_graph(g, fake_device.buffer_type())
     be = fake_device.init_backend()
 
     def shader_reports(cb) -> None:  # type: ignore[no-untyped-def]
-        code = be.errors.code(g.nodes[-1], "a row index out of range")  # the code the rule put into f3
+        code = be.status.code(g.nodes[-1], "a row index out of range")  # the code the rule put into f3
         be.status_buffer.mem.contents()[:4] = np.array([code], np.uint32).view(np.uint8)
 
     fake_device.driver_device.on_commit = shader_reports

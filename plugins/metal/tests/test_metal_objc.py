@@ -18,7 +18,7 @@ from pyggml.graph import build_graph
 from pyggml_metal.driver import layouts
 from pyggml_metal.mslgen import msl_dir
 from pyggml_metal.registry import MetalRegistry
-from pyggml_testing.vulkan import place
+from pyggml_testing.on_device import place_graph
 
 
 class Log(list[tuple[Any, ...]]):
@@ -190,7 +190,7 @@ def test_objc_driver_records_a_graph(objc: Log) -> None:
     a = ctx.new_tensor("f32", 300, 3, name="a")
     y = ops.soft_max(ops.scale(a, 0.5))
     g = build_graph(y)
-    place(g, dev.buffer_type())
+    place_graph(g, dev.buffer_type())
     a.set(np.ones((3, 300), np.float32))
     assert np.all(a.numpy() == 1)  # shared storage: written and read through contents()
     be = dev.init_backend()

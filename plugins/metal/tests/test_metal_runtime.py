@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyggml_metal.sim import build, emucc
-from pyggml_metal.sim.driver import _Dims, _Launch, spec_words
+from pyggml_metal_sim import build, emucc
+from pyggml_metal_sim.driver import _Dims, _Launch, spec_words
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the emulator is built and checked on Linux")
 

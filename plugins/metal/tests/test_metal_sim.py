@@ -13,9 +13,9 @@ from pyggml.backend.protocol import Device
 from pyggml.context import Context
 from pyggml.errors import ComputeError
 from pyggml.graph import build_graph
-from pyggml_metal.registry import MetalRegistry
+from pyggml_metal_sim.registry import MetalSimRegistry
 from pyggml_testing.buffers import check_free_during_compute, check_use_after_free
-from pyggml_testing.vulkan import place
+from pyggml_testing.on_device import place_graph
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the emulator (g++, ucontext fibers) is built and "
                                 "checked on Linux; on a Mac, Metal0 is the device")
@@ -26,7 +26,7 @@ def sim() -> Device:
     mp = pytest.MonkeyPatch()
     mp.setenv("PYGGML_METAL_SIM", "1")
     try:
-        devs = [d for d in MetalRegistry().devices() if d.name == "MetalSim0"]
+        devs = [d for d in MetalSimRegistry().devices() if d.name == "MetalSim0"]
     finally:
         mp.undo()
     assert devs, "PYGGML_METAL_SIM=1 gives MetalSim0"
@@ -38,7 +38,7 @@ def _soft_max(dev: Device, rows: int = 5, n: int = 1000):  # type: ignore[no-unt
     x = ctx.new_tensor("f32", n, rows, name="x")
     y = ops.soft_max(x)
     g = build_graph(y)
-    buf = place(g, dev.buffer_type())
+    buf = place_graph(g, dev.buffer_type())
     xv = np.random.default_rng(1).standard_normal((rows, n)).astype(np.float32) * 4
     x.set(xv)
     return xv, y, g, buf
@@ -61,7 +61,7 @@ def test_bad_index_raises_naming_the_node(sim: Device) -> None:
     idx = ctx.new_tensor("i32", 2, name="idx")
     y = ops.get_rows(rows, idx).set_name("picked")
     g = build_graph(y)
-    place(g, sim.buffer_type())
+    place_graph(g, sim.buffer_type())
     rows.set(np.ones((4, 8), np.float32))
     idx.set(np.array([1, 9], np.int32))
     be = sim.init_backend()

@@ -21,7 +21,7 @@ from pyggml.backend.protocol import Device
 from pyggml.backend.registry import hub
 from pyggml.types import parse_type
 from pyggml_testing.graphs import mul_mat_graph, set_normal
-from pyggml_testing.opencl import place
+from pyggml_testing.on_device import place
 
 
 def bench(dev: Device, wtype: str, k: int, m: int, n: int, seconds: float) -> dict[str, Any]:

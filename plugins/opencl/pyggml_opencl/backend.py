@@ -15,6 +15,7 @@ on the device clock, moved onto the host's (`pyggml.profile.align_device_times`)
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from pyggml_opencl.op_table import TABLE, Launch, OpenCLLaunchBuilder
 if TYPE_CHECKING:
     import pyopencl as cl
 
+    from pyggml.backend.status import StatusWord
     from pyggml.graph import Graph
 
 log = logging.getLogger(__name__)
@@ -39,23 +41,31 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class OpenCLGraphPlan:
     launches: list[Launch]
-    keep: list[object]
-    """Buffers the plan's kernels point at, kept alive so the fingerprint's ids stay unique."""
-    buffers: list[OpenCLBuffer | OpenCLHostBuffer]
-    """The distinct pyggml buffers of this plugin the kernels point into (a replay checks none was freed)."""
+    scratch: list[cl.Buffer]
+    """Device memory of the plan's own (intermediates of some kernels)."""
+    checks: bool
+    """Some launch checks indices: a replay arms the backend's status word."""
+    buffers: list[weakref.ref[OpenCLBuffer | OpenCLHostBuffer]]
+    """The distinct pyggml buffers of this plugin the kernels point into, weakly (a replay checks none was freed):
+    the plan is replayed only while its graph's tensors name them, and so hold them (plan_cache), and a queued
+    kernel keeps the memory it uses as OpenCL retains it."""
+
+    def live_buffers(self) -> list[OpenCLBuffer | OpenCLHostBuffer]:
+        bufs = [r() for r in self.buffers]
+        return [b for b in bufs if b is not None]
 
 
-def build_plan(dev: OpenCLDevice, graph: Graph) -> OpenCLGraphPlan:
-    b = OpenCLLaunchBuilder(dev)
+def build_plan(dev: OpenCLDevice, status: StatusWord, graph: Graph) -> OpenCLGraphPlan:
+    b = OpenCLLaunchBuilder(dev, status)
     nodes = TABLE.build(graph.nodes, b, dev.name)
-    keep: list[object] = [s.buffer for node in nodes for s in (node, *node.src) if s is not None]
-    own = {id(x): x for x in keep if isinstance(x, OpenCLBuffer | OpenCLHostBuffer)}
-    return OpenCLGraphPlan(b.launches, keep + b.scratch_mems, list(own.values()))
+    own = {x.serial: x for node in nodes for s in (node, *node.src) if s is not None
+           and isinstance(x := s.buffer, OpenCLBuffer | OpenCLHostBuffer)}
+    return OpenCLGraphPlan(b.launches, b.scratch_mems, b.checks, [weakref.ref(x) for x in own.values()])
 
 
 class OpenCLBackend(DialectBackend[OpenCLGraphPlan, OpenCLDevice]):
     def __init__(self, device: OpenCLDevice) -> None:
-        super().__init__(device, lambda g: build_plan(device, g))
+        super().__init__(device, lambda g: build_plan(device, self.status, g))
         self._profiling_queue: cl.CommandQueue | None = None
         """A queue with event profiling on, made by the first `compute_profiled`."""
 
@@ -70,7 +80,9 @@ class OpenCLBackend(DialectBackend[OpenCLGraphPlan, OpenCLDevice]):
         launch = None
         try:
             with self.dev.mem_lock:  # a free from another thread waits for the enqueueing, then for the kernels
-                check_not_freed(plan.buffers, self.dev.name)
+                check_not_freed(plan.live_buffers(), self.dev.name)
+                if plan.checks:
+                    self.status.arm()
                 for launch in plan.launches:
                     ev = enqueue(q, launch.kernel, launch.gsize, launch.lsize)
                     if events is not None:
@@ -100,7 +112,7 @@ class OpenCLBackend(DialectBackend[OpenCLGraphPlan, OpenCLDevice]):
                 pairs = align_device_times([(ev.profile.start, ev.profile.end) for ev in events], end)
             except cl.Error as e:
                 raise ComputeError(f"{self.dev.name}: the profiling queue failed: {e}") from e
-            self.dev.check_status()
+            self.status.check()
         index = {id(n): i for i, n in enumerate(graph.nodes)}
         times = [NodeTime(lc.node, index.get(id(lc.node), -1), s, e)
                  for lc, (s, e) in zip(plan.launches, pairs, strict=True)]

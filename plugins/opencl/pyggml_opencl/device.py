@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from pyggml.backend.accounting import AllocationTally
-from pyggml.backend.launch import ErrorSites
 from pyggml.backend.protocol import Backend, BufferType, Bytes, DeviceCaps, DeviceType, Event, Registry
-from pyggml.errors import ComputeError, UnsupportedOpError
+from pyggml.errors import UnsupportedOpError
 from pyggml_dialect.backend import DialectDevice
 from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
 from pyggml_opencl.programs import BUILD_OPTIONS, EXACT_DIV_SQRT, ProgramCache
@@ -112,27 +108,6 @@ class OpenCLDevice(DialectDevice):
         self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
         self.allocations = AllocationTally()
         """Bytes this plugin's live buffers hold: `memory()` reports the rest as free."""
-        self.status_mem: cl.Buffer = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
-                                         hostbuf=np.zeros(1, np.int32))
-        """Status word kernels set to a nonzero code when an index is out of range (see check_status)."""
-        self._lock = threading.RLock()
-        """Guards the error sites. Re-entrant, as garbage collection may run finalizers inside a locked section on
-        the same thread (a buffer's finalizer once took this lock there and deadlocked a conformance worker)."""
-        self.errors = ErrorSites(self._lock)
-        """What each code a kernel stores in the status word means (see check_status)."""
-
-    # ---- errors found by kernels ----------------------------------------------------------------------
-
-    def check_status(self) -> None:
-        """After the queue drained: raise ComputeError if a kernel reported an out-of-range index (and clear)."""
-        import pyopencl as cl
-
-        word = np.zeros(1, np.int32)
-        cl.enqueue_copy(self.queue, word, self.status_mem)
-        code = int(word[0])
-        if code:
-            cl.enqueue_fill_buffer(self.queue, self.status_mem, np.zeros(1, np.int32), 0, 4).wait()
-            raise ComputeError(f"{self.name}: {self.errors.describe(code)}; the node's output is incomplete")
 
     # ---- identity and facts -----------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import pyopencl as cl
     from pyopencl.typing import KernelArg
 
+    from pyggml.backend.status import StatusWord
     from pyggml_opencl.device import OpenCLDevice
 
 TABLE: OpTable[Builder] = OpTable("OpenCL", *RULES)
@@ -43,8 +44,12 @@ class Launch:
 class OpenCLLaunchBuilder(LaunchBuilder[ProgramSpec]):
     """Collects the launches of one graph for one OpenCL device."""
 
-    def __init__(self, dev: OpenCLDevice) -> None:
+    def __init__(self, dev: OpenCLDevice, status: StatusWord) -> None:
         self.dev = dev
+        self.status = status
+        """The backend's status word, which ERR_ARGS point kernels at."""
+        self.checks = False
+        """Some launch checks indices (a replay arms the status word)."""
         self.launches: list[Launch] = []
         self.node: Tensor | None = None
         self.scratch_mems: list[cl.Buffer] = []
@@ -70,9 +75,12 @@ class OpenCLLaunchBuilder(LaunchBuilder[ProgramSpec]):
         self.launches.append(Launch(k, tuple(gsize), tuple(lsize) if lsize else None, self.node))
 
     def error_args(self, what: str) -> list[KernelArg]:
-        """ERR_ARGS of a kernel that checks indices: the device's status word and a code naming this node."""
+        """ERR_ARGS of a kernel that checks indices: the backend's status word and a code naming this node."""
         assert self.node is not None
-        return [self.dev.status_mem, np.int32(self.dev.errors.code(self.node, what))]
+        mem = cl_mem_of(self.status.buffer)
+        assert mem is not None  # from this device's buffer type
+        self.checks = True
+        return [mem, np.int32(self.status.code(self.node, what))]
 
     def tensor(self, t: Tensor | None) -> list[KernelArg]:
         """The 10 TENSOR(x) kernel arguments of t: buffer, byte offset, ne[4], nb[4]."""

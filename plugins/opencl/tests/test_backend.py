@@ -10,7 +10,7 @@ from pyggml.context import Context
 from pyggml.errors import UnsupportedOpError
 from pyggml.graph import build_graph
 from pyggml.types import GGMLType as T
-from pyggml_testing.opencl import place
+from pyggml_testing.on_device import place
 
 
 def test_plan_is_built_once_and_replayed(dev) -> None:  # type: ignore[no-untyped-def]

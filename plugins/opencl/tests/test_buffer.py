@@ -11,7 +11,7 @@ from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.types import GGMLType as T
 from pyggml_testing.devices import numpy_device
-from pyggml_testing.opencl import place, run
+from pyggml_testing.on_device import place, run
 
 
 def test_write_read_fill(dev) -> None:  # type: ignore[no-untyped-def]

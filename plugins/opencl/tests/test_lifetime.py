@@ -11,7 +11,7 @@ from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.graph import build_graph
 from pyggml_testing.buffers import check_free_during_compute
-from pyggml_testing.opencl import place
+from pyggml_testing.on_device import place
 
 
 def _graph(dev):  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ import pytest
 
 from pyggml import ops
 from pyggml.context import Context
-from pyggml_testing.opencl import place, run
+from pyggml_testing.on_device import place, run
 
 N = (1 << 24) + 3
 

@@ -15,7 +15,7 @@ from pyggml.types import GGMLType as T
 from pyggml_testing.activations import any_glu, any_unary
 from pyggml_testing.compare import nmse
 from pyggml_testing.devices import numpy_device
-from pyggml_testing.opencl import run_on
+from pyggml_testing.on_device import run_on
 
 Case = Callable[[Context], list[Tensor]]
 CASES: dict[str, tuple[Case, float]] = {}

@@ -15,7 +15,7 @@ from pyggml.quants import quantize
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType as T
 from pyggml_dialect.types import KQUANTS, QUANT32, QUANT_WRITE
-from pyggml_testing.opencl import place
+from pyggml_testing.on_device import place
 
 F32 = npt.NDArray[np.float32]
 

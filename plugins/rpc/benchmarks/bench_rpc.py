@@ -57,7 +57,7 @@ from typing import IO, Any
 import numpy as np
 
 from pyggml.backend.sysinfo import cpu_model
-from pyggml_testing.rpc.servers import free_port, stop, wait_listening
+from pyggml_testing.rpc_servers import free_port, stop, wait_listening
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = Path(__file__).resolve()

@@ -5,7 +5,7 @@ process while pyggml's client keeps computing on it.
 
 Why: ggml's own server had out-of-bounds reads and writes from crafted messages; pyggml's must close a malformed
 message's connection and nothing else. What counts as a bug, and how memory is watched (guard pages, sentinel
-buffers in this client and another, the allocation count), is pyggml_testing.rpc.fuzz's docstring. The exit status is
+buffers in this client and another, the allocation count), is pyggml_rpc_testing.fuzz's docstring. The exit status is
 1 when anything was found; the first findings are in the JSON.
 
     .venv/bin/python plugins/rpc/benchmarks/fuzz_server.py [--per-command 10000] [--seed 0] [--output fuzz.json]
@@ -28,9 +28,9 @@ import pytest
 from pyggml_rpc.wire import Cmd
 
 from pyggml.backend.sysinfo import cpu_model
-from pyggml_testing.rpc.abuse import TIMEOUT, GoodClient, run_scenarios, vm_peak_rss
-from pyggml_testing.rpc.fuzz import Harness, bugs
-from pyggml_testing.rpc.servers import start_pyggml_server, stop
+from pyggml_rpc_testing.abuse import TIMEOUT, GoodClient, run_scenarios, vm_peak_rss
+from pyggml_rpc_testing.fuzz import Harness, bugs
+from pyggml_testing.rpc_servers import start_pyggml_server, stop
 
 
 def in_process(per_command: int, seed: int) -> dict[str, Any]:

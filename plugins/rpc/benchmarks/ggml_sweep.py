@@ -40,7 +40,7 @@ from pyggml_conformance.case import Case
 from pyggml_conformance.runner import REFERENCE, CaseResult, Status, Target, compare_case, open_target, realize
 from pyggml_conformance.suite import Options, load_cases
 from pyggml_testing.llama_cpp_ref import rpc_tool
-from pyggml_testing.rpc.servers import free_port, stop
+from pyggml_testing.rpc_servers import free_port, stop
 
 CRASH = "crash"
 LOG_TAIL = 1500

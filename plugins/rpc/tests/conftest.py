@@ -1,4 +1,4 @@
-"""Servers for the RPC tests (pyggml_testing.rpc.servers): llama.cpp's `ggml-rpc-server` (skipped with the reason
+"""Servers for the RPC tests (pyggml_testing.rpc_servers): llama.cpp's `ggml-rpc-server` (skipped with the reason
 where it is not built) and `pyggml rpc-server --device cpu`, one of each for the whole session, stopped at the end."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pyggml_testing.rpc.servers import NotBuilt, start_ggml_server, start_pyggml_server, stop
+from pyggml_testing.rpc_servers import NotBuilt, start_ggml_server, start_pyggml_server, stop
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ from pyggml.backend.protocol import BufferUsage, Device
 from pyggml.backend.registry import get_device, get_registry
 from pyggml.errors import AllocationError
 from pyggml.types import GGMLType
-from pyggml_testing.rpc.servers import start_pyggml_server, stop
+from pyggml_testing.rpc_servers import start_pyggml_server, stop
 
 
 @pytest.fixture(params=["ggml", "pyggml"])

@@ -20,7 +20,7 @@ from pyggml_rpc.server import RPCServer, Served
 
 from pyggml.backend.registry import BackendHub, get_device
 from pyggml.errors import PyGGMLError
-from pyggml_testing.rpc.servers import free_port
+from pyggml_testing.rpc_servers import free_port
 
 
 @contextmanager

@@ -35,11 +35,11 @@ from pyggml.backend.protocol import Device, DeviceType
 from pyggml.backend.registry import get_device
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing.rpc.abuse import TIMEOUT, GoodClient, run_scenarios, vm_peak_rss
-from pyggml_testing.rpc.fuzz import Harness, framed
-from pyggml_testing.rpc.fuzz_messages import GENERATORS, graph_templates
-from pyggml_testing.rpc.fuzz_world import MAIN_SIZE, MEMORY_LIMIT, GuardedDevice, alloc
-from pyggml_testing.rpc.servers import start_pyggml_server, stop
+from pyggml_rpc_testing.abuse import TIMEOUT, GoodClient, run_scenarios, vm_peak_rss
+from pyggml_rpc_testing.fuzz import Harness, framed
+from pyggml_rpc_testing.fuzz_messages import GENERATORS, graph_templates
+from pyggml_rpc_testing.fuzz_world import MAIN_SIZE, MEMORY_LIMIT, GuardedDevice, alloc
+from pyggml_testing.rpc_servers import start_pyggml_server, stop
 
 CASES = int(os.environ.get("PYGGML_RPC_FUZZ_CASES", "300"))
 
@@ -167,7 +167,7 @@ def test_buffers_of_another_device_are_refused() -> None:
         session.close()
 
 
-# ---- abusive clients against a server process (pyggml_testing.rpc.abuse) --------------------------------------
+# ---- abusive clients against a server process (pyggml_rpc_testing.abuse) --------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from pyggml_rpc.server import RPCServer, Served
 from pyggml_rpc.wire import CONN_CAPS_SIZE, DEVICE_U64, HEADER, HELLO_RSP, TWO_U64, U32, Cmd
 
 from pyggml.backend.registry import get_device
-from pyggml_testing.rpc.servers import start_pyggml_server, stop
+from pyggml_testing.rpc_servers import start_pyggml_server, stop
 
 WAIT = 5.0
 """Seconds any single step may take before the test fails (nothing here should take a tenth of it)."""

@@ -21,7 +21,7 @@ from pyggml.context import Context
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_testing.rpc.servers import start_pyggml_server, stop
+from pyggml_testing.rpc_servers import start_pyggml_server, stop
 
 T = GGMLType
 

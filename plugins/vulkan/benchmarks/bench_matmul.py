@@ -16,7 +16,7 @@ import time
 
 from pyggml.backend.registry import get_device
 from pyggml_testing.graphs import mul_mat_graph, set_normal
-from pyggml_testing.vulkan import place
+from pyggml_testing.on_device import place_graph
 
 SHAPES = {"mat_vec": (4096, 4096, 1), "prompt_32": (4096, 4096, 32), "lm_head_vec": (576, 49152, 1)}
 
@@ -25,7 +25,7 @@ def bench(device_name: str, atype: str, k: int, m: int, n: int, repeat: int) -> 
     dev = get_device(device_name)
     be = dev.init_backend()
     _ctx, g, inputs = mul_mat_graph(atype, k, m, n)
-    place(g, dev.buffer_type())
+    place_graph(g, dev.buffer_type())
     set_normal(inputs)
     be.graph_compute(g)
     t0 = time.perf_counter()

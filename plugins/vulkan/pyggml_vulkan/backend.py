@@ -13,12 +13,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from pyggml.backend.plan_cache import PlannedBackend, check_tensors_not_freed
-from pyggml.backend.protocol import Backend, Buffer, Bytes, Event, synchronized_copy
+from pyggml.backend.protocol import Backend, Bytes, Event, synchronized_copy
+from pyggml.backend.status import StatusWord
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml_vulkan.recorder import DispatchBuilder, Recording
-from pyggml_vulkan.status import StatusWord
 
 if TYPE_CHECKING:
     from pyggml_vulkan.buffer import VulkanBuffer
@@ -29,11 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _referenced(graph: Graph) -> list[Buffer | None]:
-    """The buffers a recording binds, kept alive with it."""
-    return [t.buffer for t in graph.nodes] + [s.buffer for t in graph.nodes for s in t.src if s is not None]
-
-
 class VulkanBackend(PlannedBackend[Recording]):
     def __init__(self, device: VulkanDevice, ctx: DeviceContext) -> None:
         super().__init__(device, self.record, self._retire)
@@ -42,8 +37,8 @@ class VulkanBackend(PlannedBackend[Recording]):
         self.submitted = 0
         self._pending_waits: list[tuple[CData, int]] = []
         self._scratch: VulkanBuffer | None = None
-        self.status = StatusWord(device.buffer_type(), ctx, self.name)  # type: ignore[arg-type]
-        """Where shaders report out-of-range indices (read by synchronize)."""
+        self.status = StatusWord(device.buffer_type(), self.name)
+        """Where this backend's shaders report out-of-range indices (read by its synchronize)."""
         self.replay_enabled = True
         """False: record a fresh command buffer on every compute (for measuring what replay saves)."""
 
@@ -61,9 +56,7 @@ class VulkanBackend(PlannedBackend[Recording]):
         # that lock every bound buffer outlives the recording (one freed after it is refused at replay).
         with self.ctx.lock:
             check_tensors_not_freed(graph.nodes, self.name)
-            rec = Recording(self.ctx, planner.dispatches, self.name)
-        rec.keep = _referenced(graph)
-        return rec
+            return Recording(self.ctx, planner.dispatches, self.name)
 
     def _scratch_buffer(self, nbytes: int) -> VulkanBuffer:
         """The backend's scratch buffer, grown (a new one; recordings keep the old alive) to nbytes."""
@@ -105,7 +98,7 @@ class VulkanBackend(PlannedBackend[Recording]):
             self.ctx.submit(rec.cb, waits, (self.timeline, value))
             self.submitted = value  # only once submitted: synchronize() must never wait for a value never signalled
             if rec.checks:
-                self.status.armed = True
+                self.status.arm()
             self.ctx.track(self.timeline, value, rec.handles)
 
     def synchronize(self) -> None:

@@ -25,9 +25,9 @@ from pyggml_vulkan.pipelines import Spec
 from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, CData, ffi, lib, new, out
 
 if TYPE_CHECKING:
+    from pyggml.backend.status import StatusWord
     from pyggml_vulkan.buffer import VulkanBuffer
     from pyggml_vulkan.context import DeviceContext
-    from pyggml_vulkan.status import StatusWord
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,9 @@ class DispatchBuilder:
             bufs.append(b)
         bufs += [dbuf] * (N_SOURCES - len(srcs))
         bufs.append(dbuf)
-        bufs.append(self.status.buffer if self.status is not None else dbuf)
+        sbuf = self.status.buffer if self.status is not None else dbuf
+        assert isinstance(sbuf, VulkanBuffer)  # the backend's word, from this device's buffer type
+        bufs.append(sbuf)
         writes = (tensor_range(dst), *(tensor_range(t) for t in extra_writes))
         node = self.node
         if checks:
@@ -137,7 +139,6 @@ class Recording:
 
     def __init__(self, ctx: DeviceContext, dispatches: list[Dispatch], who: str = "Vulkan") -> None:
         self.ctx = ctx
-        self.keep: object = None
         self.n_dispatches = len(dispatches)
         self.n_barriers = 0
         self.barrier_before: list[int] = []
@@ -145,8 +146,9 @@ class Recording:
         self.names = [d.name for d in dispatches]
         self.checks = any(d.checks for d in dispatches)
         """Some dispatch reports out-of-range indices: the status word is read after it ran."""
-        self._buffers = {id(b): b for d in dispatches for b in d.buffers}
-        """Every buffer bound, by object: a freed buffer's VkBuffer handle may be a newer buffer's."""
+        self._buffers = {b.serial: b for d in dispatches for b in d.buffers}
+        """Every buffer bound, held while the command buffer that binds their VkBuffer handles exists (and checked
+        by object at replay: a freed buffer's handle may be a newer buffer's)."""
         self.handles = frozenset(b.handle_id for b in self._buffers.values())
         """The buffers the command buffer binds (host access to them waits while it runs)."""
         self.pool = None

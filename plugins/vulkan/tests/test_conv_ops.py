@@ -13,7 +13,7 @@ from pyggml.ops.spatial import PoolOp
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_testing.conv_graphs import ConvGraphTests
-from pyggml_testing.opencl import place
+from pyggml_testing.on_device import place
 from pyggml_vulkan.ops.conv import MAX_LOOP
 
 F32 = GGMLType.F32

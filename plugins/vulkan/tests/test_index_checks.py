@@ -13,7 +13,7 @@ from pyggml.context import Context
 from pyggml.errors import ComputeError
 from pyggml.graph import build_graph
 from pyggml.tensor import Tensor
-from pyggml_testing.vulkan import place
+from pyggml_testing.on_device import place_graph
 
 Build = Callable[[Context], tuple[dict[str, Tensor], Tensor]]
 
@@ -23,7 +23,7 @@ def _run_bad(backend, build: Build, data: dict[str, np.ndarray], match: str):  #
     ctx = Context(no_alloc=True)
     ins, out = build(ctx)
     g = build_graph(out)
-    buf = place(g, backend.device.buffer_type())
+    buf = place_graph(g, backend.device.buffer_type())
     for name, t in ins.items():
         t.set(data[name])
     before = buf.read(0, buf.size)

@@ -12,7 +12,7 @@ from pyggml import ops
 from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.graph import build_graph
-from pyggml_testing.vulkan import compare, place, rand
+from pyggml_testing.on_device import compare, place_graph, rand
 
 
 def test_plugin_import_loads_no_vulkan():
@@ -87,7 +87,7 @@ def test_replay_reuses_the_command_buffer(device):
     b = ctx.new_tensor("f32", 300, 4, name="b")
     out = ops.rms_norm(ops.mul(ops.add(a, b), b))
     g = build_graph(out)
-    place(g, device.buffer_type())
+    place_graph(g, device.buffer_type())
     for i in range(3):
         x, y = rand(4, 300, seed=i), rand(4, 300, seed=10 + i)
         a.set(x)
@@ -111,7 +111,7 @@ def test_events_order_two_streams(device):
     x = ops.scale(a, 2.0)
     y = ops.add(x, x)
     g1, g2 = build_graph(x), build_graph(y)
-    place(g2, device.buffer_type())
+    place_graph(g2, device.buffer_type())
     a.set(np.ones(64, np.float32))
     ev = device.event_new()
     be1.graph_compute_async(g1)
@@ -160,7 +160,7 @@ def test_device_lost_raises_and_backend_is_recreated(device, monkeypatch):
     ctx = Context(no_alloc=True)
     a = ctx.new_tensor("f32", 8, name="a")
     g = build_graph(ops.neg(a))
-    place(g, device.buffer_type())
+    place_graph(g, device.buffer_type())
     with pytest.raises(DeviceLostError, match="lost"):
         be.graph_compute(g)
     monkeypatch.undo()
@@ -173,7 +173,7 @@ def test_device_lost_raises_and_backend_is_recreated(device, monkeypatch):
     b = ctx2.new_tensor("f32", 8, name="b")
     out = ops.neg(b)
     g2 = build_graph(out)
-    place(g2, device.buffer_type())
+    place_graph(g2, device.buffer_type())
     b.set(np.arange(8, dtype=np.float32))
     fresh.graph_compute(g2)
     assert np.array_equal(out.numpy(), -np.arange(8, dtype=np.float32))

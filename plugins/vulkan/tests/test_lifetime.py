@@ -17,7 +17,7 @@ from pyggml.context import Context
 from pyggml.errors import AllocationError
 from pyggml.graph import build_graph
 from pyggml_testing.buffers import check_free_during_compute, check_use_after_free
-from pyggml_testing.vulkan import place
+from pyggml_testing.on_device import place_graph
 
 
 def _graph(backend):  # type: ignore[no-untyped-def]
@@ -25,7 +25,7 @@ def _graph(backend):  # type: ignore[no-untyped-def]
     a = ctx.new_tensor("f32", 512, 64, name="a")
     y = ops.mul_mat(a, a)
     g = build_graph(y)
-    buf = place(g, backend.device.buffer_type())
+    buf = place_graph(g, backend.device.buffer_type())
     a.set(np.ones((64, 512), np.float32))
     return a, y, g, buf
 

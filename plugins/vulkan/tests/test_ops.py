@@ -9,7 +9,7 @@ from pyggml import ops
 from pyggml.context import Context
 from pyggml.ops.elementwise import GluOp, UnaryOp
 from pyggml_testing.activations import any_glu, any_unary
-from pyggml_testing.vulkan import compare, rand
+from pyggml_testing.on_device import compare, rand
 
 QTYPES = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K"]
 

@@ -11,7 +11,7 @@ from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml.quants import quantize as _quantize
 from pyggml.types import parse_type
-from pyggml_testing.vulkan import place
+from pyggml_testing.on_device import place_graph
 
 
 def quantize(x: np.ndarray, qtype: str) -> np.ndarray:
@@ -55,7 +55,7 @@ def run_bytes(backend, build, inputs: dict[str, np.ndarray]) -> np.ndarray:
     ctx = Context(no_alloc=True)
     ins, out = build(ctx)
     g = build_graph(out)
-    place(g, backend.device.buffer_type())
+    place_graph(g, backend.device.buffer_type())
     for t in ins:
         t.buffer.set_tensor(t, np.ascontiguousarray(inputs[t.name]).view(np.uint8).reshape(-1))
     backend.graph_compute(g)

@@ -13,7 +13,7 @@ from pyggml.alloc import alloc_ctx_tensors
 from pyggml.backend.protocol import BufferUsage
 from pyggml.backend.sched import Scheduler
 from pyggml.reference.backend import NumpyRegistry
-from pyggml_testing.vulkan import rand
+from pyggml_testing.on_device import rand
 
 
 def _host_input_graph(device, k: int = 64, m: int = 48, n: int = 5):  # type: ignore[no-untyped-def]
@@ -54,7 +54,7 @@ def test_pipeline_slots_reusing_one_graph_read_their_own_inputs(device, sync):
 
 def _slow_graph(device):  # type: ignore[no-untyped-def]
     """A graph that runs for a while on lavapipe, so host access right after the submit overlaps it."""
-    from pyggml_testing.vulkan import place
+    from pyggml_testing.on_device import place_graph
 
     ctx = gg.Context(no_alloc=True)
     a = ctx.new_tensor("f32", 1024, 512, name="a")
@@ -64,7 +64,7 @@ def _slow_graph(device):  # type: ignore[no-untyped-def]
     for _ in range(3):
         y = ops.mul_mat(a, ops.mul_mat(at, y))
     g = gg.Graph().build_forward_expand(y)
-    place(g, device.buffer_type())
+    place_graph(g, device.buffer_type())
     return a, x, y, g
 
 
@@ -92,7 +92,7 @@ def test_host_access_waits_for_the_graph_that_binds_the_buffer(device):
 def test_kv_cache_write_then_view_read_is_behind_a_barrier(device):
     """SET_ROWS into a cache and a view of the cache read later in the same command buffer: the reader waits for
     the write (byte ranges overlap), an unrelated dispatch in between does not."""
-    from pyggml_testing.vulkan import place
+    from pyggml_testing.on_device import place_graph
 
     be = device.init_backend()
     ctx = gg.Context(no_alloc=True)
@@ -105,7 +105,7 @@ def test_kv_cache_write_then_view_read_is_behind_a_barrier(device):
     view = ops.view(stored, (64, 8), (stored.nb[1],))          # the first 8 cache rows
     out = ops.add(ops.mul_mat(view, other), ops.sum_rows(other))
     g = gg.Graph().build_forward_expand(out)
-    place(g, device.buffer_type())
+    place_graph(g, device.buffer_type())
     cache.set(np.zeros((32, 64), np.float32))
     r = rand(3, 64)
     rows.set(r)

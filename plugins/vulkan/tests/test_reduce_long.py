@@ -8,7 +8,7 @@ import pytest
 
 from pyggml import ops
 from pyggml.context import Context
-from pyggml_testing.vulkan import run_separately
+from pyggml_testing.on_device import run_separately
 from pyggml_vulkan.ops.reduce import SPAN
 
 N = (1 << 24) + 3

@@ -10,7 +10,7 @@ from pyggml import ops
 from pyggml.context import Context
 from pyggml.ops.reduce import SortOrder
 from pyggml_testing.devices import numpy_backend
-from pyggml_testing.vulkan import run
+from pyggml_testing.on_device import run_built
 from pyggml_vulkan.ops.sort import CHUNK
 
 
@@ -26,7 +26,7 @@ def test_argsort_ties_stable(backend, n, order):
         return [a], ops.argsort(a, order)
 
     data = {"a": _ties(3, n)}
-    assert np.array_equal(run(build, backend, data), run(build, numpy_backend(), data))
+    assert np.array_equal(run_built(build, backend, data), run_built(build, numpy_backend(), data))
 
 
 @pytest.mark.parametrize("n,k", [(100, 5), (CHUNK * 2 + 3, 40), (9000, 9000)])
@@ -36,5 +36,5 @@ def test_top_k_permuted_rows(backend, n, k):
         return [a], ops.top_k(ops.permute(a, 0, 2, 1, 3), k)
 
     data = {"a": np.random.default_rng(1).standard_normal((3, 2, n)).astype(np.float32)}
-    got, ref = run(build, backend, data), run(build, numpy_backend(), data)
+    got, ref = run_built(build, backend, data), run_built(build, numpy_backend(), data)
     assert np.array_equal(np.sort(got, axis=-1), np.sort(ref, axis=-1))

@@ -138,7 +138,7 @@ class ButterflyAllreduce(Communicator):
         self.p = p
         self.n_steps = (n - p > 0) + p.bit_length() - 1
         self._tmp: list[list[Buffer | None]] = [[None] * max(self.n_steps, 1) for _ in range(n)]
-        self._adds: OrderedDict[tuple[int, ...], tuple[Sequence[Tensor], int, _Rounds]] = OrderedDict()
+        self._adds: OrderedDict[tuple[tuple[int, int, int], ...], tuple[int, _Rounds]] = OrderedDict()
         self._tmp_gen = 0
         """Bumped when a temporary buffer is replaced: cached ADD graphs whose temporaries lay in it are stale."""
 
@@ -182,18 +182,18 @@ class ButterflyAllreduce(Communicator):
 
     def _prepared(self, tensors: Sequence[Tensor]) -> _Rounds:
         """Per round, per pair: the temporary on the destination and the one-node graph adding it in place."""
-        key = tuple(id(t) for t in tensors)
+        key = tuple((t.serial, _serial_of(t.buffer), t.offset) for t in tensors)  # serials: never reused
         hit = self._adds.get(key)
-        if hit is not None and hit[1] == self._tmp_gen and all(a is b for a, b in zip(hit[0], tensors, strict=True)):
+        if hit is not None and hit[0] == self._tmp_gen:
             self._adds.move_to_end(key)
-            return hit[2]
+            return hit[1]
         rounds = []
         for r, pairs in enumerate(self.steps()):
             rounds.append([self._add_graph(tensors[dst], self._temp(dst, r, tensors[dst])) for _, dst in pairs])
         self._adds.pop(key, None)
         while len(self._adds) >= self.MAX_CACHED:
             self._adds.popitem(last=False)
-        self._adds[key] = (list(tensors), self._tmp_gen, rounds)
+        self._adds[key] = (self._tmp_gen, rounds)
         return rounds
 
     def _temp(self, j: int, r: int, like: Tensor) -> Tensor:
@@ -252,3 +252,7 @@ def make_communicator(kind: Communicator | str | None, backends: Sequence[Backen
 def _buffer(t: Tensor) -> Buffer:
     assert t.buffer is not None
     return t.buffer
+
+
+def _serial_of(buf: Buffer | None) -> int:
+    return 0 if buf is None else buf.serial

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Sequence
 
 from pyggml.alloc import GraphAllocator
-from pyggml.backend.protocol import Backend, Buffer, BufferType, Event
+from pyggml.backend.protocol import Backend, BufferType, Event
 from pyggml.backend.sched import debug
 from pyggml.backend.sched.compute import EvalCallback, compute_splits
 from pyggml.backend.sched.passes import assign_backends
@@ -54,9 +54,9 @@ class Scheduler:
         self._lock = threading.RLock()
         self._pending: dict[int, int] = {}
         """Thread id -> uid of the graph that thread placed with alloc_graph and has not computed yet."""
-        self._galloc: GraphAllocator | None = None
-        self._tab = BackendTable(backends, bufts, self._owns)
-        self._galloc = GraphAllocator(self._tab.bufts)
+        self._tab = BackendTable(backends, bufts)
+        self._galloc = GraphAllocator(self._tab.bufts)  # over the table's buffer types, resolved and checked
+        self._tab.owns = self._galloc.owns  # the allocator's buffers are the ones whose tensors move every run
         self.graph_size = graph_size
         self.op_offload = op_offload
         self._n_copies = copies
@@ -82,10 +82,6 @@ class Scheduler:
             self.debug_level = int(os.environ.get("PYGGML_SCHED_DEBUG", "0") or 0)
         except ValueError:
             self.debug_level = 0
-
-    def _owns(self, buf: Buffer) -> bool:
-        g = self._galloc
-        return g is not None and g.owns(buf)
 
     @property
     def lock(self) -> threading.RLock:
@@ -157,7 +153,6 @@ class Scheduler:
 
     def buffer_size(self, backend: Backend | int) -> int:
         """Bytes of compute buffer for this backend (0 when it shares an earlier backend's buffer type)."""
-        assert self._galloc is not None
         with self._lock:
             return self._galloc.buffer_size(self.backend_index(backend))
 
@@ -242,7 +237,6 @@ class Scheduler:
                 self.reset()
 
     def _reserve(self, plan: SplitPlan) -> None:
-        assert self._galloc is not None
         self._galloc.reserve(plan.alloc_graph, plan.node_ids, plan.leaf_ids)
         self._prev_groups = self._groups(plan)
         self.stats.reserves += 1
@@ -271,7 +265,6 @@ class Scheduler:
 
     def _alloc(self, plan: SplitPlan) -> None:
         galloc = self._galloc
-        assert galloc is not None
         self.stats.allocs += 1
         if self._prev_groups != self._groups(plan) or not galloc.alloc_graph(plan.alloc_graph):
             # placements move: nothing queued may still use the old addresses
@@ -287,7 +280,6 @@ class Scheduler:
     def _find_inputs(self, graph: Graph) -> None:
         """List the graph inputs the allocator just placed; what was written into them before is gone."""
         galloc = self._galloc
-        assert galloc is not None
         inputs = [t for t in graph.leafs
                   if t.view_src is None and t.buffer is not None and galloc.owns(t.buffer) and t.nelements() > 0]
         for t in inputs:

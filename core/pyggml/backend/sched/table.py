@@ -15,9 +15,9 @@ from pyggml.errors import PyGGMLError
 from pyggml.tensor import Tensor
 
 MAX_BACKENDS = 16
+"""The most backends one scheduler takes (GGML_SCHED_MAX_BACKENDS)."""
 MAX_COPIES = 4
-
-"""Ops that do no work: every backend 'supports' them (ggml_op_is_empty)."""
+"""The most copies of the graph inputs a scheduler keeps for pipeline parallelism (GGML_SCHED_MAX_COPIES)."""
 
 
 class SchedulerConfigError(PyGGMLError, ValueError):
@@ -69,7 +69,8 @@ class BackendTable:
                                  for b in range(self.n)]
         self._op_ok: list[dict[int, bool]] = [{} for _ in range(self.n)]
         self.owns = owns
-        """Whether a buffer is one of the scheduler's compute buffers (its tensors are re-placed every run)."""
+        """Whether a buffer is one of the scheduler's compute buffers (its tensors are re-placed every run): the
+        scheduler sets its graph allocator's `owns`, the allocator being built over this table's buffer types."""
 
     def preallocated(self, t: Tensor) -> Buffer | None:
         """The buffer t's data lives in when it was placed by someone else than the scheduler (weights, KV
@@ -86,7 +87,7 @@ class BackendTable:
             cache.clear()
 
     def supports_op(self, b: int, t: Tensor) -> bool:
-        if t.op in FREE_OPS:
+        if t.op in FREE_OPS:  # ops that do no work: every backend 'supports' them (ggml_op_is_empty)
             return True
         cache = self._op_ok[b]
         k = id(t)

@@ -1,10 +1,14 @@
-"""`python -m pyggml_cuda.compile --check`: compile every kernel the CUDA op table launches and check each launch.
+"""`python -m pyggml_cuda_testing.check --check`: compile every kernel the CUDA op table launches and check each
+launch.
 
 The kernels to compile are found by running the plan builder dry (no device) over the graphs of the conformance
 suite's cases (test and perf sizes) and of `extra_graphs()`: every launch names its program (file + defines) and
 kernel. Each program is compiled with nvcc (bundled and cached, see `pyggml_cuda.compile`), then every launch's
 packed arguments are checked against its kernel's PTX parameters and CUDA's grid limits. Exit status 1 when any
 compile or check fails, 2 on bad usage. No GPU or driver is involved.
+
+Test tooling of the CUDA plugin (it traces the conformance suite's graphs), so it lives in pyggml-cuda-testing, not
+in the runtime package pyggml-cuda.
 """
 
 from __future__ import annotations
@@ -143,7 +147,7 @@ def list_programs(modes: Iterable[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pyggml_cuda.compile", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m pyggml_cuda_testing.check", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compile every kernel and check every launch")
     ap.add_argument("--list", action="store_true", help="list the programs and kernels the op table launches")
     ap.add_argument("--jobs", type=int, default=None, help="nvcc processes at once (default: CPU count)")
@@ -172,3 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for f in rep.failures:
             print(f"FAILED: {f}", file=sys.stderr)
     return 1 if rep.failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -34,7 +34,7 @@ from pyggml.backend.protocol import Bytes
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor, contiguous_strides
 from pyggml.types import GGMLType, type_traits
-from pyggml_testing.rpc.fuzz_world import MAIN_SIZE, PAGE, World, alloc
+from pyggml_rpc_testing.fuzz_world import MAIN_SIZE, PAGE, World, alloc
 
 # ---- valid messages ------------------------------------------------------------------------------------------
 

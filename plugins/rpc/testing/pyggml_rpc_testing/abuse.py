@@ -24,7 +24,7 @@ import pyggml as gg
 from pyggml import ops
 from pyggml.alloc import alloc_ctx_tensors
 from pyggml.types import GGMLType
-from pyggml_testing.rpc.fuzz import HELLO_FRAME, frame
+from pyggml_rpc_testing.fuzz import HELLO_FRAME, frame
 
 TIMEOUT = 2.0
 """PYGGML_RPC_MESSAGE_TIMEOUT of the server the abusive clients meet."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pyggml.errors import PyGGMLError
 from pyggml_metal import mslgen
-from pyggml_metal.sim import emucc
+from pyggml_metal_sim import emucc
 
 log = logging.getLogger(__name__)
 

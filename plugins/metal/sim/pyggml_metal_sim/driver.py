@@ -1,6 +1,7 @@
 """The emulator as a Metal driver (`pyggml_metal.driver` interface): buffers are host memory, pipelines are the
-kernels of the emulator library (sim/build.py) with their function constants, a command buffer runs its dispatches
-on the calling thread when committed, one after another, as a serial compute encoder orders them on a GPU."""
+kernels of the emulator library (`pyggml_metal_sim.build`) with their function constants, a command buffer runs its
+dispatches on the calling thread when committed, one after another, as a serial compute encoder orders them on a
+GPU."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyggml_metal import driver, mslgen
-from pyggml_metal.sim.build import EmuLibrary, build, variant
+from pyggml_metal_sim.build import EmuLibrary, build, variant
 
 MAX_BUFFERS = 31
 MAX_SPEC = 16

@@ -45,8 +45,8 @@ from pyggml.errors import PyGGMLError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType, type_traits
-from pyggml_testing.rpc.fuzz_messages import CPY_CODE, GENERATORS, Msg, graph_msg, graph_templates
-from pyggml_testing.rpc.fuzz_world import HANG_S, MAIN_SIZE, REPLY_SIZES, RESET_EVERY, SLOW_S, World, make_served
+from pyggml_rpc_testing.fuzz_messages import CPY_CODE, GENERATORS, Msg, graph_msg, graph_templates
+from pyggml_rpc_testing.fuzz_world import HANG_S, MAIN_SIZE, REPLY_SIZES, RESET_EVERY, SLOW_S, World, make_served
 
 # ---- mutators ------------------------------------------------------------------------------------------------
 
