@@ -68,14 +68,14 @@ def test_no_icd_gives_zero_devices_and_a_reason(tmp_path) -> None:  # type: igno
 
 
 def test_buffer_finalizer_inside_a_locked_section_does_not_deadlock(dev) -> None:  # type: ignore[no-untyped-def]
-    """Garbage collection can free a buffer (its finalizer updates the device's allocation tally) while the same
-    thread holds the device lock, e.g. inside error_site: that must not wait for itself."""
+    """Garbage collection can free a buffer (its finalizer takes the device's mem_lock and updates its allocation
+    tally) while the same thread holds that lock, e.g. in the middle of a transfer: that must not wait for itself."""
     import gc
     import threading
 
     def locked_then_freed() -> None:
         buf = dev.buffer_type().alloc_buffer(64)
-        with dev._lock:
+        with dev.mem_lock:
             del buf
             gc.collect()
 
