@@ -150,6 +150,21 @@ static inline __attribute__((always_inline)) void f16_tile_zmm(int64_t n, const 
             for (int p = 0; p < 2; p++) acc[c][p] = _mm512_fmadd_ps(xv[p], yv, acc[c][p]);
         }
     }
+    if (m == 4 && dr == sizeof(float)) { /* two columns' four contiguous rows at once (hsum8_x8, same adds) */
+        int c = 0;
+        for (; c + 2 <= C; c += 2) {
+            __m256 v[8];
+            for (int k = 0; k < 2; k++)
+                for (int p = 0; p < 2; p++) {
+                    v[4 * k + 2 * p] = _mm512_castps512_ps256(acc[c + k][p]);
+                    v[4 * k + 2 * p + 1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[c + k][p]), 1));
+                }
+            const __m256 s = hsum8_x8(v);
+            _mm_storeu_ps((float *)(d + c * dc), _mm256_castps256_ps128(s));
+            _mm_storeu_ps((float *)(d + (c + 1) * dc), _mm256_extractf128_ps(s, 1));
+        }
+        if (c == C) return;
+    }
     for (int c = 0; c < C; c++)
         for (int p = 0; p < 2; p++) {
             const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[c][p]), 1));

@@ -12,6 +12,20 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+/* hsum8's adds for eight vectors at once, v[o]'s sum in lane o: each pair's lanes l and l + 4 in one vector, then
+   lanes 0 + 2 and 1 + 3 of each, then their sum */
+static inline __m256 hsum8_x8(const __m256 v[8]) {
+    __m256 u[4], w[2];
+    for (int p = 0; p < 4; p++)
+        u[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    for (int p = 0; p < 2; p++)
+        w[p] = _mm256_add_ps(_mm256_shuffle_ps(u[2 * p], u[2 * p + 1], 0x44),
+                             _mm256_shuffle_ps(u[2 * p], u[2 * p + 1], 0xEE));
+    const __m256 f = _mm256_hadd_ps(w[0], w[1]); /* v0 v2 v4 v6 v1 v3 v5 v7 */
+    return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 /* 16 bytes of packed nibbles -> 32 bytes: low nibbles first, then high nibbles (ggml's 32-block order) */
 static inline __m256i nibbles32(const uint8_t *p) {
     __m128i t = _mm_loadu_si128((const __m128i *)p);
