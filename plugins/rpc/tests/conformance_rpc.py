@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from pyggml_testing.rpc.servers import NotBuilt, start_ggml_server, start_pyggml_server, stop
+from pyggml_testing.rpc_servers import NotBuilt, start_ggml_server, start_pyggml_server, stop
 
 GGML_PARAMS = r"^(?!.*edge=(special|long))"
 """Cases run through llama.cpp's server: all but the edge family's NaN/infinity and 2^23+-element rows. ggml's CPU
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
                 print(f"skipping pyggml rpc-server --device {dev}: {e}", flush=True)
                 continue
             procs.append(proc)
-            runs.append((ep, []))
+            runs.append((ep, ["--jobs", "2"]))  # pyggml's server serves clients at once (ggml's one at a time)
             print(f"pyggml rpc-server --device {dev} at {ep}", flush=True)
         if not runs:
             print("no RPC server could be started", file=sys.stderr)
