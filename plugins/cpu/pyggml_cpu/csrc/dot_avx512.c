@@ -97,8 +97,8 @@ F16_GGML_ROWS(8)
 #undef F16_GGML_ROWS
 
 /* eight rows per pass (16 accumulators), the rest in one pass. Several columns (decode attention's query heads,
-   which share their K rows): short rows are converted to floats once for all the columns, long ones (V rows) are
-   taken by every column while in L2. The tail's products are with the halves, so it stays in them. */
+   which share their K rows): short rows of whole 32-value steps are converted to floats once for all the columns
+   (exact: the same products), long ones (V rows) are taken by every column while in L2. */
 #define F16_SHORT_ROW 256
 static void dot_f16_ggml_tiles_zmm(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
                                    int64_t nc, char *d, size_t dr, size_t dc) {
