@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 from pyggml.errors import GraphError
 from pyggml.ops.base import VIEW_OPS, Op
+from pyggml.serial import new_serial
 from pyggml.tensor import Tensor, TensorFlag
 
 DEFAULT_GRAPH_SIZE = 2048
-_uids = itertools.count(1)
 
 
 class Graph:
@@ -24,8 +24,8 @@ class Graph:
         self.use_counts: dict[int, int] = {}
         """id(tensor) -> number of src slots, among visited nodes, that reference it (the graph holds them)."""
         self._visited: dict[int, Tensor] = {}
-        self.uid = next(_uids)
-        """Never reused in this process: caches of plans key on it."""
+        self.uid = new_serial()
+        """Never reused in this process (a serial, as tensors' and buffers'): caches of plans key on it."""
         self.version = 0
         """Advanced whenever a node is added or the node list is replaced: a plan stamped with it (and the
         placement clock, `pyggml.serial`) knows the graph's nodes did not change."""
@@ -139,7 +139,7 @@ class Graph:
         g.leafs = []
         g.use_counts = self.use_counts
         g._visited = self._visited
-        g.uid = next(_uids)
+        g.uid = new_serial()
         g.version = 0
         return g
 

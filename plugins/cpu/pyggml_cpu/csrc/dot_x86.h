@@ -12,18 +12,26 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-/* hsum8's adds for eight vectors at once, v[o]'s sum in lane o: each pair's lanes l and l + 4 in one vector, then
-   lanes 0 + 2 and 1 + 3 of each, then their sum */
-static inline __m256 hsum8_x8(const __m256 v[8]) {
-    __m256 u[4], w[2];
+/* Eight horizontal sums at once (hsum8_x8 in hsum8's order, dot_x86_f16.h's f16_ggml_finish8 in
+   ggml_vec_dot_f16's): both first add each vector's lanes l and l + 4 (u[p]: v[2p]'s four sums, then v[2p + 1]'s),
+   and end with lanes v0 v2 v4 v6 v1 v3 v5 v7, put back in order. */
+static inline void halves_x8(const __m256 v[8], __m256 u[4]) {
     for (int p = 0; p < 4; p++)
         u[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
                              _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+}
+static inline __m256 in_order_x8(__m256 f) {
+    return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* hsum8's adds for eight vectors, v[o]'s sum in lane o: lanes l + (l + 4), then 0 + 2 and 1 + 3, then their sum */
+static inline __m256 hsum8_x8(const __m256 v[8]) {
+    __m256 u[4], w[2];
+    halves_x8(v, u);
     for (int p = 0; p < 2; p++)
         w[p] = _mm256_add_ps(_mm256_shuffle_ps(u[2 * p], u[2 * p + 1], 0x44),
                              _mm256_shuffle_ps(u[2 * p], u[2 * p + 1], 0xEE));
-    const __m256 f = _mm256_hadd_ps(w[0], w[1]); /* v0 v2 v4 v6 v1 v3 v5 v7 */
-    return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return in_order_x8(_mm256_hadd_ps(w[0], w[1]));
 }
 
 /* 16 bytes of packed nibbles -> 32 bytes: low nibbles first, then high nibbles (ggml's 32-block order) */

@@ -25,15 +25,12 @@ static inline float f16_ggml_finish(__m256 v, int64_t np, int64_t n, const uint1
     const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)), t1 = _mm_hadd_ps(t0, t0);
     return f16_ggml_tail(_mm_cvtss_f32(_mm_hadd_ps(t1, t1)), np, n, x, y);
 }
-/* the same adds for eight rows at once, row r's sum (its tail apart) in lane r: each pair's lanes l and l + 4 in
-   one vector, then two rounds of horizontal adds of adjacent lanes */
+/* the same adds for eight rows at once, row r's sum (its tail apart) in lane r: lanes l + (l + 4) (halves_x8),
+   then two rounds of horizontal adds of adjacent lanes */
 static inline __m256 f16_ggml_finish8(const __m256 v[8]) {
     __m256 u[4];
-    for (int p = 0; p < 4; p++)
-        u[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
-                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
-    const __m256 f = _mm256_hadd_ps(_mm256_hadd_ps(u[0], u[1]), _mm256_hadd_ps(u[2], u[3])); /* v0 v2 v4 v6 v1 .. */
-    return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    halves_x8(v, u);
+    return in_order_x8(_mm256_hadd_ps(_mm256_hadd_ps(u[0], u[1]), _mm256_hadd_ps(u[2], u[3])));
 }
 
 /* R rows (bx bytes apart) in one pass, row r's dot to d + r * dd: each activation vector loaded once for the R
