@@ -21,8 +21,9 @@ from pyggml_cpu._pgc import ffi, lib
 from pyggml_cpu.repack import RepackBuffer, from_r8, to_r8
 
 T = GGMLType
-NCOLS = 15
-"""Columns in the prompt-kernel tests: one pass each of 8, 4, 2 and 1 columns."""
+NCOLS = (7, 27, 70)
+"""Columns in the prompt-kernel tests: 7 (passes of 4, 2 and 1 columns), 27 (a wide pass over K types with AVX512-VNNI:
+runs of 12, 8, 4, 2 and 1 columns on one unpacked block) and 70 (two calls, R8_MAX_COLS = 64 and 6)."""
 R8 = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K]
 GGML_ORDER = {T.Q4_1}
 """The R8 types whose kernels sum in ggml's AVX2 order (the others sum each block in integers first)."""
@@ -54,16 +55,17 @@ def test_round_trip(t: GGMLType) -> None:
 
 
 @pytest.mark.parametrize("t", R8)
-def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType) -> None:
-    """Two groups and 15 columns a call (the prompt kernels' passes of 8, 4, 2 and 1 columns), and each column alone
+@pytest.mark.parametrize("ncols", NCOLS)
+def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType, ncols: int) -> None:
+    """Two groups and `ncols` columns a call (ncols: every pass width of the prompt kernels), and each column alone
     (mat-vec)."""
     rows, k = 16, 512
     plain = weights(t, rows, k, 1)
     packed = to_r8(t, plain, rows, k)
     partner = t.traits.vec_dot_type
     assert partner is not None
-    a = np.random.default_rng(2).standard_normal((NCOLS, k)).astype(np.float32)
-    acts = np.stack([native.quantize(a[c], partner) for c in range(NCOLS)])
+    a = np.random.default_rng(2).standard_normal((ncols, k)).astype(np.float32)
+    acts = np.stack([native.quantize(a[c], partner) for c in range(ncols)])
     before = native.simd_level()
     try:
         native.set_simd_level(0)
@@ -73,14 +75,14 @@ def test_every_level_gives_the_portable_bits_close_to_the_float_dot(t: GGMLType)
                 continue
             np.testing.assert_array_equal(r8_matmul(t, packed, rows, k, acts), want,
                                           err_msg=f"level {native.simd_level()}")
-            for c in range(NCOLS):
+            for c in range(ncols):
                 np.testing.assert_array_equal(r8_matmul(t, packed, rows, k, acts[c : c + 1])[0], want[c],
                                               err_msg=f"level {native.simd_level()}, column {c} alone")
     finally:
         native.set_simd_level(before)
     w = quants.dequantize(plain, t, rows * k).reshape(rows, k)
-    exact = quants.dequantize(acts.ravel(), partner, NCOLS * k).reshape(NCOLS, k) @ w.T
-    scale = np.abs(quants.dequantize(acts.ravel(), partner, NCOLS * k).reshape(NCOLS, k)) @ np.abs(w).T
+    exact = quants.dequantize(acts.ravel(), partner, ncols * k).reshape(ncols, k) @ w.T
+    scale = np.abs(quants.dequantize(acts.ravel(), partner, ncols * k).reshape(ncols, k)) @ np.abs(w).T
     assert np.all(np.abs(want - exact) <= 1e-3 * scale)
 
 
@@ -110,12 +112,12 @@ def test_k_extreme_values_give_the_portable_bits_on_every_level(t: GGMLType) -> 
     before = native.simd_level()
     try:
         native.set_simd_level(0)
-        want = r8_matmul(t, packed, rows, k, acts)
-        np.testing.assert_allclose(want, exact, rtol=1e-5)
+        want = np.tile(r8_matmul(t, packed, rows, k, acts), (4, 1))
+        np.testing.assert_allclose(want[:4], exact, rtol=1e-5)
         for level in range(1, 5):
             if native.SIMD_LEVELS.get(level) is None or native.set_simd_level(level) != native.SIMD_LEVELS[level]:
                 continue
-            for cols in (acts, acts[:1]):  # two groups and four columns a call; one column
+            for cols in (np.tile(acts, (4, 1)), acts, acts[:1]):  # 16 columns (a wide pass), four, one
                 np.testing.assert_array_equal(r8_matmul(t, packed, rows, k, cols), want[: len(cols)],
                                               err_msg=f"level {native.simd_level()}")
     finally:

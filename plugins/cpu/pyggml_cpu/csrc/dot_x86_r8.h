@@ -401,6 +401,149 @@ R8Q6_COLS_X86(r8_q6_K_cols, 1, ymm, __m256, _mm256, si256)
 R8Q6_COLS_X86(r8_q6_K_pair, 2, zmm, __m512, _mm512, si512)
 #endif
 #undef R8Q6_COLS_X86
+
+#if defined(__AVX512F__) && defined(PGC_VNNI512)
+/* Wide passes (prompts, with AVX512-VNNI): two groups (16 rows) against up to R8_MAX_COLS columns. Each K block of
+   the tile is unpacked once into the byte vectors, scales and mins the column kernels above build chunk by chunk
+   (r8w_block), then R8W_COLS columns at a time run on them: a chunk costs one load for the columns' byte dots instead
+   of its unpacking per R8_COLS columns. The same integers and the same float operations per row and column as
+   r8_q4_K_pair, r8_q5_K_pair and r8_q6_K_pair, so the same bits. */
+#define R8W_COLS 12
+typedef struct {
+    __m512i w[64];   /* Q4_K, Q5_K: sub-block sb's chunk j at 8 sb + j; Q6_K: sub-block u's chunk i at 4 u + i */
+    __m512i sc[16];  /* the rows' scales of each sub-block (Q4_K, Q5_K: 8 of 32 values; Q6_K: 16 of 16) */
+    __m512i mins[4]; /* Q4_K, Q5_K: the rows' mins of sub-blocks 2p, 2p + 1 as 16-bit pairs */
+    __m512 d, dm;
+} r8w_block;
+
+static inline int32_t r8w_four(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Q4_K or Q5_K (T): block t of both groups (gb bytes apart) into u, as R8K_COLS_X86 unpacks it */
+AINLINE void r8w_unpack_k(const int T, const uint8_t *t, size_t gb, r8w_block *u) {
+    uint8_t sc[128], mn[128];
+    r8k_unpack(t, sc, mn);
+    r8k_unpack(t + gb, sc + 64, mn + 64);
+    for (int sb = 0; sb < 8; sb++) u->sc[sb] = r8k_scales_zmm(sc + 8 * sb);
+    for (int p = 0; p < 4; p++) u->mins[p] = r8k_mins_zmm(mn + 16 * p);
+    u->d = r8k_f16_zmm(t, gb);
+    u->dm = r8k_f16_zmm(t + 16, gb);
+    const uint8_t *q = t + r8_hdr(T), *qs = q + (T == T_Q5_K ? 256 : 0);
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    R8_UNROLL(8) for (int sb = 0; sb < 8; sb++)
+        R8_UNROLL(8) for (int j = 0; j < 8; j++) {
+            const __m512i v = r8k_load_zmm(qs + 256 * (sb / 2) + 32 * j, gb);
+            __m512i w = _mm512_and_si512(sb & 1 ? _mm512_srli_epi16(v, 4) : v, m4);
+            if (T == T_Q5_K) w = r8k_fifth_bit_zmm(w, r8k_load_zmm(q + 32 * j, gb), sb);
+            u->w[8 * sb + j] = w;
+        }
+}
+
+/* Q6_K: block t of both groups into u, as R8Q6_COLS_X86 unpacks it (sub-block u = 4 hh + s: h = hh / 2, ggml's
+   sub-block 8 h + 2 s + hh % 2) */
+AINLINE void r8w_unpack_q6(const uint8_t *t, size_t gb, r8w_block *u) {
+    const uint8_t *q = t + r8_hdr(T_Q6_K);
+    R8_UNROLL(4) for (int hh = 0; hh < 4; hh++) {
+        const int h = hh / 2, half = hh % 2;
+        R8_UNROLL(4) for (int s = 0; s < 4; s++) {
+            u->sc[4 * hh + s] = r8q6_scales_zmm(t + 16 + 8 * (8 * h + 2 * s + half), gb);
+            R8_UNROLL(4) for (int i = 0; i < 4; i++) {
+                const uint8_t *p = q + 96 * (4 * hh + i);
+                u->w[4 * (4 * hh + s) + i] = r8_q6_K_pair_w(r8k_load_zmm(p + 32 * (s & 1), gb), r8k_load_zmm(p + 64, gb), s);
+            }
+        }
+    }
+    u->d = r8k_f16_zmm(t, gb);
+}
+
+/* one unpacked Q4_K or Q5_K block against C columns (block pointers y) into acc, accm (one vector a column) */
+AINLINE void r8w_k_cols(const r8w_block *u, const bq8_K *const *y, const int C, __m512 *acc, __m512 *accm) {
+    __m512i sumi[R8W_COLS];
+    for (int c = 0; c < C; c++) sumi[c] = _mm512_setzero_si512();
+    for (int sb = 0; sb < 8; sb++) {
+        __m512i part[R8W_COLS];
+        for (int c = 0; c < C; c++) part[c] = _mm512_setzero_si512();
+        R8_UNROLL(8) for (int j = 0; j < 8; j++) {
+            const __m512i w = u->w[8 * sb + j];
+            for (int c = 0; c < C; c++)
+                part[c] = _mm512_dpbusd_epi32(part[c], w, _mm512_set1_epi32(r8w_four(y[c]->qs + 32 * sb + 4 * j)));
+        }
+        for (int c = 0; c < C; c++) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(part[c], u->sc[sb]));
+    }
+    for (int c = 0; c < C; c++) {
+        int32_t pairs[4];
+        q8k_sub_block_pairs(y[c], pairs);
+        __m512i summ = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++) summ = _mm512_add_epi32(summ, _mm512_madd_epi16(u->mins[p], _mm512_set1_epi32(pairs[p])));
+        const __m512 yd = _mm512_set1_ps(y[c]->d);
+        acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, yd), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+        accm[c] = _mm512_fmadd_ps(_mm512_mul_ps(u->dm, yd), _mm512_cvtepi32_ps(summ), accm[c]);
+    }
+}
+
+/* one unpacked Q6_K block against C columns into acc */
+AINLINE void r8w_q6_cols(const r8w_block *u, const bq8_K *const *y, const int C, __m512 *acc) {
+    __m512i sumi[R8W_COLS];
+    for (int c = 0; c < C; c++) sumi[c] = _mm512_setzero_si512();
+    for (int sub = 0; sub < 16; sub++) {
+        const int hh = sub / 4, s = sub % 4, h = hh / 2, half = hh % 2;
+        __m512i part[R8W_COLS];
+        for (int c = 0; c < C; c++) part[c] = _mm512_set1_epi32(-32 * y[c]->bsums[8 * h + 2 * s + half]);
+        R8_UNROLL(4) for (int i = 0; i < 4; i++) {
+            const __m512i w = u->w[4 * sub + i];
+            for (int c = 0; c < C; c++)
+                part[c] = _mm512_dpbusd_epi32(part[c], w,
+                                              _mm512_set1_epi32(r8w_four(y[c]->qs + 128 * h + 32 * s + 4 * (4 * half + i))));
+        }
+        for (int c = 0; c < C; c++) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(part[c], u->sc[sub]));
+    }
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, _mm512_set1_ps(y[c]->d)), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+}
+
+#define R8W_CALL(C) (T == T_Q6_K ? r8w_q6_cols(&u, y + c0, C, acc + c0) : r8w_k_cols(&u, y + c0, C, acc + c0, accm + c0))
+/* type T's two groups (x, gb bytes apart) against nc <= R8_MAX_COLS columns (by bytes apart from vy) into out */
+AINLINE void r8w_wide(const int T, int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, int nc,
+                      float *out) {
+    const int tile = r8_tile(T);
+    __m512 acc[R8_MAX_COLS], accm[R8_MAX_COLS];
+    for (int c = 0; c < nc; c++) acc[c] = accm[c] = _mm512_setzero_ps();
+    r8w_block u;
+    const bq8_K *y[R8_MAX_COLS];
+    for (int64_t b = 0; b < k / QKK; b++) {
+        const uint8_t *t = x + b * tile;
+        if (T == T_Q6_K) r8w_unpack_q6(t, gb, &u);
+        else r8w_unpack_k(T, t, gb, &u);
+        for (int c = 0; c < nc; c++) y[c] = (const bq8_K *)((const char *)vy + c * by) + b;
+        for (int c0 = 0; c0 < nc;) {
+            const int w = nc - c0 >= R8W_COLS ? R8W_COLS : nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
+            switch (w) {
+            case 1: R8W_CALL(1); break;
+            case 2: R8W_CALL(2); break;
+            case 4: R8W_CALL(4); break;
+            case 8: R8W_CALL(8); break;
+            default: R8W_CALL(R8W_COLS); break;
+            }
+            c0 += w;
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        _mm512_storeu_ps(out + c * 2 * R8_ROWS, T == T_Q6_K ? acc[c] : _mm512_sub_ps(acc[c], accm[c]));
+}
+#undef R8W_CALL
+static void r8w_q4_K(int64_t k, const void *x, size_t gb, const void *y, size_t by, int nc, float *out) {
+    r8w_wide(T_Q4_K, k, (const uint8_t *)x, gb, y, by, nc, out);
+}
+static void r8w_q5_K(int64_t k, const void *x, size_t gb, const void *y, size_t by, int nc, float *out) {
+    r8w_wide(T_Q5_K, k, (const uint8_t *)x, gb, y, by, nc, out);
+}
+static void r8w_q6_K(int64_t k, const void *x, size_t gb, const void *y, size_t by, int nc, float *out) {
+    r8w_wide(T_Q6_K, k, (const uint8_t *)x, gb, y, by, nc, out);
+}
+#endif
 #undef R8K_VNNI_ymm
 #undef R8K_DOT_ymm
 #undef R8K_VNNI_zmm
@@ -436,9 +579,22 @@ static void XSFX(r8_q4_1)(int64_t k, const void *x, size_t gb, int ng, const voi
 #define R8K_PAIRS(t)
 #endif
 #define R8K_NO_PAIRS(t)
-#define R8K_ENTRY(t, PAIRS)                                                                                 \
+/* the wide passes from R8W_MIN_COLS columns on (AVX512-VNNI, the K types) */
+#define R8W_MIN_COLS 8
+#if defined(__AVX512F__) && defined(PGC_VNNI512)
+#define R8K_WIDE(t)                                                                                         \
+    if (ng == 2 && nc >= R8W_MIN_COLS) {                                                                    \
+        r8w_##t(k, x, gb, y, by, nc, out);                                                                  \
+        return;                                                                                             \
+    }
+#else
+#define R8K_WIDE(t)
+#endif
+#define R8K_NO_WIDE(t)
+#define R8K_ENTRY(t, PAIRS, WIDE)                                                                           \
     static void XSFX(r8_##t)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, \
                              float *out) {                                                                  \
+        WIDE(t)                                                                                             \
         for (int c0 = 0; c0 < nc;) {                                                                        \
             const int w = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;                      \
             const char *yc = (const char *)y + c0 * by;                                                     \
@@ -466,18 +622,20 @@ static void XSFX(r8_q4_1)(int64_t k, const void *x, size_t gb, int ng, const voi
 #define R8K_ONE_q4_K(C) r8_q4_K_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
 #define R8K_ONE_q5_K(C) r8_q5_K_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
 #define R8K_ONE_q6_K(C) r8_q6_K_cols(k, (const uint8_t *)x + g * gb, gb, yc, by, C, o)
-R8K_ENTRY(q4_0, R8K_PAIRS)
-R8K_ENTRY(q5_0, R8K_PAIRS)
-R8K_ENTRY(q5_1, R8K_PAIRS)
+R8K_ENTRY(q4_0, R8K_PAIRS, R8K_NO_WIDE)
+R8K_ENTRY(q5_0, R8K_PAIRS, R8K_NO_WIDE)
+R8K_ENTRY(q5_1, R8K_PAIRS, R8K_NO_WIDE)
 #if defined(PGC_VNNI512)
-R8K_ENTRY(q8_0, R8K_PAIRS)
+R8K_ENTRY(q8_0, R8K_PAIRS, R8K_NO_WIDE)
 #else
-R8K_ENTRY(q8_0, R8K_NO_PAIRS)
+R8K_ENTRY(q8_0, R8K_NO_PAIRS, R8K_NO_WIDE)
 #endif
-R8K_ENTRY(q4_K, R8K_PAIRS)
-R8K_ENTRY(q5_K, R8K_PAIRS)
-R8K_ENTRY(q6_K, R8K_PAIRS)
+R8K_ENTRY(q4_K, R8K_PAIRS, R8K_WIDE)
+R8K_ENTRY(q5_K, R8K_PAIRS, R8K_WIDE)
+R8K_ENTRY(q6_K, R8K_PAIRS, R8K_WIDE)
 #undef R8K_ENTRY
 #undef R8K_PAIRS
 #undef R8K_NO_PAIRS
+#undef R8K_WIDE
+#undef R8K_NO_WIDE
 #undef R8K_CASES

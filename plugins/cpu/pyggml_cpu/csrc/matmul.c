@@ -81,11 +81,11 @@ static void rows_dot(int t0, int64_t K, const char *x, int64_t bx, const char *y
 static void r8_tile(int t0, int64_t K, const char *x0, int64_t nb01, int64_t r0, int64_t r1, const char *y0,
                     int64_t rs1, int64_t c0, int64_t c1, const pgc_node *n, int64_t i12, int64_t i13) {
     const int64_t nb0 = n->nb[0][0];
-    for (int64_t ic = c0; ic < c1; ic += R8_COLS) {
-        const int nc = c1 - ic < R8_COLS ? (int)(c1 - ic) : R8_COLS;
+    for (int64_t ic = c0; ic < c1; ic += R8_MAX_COLS) {
+        const int nc = c1 - ic < R8_MAX_COLS ? (int)(c1 - ic) : R8_MAX_COLS;
         for (int64_t r = r0; r < r1; r += R8_GROUPS * R8_ROWS) {
             const int rows = r1 - r < R8_GROUPS * R8_ROWS ? (int)(r1 - r) : R8_GROUPS * R8_ROWS;
-            float o[R8_COLS * R8_GROUPS * R8_ROWS];
+            float o[R8_MAX_COLS * R8_GROUPS * R8_ROWS];
             pgc_S.r8[t0](K, x0 + (r - r0) * nb01, (size_t)(R8_ROWS * nb01), rows / R8_ROWS, y0 + ic * rs1,
                          (size_t)rs1, nc, o);
             for (int c = 0; c < nc; c++) {
@@ -114,7 +114,9 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     const int64_t r2 = ne12 / ne02, r3 = ne13 / ne03;
     const pgc_vec_dot2_fn vd2 = pgc_blck_size(t0) > 1 ? pgc_S.vec_dot2[t0] : NULL;
     const pgc_q_tiles_fn q_tiles = conv && N >= 2 && pgc_blck_size(t0) > 1 ? pgc_S.q_tiles[t0] : NULL;
-    const int64_t nbr = (M + TILE_R - 1) / TILE_R, nbc = (N + TILE_C - 1) / TILE_C;
+    /* R8 tiles take more columns: a wide pass unpacks each block of the weights once for all of them */
+    const int64_t tc = r8 ? R8_MAX_COLS : TILE_C;
+    const int64_t nbr = (M + TILE_R - 1) / TILE_R, nbc = (N + tc - 1) / tc;
     int64_t u0, u1;
     if (t0 == T_F16 && N == 1 && r2 > 1) { /* decode attention: src0's matrix i02 against its r2 columns at once */
         pgc_split(ne02 * ne13 * nbr, c->ith, c->nth, &u0, &u1);
@@ -135,28 +137,28 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
         int64_t i12 = b % ne12, i13 = b / ne12;
         int64_t i02 = i12 / r2, i03 = i13 / r3;
         int64_t ir1 = br * TILE_R + TILE_R < M ? br * TILE_R + TILE_R : M;
-        int64_t ic1 = bc * TILE_C + TILE_C < N ? bc * TILE_C + TILE_C : N;
+        int64_t ic1 = bc * tc + tc < N ? bc * tc + tc : N;
         const int64_t nb01 = n->nb[1][1], nb0 = n->nb[0][0];
         const char *x0 = pgc_ptr(n, 1, 0, br * TILE_R, i02, i03);
         if (r8) { /* conv is always set: R8 types are quantised */
-            r8_tile(t0, K, x0, nb01, br * TILE_R, ir1, c->wdata + (i13 * ne12 + i12) * N * rs1, rs1, bc * TILE_C, ic1,
+            r8_tile(t0, K, x0, nb01, br * TILE_R, ir1, c->wdata + (i13 * ne12 + i12) * N * rs1, rs1, bc * tc, ic1,
                     n, i12, i13);
             continue;
         }
         if (f16_tiles) { /* the whole tile in one call (converted columns: rs1 apart) */
             pgc_S.dot_f16_tiles(K, (const uint16_t *)x0, (size_t)nb01, ir1 - br * TILE_R,
-                                (const float *)(c->wdata + ((i13 * ne12 + i12) * N + bc * TILE_C) * rs1), (size_t)rs1,
-                                ic1 - bc * TILE_C, pgc_ptr(n, 0, 0, bc * TILE_C, i12, i13) + br * TILE_R * nb0,
+                                (const float *)(c->wdata + ((i13 * ne12 + i12) * N + bc * tc) * rs1), (size_t)rs1,
+                                ic1 - bc * tc, pgc_ptr(n, 0, 0, bc * tc, i12, i13) + br * TILE_R * nb0,
                                 (size_t)nb0, (size_t)n->nb[0][1]);
             continue;
         }
         if (q_tiles) { /* the whole tile in one call, as for F16 */
-            q_tiles(K, x0, (size_t)nb01, ir1 - br * TILE_R, c->wdata + ((i13 * ne12 + i12) * N + bc * TILE_C) * rs1,
-                    (size_t)rs1, ic1 - bc * TILE_C, pgc_ptr(n, 0, 0, bc * TILE_C, i12, i13) + br * TILE_R * nb0,
+            q_tiles(K, x0, (size_t)nb01, ir1 - br * TILE_R, c->wdata + ((i13 * ne12 + i12) * N + bc * tc) * rs1,
+                    (size_t)rs1, ic1 - bc * tc, pgc_ptr(n, 0, 0, bc * tc, i12, i13) + br * TILE_R * nb0,
                     (size_t)nb0, (size_t)n->nb[0][1]);
             continue;
         }
-        for (int64_t ic = bc * TILE_C; ic < ic1; ic++) {
+        for (int64_t ic = bc * tc; ic < ic1; ic++) {
             const char *y = conv ? c->wdata + ((i13 * ne12 + i12) * N + ic) * rs1 : pgc_ptr(n, 2, 0, ic, i12, i13);
             char *d = pgc_ptr(n, 0, 0, ic, i12, i13) + br * TILE_R * nb0;
             const char *x = x0;

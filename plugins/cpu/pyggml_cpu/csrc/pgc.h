@@ -279,7 +279,7 @@ typedef void (*pgc_f16_tiles_fn)(int64_t n, const uint16_t *x, size_t bx, int64_
 typedef void (*pgc_q_tiles_fn)(int64_t n, const void *x, size_t bx, int64_t nr, const void *y, size_t by, int64_t nc,
                                char *d, size_t dr, size_t dc);
 /* R8 (repack.h): a node's type | PGC_R8 marks a slot holding weights in the R8 layout (MUL_MAT's src0 only). A
-   kernel takes ng <= R8_GROUPS groups of R8_ROWS rows (k values each, groups gb bytes apart) against nc <= R8_COLS
+   kernel takes ng <= R8_GROUPS groups of R8_ROWS rows (k values each, groups gb bytes apart) against nc <= R8_MAX_COLS
    activation rows (the weight type's dot partner, by bytes apart, from y) into out[(c * ng + g) * R8_ROWS + r],
    with the arithmetic repack.c's portable kernels define: for Q4_1 ggml's AVX2 vec_dot's (the plain kernels' bits
    on the x86 levels, which sum in that order too; the portable and NEON plain kernels sum in others), for the
@@ -287,6 +287,8 @@ typedef void (*pgc_q_tiles_fn)(int64_t n, const void *x, size_t bx, int64_t nr, 
 #define R8_ROWS 8
 #define R8_COLS 8
 #define R8_GROUPS 2
+/* the most columns one kernel call takes (a wide pass unpacks a tile's block once for all of them) */
+#define R8_MAX_COLS 64
 typedef void (*pgc_r8_fn)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, float *out);
 /* the one- and two-column table entries `name` of a kernel `cols(n, s, x, ys, NC)` written for NC columns */
 #define PGC_VD1_ENTRY(name, cols)                                                                         \

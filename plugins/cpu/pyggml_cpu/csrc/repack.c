@@ -322,9 +322,9 @@ int pgc_r8_matmul(int type, const void *x, int64_t nrows, int64_t k, const void 
     const size_t group = (size_t)R8_ROWS * (size_t)pgc_row_size(type, k);
     const size_t by = (size_t)pgc_row_size(pgc_vec_dot_type(type), k);
     const int64_t ngroups = nrows / R8_ROWS;
-    float o[R8_COLS * R8_GROUPS * R8_ROWS];
-    for (int64_t c0 = 0; c0 < ny; c0 += R8_COLS) {
-        const int nc = ny - c0 < R8_COLS ? (int)(ny - c0) : R8_COLS;
+    float o[R8_MAX_COLS * R8_GROUPS * R8_ROWS];
+    for (int64_t c0 = 0; c0 < ny; c0 += R8_MAX_COLS) {
+        const int nc = ny - c0 < R8_MAX_COLS ? (int)(ny - c0) : R8_MAX_COLS;
         for (int64_t g = 0; g < ngroups; g += R8_GROUPS) {
             const int ng = ngroups - g < R8_GROUPS ? (int)(ngroups - g) : R8_GROUPS;
             pgc_S.r8[type](k, (const char *)x + g * group, group, ng, (const char *)y + c0 * by, by, nc, o);
