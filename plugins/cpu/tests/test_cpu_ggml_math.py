@@ -135,9 +135,12 @@ def _level_available(level: int) -> bool:
 F16Shape = tuple[int, int, int, tuple[int, int], tuple[int, int]]
 # (k, m, n, weight batch, activation batch): k % 8 == 0, m % 4 == 0 and n >= 2 take tinyBLAS's order in ggml;
 # n from 2 to 10 and 17, 33 cross the register tiles of every level (4 x 3 AVX2, 4 x 8 AVX-512) and their
-# remainders; the last case broadcasts the weights (ne12 = 3 * ne02, ne13 = 2 * ne03)
+# remainders; AVX-512 takes k <= 256 as panels of 16 rows against 512 columns that run across the heads sharing
+# a matrix (k = 256, 264 around that bound; 2 x 300 columns cross a chunk inside a head); the last case broadcasts
+# the weights (ne12 = 3 * ne02, ne13 = 2 * ne03)
 F16_SHAPES: list[F16Shape] = [(72, 20, n, (1, 2), (1, 2)) for n in range(2, 11)] + [
-    (136, 36, 17, (1, 2), (1, 2)), (64, 4, 33, (1, 1), (1, 1)), (40, 12, 5, (1, 2), (2, 6)),
+    (136, 36, 17, (1, 2), (1, 2)), (64, 4, 33, (1, 1), (1, 1)), (256, 20, 7, (1, 1), (1, 1)),
+    (264, 8, 3, (1, 1), (1, 1)), (64, 20, 300, (1, 2), (1, 4)), (40, 12, 5, (1, 2), (2, 6)),
 ]
 
 

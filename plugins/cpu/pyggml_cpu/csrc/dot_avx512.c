@@ -189,6 +189,73 @@ static void dot_f16_tiles_zmm(int64_t n, const uint16_t *x, size_t bx, int64_t n
     f16_tiles_drive(n, x, bx, nr, y, by, nc, d, dr, dc, tiles, 8);
 }
 
+/* F16 panels (pgc_f16_panel_fn): tinyBLAS's order with the rows as the vector. Sixteen weight rows are converted
+   and transposed once (p[16 i + r] = x[r][i]) for all the columns; an output's eight lane sums (lane l: values l,
+   l + 8, ... in order, one FMA chain each, the first from zero) are computed for the 16 rows at once, C columns
+   side by side, and added in hsum's tree ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)): dot_f16_tiles' bits with no
+   horizontal sums, where a prompt's attention (n = 64 or 128 values a row) spent as much on them as on its FMAs. */
+#define F16P_COLS 6
+#define F16P_CHUNK 128 /* values a pass over the panel takes (8 KiB of it: in L1 whatever n) */
+AINLINE void f16p_cols(const float *p, int64_t n, const float *const *yc, const int C, char *d, size_t dr,
+                       size_t dc, int m) {
+    __m512 acc[8][F16P_COLS]; /* the eight lane sums of each column, carried from chunk to chunk */
+    for (int64_t i0 = 0; i0 < n; i0 += F16P_CHUNK) {
+        const int64_t i1 = n - i0 < F16P_CHUNK ? n : i0 + F16P_CHUNK;
+        for (int l = 0; l < 8; l++) {
+            __m512 a[F16P_COLS];
+            for (int c = 0; c < C; c++) a[c] = i0 ? acc[l][c] : _mm512_setzero_ps();
+            for (int64_t i = i0 + l; i < i1; i += 8) {
+                const __m512 pv = _mm512_load_ps(p + 16 * i);
+                for (int c = 0; c < C; c++) a[c] = _mm512_fmadd_ps(pv, _mm512_set1_ps(yc[c][i]), a[c]);
+            }
+            for (int c = 0; c < C; c++) acc[l][c] = a[c];
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        const __m512 u0 = _mm512_add_ps(_mm512_add_ps(acc[0][c], acc[4][c]), _mm512_add_ps(acc[2][c], acc[6][c]));
+        const __m512 u1 = _mm512_add_ps(_mm512_add_ps(acc[1][c], acc[5][c]), _mm512_add_ps(acc[3][c], acc[7][c]));
+        const __m512 out = _mm512_add_ps(u0, u1);
+        if (dr == sizeof(float)) {
+            _mm512_mask_storeu_ps(d + c * dc, (__mmask16)((1u << m) - 1), out);
+        } else {
+            float o[16];
+            _mm512_storeu_ps(o, out);
+            for (int r = 0; r < m; r++) *(float *)(d + r * dr + c * dc) = o[r];
+        }
+    }
+}
+
+static void dot_f16_panel_zmm(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
+                              int64_t nc, char *d, size_t dr, size_t dc, char *scratch) {
+    float *p = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    if (nr < F16_PANEL_ROWS) memset(p, 0, sizeof(float) * F16_PANEL_ROWS * (size_t)n);
+    const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(F16_PANEL_ROWS));
+    for (int64_t r = 0; r < nr; r++) {
+        const uint16_t *xr = (const uint16_t *)((const char *)x + r * bx);
+        for (int64_t i = 0; i < n; i += 16) {
+            const __mmask16 k = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            const __m512 v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, xr + i));
+            _mm512_mask_i32scatter_ps(p + F16_PANEL_ROWS * i + r, k, at, v, 4);
+        }
+    }
+    for (int64_t c0 = 0; c0 < nc;) {
+        const float *yc[F16P_COLS];
+        const int w = nc - c0 >= F16P_COLS ? F16P_COLS : (int)(nc - c0);
+        for (int c = 0; c < w; c++) yc[c] = (const float *)((const char *)y + (c0 + c) * by);
+        char *dd = d + c0 * dc;
+        switch (w) {
+        case 1: f16p_cols(p, n, yc, 1, dd, dr, dc, (int)nr); break;
+        case 2: f16p_cols(p, n, yc, 2, dd, dr, dc, (int)nr); break;
+        case 3: f16p_cols(p, n, yc, 3, dd, dr, dc, (int)nr); break;
+        case 4: f16p_cols(p, n, yc, 4, dd, dr, dc, (int)nr); break;
+        case 5: f16p_cols(p, n, yc, 5, dd, dr, dc, (int)nr); break;
+        default: f16p_cols(p, n, yc, F16P_COLS, dd, dr, dc, (int)nr); break;
+        }
+        c0 += w;
+    }
+}
+
 #include "dot_avx512_kpairs.h" /* the K-quants' prompt tiles */
 
 /* Measured here: the K-quant dots gain from 32 registers; the 32-block dots run fastest as the VEX AVX-VNNI
@@ -222,6 +289,7 @@ void pgc_simd_avx512(pgc_simd *s, int vnni) {
     s->dot_f16_ggml = dot_f16_ggml_zmm;
     s->dot_f16_ggml_tiles = dot_f16_ggml_tiles_zmm;
     s->dot_f16_tiles = dot_f16_tiles_zmm;
+    s->dot_f16_panel = dot_f16_panel_zmm;
     s->level = vnni ? 4 : 3;
 }
 #endif

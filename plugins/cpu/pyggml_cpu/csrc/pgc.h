@@ -274,6 +274,11 @@ typedef void (*pgc_vec_dotr_fn)(int64_t n, float *s, const void *x, size_t bx, c
    by bytes apart): output (r, c) to the float at d + r * dr + c * dc (dot_f16_tiles: n % 8 == 0) */
 typedef void (*pgc_f16_tiles_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
                                  int64_t nc, char *d, size_t dr, size_t dc);
+/* dot_f16_tiles' bits for up to F16_PANEL_ROWS rows against many columns, the rows as the vector: scratch holds
+   F16_PANEL_ROWS * 4 * n + 64 bytes (the rows converted and transposed once for all nc columns) */
+#define F16_PANEL_ROWS 16
+typedef void (*pgc_f16_panel_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
+                                 int64_t nc, char *d, size_t dr, size_t dc, char *scratch);
 /* nr quantised weight rows (from x, bx bytes apart) against nc converted activation rows (from y, by bytes apart):
    output (r, c) to the float at d + r * dr + c * dc, each with vec_dot's bits (a prompt matmul's tile) */
 typedef void (*pgc_q_tiles_fn)(int64_t n, const void *x, size_t bx, int64_t nr, const void *y, size_t by, int64_t nc,
@@ -313,6 +318,7 @@ typedef struct pgc_simd {
     pgc_dot_f16_fn dot_f16_ggml;
     pgc_f16_tiles_fn dot_f16_ggml_tiles; /* dot_f16_ggml of a tile: mat-vecs, and decode attention's query heads */
     pgc_f16_tiles_fn dot_f16_tiles;
+    pgc_f16_panel_fn dot_f16_panel; /* dot_f16_tiles' bits, a panel of rows at once (NULL: dot_f16_tiles only) */
     pgc_round_f16_fn round_f16; /* F16 weights' activations rounded to F16 first, as ggml converts them */
     pgc_vec_dot_fn vec_dot[T_COUNT];   /* quantised row x its dot partner row */
     pgc_vec_dot2_fn vec_dot2[T_COUNT]; /* ... x two partner rows (NULL: use vec_dot twice) */
