@@ -6,8 +6,8 @@
 # gcc-aarch64-linux-gnu + qemu-user let the cpu plugin's tests build and run its arm64 NEON kernels here;
 # g++, cmake and ninja-build build ggml's own CPU library (make llama-cpp-ref), the reference of the bit tests;
 # Open MPI (openmpi-bin, libopenmpi-dev) and mpi4py run the meta device's tensor split across processes.
-# spirv-cross translates the Vulkan shaders' SPIR-V to MSL for the Metal plugin (its emulator, plugins/metal/sim, builds
-# that with g++).
+# spirv-cross translates the GLSL shaders' SPIR-V (pyggml-glsl, glsl/) to MSL for the Metal plugin (its emulator,
+# plugins/metal/sim, builds that with g++).
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -19,8 +19,9 @@ APT_PACKAGES := python3 python3-venv python3-dev gcc make git graphviz \
 	libopenblas-dev gcc-aarch64-linux-gnu qemu-user g++ cmake ninja-build openmpi-bin libopenmpi-dev spirv-cross
 PLUGINS := $(wildcard plugins/cpu plugins/opencl plugins/vulkan plugins/cuda plugins/metal plugins/rpc)
 EXTRAS := $(wildcard conformance examples/llama examples/train_mlp)
-# pyggml-dialect: the kernel texts and op rules the OpenCL and CUDA plugins share, installed before them
-SHARED := dialect
+# pyggml-dialect: the kernel texts and op rules the OpenCL and CUDA plugins share; pyggml-glsl: the shaders and op
+# rules the Vulkan and Metal plugins share; both installed before the plugins
+SHARED := dialect glsl
 # test tooling, installed editable after the plugins, never built as wheels (wheels-smoke) nor part of pyggml[all]:
 # one plugin's test support beside its tests (pyggml-cuda-testing, pyggml-rpc-testing), the Metal emulator
 # (pyggml-metal-sim: MetalSim0), and testing/ (pyggml-testing), what several test folders share
@@ -55,7 +56,7 @@ system-deps:
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml $(wildcard plugins/*/pyproject.toml conformance/pyproject.toml examples/*/pyproject.toml) \
-		dialect/pyproject.toml $(addsuffix /pyproject.toml,$(TESTING))
+		$(addsuffix /pyproject.toml,$(SHARED)) $(addsuffix /pyproject.toml,$(TESTING))
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	$(PIP) install -q -e '.[dev,mpi]'
@@ -65,7 +66,7 @@ $(VENV)/.installed: pyproject.toml $(wildcard plugins/*/pyproject.toml conforman
 	touch $@
 
 lint:
-	$(VENV)/bin/ruff check core dialect conformance plugins examples benchmarks testing
+	$(VENV)/bin/ruff check core $(SHARED) conformance plugins examples benchmarks testing
 	@big=$$(git ls-files -z 2>/dev/null | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); \
 	if [ -n "$$big" ]; then echo "tracked files over 1 MB (the repository holds sources only):"; echo "$$big"; exit 1; fi
 

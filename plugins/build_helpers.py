@@ -1,6 +1,7 @@
 """What the plugins' build hooks (plugins/*/setup.py) share: the setup of a plugin with a cffi extension (cpu, rpc),
 the build_py step of a plugin whose kernels its own build module generates at build time (vulkan: SPIR-V, metal:
-MSL; the module loaded by path, before the plugin is importable), and an sdist command that carries this file.
+MSL; the module loaded by path, before the plugin is importable), where those two find the GLSL they build
+(`glsl_shaders`: pyggml-glsl's), and an sdist command that carries this file.
 
 A cffi extension uses only Python's stable ABI (cffi builds it with Py_LIMITED_API), so its wheel is tagged
 cp311-abi3: one wheel for CPython 3.11 and every later 3.x (`make wheels-smoke` makes it manylinux with `auditwheel
@@ -94,6 +95,22 @@ class Sdist(sdist):
     def make_release_tree(self, base_dir: str, files: list[str]) -> None:
         super().make_release_tree(base_dir, files)
         shutil.copyfile(HERE, Path(base_dir) / HERE.name)
+
+
+def glsl_shaders() -> Path:
+    """The shaders of pyggml-glsl, which the Vulkan and Metal builds compile (their build env need not have
+    pyggml-glsl installed): the checkout's `glsl/pyggml_glsl/shaders` beside plugins/ (a wheel or editable build
+    from the repository), else those of an importable pyggml_glsl (an sdist built with --no-build-isolation where
+    pyggml-glsl is installed); SetupError when neither exists."""
+    tree = HERE.parent.parent / "glsl" / "pyggml_glsl" / "shaders"
+    if tree.is_dir():
+        return tree
+    spec = importlib.util.find_spec("pyggml_glsl")
+    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(loc) / "shaders").is_dir():
+            return Path(loc) / "shaders"
+    raise SetupError("the GLSL shaders this plugin builds are pyggml-glsl's, which is neither in this checkout "
+                     f"({tree}) nor importable: pip install pyggml-glsl, then build with --no-build-isolation")
 
 
 def load_by_path(name: str, path: Path) -> ModuleType:

@@ -1,4 +1,4 @@
-"""The `pyggml` command: devices, plugins, info, graph pictures, and the subcommands of installed distributions
+"""The `pyggml` command: devices, plugins, options, info, graph pictures, and the subcommands of installed distributions
 (entry points of group pyggml.commands: `conformance` from pyggml-conformance, `rpc-server` from pyggml-rpc).
 
 Bad options are argparse's one-line usage errors (status 2); a failure the program can name is one line
@@ -118,6 +118,29 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         if p["error"]:
             last = p["error"].strip().splitlines()[-1]
             print(f"{'':<12} error: {last}")
+    return 0
+
+
+def cmd_options(args: argparse.Namespace) -> int:
+    """Every options group (pyggml's, then each loaded registry's, docs/options.md) with its current values: a
+    core group as the environment sets it now, a registry's as its devices use it (named)."""
+    from pyggml.backend.option_catalog import current, undeclared
+
+    rows = [g.report() for g in current(hub())]
+    if args.json:
+        print(json.dumps({"groups": rows, "undeclared": undeclared(hub())}, indent=2))
+        return 0
+    for r in rows:
+        devs = f"; devices: {', '.join(r['devices'])}" if r["devices"] else ""
+        print(f"{r['group']} ({r['class']}, {r['owner']}{devs})")
+        if r["error"]:
+            print(f"  error: {r['error']}")
+        for o in r["options"]:
+            mark = "*" if o["per_backend"] else " "
+            value = "-" if o["value"] is None else o["value"]
+            print(f"  {mark} {o['name']:<16} {o['variable'] or '-':<28} {value}")
+    print(f"registries that declare no options: {', '.join(undeclared(hub())) or 'none'}")
+    print("(* per backend: Device.init_backend(params) takes it; docs/options.md says what each one does)")
     return 0
 
 
@@ -250,6 +273,9 @@ def _main(argv: list[str]) -> int:
     p = sub.add_parser("plugins", help="list backend plugins (entry points) and their load status")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_plugins)
+    p = sub.add_parser("options", help="every option of pyggml and of each device, with its variable and value")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_options)
     p = sub.add_parser("info", help="environment report (JSON)")
     p.set_defaults(fn=cmd_info)
     p = sub.add_parser("graph", help="render a graph to DOT or SVG")

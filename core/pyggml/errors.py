@@ -45,8 +45,14 @@ class ComputeError(PyGGMLError, RuntimeError):
     """A backend failed while computing a node; the message names the node."""
 
 
-class BackendParamsError(PyGGMLError, ValueError):
-    """`init_backend` params that the device does not take (an unknown option, or a bad value)."""
+class OptionError(PyGGMLError, ValueError):
+    """An option's value that does not parse or is out of range (`pyggml.backend.options`): from the environment
+    (the message names the variable and its value) or given in code."""
+
+
+class BackendParamsError(OptionError):
+    """`init_backend` params that the device does not take (an unknown option, one fixed when its devices are
+    enumerated, or a bad value); the message names the device and the option."""
 
 
 class OptimizerParamsError(PyGGMLError, ValueError):

@@ -19,7 +19,8 @@ def test_every_public_method_is_listed_with_its_types() -> None:
     text = protocol_docs.render()
     assert "| `write(offset: int, data: Bytes) -> None` | required |" in text
     assert "| `read(offset: int, size: int) -> Bytes` | required |" in text
-    assert "| `init_backend(params: str \\| None = None) -> Backend` | default |" in text
+    assert "| `init_backend(params: BackendParams = None) -> Backend` | default |" in text
+    assert "| `options() -> Options` | default |" in text
     assert "| `new_backend() -> Backend` | default |" in text
     assert "| `memory() -> tuple[int, int]` | required | (free, total) bytes. |" in text
     assert "Constructor: `Buffer(buft: BufferType, size: int)`" in text

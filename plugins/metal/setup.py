@@ -1,5 +1,5 @@
-"""Build step: the Vulkan plugin's GLSL shaders -> SPIR-V -> MSL (+ a binding layout per kernel) into the package's
-msl/ folder (pyggml_metal/mslgen.py).
+"""Build step: pyggml-glsl's GLSL shaders (found by build_helpers.glsl_shaders) -> SPIR-V -> MSL (+ a binding layout
+per kernel) into the package's msl/ folder (pyggml_metal/mslgen.py).
 
 A wheel always carries its MSL: building one fails when glslangValidator or spirv-cross is missing or a shader does
 not translate. An editable install goes on without the tools, with a warning: the MSL is then generated at first use
@@ -16,14 +16,15 @@ from setuptools import setup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # plugins/build_helpers.py in a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # an sdist's copy of it, first
-from build_helpers import Kernels, Sdist, kernels_build_py
+from build_helpers import Kernels, Sdist, glsl_shaders, kernels_build_py
 
 HERE = Path(__file__).resolve().parent
 
 
 def msl(gen: ModuleType) -> Kernels:
+    src = glsl_shaders()
     return Kernels(
-        generate=gen.generate_all, error=gen.MslBuildError, folder=gen.MSL_DIR,
+        generate=lambda out: gen.generate_all(out, src), error=gen.MslBuildError, folder=gen.MSL_DIR,
         ships="pyggml-metal ships its kernels as MSL, generated when the wheel is built",
         at_first_use="the MSL will be generated at first use",
         editable_tolerates=lambda e: True,  # any failure: the MSL is generated at first use

@@ -3,14 +3,14 @@ there (`make wheels-smoke`; nothing of the editable install in .venv is reused):
 
     python -m pyggml_testing.wheels_smoke [--dist DIR] [PROJECT_DIR ...]
 
-1. `python -m build --wheel` per distribution (default: the core, the GPU plugins' shared dialect kernels, every
-   plugin, conformance, examples/* but the toy backend), one after another, each in its own isolated build env,
-   from a copy of the files git lists (tracked or not ignored): nothing an editable install left in the tree
-   (extensions, SPIR-V, egg-info) goes into a wheel;
+1. `python -m build --wheel` per distribution (default: the core, the GPU plugins' shared dialect kernels and GLSL
+   shaders, every plugin, conformance, examples/* but the toy backend), one after another, each in its own isolated
+   build env, from a copy of the files git lists (tracked or not ignored): nothing an editable install left in the
+   tree (extensions, SPIR-V, egg-info) goes into a wheel;
 2. a wheel with a compiled extension (pyggml-cpu, pyggml-rpc: cffi, stable ABI) is repaired to manylinux with
    `auditwheel repair`, and `auditwheel show` must name a manylinux platform;
-3. every wheel carries its LICENSE, `License-Expression: MIT` and a long description; the Vulkan wheel one SPIR-V
-   module per shader;
+3. every wheel carries its LICENSE, `License-Expression: MIT` and a long description; the GLSL wheel its shaders, the
+   Vulkan wheel one SPIR-V module per shader;
 4. a fresh venv gets the third-party dependencies downloaded from the package index into DIR/deps, then
    `pip install --no-index --find-links DIR --find-links DIR/deps 'pyggml[all]' pyggml-conformance pyggml-llama
    pyggml-train-mlp`,
@@ -40,8 +40,8 @@ from pathlib import Path
 from pyggml_testing.rpc_servers import free_port, stop, wait_listening
 
 REPO = Path(__file__).resolve().parents[2]
-OWN_DISTS = ("pyggml", "pyggml-dialect", "pyggml-cpu", "pyggml-opencl", "pyggml-vulkan", "pyggml-cuda", "pyggml-metal",
-             "pyggml-rpc", "pyggml-conformance", "pyggml-llama", "pyggml-train-mlp")
+OWN_DISTS = ("pyggml", "pyggml-dialect", "pyggml-glsl", "pyggml-cpu", "pyggml-opencl", "pyggml-vulkan", "pyggml-cuda",
+             "pyggml-metal", "pyggml-rpc", "pyggml-conformance", "pyggml-llama", "pyggml-train-mlp")
 INSTALL = ["pyggml[all]", "pyggml-conformance", "pyggml-llama", "pyggml-train-mlp"]
 EXCLUDED = ("toy_backend",)
 """examples/ projects that are not part of the release (the example plugin: `make toy-backend` tests it)."""
@@ -73,8 +73,8 @@ def projects(dirs: Sequence[str]) -> list[Path]:
     if dirs:
         found = [(REPO / d).resolve() for d in dirs]
     else:
-        found = [REPO, REPO / "dialect", *sorted(p.parent for p in REPO.glob("plugins/*/pyproject.toml")),
-                 REPO / "conformance",
+        found = [REPO, REPO / "dialect", REPO / "glsl",
+                 *sorted(p.parent for p in REPO.glob("plugins/*/pyproject.toml")), REPO / "conformance",
                  *sorted(p.parent for p in REPO.glob("examples/*/pyproject.toml") if p.parent.name not in EXCLUDED)]
     missing = [str(p) for p in found if not (p / "pyproject.toml").is_file() or not p.is_relative_to(REPO)]
     if missing:
@@ -141,7 +141,8 @@ def repair(raw: Path, dist: Path) -> list[Path]:
 
 
 def check_wheel(whl: Path) -> str:
-    """License, metadata, (Vulkan) SPIR-V and (dialect) kernel texts of one wheel; returns its distribution name."""
+    """License, metadata, (Vulkan) SPIR-V, (dialect) kernel texts and (GLSL) shaders of one wheel; returns its
+    distribution name."""
     with zipfile.ZipFile(whl) as z:
         names = z.namelist()
         meta_name = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
@@ -158,11 +159,15 @@ def check_wheel(whl: Path) -> str:
             problems.append("no README as long description")
         if not meta.get_all("Classifier"):
             problems.append("no classifiers")
-        if dist == "pyggml-vulkan":
-            shaders = {Path(n).stem for n in names if n.startswith("pyggml_vulkan/shaders/") and n.endswith(".comp")}
+        if dist == "pyggml-vulkan":  # pyggml-glsl's shaders, as the wheels were built from this checkout
+            shaders = {p.stem for p in (REPO / "glsl" / "pyggml_glsl" / "shaders").glob("*.comp")}
             spv = {Path(n).stem for n in names if n.startswith("pyggml_vulkan/spv/") and n.endswith(".spv")}
             if not shaders or shaders != spv:
                 problems.append(f"SPIR-V missing for {sorted(shaders - spv) or 'every shader'}")
+        if dist == "pyggml-glsl":
+            texts = {Path(n).name for n in names if n.startswith("pyggml_glsl/shaders/")}
+            if not any(t.endswith(".comp") for t in texts) or "common.glsl" not in texts:
+                problems.append("no shaders (pyggml_glsl/shaders/*.comp, *.glsl)")
         if dist == "pyggml-dialect":
             texts = {Path(n).name for n in names if n.startswith("pyggml_dialect/kernelsrc/")}
             if not any(t.endswith(".cl") for t in texts) or "common.h" not in texts:

@@ -17,15 +17,15 @@ Order, first match wins:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
-from pyggml.backend.protocol import Backend, Device, DeviceType
+from pyggml.backend.core_options import ChoiceOptions
+from pyggml.backend.protocol import Backend, BackendParams, Device, DeviceType
 from pyggml.backend.registry import devices, get_device
 from pyggml.errors import PyGGMLError
 
 DEVICE_ENV = "PYGGML_DEVICE"
-"""Names the default device (a device name or a registry name), over every other rule."""
+"""Names the default device (a device name or a registry name), over every other rule: `ChoiceOptions.device`."""
 
 TYPE_ORDER: dict[DeviceType, int] = {DeviceType.GPU: 0, DeviceType.IGPU: 1, DeviceType.CPU: 2}
 """ggml_backend_init_best's order of device types; a type not listed (ACCEL, META) is never the default."""
@@ -50,9 +50,8 @@ def best_device(devs: Sequence[Device] | None = None) -> Device:
 
 
 def requested_device_name() -> str | None:
-    """The device `PYGGML_DEVICE` names, or None when it is unset or empty."""
-    name = os.environ.get(DEVICE_ENV, "").strip()
-    return name or None
+    """The device `PYGGML_DEVICE` names, or None when it is unset or empty (read at each call: the edge)."""
+    return ChoiceOptions.from_env().device
 
 
 def default_device(name: str | None = None) -> Device:
@@ -70,7 +69,7 @@ def default_device(name: str | None = None) -> Device:
     return get_device(name)
 
 
-def init_best(params: str | None = None) -> Backend:
+def init_best(params: BackendParams = None) -> Backend:
     """A backend (stream) on `default_device()` (ggml_backend_init_best, with `PYGGML_DEVICE` and plugin
     priorities): `params` as `Device.init_backend` takes them."""
     return default_device().init_backend(params)

@@ -1,6 +1,6 @@
 """Launch geometry that the GPU backends' kernels of one algorithm share across kernel languages (the OpenCL/CUDA
-dialect in pyggml_dialect, Vulkan's GLSL): the host side of such a launch is computed here once, so the kernels
-written for each language cannot drift apart in how they split the work.
+dialect in pyggml_dialect, the GLSL of pyggml_glsl that Vulkan and Metal run): the host side of such a launch is
+computed here once, so the kernels written for each language cannot drift apart in how they split the work.
 """
 
 from __future__ import annotations

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Final, Generic, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from pyggml.backend.options import NoOptions, Options
 from pyggml.errors import AllocationError, BackendParamsError, ComputeError, UnsupportedOpError
 from pyggml.serial import new_serial
 
@@ -33,6 +34,9 @@ API_VERSION = 1
 `PYGGML_API_VERSION` of its entry-point module (a literal, not this name); the loader refuses any other."""
 Bytes = npt.NDArray[np.uint8]
 """Raw memory as the protocol moves it: a 1-D numpy uint8 array (never `bytes`)."""
+BackendParams: TypeAlias = str | Mapping[str, object] | Options | None
+"""What `Device.init_backend` takes: None or "" (the device's options), text "name=value,...", a mapping of option
+names to text or typed values, or an object of the device's options group (`pyggml.backend.options`)."""
 DEFAULT_PRIORITY = 0
 """`Registry.priority` of a plugin with no preference: the default device is then chosen by device type, as ggml's
 `ggml_backend_init_best` chooses (`pyggml.backend.choice`)."""
@@ -97,12 +101,27 @@ class Registry(ABC):
     """A plugin's entry: cheap to create; touches no driver until `devices()` is called. A subclass passes its name
     to `Registry.__init__`."""
 
-    def __init__(self, name: str) -> None:
+    options_type: ClassVar[type[Options]] = NoOptions
+    """The group of options this registry and its devices take (`pyggml.backend.options`; none by default)."""
+
+    def __init__(self, name: str, options: Options | None = None) -> None:
         self._name = name
+        self._options = None if options is None else self.options_type.narrow(options)
+        self._options_lock = threading.Lock()
 
     @property
     def name(self) -> str:
         return self._name
+
+    def options(self) -> Options:
+        """(optional) This registry's options (an `options_type`): the object it was made with, else read from the
+        environment on the first call (at the latest when its devices are enumerated; OptionError names a variable
+        whose value does not parse), the same object from then on. Its devices and their backends are given it; a
+        plugin overrides this only to narrow the type (`return MyOptions.narrow(super().options())`)."""
+        with self._options_lock:
+            if self._options is None:
+                self._options = self.options_type.from_env()
+            return self._options
 
     @abstractmethod
     def devices(self) -> Sequence[Device]:
@@ -134,8 +153,8 @@ class LazyRegistry(Registry):
     device it returns `self._unavailable(reason)`, which `unavailable_reason()` then reports. An exception in
     `_enumerate()` leaves nothing cached: the next call asks again."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
+    def __init__(self, name: str, options: Options | None = None) -> None:
+        super().__init__(name, options)
         self._devices: list[Device] | None = None
         self._reason: str | None = None
         self._lock = threading.Lock()
@@ -192,13 +211,20 @@ class Device(ABC):
     def details(self) -> dict[str, str]:
         return {}
 
-    def init_backend(self, params: str | None = None) -> Backend:
-        """A new backend (stream) on this device. `params`: a device-specific option string (None and "": the
-        defaults). This default serves a device whose backends take no options: it refuses any params
-        (BackendParamsError naming the device), then returns `new_backend()`. A device with options overrides it
-        and raises BackendParamsError on what it does not take."""
-        if params:
-            raise BackendParamsError(f"{self.name}: the backend takes no parameters, got {params!r}")
+    def options(self) -> Options:
+        """(optional) The options this device was made with: by default its registry's (`Registry.options()`)."""
+        return self.reg.options()
+
+    def init_backend(self, params: BackendParams = None) -> Backend:
+        """A new backend (stream) on this device. `params` (`BackendParams`) sets the per-backend options of the
+        device's options group over the device's own, checked by `Options.with_params`: an unknown option, one fixed
+        when the devices were enumerated or a bad value is a BackendParamsError naming the device and the option.
+        This default serves a device whose backends take no options: it checks `params`, then returns
+        `new_backend()`. A device with per-backend options overrides it and gives its backend
+        `self.options().with_params(params, self.name)`."""
+        if self.options().with_params(params, self.name) != self.options():
+            raise BackendParamsError(f"{self.name}: {type(self).__name__} declares per-backend options but does not "
+                                     f"override init_backend, so it cannot apply {params!r}")
         return self.new_backend()
 
     def new_backend(self) -> Backend:

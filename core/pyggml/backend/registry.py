@@ -17,12 +17,14 @@ Devices are enumerated lazily, each registry on its own and on first request onl
 `devices()` delays only what asks for that registry, by at most PYGGML_PLUGIN_TIMEOUT seconds (default 30; 0 waits
 forever), after which the registry reports no devices and an error naming its plugin; looking a device up by name
 asks the registries whose name it starts with first ("cpu" never waits for another plugin).
+
+The three variables are the hub's `PluginOptions` (`pyggml.backend.core_options`), read once, when the plugins are
+loaded; `BackendHub(options=...)` gives them in code.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -31,9 +33,10 @@ from typing import cast
 
 import pluggy
 
+from pyggml.backend.core_options import PluginOptions
 from pyggml.backend.extensions import RESCAN_DEVICES, RescanDevices
 from pyggml.backend.hookspec import ENTRY_POINT_GROUP, PROJECT, BackendHooks
-from pyggml.backend.protocol import API_VERSION, Backend, Device, Registry
+from pyggml.backend.protocol import API_VERSION, Backend, BackendParams, Device, Registry
 from pyggml.errors import PluginLoadError, PyGGMLError
 
 log = logging.getLogger(__name__)
@@ -74,22 +77,6 @@ class PluginAPIError(PluginLoadError):
     """A plugin declares no backend API version, or one this core does not implement: it is not loaded."""
 
 
-TIMEOUT_ENV = "PYGGML_PLUGIN_TIMEOUT"
-DEFAULT_TIMEOUT = 30.0
-
-
-def plugin_timeout() -> float | None:
-    """Seconds a registry's device enumeration may take (PYGGML_PLUGIN_TIMEOUT; None: no limit)."""
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        v = float(raw)
-    except ValueError:
-        raise PluginLoadError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
-    return None if v <= 0 else v
-
-
 class _Enumeration:
     """One registry's `devices()` running on a daemon thread, so a hung driver can be waited for with a limit."""
 
@@ -109,13 +96,23 @@ class _Enumeration:
 
 
 class BackendHub:
-    """Everything discovered in this process. One instance: `hub()`; tests may build their own."""
+    """Everything discovered in this process. One instance: `hub()`; tests may build their own. `options`: how to
+    load (default: `PluginOptions` read from the environment when the plugins are loaded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: PluginOptions | None = None) -> None:
         self._lock = threading.RLock()
         self._loaded = False
+        self._options = options
         self.plugins: list[PluginInfo] = []
         self._regs: dict[str, RegistryInfo] = {}
+
+    @property
+    def options(self) -> PluginOptions:
+        """The options the plugins were (or will be) loaded with, read from the environment on first use."""
+        with self._lock:
+            if self._options is None:
+                self._options = PluginOptions.from_env()
+            return self._options
 
     # ---- loading ----------------------------------------------------------------------------------------------
 
@@ -124,8 +121,7 @@ class BackendHub:
             if self._loaded:
                 return
             self._loaded = True
-            strict = _strict()
-            wanted = [w.strip() for w in os.environ.get("PYGGML_BACKENDS", "").split(",") if w.strip()]
+            strict, wanted = self.options.strict, self.options.backends
             pm = pluggy.PluginManager(PROJECT)
             pm.add_hookspecs(BackendHooks)
             claims: list[tuple[Registry, PluginInfo]] = []
@@ -253,13 +249,13 @@ class BackendHub:
             first = info.pending is None
             if info.pending is None:
                 info.pending = _Enumeration(info.registry)
-            timeout = plugin_timeout()
+            timeout = self.options.timeout
             if not info.pending.done.wait(timeout if first else 0):
                 info.error = (f"device enumeration of registry {info.registry.name!r} (plugin {info.plugin!r}, "
-                              f"{info.distribution}) did not finish within {timeout:g} s ({TIMEOUT_ENV})")
+                              f"{info.distribution}) did not finish within {timeout:g} s (PYGGML_PLUGIN_TIMEOUT)")
                 if first:
                     log.warning("pyggml: %s", info.error)
-                    if _strict():
+                    if self.options.strict:
                         raise PluginLoadError(info.error)
                 return []
             e = info.pending.error
@@ -269,7 +265,7 @@ class BackendHub:
             info.devices = []
             info.error = f"device enumeration failed: {type(e).__name__}: {e}"
             log.warning("pyggml registry %r: %s", info.registry.name, info.error)
-            if _strict():
+            if self.options.strict:
                 raise PluginLoadError(f"registry {info.registry.name!r}: {info.error}") from e
             return info.devices
 
@@ -348,10 +344,6 @@ class BackendHub:
         return None if devs else (info.registry.unavailable_reason() or "no devices")
 
 
-def _strict() -> bool:
-    return os.environ.get("PYGGML_STRICT_PLUGINS", "") not in ("", "0")
-
-
 def _check_api(module: object, info: PluginInfo) -> None:
     """Refuse (PluginAPIError) a plugin module that does not declare this core's backend API version. Checked before
     the module is registered, so an incompatible plugin contributes nothing. The version is read from the module,
@@ -398,6 +390,6 @@ def get_registry(name: str) -> Registry:
     return _HUB.registry(name)
 
 
-def init_backend(name: str, params: str | None = None) -> Backend:
+def init_backend(name: str, params: BackendParams = None) -> Backend:
     """A backend (stream) on the device (or registry's first device) called `name`."""
     return _HUB.device(name).init_backend(params)

@@ -29,7 +29,7 @@ CLASSES = ("Registry", "LazyRegistry", "Device", "BufferType", "Buffer", "Backen
 """The protocol's classes, in the order a plugin meets them."""
 RECORDS = ("DeviceCaps", "DeviceProps", "DeviceType", "BufferUsage")
 FUNCTIONS = ("tensor_copy",)
-MODULE_NAMES = ("API_VERSION", "Bytes")
+MODULE_NAMES = ("API_VERSION", "Bytes", "BackendParams")
 """Module-level names the signatures use: a type alias and the version constant, documented by the string under
 their assignment."""
 
@@ -170,8 +170,12 @@ def _attribute_docs(source: str, in_class: bool) -> dict[str, str]:
 def _assigned(source: str) -> dict[str, str]:
     """The source text of every module-level assignment's value (`Bytes = npt.NDArray[np.uint8]`), which, unlike
     the value's repr, does not change with the numpy version."""
-    return {t.id: ast.unparse(a.value) for a in ast.parse(source).body if isinstance(a, ast.Assign)
-            for t in a.targets if isinstance(t, ast.Name)}
+    tree = ast.parse(source).body
+    out = {t.id: ast.unparse(a.value) for a in tree if isinstance(a, ast.Assign) for t in a.targets
+           if isinstance(t, ast.Name)}
+    out.update({a.target.id: ast.unparse(a.value) for a in tree
+                if isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name) and a.value is not None})
+    return out
 
 
 def render() -> str:

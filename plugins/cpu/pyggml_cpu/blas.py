@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+from pathlib import Path
 
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceType, Registry
 from pyggml.graph import Graph
@@ -17,18 +18,16 @@ from pyggml_cpu._pgc import lib
 from pyggml_cpu.device import CpuDevice
 from pyggml_cpu.executor import Executor
 from pyggml_cpu.op_table import BLAS_TABLE
+from pyggml_cpu.options import BlasOptions, available_cores
 
 log = logging.getLogger(__name__)
-BLAS_LIB_ENV = "PYGGML_BLAS_LIB"
-"""Path of an OpenBLAS shared library to use instead of the ones searched for (cblas_sgemm symbols)."""
 
 
-def _candidates() -> list[tuple[str, str, str]]:
-    """(library path, sgemm symbol, set-threads symbol) in order of preference."""
+def _candidates(named: Path | None) -> list[tuple[str, str, str]]:
+    """(library path, sgemm symbol, set-threads symbol) in order of preference: `named` (`BlasOptions.lib`) first."""
     out: list[tuple[str, str, str]] = []
-    env = os.environ.get(BLAS_LIB_ENV)
-    if env:
-        out.append((env, "cblas_sgemm", "openblas_set_num_threads"))
+    if named is not None:
+        out.append((str(named), "cblas_sgemm", "openblas_set_num_threads"))
     try:
         import scipy_openblas32
 
@@ -47,15 +46,16 @@ def _candidates() -> list[tuple[str, str, str]]:
     return out
 
 
-def load_blas() -> str | None:
-    """Load a BLAS library into the kernels; None on success, else why not."""
+def load_blas(options: BlasOptions) -> str | None:
+    """Load a BLAS library into the kernels (`options.lib` first), with `options.n_threads` threads; None on
+    success, else why not."""
     if lib.pgc_blas_loaded():
         return None
     tried = []
-    for path, sym, thr in _candidates():
+    for path, sym, thr in _candidates(options.lib):
         if lib.pgc_blas_load(path.encode(), sym.encode(), thr.encode()) == 0:
             log.debug("blas: using %s (%s)", path, sym)
-            lib.pgc_blas_set_threads(native.default_threads())
+            lib.pgc_blas_set_threads(native.cap_threads(options.n_threads, "for OpenBLAS"))
             return None
         tried.append(path)
     return ("no OpenBLAS found (pip install scipy-openblas32, or set PYGGML_BLAS_LIB)" if not tried
@@ -67,15 +67,18 @@ def set_blas_threads(n: int) -> None:
 
 
 class BlasDevice(CpuDevice):
-    def __init__(self, reg: Registry) -> None:
-        super().__init__(reg, "blas", DeviceType.ACCEL)
+    def __init__(self, reg: Registry, options: BlasOptions) -> None:
+        super().__init__(reg, options, "blas", DeviceType.ACCEL)
+
+    def options(self) -> BlasOptions:
+        return BlasOptions.narrow(super().options())
 
     @property
     def description(self) -> str:
         return "OpenBLAS sgemm (MUL_MAT of F32/F16/BF16 with many columns)"
 
     def details(self) -> dict[str, str]:
-        return {"threads": str(native.default_threads())}
+        return {"threads": str(min(self.options().n_threads, available_cores()))}
 
     init_backend = Device.init_backend
     """BLAS backends take no options (not the cpu device's n_threads): the protocol's default, which refuses any."""

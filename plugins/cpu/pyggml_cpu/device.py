@@ -10,13 +10,14 @@ from typing import cast
 import numpy as np
 
 from pyggml.backend.host import HostBuffer, HostBufferType, MappedFile
-from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
+from pyggml.backend.protocol import Backend, BackendParams, BufferType, Bytes, Device, DeviceCaps, DeviceType, Registry
 from pyggml.backend.sysinfo import cpu_model
-from pyggml.errors import AllocationError, BackendParamsError
+from pyggml.errors import AllocationError
 from pyggml.tensor import Tensor
 from pyggml_cpu import native
 from pyggml_cpu.backend import CpuBackend
 from pyggml_cpu.op_table import TABLE
+from pyggml_cpu.options import CpuOptions, available_cores
 from pyggml_cpu.repack import RepackBufferType
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,15 @@ def map_file(buft: HostBufferType, path: str, offset: int = 0, size: int | None 
 
 
 class CpuDevice(Device):
-    def __init__(self, reg: Registry, name: str = "cpu", type: DeviceType = DeviceType.CPU) -> None:
+    def __init__(self, reg: Registry, options: CpuOptions, name: str = "cpu",
+                 type: DeviceType = DeviceType.CPU) -> None:
         super().__init__(reg, name, type, DeviceCaps(host_buffer=True, buffer_from_host_ptr=True))
+        self._options = options
         self._buft = HostBufferType(name, self)
         self._repack = RepackBufferType(self)
+
+    def options(self) -> CpuOptions:
+        return self._options
 
     @property
     def description(self) -> str:
@@ -54,10 +60,12 @@ class CpuDevice(Device):
     def details(self) -> dict[str, str]:
         feats = [k for k, v in native.cpu_features().items() if v]
         return {"features": " ".join(feats) or "none", "kernels": native.simd_level(),
-                "threads": str(native.default_threads())}
+                "threads": str(min(self._options.n_threads, available_cores()))}
 
-    def init_backend(self, params: str | None = None) -> Backend:
-        return CpuBackend(self, _threads_from(params))
+    def init_backend(self, params: BackendParams = None) -> Backend:
+        """A backend with the device's thread count, or the one `params` gives (`CpuOptions.n_threads`: "4",
+        "n_threads=4", {"n_threads": 4}); BackendParamsError names any other option or a bad count."""
+        return CpuBackend(self, self._options.with_params(params, self.name).n_threads)
 
     def buffer_type(self) -> BufferType:
         return self._buft
@@ -76,20 +84,3 @@ class CpuDevice(Device):
 
     def supports_op(self, op: Tensor) -> bool:
         return TABLE.supports(op)
-
-
-def _threads_from(params: str | None) -> int:
-    """'n_threads=4' (or '4') in init_backend params; else PYGGML_CPU_THREADS or the CPU count. Any other option, or
-    a count that is not a number, raises BackendParamsError."""
-    threads = None
-    for part in (params or "").split(","):
-        if not part.strip():
-            continue
-        key, _, val = part.strip().rpartition("=")
-        if key not in ("", "n_threads", "threads"):
-            raise BackendParamsError(f"cpu backend params {params!r}: unknown option {key!r} (it takes n_threads)")
-        try:
-            threads = max(1, int(val))
-        except ValueError:
-            raise BackendParamsError(f"cpu backend params {params!r}: bad thread count {val!r}") from None
-    return threads if threads is not None else native.default_threads()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -13,15 +12,16 @@ import numpy.typing as npt
 from pyggml.errors import ComputeError, UnsupportedTypeError
 from pyggml.types import GGMLType, row_size
 from pyggml_cpu._pgc import ffi, lib
+from pyggml_cpu.options import available_cores
 
 if TYPE_CHECKING:
     from pyggml_cpu._pgc import CData
 
 log = logging.getLogger(__name__)
 
-THREADS_ENV = "PYGGML_CPU_THREADS"
 PORTABLE_ENV = "PYGGML_CPU_PORTABLE"
-"""Set to 1 before import to run the portable C kernels instead of the SIMD ones."""
+"""Set to 1 before import to run the portable C kernels instead of the SIMD ones: read by the C kernels when they
+load (csrc/dot_portable.c), so not an option of the devices (docs/options.md)."""
 
 _FEATURES = ["sse3", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16",
              "neon", "arm_dotprod", "avx512vl"]
@@ -51,27 +51,6 @@ def set_simd_level(level: int | str) -> str:
         level = {v: k for k, v in SIMD_LEVELS.items()}.get(level, -1)
     lib.pgc_set_simd_level(int(level))
     return simd_level()
-
-
-def default_threads() -> int:
-    env = os.environ.get(THREADS_ENV, "").strip()
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise ValueError(f"{THREADS_ENV}={env!r} is not an integer") from None
-        if n < 1:
-            raise ValueError(f"{THREADS_ENV}={n} must be at least 1")
-        return cap_threads(n, THREADS_ENV)
-    return available_cores()
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS tells it, else the CPU count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def cap_threads(n: int, source: str = "requested") -> int:

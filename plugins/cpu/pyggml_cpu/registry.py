@@ -1,4 +1,5 @@
-"""The `cpu` and `blas` registries. Cheap to create: the compiled kernels load when devices are enumerated."""
+"""The `cpu` and `blas` registries. Cheap to create: the compiled kernels load when devices are enumerated; each
+registry's options (`pyggml_cpu.options`) are read from the environment then, once."""
 
 from __future__ import annotations
 
@@ -6,16 +7,22 @@ from collections.abc import Sequence
 
 from pyggml.backend.extensions import CPU_FEATURES, SET_N_THREADS
 from pyggml.backend.protocol import Device, LazyRegistry
+from pyggml_cpu.options import BlasOptions, CpuOptions
 
 
 class CpuRegistry(LazyRegistry):
-    def __init__(self, name: str = "cpu") -> None:
-        super().__init__(name)
+    options_type = CpuOptions
+
+    def __init__(self, name: str = "cpu", options: CpuOptions | None = None) -> None:
+        super().__init__(name, options)
+
+    def options(self) -> CpuOptions:
+        return CpuOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         from pyggml_cpu.device import CpuDevice
 
-        return [CpuDevice(self)]
+        return [CpuDevice(self, self.options())]
 
     def get_extension(self, name: str) -> object | None:
         if name == SET_N_THREADS:
@@ -32,14 +39,20 @@ class CpuRegistry(LazyRegistry):
 class BlasRegistry(CpuRegistry):
     """OpenBLAS sgemm for big F32/F16/BF16 matmuls, in the host memory the cpu device uses."""
 
-    def __init__(self) -> None:
-        super().__init__("blas")
+    options_type = BlasOptions
+
+    def __init__(self, options: BlasOptions | None = None) -> None:
+        super().__init__("blas", options)
+
+    def options(self) -> BlasOptions:
+        return BlasOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         from pyggml_cpu.blas import BlasDevice, load_blas
 
-        reason = load_blas()
-        return self._unavailable(reason) if reason else [BlasDevice(self)]
+        opts = self.options()
+        reason = load_blas(opts)
+        return self._unavailable(reason) if reason else [BlasDevice(self, opts)]
 
     def get_extension(self, name: str) -> object | None:
         return super().get_extension(name) if name == SET_N_THREADS else None

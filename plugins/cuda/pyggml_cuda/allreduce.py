@@ -32,7 +32,7 @@ def comm_init(backends: list[Backend]) -> CommContext | None:
     cb = [b for b in backends if isinstance(b, CudaBackend)]
     if len({id(b.dev) for b in cb}) != len(cb):
         return None
-    nccl = Nccl.load()
+    nccl = Nccl.load() if cb[0].dev.options().nccl else None
     if nccl is not None:
         try:
             return NcclComm(cb, nccl)

@@ -7,14 +7,14 @@ buffers, offsets): thanks to the static allocator a reused graph keeps its place
 write the same addresses every time, and any number of graphs run in turn (the meta device's
 subgraphs) replay without rebuilding. Such a plan is
 run directly the first time (a failing launch names its node), captured into a CUDA graph the second time, and from
-then on replayed with one cuGraphLaunch. `PYGGML_CUDA_GRAPHS=0` turns capture off. Work is queued on the backend's
+then on replayed with one cuGraphLaunch. `CudaOptions.graphs` off (`PYGGML_CUDA_GRAPHS=0`, or
+`init_backend("graphs=0")` for one backend) turns capture off. Work is queued on the backend's
 stream; `graph_compute` waits for it, `graph_compute_async` does not.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from pyggml_cuda.device import CudaDevice, CudaEvent
 from pyggml_cuda.launch import CudaLaunchBuilder, DevPtr
 from pyggml_cuda.modules import Bound
 from pyggml_cuda.op_table import build_launches
+from pyggml_cuda.options import CudaOptions
 from pyggml_dialect.backend import DialectBackend
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from pyggml.graph import Graph
 
 log = logging.getLogger(__name__)
-GRAPHS_ENV = "PYGGML_CUDA_GRAPHS"
 
 
 @dataclass(slots=True)
@@ -71,11 +71,11 @@ def build_plan(dev: CudaDevice, status: StatusWord, graph: Graph) -> CudaGraphPl
 
 
 class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
-    def __init__(self, device: CudaDevice) -> None:
+    def __init__(self, device: CudaDevice, options: CudaOptions) -> None:
         super().__init__(device, lambda g: build_plan(device, self.status, g), self._destroy_graph)
         with device.active():
             self.stream: Any = drv().Stream()
-        self.use_graphs = os.environ.get(GRAPHS_ENV, "1") not in ("0", "")
+        self.use_graphs = options.graphs
         self.graph_launches = 0
         """Computes that ran as one cuGraphLaunch."""
         self.captures = 0

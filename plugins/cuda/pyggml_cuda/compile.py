@@ -12,7 +12,8 @@ variant inside its own namespace with its kernels renamed and its macros undefin
 headers are parsed and its process started once for many specialisations. Each bundle becomes one fatbin with
 sm_80 and sm_90 machine code and compute_90 PTX (newer GPUs JIT it), plus the kernels' parameter lists read from
 the PTX, which the plan builder checks every launch against. Results are cached on disk under
-`$PYGGML_CACHE_DIR/cuda` (default `~/.cache/pyggml/cuda`), keyed by the nvcc version, the flags and the text.
+`CudaOptions.cache_dir` (`$PYGGML_CACHE_DIR/cuda`, default `~/.cache/pyggml/cuda`), keyed by the nvcc version,
+the flags and the text.
 
 Every kernel the op table launches is compiled and checked by the CUDA plugin's test tooling:
 
@@ -36,7 +37,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from pyggml.backend.env import cache_dir as plugin_cache_dir
 from pyggml.errors import ComputeError
 from pyggml_dialect.source import ProgramSpec, expand, source_of
 
@@ -47,7 +47,6 @@ PRELUDE = "prelude.cuh"
 ARCHS = ("80", "90")
 """Machine code targets (sm_XX); PTX of the last one is embedded for newer GPUs."""
 FLAGS = ("-O3", "-std=c++17", "--fmad=false", "-fatbin", "-x", "cu")  # no FMA contraction: see dialect.h
-NVCC_ENV = "PYGGML_NVCC"
 TIMEOUT_S = 600
 BUCKETS = 4
 """A file's variants are spread over at most this many bundles (by tag), so CPUs compile them side by side and a
@@ -156,10 +155,11 @@ class Toolchain:
         return self if arch in self.archs else Toolchain(self.nvcc, self.version, tuple(sorted({*self.archs, arch})))
 
 
-def find_nvcc() -> str | None:
-    env = os.environ.get(NVCC_ENV)
-    if env:
-        return env
+def find_nvcc(named: str | None = None) -> str | None:
+    """`named` (`CudaOptions.nvcc`), else nvcc on PATH, else in CUDA's conventional folders ($CUDA_HOME, $CUDA_PATH:
+    CUDA's own variables, not pyggml options)."""
+    if named:
+        return named
     found = shutil.which("nvcc")
     if found:
         return found
@@ -172,11 +172,12 @@ def find_nvcc() -> str | None:
 _TOOLCHAIN: dict[str, Toolchain] = {}
 
 
-def toolchain() -> Toolchain:
-    """nvcc and its version (asked once per process); KernelBuildError when there is none."""
-    nvcc = find_nvcc()
+def toolchain(named: str | None = None) -> Toolchain:
+    """nvcc (`find_nvcc(named)`) and its version (asked once per process and nvcc); KernelBuildError when there is
+    none."""
+    nvcc = find_nvcc(named)
     if nvcc is None:
-        raise KernelBuildError(f"nvcc is not on PATH (nor ${NVCC_ENV}, $CUDA_HOME/bin): CUDA kernels cannot be "
+        raise KernelBuildError("nvcc is not on PATH (nor PYGGML_NVCC, $CUDA_HOME/bin): CUDA kernels cannot be "
                                "compiled; install CUDA's compiler")
     tc = _TOOLCHAIN.get(nvcc)
     if tc is None:
@@ -209,10 +210,6 @@ def ptx_signatures(ptx: str) -> dict[str, list[str]]:
 # ---- the cache and the compile step -------------------------------------------------------------------------------
 
 
-def cache_dir() -> Path:
-    return plugin_cache_dir("cuda")
-
-
 @dataclass(frozen=True, slots=True)
 class Bundle:
     key: str
@@ -235,8 +232,12 @@ def _write_atomic(path: Path, data: bytes) -> None:
 class KernelCache:
     """Compiled bundles on disk (one folder per toolchain identity) and the index tag -> bundle in memory."""
 
-    def __init__(self, root: Path | None = None, tc: Toolchain | None = None, strict: bool = False) -> None:
-        self.root = root if root is not None else cache_dir()
+    def __init__(self, root: Path, tc: Toolchain | None = None, strict: bool = False, *,
+                 nvcc: str | None = None) -> None:
+        """`root`: the cache folder (`CudaOptions.cache_dir`); `tc`: the toolchain, else the one of `nvcc`
+        (`CudaOptions.nvcc`) found when first needed."""
+        self.root = root
+        self._nvcc = nvcc
         self._tc = tc
         self.strict = strict
         """Only bundles of this very toolchain count (`--check`); otherwise a bundle another nvcc built from the
@@ -249,7 +250,7 @@ class KernelCache:
     @property
     def toolchain(self) -> Toolchain:
         if self._tc is None:
-            self._tc = toolchain()
+            self._tc = toolchain(self._nvcc)
         return self._tc
 
     def _dir(self) -> Path:

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyggml.backend.accounting import AllocationTally
-from pyggml.backend.protocol import Backend, Buffer, BufferType, DeviceCaps, DeviceType, Event, Registry
+from pyggml.backend.protocol import Backend, BackendParams, Buffer, BufferType, DeviceCaps, DeviceType, Event, Registry
 from pyggml.dlpack import DLDevice, DLDeviceType, DLPackMemory
 from pyggml.errors import DLPackError
 from pyggml_cuda.buffer import ALIGNMENT, CudaBufferType, CudaForeignBuffer, CudaHostBufferType, drv
 from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, toolchain
+from pyggml_cuda.options import CudaOptions
 from pyggml_dialect.backend import DialectDevice
 
 if TYPE_CHECKING:
@@ -63,10 +64,10 @@ class DeviceInfo:
         return f"{self.cc[0]}{self.cc[1]}"
 
 
-def toolchain_for(info: DeviceInfo) -> Toolchain:
+def toolchain_for(info: DeviceInfo, nvcc: str | None = None) -> Toolchain:
     """nvcc targets for a device: the default set covers 8.x (sm_80 code) and 9.0+ (sm_90 code, compute_90 PTX);
-    an older device gets its own machine code added."""
-    tc = toolchain()
+    an older device gets its own machine code added. `nvcc`: `CudaOptions.nvcc`."""
+    tc = toolchain(nvcc)
     return tc.with_arch(info.arch) if info.cc < (8, 0) else tc
 
 
@@ -96,9 +97,10 @@ class CudaEvent(Event):
 
 
 class CudaDevice(DialectDevice):
-    def __init__(self, reg: Registry, cu_device: Any, ordinal: int, name: str) -> None:
+    def __init__(self, reg: Registry, cu_device: Any, ordinal: int, name: str, options: CudaOptions) -> None:
         super().__init__(reg, name, DeviceType.GPU,
                          DeviceCaps(async_ops=True, host_buffer=True, buffer_from_host_ptr=False, events=True))
+        self._options = options
         self.cu_device = cu_device
         self.info = DeviceInfo.query(cu_device, ordinal)
         self._ctx: Any = None
@@ -110,7 +112,7 @@ class CudaDevice(DialectDevice):
         self._host_buft = CudaHostBufferType(self)
         self._modules: Modules | None = None
         self.kernel_cache: KernelCache | None = None
-        """Where compiled kernels come from (default: the process's cache under $PYGGML_CACHE_DIR/cuda)."""
+        """Where compiled kernels come from (default: the cache in `CudaOptions.cache_dir`, compiled by its nvcc)."""
 
     # ---- context -------------------------------------------------------------------------------------------
 
@@ -150,6 +152,9 @@ class CudaDevice(DialectDevice):
         return True
 
     # ---- identity and facts ----------------------------------------------------------------------------------
+
+    def options(self) -> CudaOptions:
+        return self._options
 
     @property
     def description(self) -> str:
@@ -215,17 +220,19 @@ class CudaDevice(DialectDevice):
 
                 kc = self.kernel_cache
                 if kc is None:
+                    opts = self._options
                     try:
-                        kc = KernelCache(tc=toolchain_for(self.info))
+                        kc = KernelCache(opts.cache_dir, tc=toolchain_for(self.info, opts.nvcc))
                     except KernelBuildError:  # no nvcc: only what is cached on disk can load
-                        kc = KernelCache()
+                        kc = KernelCache(opts.cache_dir, nvcc=opts.nvcc)
                 self._modules = Modules(self, kc)
             return self._modules
 
-    def new_backend(self) -> Backend:
+    def init_backend(self, params: BackendParams = None) -> Backend:
+        """A backend (stream) with the device's options, `graphs` as `params` say (`CudaOptions`)."""
         from pyggml_cuda.backend import CudaBackend
 
-        return CudaBackend(self)
+        return CudaBackend(self, self._options.with_params(params, self.name))
 
     def event_new(self) -> Event:
         return CudaEvent(self)

@@ -7,7 +7,6 @@ import ctypes
 import ctypes.util
 import importlib
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ log = logging.getLogger(__name__)
 DTYPES = {GGMLType.F32: 7, GGMLType.F16: 6, GGMLType.BF16: 9}
 """ncclFloat32, ncclFloat16, ncclBfloat16"""
 SUM = 0
-DISABLE_ENV = "PYGGML_CUDA_NCCL"
 
 
 class NcclError(ComputeError):
@@ -44,9 +42,7 @@ class Nccl:
 
     @staticmethod
     def load() -> Nccl | None:
-        """NCCL when it can be loaded (and $PYGGML_CUDA_NCCL is not 0), else None."""
-        if os.environ.get(DISABLE_ENV, "1") == "0":
-            return None
+        """NCCL when it can be loaded, else None (asked only where `CudaOptions.nccl` is on)."""
         path = find_library()
         if path is None:
             return None

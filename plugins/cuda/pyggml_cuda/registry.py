@@ -14,14 +14,20 @@ from collections.abc import Sequence
 
 from pyggml.backend.extensions import COMM_INIT
 from pyggml.backend.protocol import Device, LazyRegistry
+from pyggml_cuda.options import CudaOptions
 
 log = logging.getLogger(__name__)
 VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
 
 
 class CudaRegistry(LazyRegistry):
-    def __init__(self) -> None:
-        super().__init__("CUDA")
+    options_type = CudaOptions
+
+    def __init__(self, options: CudaOptions | None = None) -> None:
+        super().__init__("CUDA", options)
+
+    def options(self) -> CudaOptions:
+        return CudaOptions.narrow(super().options())
 
     def get_extension(self, name: str) -> object | None:
         if name == COMM_INIT:
@@ -49,6 +55,7 @@ class CudaRegistry(LazyRegistry):
                                      + (f" ({VISIBLE_ENV}={visible!r})" if visible else ""))
         from pyggml_cuda.device import MIN_CC, CudaDevice
 
+        opts = self.options()
         out: list[Device] = []
         skipped: list[str] = []
         for i in range(n):
@@ -57,7 +64,7 @@ class CudaRegistry(LazyRegistry):
             if cc < MIN_CC:
                 skipped.append(f"{d.name()} (compute capability {cc[0]}.{cc[1]})")
                 continue
-            out.append(CudaDevice(self, d, i, f"CUDA{len(out)}"))
+            out.append(CudaDevice(self, d, i, f"CUDA{len(out)}", opts))
         if skipped:
             log.warning("CUDA devices older than compute capability %d.%d are not used: %s", *MIN_CC,
                         ", ".join(skipped))

@@ -14,6 +14,18 @@ def gpu_state(monkeypatch: pytest.MonkeyPatch) -> fakedriver.State:
 
 
 @pytest.fixture
+def nccl_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PYGGML_CUDA_NCCL=0 for the devices enumerated after it (name it before `fake_devices`)."""
+    monkeypatch.setenv("PYGGML_CUDA_NCCL", "0")
+
+
+@pytest.fixture
+def graphs_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PYGGML_CUDA_GRAPHS=0 for the devices enumerated after it (name it before `fake_devices`)."""
+    monkeypatch.setenv("PYGGML_CUDA_GRAPHS", "0")
+
+
+@pytest.fixture
 def fake_devices(gpu_state: fakedriver.State):  # type: ignore[no-untyped-def]
     from pyggml_cuda.registry import CudaRegistry
 

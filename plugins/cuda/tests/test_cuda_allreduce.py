@@ -58,10 +58,10 @@ def _per_device(devs, ttype: GGMLType = T.F32, n: int = 32):  # type: ignore[no-
     return out
 
 
-def test_comm_init_wants_cuda_backends(fake_devices, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_comm_init_wants_cuda_backends(nccl_off, fake_devices) -> None:  # type: ignore[no-untyped-def]
     from pyggml.reference.backend import NumpyRegistry
 
-    monkeypatch.setenv(nccl.DISABLE_ENV, "0")
+    assert not fake_devices[0].options().nccl  # PYGGML_CUDA_NCCL=0, read when the devices were enumerated
     b = [d.init_backend() for d in fake_devices]
     assert comm_init(b[:1]) is None
     assert comm_init([b[0], NumpyRegistry().devices()[0].init_backend()]) is None
@@ -89,9 +89,7 @@ def test_nccl_path(fake_devices, monkeypatch: pytest.MonkeyPatch) -> None:  # ty
 
 
 @needs_nvcc
-def test_peer_path_copies_adds_and_broadcasts(fake_devices, gpu_state: State,  # type: ignore[no-untyped-def]
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(nccl.DISABLE_ENV, "0")
+def test_peer_path_copies_adds_and_broadcasts(nccl_off, fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
     b = [d.init_backend() for d in fake_devices]
     comm = comm_init(b)
     assert isinstance(comm, allreduce.PeerComm)

@@ -94,14 +94,21 @@ def test_new_addresses_make_a_new_plan(fake_devices, gpu_state: State) -> None: 
     assert be.plans_built == 2 and be.captures == 0
 
 
-def test_graphs_can_be_turned_off(fake_devices, gpu_state: State, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("PYGGML_CUDA_GRAPHS", "0")
+def test_graphs_can_be_turned_off_per_backend(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]
     dev = fake_devices[0]
     g, _, _ = _graph(dev)
-    be = dev.init_backend()
+    be = dev.init_backend("graphs=0")
     for _ in range(3):
         be.graph_compute(g)
     assert be.captures == 0 and not any(la.via_graph for la in gpu_state.launches)
+    assert dev.init_backend({"graphs": False}).use_graphs is False and dev.init_backend().use_graphs
+
+
+def test_graphs_off_by_environment(graphs_off, fake_devices) -> None:  # type: ignore[no-untyped-def]
+    """PYGGML_CUDA_GRAPHS=0 is read when the devices are enumerated: every backend's default."""
+    dev = fake_devices[0]
+    assert dev.options().graphs is False and dev.init_backend().use_graphs is False
+    assert dev.init_backend("graphs=1").use_graphs
 
 
 def test_capture_failure_falls_back_to_direct_launches(fake_devices, gpu_state: State) -> None:  # type: ignore[no-untyped-def]

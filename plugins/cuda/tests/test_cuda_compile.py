@@ -16,6 +16,7 @@ from pyggml_cuda import compile as cc
 from pyggml_cuda.compile import KernelBuildError, KernelCache, Toolchain, bundle_source, ptx_signatures, variant
 from pyggml_cuda.ops.matmul_q import act_spec
 from pyggml_cuda.ops.matmul_q import spec as mmq_spec
+from pyggml_cuda.options import CudaOptions
 from pyggml_cuda_testing import needs_nvcc
 from pyggml_dialect.ops.elementwise import spec as ew_spec
 
@@ -71,11 +72,10 @@ def test_toolchain_identity_covers_version_and_targets() -> None:
 
 
 def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(cc.NVCC_ENV, "/nonexistent/nvcc")
+    named = CudaOptions.from_env({"PYGGML_NVCC": "/nonexistent/nvcc"}).nvcc  # read once, passed down
     with pytest.raises(KernelBuildError, match="/nonexistent/nvcc --version failed"):
-        cc.toolchain()
-    monkeypatch.delenv(cc.NVCC_ENV)
-    monkeypatch.setattr(cc, "find_nvcc", lambda: None)
+        cc.toolchain(named)
+    monkeypatch.setattr(cc, "find_nvcc", lambda named=None: None)
     with pytest.raises(KernelBuildError, match="nvcc is not on PATH"):
         cc.toolchain()
 

@@ -1,17 +1,19 @@
 """MetalBackend: a stream on one Metal device. A graph's plan (pipelines, what each MSL buffer index binds, the
-parameters, threadgroups per dispatch) is built once by the Vulkan plugin's op rules over
-`MetalDispatchBuilder` and kept with the graph while its placement holds (core's PlanCache); every compute
-replays it into ONE command buffer with one serial compute encoder (each dispatch sees the writes of the ones
-before it) and commits it. Events are MTLSharedEvent counters, signalled and waited for by command buffers.
+parameters, threadgroups per dispatch) is built once by the GLSL op rules (pyggml-glsl) over `MetalDispatchBuilder`,
+Metal's implementation of their `Builder` protocol, and kept with the graph while its placement holds (core's
+PlanCache); every compute replays it into ONE command buffer with one serial compute encoder (each dispatch sees the
+writes of the ones before it) and commits it. Events are MTLSharedEvent counters, signalled and waited for by
+command buffers.
 
 Kernels that read indices (GET_ROWS, SET_ROWS, MUL_MAT_ID) report an out-of-range one to the backend's status
-word, as on Vulkan (the code travels in the push constants' f3); synchronize() reads it and raises ComputeError
-naming the node.
+word, as on Vulkan (the code travels in the push constants' f3: `pyggml_glsl.builder.status_push`); synchronize()
+reads it and raises ComputeError naming the node.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,16 +27,14 @@ from pyggml.graph import Graph
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_glsl.builder import Groups, Spec, bound, status_push
 from pyggml_metal.buffer import MetalBuffer
-from pyggml_metal.driver import Binding, DriverEvent, DriverPipeline, Spec
+from pyggml_metal.driver import Binding, DriverEvent, DriverPipeline
 
 if TYPE_CHECKING:
     from pyggml_metal.device import MetalDevice, Submission
 
 log = logging.getLogger(__name__)
-
-N_SOURCES = 5
-"""The Vulkan shaders' bindings (common.glsl): 0..4 sources, 5 the destination, 6 the status word."""
 
 
 @dataclass(slots=True)
@@ -68,24 +68,14 @@ def _buffer_of(t: Tensor, dev: MetalDevice) -> MetalBuffer:
     return buf
 
 
-@dataclass(frozen=True)
-class _DeviceFacts:
-    is_cpu: bool = False
-    """The Vulkan rules size per-thread work smaller for lavapipe (one thread per matrix row, not 32); the emulator
-    takes the real GPUs' path, so that what runs on a Mac is what CI checks."""
-
-
-@dataclass(frozen=True)
-class _RuleContext:
-    """What the Vulkan rules read of their builder's `ctx` (pyggml_vulkan's DeviceContext): `info.is_cpu`."""
-
-    info: _DeviceFacts = _DeviceFacts()
-
-
 class MetalDispatchBuilder:
-    """What the Vulkan op rules build into (the interface of pyggml_vulkan.recorder.DispatchBuilder): each
-    `dispatch` becomes a PlannedDispatch, its Vulkan bindings mapped to MSL buffer indices by the kernel's layout
-    and its push constants bound as bytes at the layout's push index."""
+    """What the GLSL op rules build into (pyggml_glsl.builder.Builder): each `dispatch` becomes a PlannedDispatch,
+    the shader's bindings mapped to MSL buffer indices by the kernel's layout and its push constants bound as bytes
+    at the layout's push index."""
+
+    cpu_emulated = False
+    """The rules size per-thread work smaller for lavapipe (one thread per matrix row, not 32); Metal, its emulator
+    included, takes the GPUs' path, so that what runs on a Mac is what CI checks."""
 
     def __init__(self, backend: MetalBackend) -> None:
         self.backend = backend
@@ -94,7 +84,6 @@ class MetalDispatchBuilder:
         self.node: Tensor | None = None
         self._params: list[tuple[int, int, bytes]] = []
         """(dispatch number, MSL index, bytes) of each dispatch's push constants, placed by finish()."""
-        self.ctx = _RuleContext()
 
     def error_code(self, what: str) -> int:
         return 0 if self.node is None else self.backend.status.code(self.node, what)
@@ -105,24 +94,18 @@ class MetalDispatchBuilder:
         t.buffer = self.backend.scratch_buffer(nbytes)
         return t
 
-    def dispatch(self, shader: str, spec: Spec, srcs: list[Tensor | None], dst: Tensor, push: bytes,
-                 groups: tuple[int, int, int], extra_writes: tuple[Tensor, ...] = (), checks: str = "") -> None:
-        from pyggml_vulkan.ops.common import patch_pc
-
-        if len(srcs) > N_SOURCES:
-            raise ValueError(f"{shader}: at most {N_SOURCES} sources")
-        dbuf = _buffer_of(dst, self.dev)
-        vk: list[MetalBuffer] = [dbuf if s is None else _buffer_of(s, self.dev) for s in srcs]
-        vk += [dbuf] * (N_SOURCES - len(vk))
-        vk += [dbuf, self.backend.status_buffer]
+    def dispatch(self, shader: str, spec: Spec, srcs: Sequence[Tensor | None], dst: Tensor, push: bytes,
+                 groups: Groups, extra_writes: tuple[Tensor, ...] = (), checks: str = "") -> None:
+        tensors = bound(shader, srcs, dst)
+        by_binding = [_buffer_of(t, self.dev) for t in tensors] + [self.backend.status_buffer]
         if checks:
-            push = patch_pc(push, f3=self.error_code(checks))
+            push = status_push(push, self.error_code(checks))
             self.plan.checks = True
         pipeline = self.dev.driver_device.pipeline(shader, spec)
         lay = pipeline.layout
         bindings: list[Binding | None] = [None] * lay.n_buffers
         for index, binding in lay.bindings:
-            buf = vk[binding]
+            buf = by_binding[binding]
             assert buf.mem is not None
             bindings[index] = (buf.mem, 0)
             self.plan.buffers[buf.handle_id] = buf

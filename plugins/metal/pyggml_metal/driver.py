@@ -25,9 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyggml.errors import ComputeError, PyGGMLError
-
-Spec = tuple[int | float, ...]
-"""Function-constant values of a pipeline, constant i at index i (the Vulkan rules' specialisation constants)."""
+from pyggml_glsl.builder import Spec as Spec  # function-constant values of a pipeline: the GLSL rules' constants
 
 
 class MetalError(PyGGMLError, RuntimeError):
@@ -44,9 +42,9 @@ class KernelLayout:
 
     name: str
     bindings: tuple[tuple[int, int], ...]
-    """(MSL buffer index, Vulkan binding) for each storage buffer argument."""
+    """(MSL buffer index, the GLSL shader's binding) for each storage buffer argument."""
     push_index: int | None
-    """The MSL buffer index of the push constants (the bytes the Vulkan rules pack), None if unused."""
+    """The MSL buffer index of the push constants (the bytes the GLSL rules pack), None if unused."""
     local_size: tuple[int, int, int]
     """The shader's local_size; where local_spec says so, the index of the constant that gives it."""
     local_spec: tuple[bool, bool, bool]

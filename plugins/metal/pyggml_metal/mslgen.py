@@ -1,14 +1,16 @@
-"""Build step: the Vulkan plugin's GLSL compute shaders -> SPIR-V (glslangValidator) -> MSL (spirv-cross --msl),
-plus a layout file per kernel that says what the host binds at each MSL buffer index.
+"""Build step: pyggml-glsl's GLSL compute shaders -> SPIR-V (glslangValidator) -> MSL (spirv-cross --msl), plus a
+layout file per kernel that says what the host binds at each MSL buffer index.
 
-One source for both GPU APIs: the shaders live in pyggml_vulkan/shaders and are not copied. spirv-cross numbers
+One source for both GPU APIs: the shaders live in pyggml-glsl (`pyggml_glsl.source.SHADER_DIR`, which the Vulkan
+plugin compiles too) and are not copied. spirv-cross numbers
 the MSL buffer arguments by use, not by Vulkan binding, and turns the push-constant block into one more buffer
 argument (`constant PC& pc [[buffer(k)]]`): the push constants reach Metal in an explicitly bound buffer, at the
 index the layout names, so no shader changes for Metal. The layout maps each index to a Vulkan binding (by the
 block or alias name spirv-cross gives the argument, matched against `spirv-cross --reflect`) or to the push
 constants, and carries the work-group size (Metal's threadsPerThreadgroup comes from the host).
 
-setup.py loads this file by path, so it needs only the standard library. The generated MSL is a build output
+setup.py loads this file by path, so it needs only the standard library (it hands `generate_all` the shaders'
+folder). The generated MSL is a build output
 (pyggml_metal/msl/, ignored by git); an editable install without the tools generates it at first use into the
 cache dir (`msl_dir()`).
 """
@@ -47,20 +49,16 @@ class MslBuildError(_Base):
 
 
 def shader_dir() -> Path:
-    """The Vulkan plugin's GLSL: the source tree's sibling folder, else the installed pyggml_vulkan's shaders."""
+    """The GLSL to translate: pyggml-glsl's shaders (a dependency of this plugin), or PYGGML_METAL_SHADER_DIR."""
     env = os.environ.get("PYGGML_METAL_SHADER_DIR")
     if env:
         return Path(env)
-    tree = PKG_DIR.parent.parent / "vulkan" / "pyggml_vulkan" / "shaders"
-    if tree.is_dir():
-        return tree
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyggml_vulkan")
-    if spec is not None and spec.origin is not None:
-        return Path(spec.origin).parent / "shaders"
-    raise MslBuildError("the Vulkan plugin's shaders are neither beside this source tree nor importable "
-                        "(pip install pyggml-vulkan, or set PYGGML_METAL_SHADER_DIR)")
+    try:
+        from pyggml_glsl.source import SHADER_DIR
+    except ImportError as e:
+        raise MslBuildError(f"pyggml-glsl, whose shaders are the Metal kernels, is not importable ({e}): "
+                            "pip install pyggml-glsl, or set PYGGML_METAL_SHADER_DIR") from e
+    return SHADER_DIR
 
 
 def _tool(env: str, name: str, package: str) -> str:

@@ -1,17 +1,13 @@
-"""The Metal op table: the Vulkan plugin's rules (its shaders are the Metal kernels, through SPIR-V and
-spirv-cross), limited to the ops whose kernels pass the conformance suite on MetalSim0. `supports_op` and the plan
-builder both read `TABLE`."""
+"""The Metal op table: the GLSL op rules of pyggml-glsl (its shaders are the Metal kernels, through SPIR-V and
+spirv-cross; the Vulkan plugin runs the same rules), limited to the ops whose kernels pass the conformance suite on
+MetalSim0. `supports_op` and the plan builder (`MetalDispatchBuilder`) both read `TABLE`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pyggml.backend.op_table import OpTable
 from pyggml.ops.base import Op
-from pyggml_vulkan.op_table import TABLE as VULKAN_TABLE
-
-if TYPE_CHECKING:
-    from pyggml_metal.backend import MetalDispatchBuilder
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.rules import table
 
 CLAIMED: frozenset[Op] = frozenset(Op[name] for name in (
     "ACC", "ADD", "ADD1", "ADD_ID", "ARANGE", "ARGMAX", "ARGSORT", "CLAMP", "CONCAT", "CONT", "COS", "COUNT_EQUAL",
@@ -30,9 +26,7 @@ CLAIMED: frozenset[Op] = frozenset(Op[name] for name in (
     "IM2COL_BACK", "POOL_2D_BACK",
 ))
 """The ops Metal claims, each listed once its kernels passed the whole conformance suite on MetalSim0 (make
-conformance-metal runs it); a Vulkan op not listed here stays Vulkan's until it has. The Vulkan rule decides, op
-by op, which nodes (types, layouts) it takes, on both APIs."""
+conformance-metal runs it); an op of the GLSL rules not listed here stays Vulkan's until it has. The GLSL rule
+decides, op by op, which nodes (types, layouts) it takes, on both APIs."""
 
-TABLE: OpTable[MetalDispatchBuilder] = OpTable(
-    "Metal", {op: rule for op, rule in VULKAN_TABLE.rules.items() if op in CLAIMED},  # type: ignore[misc]
-    fits=VULKAN_TABLE.fits)
+TABLE: OpTable[Builder] = table("Metal", CLAIMED)

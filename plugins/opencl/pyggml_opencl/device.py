@@ -10,6 +10,7 @@ from pyggml.backend.protocol import Backend, BufferType, Bytes, DeviceCaps, Devi
 from pyggml.errors import UnsupportedOpError
 from pyggml_dialect.backend import DialectDevice
 from pyggml_opencl.buffer import OpenCLBufferType, OpenCLHostBuffer, OpenCLHostBufferType
+from pyggml_opencl.options import OpenCLOptions
 from pyggml_opencl.programs import BUILD_OPTIONS, EXACT_DIV_SQRT, ProgramCache
 
 if TYPE_CHECKING:
@@ -90,7 +91,8 @@ class OpenCLEvent(Event):
 
 
 class OpenCLDevice(DialectDevice):
-    def __init__(self, reg: Registry, ctx: cl.Context, cl_device: cl.Device, name: str) -> None:
+    def __init__(self, reg: Registry, ctx: cl.Context, cl_device: cl.Device, name: str,
+                 options: OpenCLOptions) -> None:
         import pyopencl as cl
 
         info = DeviceInfo.query(cl_device)
@@ -100,16 +102,21 @@ class OpenCLDevice(DialectDevice):
         self.ctx = ctx
         self.cl_device = cl_device
         self.info = info
+        self._options = options
         self.queue: cl.CommandQueue = cl.CommandQueue(ctx, cl_device)
         """The device's one in-order queue: buffer transfers and every backend of the device use it."""
-        options = f"{BUILD_OPTIONS} {EXACT_DIV_SQRT}" if self.info.exact_div_sqrt else BUILD_OPTIONS
-        self.programs = ProgramCache(ctx, cl_device, name, (("PYGGML_FP64", str(int(self.info.fp64))),), options)
+        build = f"{BUILD_OPTIONS} {EXACT_DIV_SQRT}" if self.info.exact_div_sqrt else BUILD_OPTIONS
+        self.programs = ProgramCache(ctx, cl_device, name, (("PYGGML_FP64", str(int(self.info.fp64))),), build,
+                                     cache_dir=options.cache_dir)
         self._buft = OpenCLBufferType(self)
         self._host_buft = OpenCLHostBufferType(self) if self.info.unified_memory else None
         self.allocations = AllocationTally()
         """Bytes this plugin's live buffers hold: `memory()` reports the rest as free."""
 
     # ---- identity and facts -----------------------------------------------------------------------------------
+
+    def options(self) -> OpenCLOptions:
+        return self._options
 
     @property
     def description(self) -> str:

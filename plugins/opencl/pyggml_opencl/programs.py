@@ -3,7 +3,8 @@
 A program is one dialect kernel file specialised by defines (`pyggml_dialect.source.ProgramSpec`); its text comes
 from `pyggml_dialect.source.source_of` (the CUDA plugin compiles the same text with nvcc). Binaries are cached
 under `$PYGGML_CACHE_DIR/opencl` (default `~/.cache/pyggml/opencl`), keyed by device name, driver version,
-platform version, build options and the source hash. A cached binary that fails to load is rebuilt from source.
+platform version, build options and the source hash (the folder: `OpenCLOptions.cache_dir`). A cached binary that
+fails to load is rebuilt from source.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from pyggml.backend.env import cache_dir as plugin_cache_dir
 from pyggml.errors import ComputeError
 from pyggml_dialect.source import ProgramSpec, numbered, source_of
 
@@ -36,16 +36,14 @@ class KernelBuildError(ComputeError):
     """An OpenCL program failed to compile; the message holds the generated source and the compiler log."""
 
 
-def cache_dir() -> Path:
-    return plugin_cache_dir("opencl")
-
-
 class ProgramCache:
     """Built programs of one device (in memory, and on disk across processes)."""
 
     def __init__(self, ctx: cl.Context, device: cl.Device, label: str, device_defines: tuple[tuple[str, str], ...] = (),
-                 options: str = BUILD_OPTIONS) -> None:
+                 options: str = BUILD_OPTIONS, *, cache_dir: Path | None = None) -> None:
+        """`cache_dir`: the folder of the disk cache (`OpenCLOptions.cache_dir`); None: no disk cache."""
         self.ctx = ctx
+        self.cache_dir = cache_dir
         self.device_defines = device_defines
         """Defines every program of this device gets (PYGGML_FP64 ...)."""
         self.options = options
@@ -81,8 +79,10 @@ class ProgramCache:
         import pyopencl as cl
 
         source = source_of(spec, self.device_defines)
+        if self.cache_dir is None:
+            return self._build(spec, source)
         key = hashlib.sha256(f"{self._identity}\n{source}".encode()).hexdigest()
-        path = cache_dir() / f"{key}.bin"
+        path = self.cache_dir / f"{key}.bin"
         if path.exists():
             try:
                 prg = cl._cl._Program(self.ctx, [self.device], [path.read_bytes()])

@@ -1,28 +1,32 @@
 """The OpenCL registry: platforms and devices, enumerated lazily on the first `devices()` call.
 
 Devices are named OpenCL0, OpenCL1 ... in enumeration order (platform by platform) over the devices selected by
-`PYGGML_OPENCL_DEVICES`: a comma-separated list whose entries are either a global device index (as listed when
-nothing is filtered) or a case-insensitive substring of "<platform name> <device name>". All selected devices of
-one platform share one OpenCL context, so buffers and events move between them without the host.
+`OpenCLOptions.devices` (`PYGGML_OPENCL_DEVICES`, read once, here): a comma-separated list whose entries are either a
+global device index (as listed when nothing is filtered) or a case-insensitive substring of "<platform name> <device
+name>". All selected devices of one platform share one OpenCL context, so buffers and events move between them
+without the host.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 
-from pyggml.backend.env import device_selection, is_selected
+from pyggml.backend.env import is_selected
 from pyggml.backend.protocol import Device, LazyRegistry
+from pyggml_opencl.options import DEVICES_ENV, OpenCLOptions
 
 log = logging.getLogger(__name__)
 
-DEVICES_ENV = "PYGGML_OPENCL_DEVICES"
-
 
 class OpenCLRegistry(LazyRegistry):
-    def __init__(self) -> None:
-        super().__init__("OpenCL")
+    options_type = OpenCLOptions
+
+    def __init__(self, options: OpenCLOptions | None = None) -> None:
+        super().__init__("OpenCL", options)
+
+    def options(self) -> OpenCLOptions:
+        return OpenCLOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         try:
@@ -35,7 +39,8 @@ class OpenCLRegistry(LazyRegistry):
             return self._unavailable(f"no OpenCL platform (is an ICD such as pocl-opencl-icd installed?): {e}")
         if not platforms:
             return self._unavailable("no OpenCL platform (is an ICD such as pocl-opencl-icd installed?)")
-        wanted = device_selection(DEVICES_ENV)
+        opts = self.options()
+        wanted = opts.devices
         from pyggml_opencl.device import OpenCLDevice
 
         out: list[Device] = []
@@ -55,8 +60,8 @@ class OpenCLRegistry(LazyRegistry):
                 continue
             ctx = cl.Context(chosen)
             for d in chosen:
-                out.append(OpenCLDevice(self, ctx, d, f"OpenCL{len(out)}"))
+                out.append(OpenCLDevice(self, ctx, d, f"OpenCL{len(out)}", opts))
         if not out:
-            return self._unavailable(f"{DEVICES_ENV}={os.environ.get(DEVICES_ENV)!r} selects none of the {seen} "
-                                     "OpenCL devices" if wanted and seen else "the OpenCL platforms expose no devices")
+            return self._unavailable(f"{DEVICES_ENV}={','.join(wanted)!r} selects none of the {seen} OpenCL "
+                                     "devices" if wanted and seen else "the OpenCL platforms expose no devices")
         return out

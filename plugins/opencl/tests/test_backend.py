@@ -80,18 +80,23 @@ def test_build_failure_shows_source_and_log(dev) -> None:  # type: ignore[no-unt
     assert "generated source" in msg and "compiler log" in msg and "load_no_such_type" in msg
 
 
-def test_programs_are_cached_on_disk(dev, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_programs_are_cached_on_disk(dev, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from pyggml_dialect.source import ProgramSpec
+    from pyggml_opencl.options import OpenCLOptions
     from pyggml_opencl.programs import ProgramCache
 
-    monkeypatch.setenv("PYGGML_CACHE_DIR", str(tmp_path))
+    folder = OpenCLOptions.from_env({"PYGGML_CACHE_DIR": str(tmp_path)}).cache_dir  # read once, passed down
+    assert folder == tmp_path / "opencl"
     spec = ProgramSpec.of("layout.cl", T0="f32", T1="f32")
-    first = ProgramCache(dev.ctx, dev.cl_device, "t")
+    first = ProgramCache(dev.ctx, dev.cl_device, "t", cache_dir=folder)
     first.program(spec)
-    assert first.builds == 1 and len(list((tmp_path / "opencl").glob("*.bin"))) == 1
-    second = ProgramCache(dev.ctx, dev.cl_device, "t")
+    assert first.builds == 1 and len(list(folder.glob("*.bin"))) == 1
+    second = ProgramCache(dev.ctx, dev.cl_device, "t", cache_dir=folder)
     second.kernel(spec, "k_arange")
     assert second.builds == 0
+    third = ProgramCache(dev.ctx, dev.cl_device, "t")  # no folder: no disk cache
+    third.program(spec)
+    assert third.builds == 1
 
 
 def test_out_of_range_row_id_raises_and_backend_stays_usable(dev) -> None:  # type: ignore[no-untyped-def]

@@ -61,6 +61,19 @@ def test_env_filter_selects_by_index_and_name(cl_devices) -> None:  # type: igno
     assert none["devices"] == [] and "selects none" in str(none["reason"])
 
 
+def test_options_given_in_code_select_the_devices(cl_devices, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pyggml_opencl.options import OpenCLOptions
+    from pyggml_opencl.registry import OpenCLRegistry
+
+    monkeypatch.setenv("PYGGML_OPENCL_DEVICES", "no-such-device")  # a registry given its options reads no variable
+    reg = OpenCLRegistry(OpenCLOptions(devices=("0",), cache_dir=tmp_path))
+    (d,) = reg.devices()
+    assert d.options() is reg.options() and d.programs.cache_dir == tmp_path  # type: ignore[attr-defined]
+    none = OpenCLRegistry(OpenCLOptions(devices=("no-such-device",)))
+    assert none.devices() == [] and "PYGGML_OPENCL_DEVICES='no-such-device' selects none" in str(
+        none.unavailable_reason())
+
+
 def test_no_icd_gives_zero_devices_and_a_reason(tmp_path) -> None:  # type: ignore[no-untyped-def]
     r = probe(OCL_ICD_VENDORS=str(tmp_path), OCL_ICD_FILENAMES="")
     assert r["devices"] == []

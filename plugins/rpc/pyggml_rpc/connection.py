@@ -3,16 +3,16 @@
 One connection per server endpoint, shared by all of its devices: the server keeps buffers per connection, so a
 buffer is only valid on the connection that allocated it. Requests go out in order under a lock; commands without a
 reply are not waited for (ggml's own client does the same), so a server that failed one closes the connection and
-the next reply-bearing request reports it. Every socket operation has a timeout (PYGGML_RPC_TIMEOUT seconds,
-default 120): a server that dies or stalls becomes an `RPCError` naming it, never a hang. A broken connection stays
-broken: the buffers it held are gone on the server, and pretending otherwise would return wrong numbers.
+the next reply-bearing request reports it. Every socket operation has a timeout (`RPCOptions.timeout`:
+PYGGML_RPC_TIMEOUT seconds, default 120): a server that dies or stalls becomes an `RPCError` naming it, never a
+hang. A broken connection stays broken: the buffers it held are gone on the server, and pretending otherwise would
+return wrong numbers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 import threading
 from collections.abc import Sequence
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pyggml.errors import PyGGMLError
+from pyggml_rpc.options import DEFAULT_TIMEOUT
 from pyggml_rpc.wire import (
     CONN_CAPS_SIZE,
     HEADER,
@@ -33,7 +34,6 @@ from pyggml_rpc.wire import (
 )
 
 log = logging.getLogger(__name__)
-DEFAULT_TIMEOUT = 120.0
 CONNECT_TIMEOUT = 10.0
 
 
@@ -48,20 +48,13 @@ def parse_endpoint(endpoint: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def io_timeout() -> float:
-    raw = os.environ.get("PYGGML_RPC_TIMEOUT", "")
-    try:
-        return float(raw) if raw else DEFAULT_TIMEOUT
-    except ValueError:
-        raise RPCError(f"PYGGML_RPC_TIMEOUT={raw!r} is not a number of seconds") from None
-
-
 class Connection:
     """A socket to one server after a successful HELLO. Thread-safe; every method raises RPCError on failure."""
 
-    def __init__(self, endpoint: str, timeout: float | None = None) -> None:
+    def __init__(self, endpoint: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """`timeout`: seconds each socket operation may take (the registry gives `RPCOptions.timeout`)."""
         self.endpoint = endpoint
-        self.timeout = io_timeout() if timeout is None else timeout
+        self.timeout = timeout
         host, port = parse_endpoint(endpoint)
         self._lock: threading.RLock = threading.RLock()
         self._broken: str | None = None

@@ -1,8 +1,9 @@
 """The RPC registry: remote servers and their devices.
 
-`PYGGML_RPC_SERVERS=host:port,...` names servers at start-up; `get_registry("RPC").add_server("host:port")` adds
-one later. Devices are numbered across servers in the order they were added: RPC0, RPC1, ... Each server gets one
-connection (`Connection`), shared by its devices, buffers and backends (client.py).
+`PYGGML_RPC_SERVERS=host:port,...` (`RPCOptions.servers`, read when the devices are first listed) names servers;
+`get_registry("RPC").add_server("host:port")` adds one later. Devices are numbered across servers in the order they
+were added: RPC0, RPC1, ... Each server gets one connection (`Connection`, with `RPCOptions.timeout`), shared by its
+devices, buffers and backends (client.py).
 
 A server of PYGGML_RPC_SERVERS that cannot be reached is remembered with the reason (`unavailable_reason()`, which
 the hub's "no device named" error shows) and tried again when a device lookup misses (the `rescan_devices`
@@ -12,7 +13,6 @@ when it is back.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -22,15 +22,16 @@ from pyggml.backend.protocol import Device, Registry
 from pyggml_rpc.client import RPCDevice
 from pyggml_rpc.connection import Connection, RPCError
 from pyggml_rpc.graph_codec import RPCGraphPlan
+from pyggml_rpc.options import DEFAULT_TIMEOUT, RPCOptions
 from pyggml_rpc.wire import U32, U64, Cmd
 
 
 class RemoteServer:
     """One endpoint: its connection, device count and the graph each of its devices holds for GRAPH_RECOMPUTE."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.endpoint = endpoint
-        self.conn = Connection(endpoint)
+        self.conn = Connection(endpoint, timeout)
         self.n_devices = U32.unpack(self.conn.call(Cmd.DEVICE_COUNT, b"", U32.size))[0]
         self.stored: dict[int, tuple[int, RPCGraphPlan]] = {}
         """device -> (connection generation, the plan whose graph the server keeps for that device)."""
@@ -44,8 +45,10 @@ RETRY_INTERVAL = 1.0
 
 
 class RPCRegistry(Registry):
-    def __init__(self) -> None:
-        super().__init__("RPC")
+    options_type = RPCOptions
+
+    def __init__(self, options: RPCOptions | None = None) -> None:
+        super().__init__("RPC", options)
         self._lock = threading.Lock()
         self._devices: list[RPCDevice] = []
         self._servers: dict[str, RemoteServer] = {}
@@ -54,11 +57,15 @@ class RPCRegistry(Registry):
         self._env_done = False
         self.retry_interval = RETRY_INTERVAL
 
+    def options(self) -> RPCOptions:
+        return RPCOptions.narrow(super().options())
+
     def devices(self) -> Sequence[Device]:
         with self._lock:
             if not self._env_done:
+                servers = self.options().servers  # a bad variable raises here, and again on the next call
                 self._env_done = True
-                for ep in filter(None, (e.strip() for e in os.environ.get("PYGGML_RPC_SERVERS", "").split(","))):
+                for ep in servers:
                     self._try(ep)
             return list(self._devices)
 
@@ -118,14 +125,14 @@ class RPCRegistry(Registry):
                 return devs
             # reconnect: the same devices (names, backends) over a new connection; buffers made on the lost one
             # stay unusable, as their memory is gone on the server
-            server = RemoteServer(endpoint)
+            server = RemoteServer(endpoint, self.options().timeout)
             if server.n_devices != len(devs):
                 raise RPCError(f"RPC server {endpoint} now has {server.n_devices} devices, not {len(devs)}")
             self._servers[endpoint] = server
             for d in devs:
                 d.server = server
             return devs
-        server = RemoteServer(endpoint)
+        server = RemoteServer(endpoint, self.options().timeout)
         self._servers[endpoint] = server
         self._unreached.pop(endpoint, None)
         devs = [RPCDevice(self, server, k, f"RPC{len(self._devices) + k}") for k in range(server.n_devices)]

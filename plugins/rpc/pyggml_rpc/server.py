@@ -28,6 +28,7 @@ from pyggml.backend.protocol import Backend, Device
 from pyggml.errors import PyGGMLError
 from pyggml.ops.base import Op
 from pyggml_rpc.fnv import fnv1a64
+from pyggml_rpc.options import MESSAGE_TIMEOUT
 from pyggml_rpc.server_graph import decode_graph
 from pyggml_rpc.server_tensors import BufferTable, ProtocolError, make_tensor, region
 from pyggml_rpc.wire import (
@@ -55,10 +56,6 @@ if TYPE_CHECKING:
     from pyggml.graph import Graph
 
 log = logging.getLogger(__name__)
-MESSAGE_TIMEOUT = 60.0
-"""Seconds a client may take to send a whole message once it started it (plus size / MIN_RATE) or to read a reply,
-may pause inside one, and has to say HELLO after connecting: a stalled or trickling client is dropped.
-PYGGML_RPC_MESSAGE_TIMEOUT overrides it (tests make it short)."""
 MIN_RATE = 1 << 20
 """Bytes per second a long message or reply must at least move at: each gets MESSAGE_TIMEOUT + size / MIN_RATE."""
 RECV_CHUNK = 1 << 20
@@ -292,19 +289,6 @@ class Session:
         self.graphs.clear()
 
 
-def message_timeout() -> float:
-    raw = os.environ.get("PYGGML_RPC_MESSAGE_TIMEOUT", "")
-    try:
-        value = float(raw) if raw else MESSAGE_TIMEOUT
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        log.warning("rpc-server: PYGGML_RPC_MESSAGE_TIMEOUT=%r is not a positive number of seconds; using %g", raw,
-                    MESSAGE_TIMEOUT)
-        return MESSAGE_TIMEOUT
-    return value
-
-
 def _tensor(p: bytes, at: int = 0) -> Any:
     """The packed rpc_tensor at byte `at` of a payload (its size was checked)."""
     return np.frombuffer(p, dtype=RPC_TENSOR, count=1, offset=at)[0]
@@ -385,12 +369,12 @@ class Slot:
 
 
 def serve_connection(sock: socket.socket, served: Served, peer: str, slot: Slot | None = None,
-                     idle_timeout: float | None = None) -> None:
+                     idle_timeout: float | None = None, message_timeout: float = MESSAGE_TIMEOUT) -> None:
     """Serve one client until it disconnects, breaks the protocol, idles past `idle_timeout` seconds holding no
-    buffers (None: no limit) or the server evicts it (`slot`)."""
+    buffers (None: no limit), takes more than `message_timeout` over a message, or the server evicts it (`slot`)."""
     session = Session(served, peer)
     try:
-        _serve(sock, session, slot=slot, idle_timeout=idle_timeout)
+        _serve(sock, session, message_timeout, slot=slot, idle_timeout=idle_timeout)
     except ProtocolError as e:
         log.warning("rpc-server: closing %s: %s", peer, e)
     except IdleTimeout as e:
@@ -430,9 +414,8 @@ def _recv(sock: socket.socket, n: int, deadline: float, idle: float) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _serve(sock: socket.socket, session: Session, timeout: float | None = None, slot: Slot | None = None,
+def _serve(sock: socket.socket, session: Session, timeout: float = MESSAGE_TIMEOUT, slot: Slot | None = None,
            idle_timeout: float | None = None) -> None:
-    timeout = message_timeout() if timeout is None else timeout
     first = True
     while True:
         # HELLO within the message timeout; then a client may idle between messages: for ever while it holds
@@ -474,15 +457,17 @@ class RPCServer:
     At most `max_clients` connections are served at once; when all are taken, a new client evicts the connection
     idle the longest (those holding no buffers first; one in the middle of a message never), and is refused only
     when every connection is busy. A connection holding no buffers is closed after `idle_timeout` seconds without a
-    message (None or 0: never)."""
+    message (None or 0: never); a client has `message_timeout` seconds for each message (`RPCOptions`)."""
 
     def __init__(self, served: Served, host: str = "127.0.0.1", port: int = 50052, *,
-                 max_clients: int = MAX_CLIENTS, idle_timeout: float | None = IDLE_TIMEOUT) -> None:
+                 max_clients: int = MAX_CLIENTS, idle_timeout: float | None = IDLE_TIMEOUT,
+                 message_timeout: float = MESSAGE_TIMEOUT) -> None:
         if max_clients < 1:
             raise ValueError(f"max_clients must be at least 1, got {max_clients}")
         if idle_timeout is not None and not idle_timeout >= 0:
             raise ValueError(f"idle_timeout must be a number of seconds >= 0 (0: never), got {idle_timeout}")
         self.served = served
+        self.message_timeout = message_timeout
         self.max_clients = max_clients
         self.idle_timeout = idle_timeout if idle_timeout and math.isfinite(idle_timeout) else None
         self.listener = socket.create_server((host, port), reuse_port=False)
@@ -514,7 +499,8 @@ class RPCServer:
                 continue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             slot = Slot(sock, peer)
-            t = threading.Thread(target=serve_connection, args=(sock, self.served, peer, slot, self.idle_timeout),
+            t = threading.Thread(target=serve_connection,
+                                 args=(sock, self.served, peer, slot, self.idle_timeout, self.message_timeout),
                                  daemon=True, name=f"rpc-client-{peer}")
             with self._lock:
                 self._slots.add(slot)

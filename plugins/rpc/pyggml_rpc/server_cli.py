@@ -19,6 +19,7 @@ from pyggml.backend.extensions import SET_N_THREADS, SetNThreads
 from pyggml.backend.registry import get_device
 from pyggml.cli import run_command
 from pyggml.errors import PyGGMLError
+from pyggml_rpc.options import RPCOptions
 from pyggml_rpc.server import IDLE_TIMEOUT, MAX_CLIENTS, RPCServer, Served
 from pyggml_rpc.wire import PROTO_VERSION
 
@@ -106,13 +107,14 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"{PROG}: error: --device names no device", file=sys.stderr)
         return 2
     try:
+        opts = RPCOptions.from_env()  # the server's edge: PYGGML_RPC_MESSAGE_TIMEOUT, read once
         served = build_served(names, args.threads, args.max_memory, args.cache)
     except (PyGGMLError, OSError, ValueError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
     try:
         server = RPCServer(served, args.host, args.port, max_clients=args.max_clients,
-                           idle_timeout=args.idle_timeout)
+                           idle_timeout=args.idle_timeout, message_timeout=opts.message_timeout)
     except OSError as e:
         print(f"{PROG}: error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 1

@@ -82,9 +82,9 @@ def test_retries_are_bounded(hub_with_unreachable_server: tuple[BackendHub, RPCR
     h, reg, port = hub_with_unreachable_server
     tries: list[str] = []
 
-    def counted(endpoint: str) -> RemoteServer:
+    def counted(endpoint: str, timeout: float) -> RemoteServer:
         tries.append(endpoint)
-        return RemoteServer(endpoint)
+        return RemoteServer(endpoint, timeout)
 
     monkeypatch.setattr(rpc_registry, "RemoteServer", counted)
     reg.retry_interval = 3600.0

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyggml.errors import AllocationError
+from pyggml_glsl.builder import N_BINDINGS
 from pyggml_vulkan.physical import PhysicalInfo
 from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, CData, DeviceLostError, check, ffi, lib, new, out
 
@@ -18,10 +19,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-N_SOURCES = 5
-N_BINDINGS = 7
-"""Storage-buffer bindings of every pipeline: 0..4 sources, 5 destination, 6 the backend's status word (whole
-VkBuffers)."""
 PUSH_CONSTANT_BYTES = 128
 MAX_SETS_PER_POOL = 4096
 

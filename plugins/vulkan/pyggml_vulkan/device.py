@@ -96,8 +96,8 @@ class VulkanDevice(Device):
         return self._buft
 
     def supports_op(self, op: Tensor) -> bool:
+        from pyggml_glsl.ops.attention import fits_cpu_emulated
         from pyggml_vulkan.op_table import TABLE
-        from pyggml_vulkan.ops.attention import fits_cpu_emulated
 
         return TABLE.supports(op) and (not self.info.is_cpu or fits_cpu_emulated(op))
 

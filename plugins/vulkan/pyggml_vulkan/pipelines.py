@@ -12,6 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from pyggml_glsl.builder import Spec
 from pyggml_vulkan.shaderc import spirv
 from pyggml_vulkan.vk import NULL, C, CData, ffi, lib, new, out
 
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
     from pyggml_vulkan.context import DeviceContext
 
 log = logging.getLogger(__name__)
-
-Spec = tuple[int | float, ...]
 
 
 def spec_bytes(spec: Spec) -> bytes:

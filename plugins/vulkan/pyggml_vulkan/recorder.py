@@ -9,7 +9,7 @@ orders it after earlier submissions and transfers, a trailing one makes results 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,10 +18,7 @@ from pyggml.errors import AllocationError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.context import N_BINDINGS, N_SOURCES
-from pyggml_vulkan.ops.common import grid as grid  # re-exported: its home was here
-from pyggml_vulkan.ops.common import patch_pc
-from pyggml_vulkan.pipelines import Spec
+from pyggml_glsl.builder import N_BINDINGS, Groups, Spec, bound, status_push
 from pyggml_vulkan.vk import NULL, WHOLE_SIZE, C, CData, ffi, lib, new, out
 
 if TYPE_CHECKING:
@@ -63,7 +60,8 @@ def tensor_range(t: Tensor) -> Range:
 
 
 class DispatchBuilder:
-    """Collects the dispatches of a graph; op implementations call `dispatch` (and `scratch` for temporaries)."""
+    """Collects the dispatches of a graph: the GLSL op rules' builder (`pyggml_glsl.builder.Builder`), each
+    `dispatch` a pipeline, the buffers of the shader's bindings, push constants and a grid."""
 
     def __init__(self, ctx: DeviceContext, scratch: Callable[[int], VulkanBuffer] | None = None,
                  status: StatusWord | None = None) -> None:
@@ -72,6 +70,10 @@ class DispatchBuilder:
         self.node: Tensor | None = None
         self._scratch = scratch
         self.status = status
+
+    @property
+    def cpu_emulated(self) -> bool:
+        return self.ctx.info.is_cpu
 
     def error_code(self, what: str) -> int:
         """A status code naming the current node and `what` was out of range (0 without a status word: the
@@ -90,39 +92,32 @@ class DispatchBuilder:
         t.buffer = self._scratch(nbytes)
         return t
 
-    def dispatch(self, shader: str, spec: Spec, srcs: list[Tensor | None], dst: Tensor, push: bytes,
-                 groups: tuple[int, int, int], extra_writes: tuple[Tensor, ...] = (), checks: str = "") -> None:
+    def dispatch(self, shader: str, spec: Spec, srcs: Sequence[Tensor | None], dst: Tensor, push: bytes,
+                 groups: Groups, extra_writes: tuple[Tensor, ...] = (), checks: str = "") -> None:
         """checks: the shader reads indices; what an out-of-range one violates (its code goes into f3)."""
         from pyggml_vulkan.buffer import VulkanBuffer
 
-        if len(srcs) > N_SOURCES:
-            raise ValueError(f"{shader}: at most {N_SOURCES} sources")
+        tensors = bound(shader, srcs, dst)
         dbuf = dst.buffer
         if not isinstance(dbuf, VulkanBuffer):
             raise AllocationError(f"Vulkan: destination '{dst.name}' is not in a Vulkan buffer ({dbuf!r})")
+        reads = tuple(tensor_range(s) for s in srcs if s is not None)
         bufs: list[VulkanBuffer] = []
-        reads = []
-        for s in srcs:
-            if s is None:
-                bufs.append(dbuf)
-                continue
-            reads.append(tensor_range(s))
-            b = s.buffer
-            assert isinstance(b, VulkanBuffer)
+        for t in tensors:
+            b = t.buffer
+            assert isinstance(b, VulkanBuffer)  # tensor_range checked the sources
             if b.ctx is not self.ctx:
-                raise AllocationError(f"Vulkan: tensor '{s.name}' lives on another Vulkan device")
+                raise AllocationError(f"Vulkan: tensor '{t.name}' lives on another Vulkan device")
             bufs.append(b)
-        bufs += [dbuf] * (N_SOURCES - len(srcs))
-        bufs.append(dbuf)
         sbuf = self.status.buffer if self.status is not None else dbuf
         assert isinstance(sbuf, VulkanBuffer)  # the backend's word, from this device's buffer type
         bufs.append(sbuf)
         writes = (tensor_range(dst), *(tensor_range(t) for t in extra_writes))
         node = self.node
         if checks:
-            push = patch_pc(push, f3=self.error_code(checks))
+            push = status_push(push, self.error_code(checks))
         self.dispatches.append(Dispatch(self.ctx.pipelines.get(shader, spec), tuple(bufs), push, groups,
-                                        tuple(reads), writes, node.name if node is not None else shader,
+                                        reads, writes, node.name if node is not None else shader,
                                         bool(checks)))
 
 

@@ -1,5 +1,6 @@
 """GLSL -> SPIR-V with glslangValidator: at build time (setup.py loads this file by path, so it needs nothing but
-the standard library) and at first use when a shader's .spv is missing or stale (editable installs).
+the standard library, and hands it the folder of pyggml-glsl's shaders) and at first use when a shader's .spv is
+missing or stale (editable installs, shader edits): then the shaders are pyggml-glsl's (`pyggml_glsl.source`).
 
 A .spv is current when the `.sha` file next to it holds the hash of the shader's source and every include.
 """
@@ -19,9 +20,8 @@ try:
 except ImportError:  # pragma: no cover - setup.py runs before pyggml may be importable
     _Base = Exception  # type: ignore[misc,assignment]
 
-PKG_DIR = Path(__file__).resolve().parent
-SHADER_DIR = PKG_DIR / "shaders"
-SPV_DIR = PKG_DIR / "spv"
+SPV_DIR = Path(__file__).resolve().parent / "spv"
+"""The SPIR-V built with the package (into a wheel, or into the sources by an editable install), with .sha stamps."""
 TARGET_ENV = "vulkan1.2"
 
 
@@ -39,7 +39,14 @@ def glslang() -> str:
     return exe
 
 
-def source_hash(name: str, shader_dir: Path = SHADER_DIR) -> str:
+def shader_dir() -> Path:
+    """pyggml-glsl's shaders (imported here, not at module level: the build step has no pyggml-glsl to import)."""
+    from pyggml_glsl.source import SHADER_DIR
+
+    return SHADER_DIR
+
+
+def source_hash(name: str, shader_dir: Path) -> str:
     h = hashlib.sha256(TARGET_ENV.encode())
     h.update((shader_dir / f"{name}.comp").read_bytes())
     for inc in sorted(shader_dir.glob("*.glsl")):
@@ -77,8 +84,8 @@ def compile_file(src: Path, dst: Path, defines: dict[str, str] | None = None) ->
         tmp_path.unlink(missing_ok=True)
 
 
-def compile_all(out_dir: Path = SPV_DIR, shader_dir: Path = SHADER_DIR) -> list[Path]:
-    """Build step: every shaders/*.comp into out_dir/<name>.spv with its .sha stamp."""
+def compile_all(out_dir: Path, shader_dir: Path) -> list[Path]:
+    """Build step: every shader_dir/*.comp into out_dir/<name>.spv with its .sha stamp."""
     made = []
     for src in sorted(shader_dir.glob("*.comp")):
         name = src.stem
@@ -97,10 +104,11 @@ def cache_dir() -> Path:
 
 def spirv(name: str) -> bytes:
     """The SPIR-V of shader `name`: the built one when current, else compiled now into the cache dir."""
-    src = SHADER_DIR / f"{name}.comp"
+    shaders = shader_dir()
+    src = shaders / f"{name}.comp"
     if not src.exists():
-        raise ShaderBuildError(f"no shader named {name!r} in {SHADER_DIR}")
-    digest = source_hash(name)
+        raise ShaderBuildError(f"no shader named {name!r} in {shaders}")
+    digest = source_hash(name, shaders)
     built = SPV_DIR / f"{name}.spv"
     stamp = SPV_DIR / f"{name}.sha"
     if built.exists() and stamp.exists() and stamp.read_text().strip() == digest:

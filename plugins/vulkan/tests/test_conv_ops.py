@@ -12,9 +12,9 @@ from pyggml.graph import build_graph
 from pyggml.ops.spatial import PoolOp
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_glsl.ops.conv import MAX_LOOP
 from pyggml_testing.conv_graphs import ConvGraphTests
 from pyggml_testing.on_device import place
-from pyggml_vulkan.ops.conv import MAX_LOOP
 
 F32 = GGMLType.F32
 

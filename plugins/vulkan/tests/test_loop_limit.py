@@ -15,9 +15,9 @@ from pyggml.context import Context
 from pyggml.quants import dequantize, quantize
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_glsl.ops.attention import LOOP_LIMIT, loop_steps
+from pyggml_glsl.ops.matmul import LOOP_BUDGET, MAX_K
 from pyggml_testing.on_device import run_separately
-from pyggml_vulkan.ops.attention import LOOP_LIMIT, loop_steps
-from pyggml_vulkan.ops.matmul import LOOP_BUDGET, MAX_K
 
 T = GGMLType
 

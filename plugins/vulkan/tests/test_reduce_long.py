@@ -8,8 +8,8 @@ import pytest
 
 from pyggml import ops
 from pyggml.context import Context
+from pyggml_glsl.ops.reduce import SPAN
 from pyggml_testing.on_device import run_separately
-from pyggml_vulkan.ops.reduce import SPAN
 
 N = (1 << 24) + 3
 

@@ -15,8 +15,8 @@ from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml_conformance.case import Case
 from pyggml_conformance.cases.seq import gdn_case, linear_case, solve_tri_case, ssm_scan_case
+from pyggml_glsl.ops.seq import LOOP_BUDGET, WKV_PASSES, token_chunks
 from pyggml_testing import seq_cases
-from pyggml_vulkan.ops.seq import LOOP_BUDGET, WKV_PASSES, token_chunks
 
 LONG = [
     ssm_scan_case(16, 1, 8, 1, 12_000, 1),  # Mamba-1: one dispatch ends in NaN from about token 11,000

@@ -9,9 +9,9 @@ import pytest
 from pyggml import ops
 from pyggml.context import Context
 from pyggml.ops.reduce import SortOrder
+from pyggml_glsl.ops.sort import CHUNK
 from pyggml_testing.devices import numpy_backend
 from pyggml_testing.on_device import run_built
-from pyggml_vulkan.ops.sort import CHUNK
 
 
 def _ties(rows: int, n: int, seed: int = 0) -> np.ndarray:

@@ -11,9 +11,9 @@ from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_glsl.ops.train import MAX_LOOP, MAX_ROW
 from pyggml_testing.on_device import place
 from pyggml_testing.train_ops import TrainOpsTests
-from pyggml_vulkan.ops.train import MAX_LOOP, MAX_ROW
 
 F32, I32 = GGMLType.F32, GGMLType.I32
 

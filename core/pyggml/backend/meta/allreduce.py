@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from typing import cast
 
 import numpy as np
 
+from pyggml.backend.core_options import ALLREDUCE
 from pyggml.backend.extensions import COMM_INIT, CommContext, CommInit
 from pyggml.backend.protocol import Backend, Buffer, tensor_copy
 from pyggml.errors import PyGGMLError, UnsupportedTypeError
@@ -35,9 +35,6 @@ from pyggml.types import GGMLType, from_f32, to_f32
 log = logging.getLogger(__name__)
 
 REDUCIBLE = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16})
-ENV = "PYGGML_META_ALLREDUCE"
-"""Chooses the communicator when none is given: auto (a registry's comm_init, else the fallback), inprocess,
-butterfly."""
 
 
 class Communicator(ABC):
@@ -234,11 +231,12 @@ class ButterflyAllreduce(Communicator):
 
 
 def make_communicator(kind: Communicator | str | None, backends: Sequence[Backend]) -> Communicator:
-    """A communicator by name (auto, inprocess, butterfly; None: $PYGGML_META_ALLREDUCE or auto) or as given."""
+    """A communicator by name (`ALLREDUCE`: auto, inprocess, butterfly; None: auto) or as given. The meta backend
+    gives its device's `MetaOptions.allreduce` (PYGGML_META_ALLREDUCE) when it is given none."""
     if isinstance(kind, Communicator):
         kind.bind(backends)
         return kind
-    name = (kind or os.environ.get(ENV) or "auto").lower()
+    name = (kind or "auto").lower()
     if name == "auto":
         comm = comm_from_registry(backends)
         return comm if comm is not None else ButterflyAllreduce(backends)
@@ -246,7 +244,7 @@ def make_communicator(kind: Communicator | str | None, backends: Sequence[Backen
         return InProcessCommunicator(backends)
     if name == "butterfly":
         return ButterflyAllreduce(backends)
-    raise PyGGMLError(f"unknown allreduce {name!r} (auto, inprocess, butterfly)")
+    raise PyGGMLError(f"unknown allreduce {name!r} ({', '.join(ALLREDUCE)})")
 
 
 def _buffer(t: Tensor) -> Buffer:

@@ -14,6 +14,7 @@ from pyggml.backend.meta.allreduce import ButterflyAllreduce, Communicator, make
 from pyggml.backend.meta.device import MetaDevice
 from pyggml.backend.meta.plan import MetaPlan, Subgraph, build_plan
 from pyggml.backend.plan_cache import PlannedBackend, PlanStats
+from pyggml.backend.protocol import BackendParams
 from pyggml.errors import ComputeError, PyGGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -36,10 +37,13 @@ class MetaBackend(PlannedBackend[MetaPlan]):
     device: MetaDevice
     stats: MetaStats
 
-    def __init__(self, device: MetaDevice, params: str | None = None, comm: Communicator | str | None = None) -> None:
+    def __init__(self, device: MetaDevice, params: BackendParams = None,
+                 comm: Communicator | str | None = None) -> None:
+        """`params`: given to every device's `init_backend`; `comm`: the allreduce (None: the device's
+        `MetaOptions.allreduce`, PYGGML_META_ALLREDUCE)."""
         super().__init__(device, self._build_plan)
         self.backends = [d.init_backend(params) for d in device.devices]
-        self.comm = make_communicator(comm, self.backends)
+        self.comm = make_communicator(device.options().allreduce if comm is None else comm, self.backends)
         self.fallback = self.comm if isinstance(self.comm, ButterflyAllreduce) else ButterflyAllreduce(self.backends)
         self.stats = MetaStats()
 
@@ -53,8 +57,9 @@ class MetaBackend(PlannedBackend[MetaPlan]):
         return p
 
     def set_comm(self, comm: Communicator | str | None) -> None:
-        """Reduce through another communicator from now on (auto, inprocess, butterfly or an instance)."""
-        self.comm = make_communicator(comm, self.backends)
+        """Reduce through another communicator from now on (auto, inprocess, butterfly or an instance; None: the
+        device's `MetaOptions.allreduce`)."""
+        self.comm = make_communicator(self.device.options().allreduce if comm is None else comm, self.backends)
 
     def replay(self, plan: MetaPlan) -> None:
         for k, sub in enumerate(plan.subgraphs):

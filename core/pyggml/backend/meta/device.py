@@ -19,14 +19,17 @@ from math import lcm
 import numpy as np
 
 from pyggml.alloc.buffers import PartedBuffer
+from pyggml.backend.core_options import MetaOptions
 from pyggml.backend.meta import transfer
 from pyggml.backend.meta.rules import RULES
 from pyggml.backend.meta.spmd import Spmd
 from pyggml.backend.meta.state import MAX_DEVICES, SplitState
 from pyggml.backend.meta.tensors import SplitStateFn, TensorTable
 from pyggml.backend.op_table import FREE_OPS
+from pyggml.backend.options import split_params
 from pyggml.backend.protocol import (
     Backend,
+    BackendParams,
     Buffer,
     BufferType,
     BufferUsage,
@@ -46,9 +49,14 @@ log = logging.getLogger(__name__)
 class MetaRegistry(Registry):
     """The registry of one meta device (meta devices are made by the user, not discovered)."""
 
-    def __init__(self, device: MetaDevice) -> None:
-        super().__init__("meta")
+    options_type = MetaOptions
+
+    def __init__(self, device: MetaDevice, options: MetaOptions | None = None) -> None:
+        super().__init__("meta", options)
         self._device = device
+
+    def options(self) -> MetaOptions:
+        return MetaOptions.narrow(super().options())
 
     def devices(self) -> Sequence[Device]:
         return [self._device]
@@ -56,9 +64,10 @@ class MetaRegistry(Registry):
 
 class MetaDevice(Device):
     def __init__(self, devices: Sequence[Device], split_state: SplitStateFn | None = None,
-                 name: str | None = None, spmd: Spmd | None = None) -> None:
+                 name: str | None = None, spmd: Spmd | None = None, options: MetaOptions | None = None) -> None:
         """`spmd`: this process holds only some of `devices` (the others are `PeerDevice`s of other processes);
-        see pyggml.backend.meta.spmd."""
+        see pyggml.backend.meta.spmd. `options`: default `MetaOptions` read from the environment when the first
+        backend is made."""
         devs = list(devices)
         if not 1 <= len(devs) <= MAX_DEVICES:
             raise PyGGMLError(f"a meta device wraps 1 to {MAX_DEVICES} devices, got {len(devs)}")
@@ -66,9 +75,9 @@ class MetaDevice(Device):
         if nested:
             raise PyGGMLError(f"a meta device cannot wrap another meta device ({', '.join(nested)})")
         self.devices = devs
-        super().__init__(MetaRegistry(self), name or f"Meta({','.join(d.name for d in devs)})", DeviceType.META,
-                         DeviceCaps(async_ops=all(d.caps.async_ops for d in devs),
-                                    checks_indices=all(d.caps.checks_indices for d in devs)))
+        super().__init__(MetaRegistry(self, options), name or f"Meta({','.join(d.name for d in devs)})",
+                         DeviceType.META, DeviceCaps(async_ops=all(d.caps.async_ops for d in devs),
+                                                     checks_indices=all(d.caps.checks_indices for d in devs)))
         self._buft = MetaBufferType(self)
         self.table = TensorTable(len(devs), split_state, self._is_own, _simple_buffer, _packed_offset)
         self.table.spmd = spmd
@@ -88,10 +97,16 @@ class MetaDevice(Device):
         mem = [d.memory() for d in self.devices]
         return sum(m[0] for m in mem), sum(m[1] for m in mem)
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def options(self) -> MetaOptions:
+        return MetaOptions.narrow(self.reg.options())
+
+    def init_backend(self, params: BackendParams = None) -> Backend:
+        """A backend over every device: the meta device's own options (`MetaOptions`: allreduce) taken from
+        `params`, the rest given to every device's `init_backend`."""
         from pyggml.backend.meta.backend import MetaBackend
 
-        return MetaBackend(self, params)
+        own, rest = split_params(params, MetaOptions)
+        return MetaBackend(self, rest, comm=self.options().with_params(own, self.name).allreduce)
 
     def buffer_type(self) -> MetaBufferType:
         return self._buft

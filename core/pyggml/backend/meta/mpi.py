@@ -4,10 +4,10 @@
 Debian's openmpi-bin); `MPICommunicator` is the meta backend's allreduce across ranks, `spmd_devices` lays out the
 device list every rank builds alike (its own device at its rank, `PeerDevice`s elsewhere).
 
-Every collective waits at most PYGGML_MPI_TIMEOUT seconds (default 60). A rank that dies makes mpirun end the job;
-one that stalls is found by the others when their wait runs out: each then sends every rank a probe and names the
-ranks whose probe did not come (`RankLostError`). Ranks that disagree on what they run (model file, shares, context)
-are refused at start-up (`check_agreement`).
+Every collective waits at most PYGGML_MPI_TIMEOUT seconds (`MPIOptions.timeout`, default 60). A rank that dies
+makes mpirun end the job; one that stalls is found by the others when their wait runs out: each then sends every rank
+a probe and names the ranks whose probe did not come (`RankLostError`). Ranks that disagree on what they run (model
+file, shares, context) are refused at start-up (`check_agreement`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pyggml.backend.core_options import MPIOptions
 from pyggml.backend.meta.allreduce import REDUCIBLE, Communicator
 from pyggml.backend.meta.spmd import PeerDevice, Spmd
 from pyggml.backend.protocol import Backend, Device
@@ -27,7 +28,6 @@ from pyggml.errors import ComputeError, PyGGMLError, UnsupportedTypeError
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType, from_f32, to_f32
 
-DEFAULT_TIMEOUT = 60.0
 PROBE_TAG = 7301
 PROBE_WAIT = 3.0
 SPIN_S = 2e-3
@@ -50,12 +50,12 @@ class MPIWorld:
     """This process's place among the ranks, and the collectives the meta device needs, each with a deadline."""
 
     def __init__(self, timeout: float | None = None) -> None:
+        """`timeout`: seconds a collective waits (None: `MPIOptions.timeout`, PYGGML_MPI_TIMEOUT)."""
+        self.timeout = timeout if timeout is not None else MPIOptions.from_env().timeout
         self.MPI = _mpi()
         self.comm = self.MPI.COMM_WORLD
         self.rank: int = self.comm.Get_rank()
         self.size: int = self.comm.Get_size()
-        raw = os.environ.get("PYGGML_MPI_TIMEOUT", "")
-        self.timeout = timeout if timeout is not None else float(raw) if raw else DEFAULT_TIMEOUT
 
     def _wait(self, req: Any, what: str) -> None:
         """Wait for a non-blocking collective: yield the core for the first SPIN_S (a rank a few microseconds late

@@ -21,12 +21,12 @@ written in between were lost) instead of computing on them. See docs/backend-pro
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from collections.abc import Sequence
 
 from pyggml.alloc import GraphAllocator
+from pyggml.backend.core_options import SchedulerOptions
 from pyggml.backend.protocol import Backend, BufferType, Event
 from pyggml.backend.sched import debug
 from pyggml.backend.sched.compute import EvalCallback, compute_splits
@@ -47,7 +47,7 @@ class Scheduler:
 
     def __init__(self, backends: Sequence[Backend], bufts: Sequence[BufferType | None] | None = None,
                  graph_size: int = DEFAULT_GRAPH_SIZE, parallel: bool = False, op_offload: bool = True,
-                 *, n_copies: int | None = None) -> None:
+                 *, n_copies: int | None = None, options: SchedulerOptions | None = None) -> None:
         copies = (MAX_COPIES if parallel else 1) if n_copies is None else n_copies
         if not 1 <= copies <= MAX_COPIES:
             raise SchedulerConfigError(f"n_copies must be in 1..{MAX_COPIES} (pipeline slots), got {copies}")
@@ -78,10 +78,8 @@ class Scheduler:
         self._prev_groups: tuple[list[int], list[int]] | None = None
         self._eval_cb: EvalCallback | None = None
         self.stats = SchedStats()
-        try:
-            self.debug_level = int(os.environ.get("PYGGML_SCHED_DEBUG", "0") or 0)
-        except ValueError:
-            self.debug_level = 0
+        self.debug_level = (options or SchedulerOptions.from_env()).debug
+        """Plans printed to stderr: 0 none, 1 splits, 2 nodes too (`SchedulerOptions.debug`, PYGGML_SCHED_DEBUG)."""
 
     @property
     def lock(self) -> threading.RLock:

@@ -29,6 +29,7 @@ from pyggml.tensor import Tensor
 from pyggml_cuda.compile import Bundle, KernelBuildError, KernelCache, Variant, label, variant
 from pyggml_cuda.launch import CudaLaunchBuilder, Launch, check_signature
 from pyggml_cuda.op_table import TABLE
+from pyggml_cuda.options import CudaOptions
 from pyggml_dialect.source import ProgramSpec
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.print_usage(sys.stderr)
         return 2
     try:
-        rep = run_check(KernelCache(strict=True), args.jobs, modes)
+        opts = CudaOptions.from_env()  # the tool's edge: the cache and the nvcc the devices would use
+        rep = run_check(KernelCache(opts.cache_dir, strict=True, nvcc=opts.nvcc), args.jobs, modes)
     except KernelBuildError as e:  # no nvcc
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -18,7 +18,8 @@ from pyggml_rpc.wire import (
 )
 
 from pyggml.backend.host import HostBuffer, HostBufferType
-from pyggml.backend.protocol import Backend, BufferType, Bytes, Device, DeviceType
+from pyggml.backend.options import Options
+from pyggml.backend.protocol import Backend, BackendParams, BufferType, Bytes, Device, DeviceType
 from pyggml.backend.registry import get_device
 from pyggml.errors import AllocationError
 from pyggml.tensor import Tensor
@@ -88,7 +89,10 @@ class GuardedDevice(Device):
     def memory(self) -> tuple[int, int]:
         return self.inner.memory()
 
-    def init_backend(self, params: str | None = None) -> Backend:
+    def options(self) -> Options:
+        return self.inner.options()
+
+    def init_backend(self, params: BackendParams = None) -> Backend:
         return self.inner.init_backend(params)
 
     def buffer_type(self) -> BufferType:

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.attention import KV_TYPES, alibi
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import LAVAPIPE_LOOPS, READABLE, grid, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import LAVAPIPE_LOOPS, READABLE, grid, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 T = GGMLType
 MAX_HEAD = 640
@@ -30,8 +27,7 @@ estimate's margin."""
 def loop_steps(node: Tensor) -> int:
     """The loop iterations of one flash_attn.comp thread (see LOOPS there): per block of 64 keys, its key's dot
     product and its output dims' sums over the block's keys, four steps an iteration, and two reductions."""
-    q, k, v = node.src[0], node.src[1], node.src[2]
-    assert q is not None and k is not None and v is not None
+    q, k, v = src(node, 0), src(node, 1), src(node, 2)
     per_block = q.ne[0] // 4 + 3 + -(-v.ne[0] // 64) * 20 + 14
     return -(-k.ne[1] // 64) * per_block + q.ne[0] // 64 + 30
 
@@ -53,11 +49,8 @@ def _fa_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.FLASH_ATTN_EXT, accepts=_fa_ok)
-def flash_attn(node: Tensor, p: DispatchBuilder) -> None:
-    q, k, v = node.src[0], node.src[1], node.src[2]
-    mask = node.src[3] if len(node.src) > 3 else None
-    sinks = node.src[4] if len(node.src) > 4 else None
-    assert q is not None and k is not None and v is not None
+def flash_attn(node: Tensor, p: Builder) -> None:
+    q, k, v, mask, sinks = src(node, 0), src(node, 1), src(node, 2), opt_src(node, 3), opt_src(node, 4)
     prm = node.params
     nlog2, m0, m1 = alibi(q.ne[2], prm.max_bias)
     m0 = m0 if prm.max_bias > 0.0 else 0.0  # m0 = 0: the shader skips the slopes

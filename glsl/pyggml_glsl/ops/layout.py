@@ -3,13 +3,12 @@ quantising into block types), SET_ROWS (plain or quantised destinations)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import (
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import (
     INTS,
     PLAIN,
     QUANTS,
@@ -22,10 +21,7 @@ from pyggml_vulkan.ops.common import (
     units_ok,
 )
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 T = GGMLType
 I32 = frozenset({T.I32})
@@ -40,9 +36,8 @@ def _get_rows_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.GET_ROWS, accepts=_get_rows_ok)
-def get_rows(node: Tensor, p: DispatchBuilder) -> None:
-    a, ids = node.src[0], node.src[1]
-    assert a is not None and ids is not None
+def get_rows(node: Tensor, p: Builder) -> None:
+    a, ids = src(node, 0), src(node, 1)
     p.dispatch("get_rows", (int(a.type), int(node.type)), [a, ids], node, generic_pc(a, ids, node),
                grid(groups_for(node.nelements())), checks=f"a row id outside 0..{a.ne[1] - 1}")
 
@@ -64,9 +59,8 @@ def _copy_ok(node: Tensor) -> bool:
     return not a.type.traits.is_quantized or a.is_contiguous()
 
 
-def _copy(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0]
-    assert a is not None
+def _copy(node: Tensor, p: Builder) -> None:
+    a = src(node, 0)
     if a.type == node.type and _block_dst(node):
         n = node.nelements() // node.type.traits.blck_size
         p.dispatch("blocks", (unit_words(node), 0), [a], node, generic_pc(a, None, node, units=True),
@@ -90,9 +84,8 @@ def _set_rows_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.SET_ROWS, accepts=_set_rows_ok)
-def set_rows(node: Tensor, p: DispatchBuilder) -> None:
-    rows, ids = node.src[1], node.src[2]
-    assert rows is not None and ids is not None
+def set_rows(node: Tensor, p: Builder) -> None:
+    rows, ids = src(node, 1), src(node, 2)
     what = f"a row id outside 0..{node.ne[1] - 1}"
     wide = ids.type.traits.type_size  # u0: 8 for i64 ids (the shaders check both words)
     if node.type in QUANT_DST:

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import INTS, PLAIN, generic_pc, grid, groups_for, srcs_ok, unit_words, units_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import INTS, PLAIN, generic_pc, grid, groups_for, srcs_ok, unit_words, units_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 ANY_PLAIN = PLAIN | INTS
@@ -21,7 +17,7 @@ CODE = {Op.REPEAT: 0, Op.CONCAT: 1, Op.PAD: 2, Op.DIAG: 3, Op.DIAG_MASK_INF: 4, 
         Op.ARANGE: 6, Op.SET: 7, Op.ACC: 8}
 
 
-def _gather(node: Tensor, p: DispatchBuilder, a: Tensor | None, b: Tensor | None, d: Tensor, u0: int = 0,
+def _gather(node: Tensor, p: Builder, a: Tensor | None, b: Tensor | None, d: Tensor, u0: int = 0,
             f: tuple[float, ...] = ()) -> None:
     ta = int(a.type) if a is not None else int(d.type)
     spec = (ta, int(d.type), CODE[node.op])
@@ -37,9 +33,8 @@ def _same_type_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.REPEAT, Op.CONCAT, accepts=_same_type_ok)
-def repeat_concat(node: Tensor, p: DispatchBuilder) -> None:
-    a, b = node.src[0], node.src[1]
-    assert a is not None
+def repeat_concat(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), opt_src(node, 1)
     if node.op is Op.REPEAT:
         _gather(node, p, a, None, node)
     elif node.type not in ANY_PLAIN:
@@ -55,8 +50,8 @@ def _f32_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.PAD, Op.DIAG, Op.DIAG_MASK_INF, Op.DIAG_MASK_ZERO, Op.ARANGE, accepts=_f32_ok)
-def f32_maps(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0] if node.src else None
+def f32_maps(node: Tensor, p: Builder) -> None:
+    a = opt_src(node, 0)  # ARANGE has none
     prm = node.params
     if node.op is Op.PAD:
         _gather(node, p, a, None, node, f=tuple(float(x) for x in prm.lp))
@@ -86,9 +81,8 @@ def _view_of(t: Tensor, b: Tensor, prm: object) -> Tensor:
 
 
 @rules.rule(Op.SET, Op.ACC, accepts=_set_ok)
-def set_acc(node: Tensor, p: DispatchBuilder) -> None:
-    a, b = node.src[0], node.src[1]
-    assert a is not None and b is not None
+def set_acc(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), src(node, 1)
     if not (a.buffer is node.buffer and a.offset == node.offset):
         p.dispatch("cpy", (int(a.type), int(node.type)), [a], node, generic_pc(a, None, node),
                    grid(groups_for(node.nelements())))

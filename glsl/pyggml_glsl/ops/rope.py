@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import TYPE_CHECKING
 
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op
 from pyggml.ops.rope import ROPE_TYPE_NEOX, RopeParams
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import grid, groups_for, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import grid, groups_for, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 T = GGMLType
 
@@ -38,10 +35,8 @@ def _rope_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.ROPE, Op.ROPE_BACK, accepts=_rope_ok)
-def rope(node: Tensor, p: DispatchBuilder) -> None:
-    a, pos = node.src[0], node.src[1]
-    ff = node.src[2] if len(node.src) > 2 else None
-    assert a is not None and pos is not None
+def rope(node: Tensor, p: Builder) -> None:
+    a, pos, ff = src(node, 0), src(node, 1), opt_src(node, 2)
     prm: RopeParams = node.params
     c0, c1 = corr_dims(prm)
     push = struct.pack("<17I6f", a.offset, pos.offset, ff.offset if ff else 0, node.offset, *a.ne, *a.nb,

@@ -10,19 +10,16 @@ invocation passes lavapipe's loop limit; SOLVE_TRI's rows likewise."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 from pyggml.backend.kernel_geometry import MAX_D_STATE, MAX_HEAD, scan_lanes
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import generic_pc, grid, groups_for, loop_share, patch_pc, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import generic_pc, grid, groups_for, loop_share, patch_pc, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 T = GGMLType
 F32 = frozenset({T.F32})
@@ -58,23 +55,22 @@ def _seq_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.TRI, Op.SSM_CONV, Op.SOLVE_TRI, accepts=_seq_ok)
-def seq(node: Tensor, p: DispatchBuilder) -> None:
-    a, b = node.src[0], node.src[1] if len(node.src) > 1 else None
-    assert a is not None
+def seq(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), opt_src(node, 1)
     if node.op is not Op.SOLVE_TRI:
         code, u0 = (TRI, int(node.params.tri_type)) if node.op is Op.TRI else (SSM_CONV, 0)
         push = generic_pc(a, b, node, u0)
         p.dispatch("seq", (code,), [a, b], node, push, grid(groups_for(node.nelements())))
         return
     n = node.ne[1]
-    rows = max(1, LOOP_BUDGET // max(1, n)) if p.ctx.info.is_cpu else n
+    rows = max(1, LOOP_BUDGET // max(1, n)) if p.cpu_emulated else n
     push = generic_pc(a, b, node)
     for r0 in range(0, n, rows):
         p.dispatch("seq", (SOLVE_TRI,), [a, b], node, patch_pc(push, u0=r0, f1=min(n, r0 + rows)),
                    grid(groups_for(node.ne[0] * node.ne[2] * node.ne[3])))
 
 
-def _placed(node: Tensor, p: DispatchBuilder) -> tuple[list[Tensor | None], list[int]]:
+def _placed(node: Tensor, p: Builder) -> tuple[list[Tensor | None], list[int]]:
     """The tensors bound at bindings 0..4 for a recurrent op and the word offset of each src: a src read as it is
     where it is contiguous and alone at its binding, else its contiguous copy in scratch (PACK dispatches)."""
     bind = BINDINGS[node.op]
@@ -124,16 +120,15 @@ def _scan_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.SSM_SCAN, accepts=_scan_ok)
-def ssm_scan(node: Tensor, p: DispatchBuilder) -> None:
-    s, x, a, b = node.src[0], node.src[1], node.src[3], node.src[4]
-    assert s is not None and x is not None and a is not None and b is not None
+def ssm_scan(node: Tensor, p: Builder) -> None:
+    s, x, a, b = src(node, 0), src(node, 1), src(node, 3), src(node, 4)
     bound, offs = _placed(node, p)
     d_state, head_dim, n_head, n_tok, n_seqs = s.ne[0], x.ne[0], x.ne[1], x.ne[2], x.ne[3]
     lanes = scan_lanes(d_state)
     ns = -(-d_state // lanes)
     sizes = [d_state, head_dim, n_head, b.ne[1], n_tok, n_seqs, int(a.ne[0] != 1), node.params.k, s.ne[3]]
     checks = f"a state id outside 0..{s.ne[3] - 1}"
-    for t0, t1 in token_chunks(n_tok, 2 * ns + lanes.bit_length() + 4, 2 * ns + 8, p.ctx.info.is_cpu):
+    for t0, t1 in token_chunks(n_tok, 2 * ns + lanes.bit_length() + 4, 2 * ns + 8, p.cpu_emulated):
         push = _push([*offs, node.offset // 4, *sizes, t0, t1])
         p.dispatch("ssm_scan", (lanes, ns), bound, node, push, grid(head_dim * n_head * n_seqs), checks=checks)
 
@@ -148,15 +143,13 @@ def _wkv_ok(node: Tensor) -> bool:
 
 
 @rules.rule(*WKV_OP, accepts=_wkv_ok)
-def wkv(node: Tensor, p: DispatchBuilder) -> None:
+def wkv(node: Tensor, p: Builder) -> None:
     gdn = node.op is Op.GATED_DELTA_NET
-    v, st = node.src[2 if gdn else 1], node.src[-1]
-    assert v is not None and st is not None
+    v, st = src(node, 2 if gdn else 1), src(node, len(node.src) - 1)
     bound, offs = _placed(node, p)
     size, heads = v.ne[0], v.ne[1]
     if gdn:
-        q, g = node.src[0], node.src[3]
-        assert q is not None and g is not None
+        q, g = src(node, 0), src(node, 3)
         n_seqs, n_tok = v.ne[3], v.ne[2]
         sizes = [heads, n_tok, n_seqs, q.ne[1], q.ne[3], int(g.ne[0] != 1), node.params.k]
     else:
@@ -165,6 +158,6 @@ def wkv(node: Tensor, p: DispatchBuilder) -> None:
         sizes = [heads, v.ne[2], n_seqs, 0, 0, 0, 0]
     words = [*(offs + [0] * 7)[:7], node.offset // 4, *sizes]
     passes = WKV_PASSES[node.op]
-    for t0, t1 in token_chunks(n_tok, passes * size + 4, 2 * size + 8, p.ctx.info.is_cpu):
+    for t0, t1 in token_chunks(n_tok, passes * size + 4, 2 * size + 8, p.cpu_emulated):
         tail = [t0, t1] if gdn else [t0, t1, struct.unpack("<I", struct.pack("<f", scale))[0]]
         p.dispatch("wkv", (WKV_OP[node.op], size), bound, node, _push(words + tail), grid(heads * n_seqs))

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.attention import alibi
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import PLAIN, generic_pc, grid, loop_share, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import PLAIN, generic_pc, grid, loop_share, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 NORM_CODE = {Op.NORM: 0, Op.RMS_NORM: 1, Op.L2_NORM: 2}
@@ -36,17 +33,15 @@ def _norm_ok(node: Tensor) -> bool:
 
 
 @rules.rule(*NORM_CODE, accepts=_norm_ok)
-def norm(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0]
-    assert a is not None
+def norm(node: Tensor, p: Builder) -> None:
+    a = src(node, 0)
     p.dispatch("norm", (NORM_CODE[node.op],), [a], node, generic_pc(a, None, node, 0, (node.params.eps,)),
                grid(a.nrows()))
 
 
 @rules.rule(Op.GROUP_NORM, accepts=_norm_ok)
-def group_norm(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0]
-    assert a is not None
+def group_norm(node: Tensor, p: Builder) -> None:
+    a = src(node, 0)
     per_group = -(-a.ne[2] // node.params.n_groups)
     groups = -(-a.ne[2] // per_group) * a.ne[3]
     p.dispatch("norm", (3,), [a], node, generic_pc(a, None, node, per_group, (node.params.eps,)), grid(groups))
@@ -59,10 +54,8 @@ def _soft_max_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.SOFT_MAX, accepts=_soft_max_ok)
-def soft_max(node: Tensor, p: DispatchBuilder) -> None:
-    a, mask = node.src[0], node.src[1] if len(node.src) > 1 else None
-    sinks = node.src[2] if len(node.src) > 2 else None
-    assert a is not None
+def soft_max(node: Tensor, p: Builder) -> None:
+    a, mask, sinks = src(node, 0), opt_src(node, 1), opt_src(node, 2)
     prm = node.params
     nlog2, m0, m1 = alibi(a.ne[2], prm.max_bias)
     mt = mask if mask is not None else a

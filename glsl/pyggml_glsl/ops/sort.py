@@ -5,19 +5,16 @@ descending order."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.ops.reduce import SortOrder
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import grid, groups_for, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import grid, groups_for, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 CHUNK = 2048
 """Pairs sorted in shared memory by one work group (16 KiB: every Vulkan device has that much)."""
@@ -34,9 +31,8 @@ def _push(a: Tensor, d: Tensor, np_: int, scratch: int = 0, kk: int = 0, jj: int
 
 
 @rules.rule(Op.ARGSORT, Op.TOP_K, accepts=_sort_ok)
-def sort(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0]
-    assert a is not None
+def sort(node: Tensor, p: Builder) -> None:
+    a = src(node, 0)
     desc = node.op is Op.TOP_K or node.params.order is SortOrder.DESC
     order = int(desc)
     n = a.ne[0]

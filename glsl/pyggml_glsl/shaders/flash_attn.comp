@@ -34,7 +34,7 @@ DEFINE_REDUCE(64u)
 // LOOPS: lavapipe ends an invocation's loops after 65535 iterations in all, silently. A thread walks every key
 // block of 64, and per block its key's dot product (Dk) and its output dims' sums over the block's keys (64 per 64
 // dims of Dv); four steps per iteration (same order of the sums) take head size 128 from about 15,000 keys to about
-// 45,000. Longer on a CPU-emulated device: refused (pyggml_vulkan.ops.attention).
+// 45,000. Longer on a CPU-emulated device: refused (pyggml_glsl.ops.attention).
 
 // key jj's share of output dim d: e^(s - max) v (a masked key: nothing)
 float vterm(float s, float nm, uint vrow, uint d) {

@@ -7,17 +7,13 @@ iterations, the loop heads counted too)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
-from pyggml_vulkan.ops.common import PLAIN, generic_pc, grid, groups_for, loop_share, patch_pc, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import PLAIN, generic_pc, grid, groups_for, loop_share, patch_pc, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 CODE = {Op.IM2COL: 0, Op.CONV_2D: 1, Op.CONV_2D_DW: 2, Op.CONV_TRANSPOSE_1D: 3, Op.CONV_TRANSPOSE_2D: 4,
         Op.IM2COL_3D: 5, Op.CONV_3D: 6, Op.COL2IM_1D: 7, Op.IM2COL_BACK: 8}
@@ -54,16 +50,14 @@ def _words_3d(node: Tensor) -> tuple[int, int, int, int, int] | None:
 
 def _iterations(node: Tensor) -> int:
     """The loop iterations (heads included) of one thread, the most any element takes."""
-    a = node.src[0]
-    assert a is not None
+    a = src(node, 0)
     kw, kh, ic = a.ne[0], a.ne[1], a.ne[2]
     if node.op is Op.CONV_2D:
         return ic * (1 + kh * (1 + kw))
     if node.op is Op.CONV_2D_DW:
         return 1 + kh * (1 + kw)
     if node.op is Op.IM2COL_BACK:  # a gather over the kernel's taps (src1, the kernel: [KW, KH, ..] or [KW, ..])
-        k = node.src[1]
-        assert k is not None
+        k = src(node, 1)
         return 1 + (k.ne[1] if node.params.is_2d else 1) * (1 + k.ne[0])
     s = _geometry(node)[0]
     if node.op is Op.COL2IM_1D:
@@ -77,8 +71,7 @@ def _iterations(node: Tensor) -> int:
 
 
 def _iterations_3d(node: Tensor) -> int:
-    a = node.src[0]
-    assert a is not None
+    a = src(node, 0)
     if node.op is Op.IM2COL_3D:
         return 0
     ic: int = node.params.c
@@ -94,10 +87,9 @@ def _ok(node: Tensor) -> bool:
 
 
 @rules.rule(*CODE, accepts=_ok)
-def conv(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0]
-    b = node.src[1] if len(node.src) > 1 else a  # COL2IM_1D has one src
-    assert a is not None and b is not None
+def conv(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), opt_src(node, 1)
+    b = a if b is None else b  # COL2IM_1D has one src
     if node.op in THREE_D:
         w = _words_3d(node)
         assert w is not None

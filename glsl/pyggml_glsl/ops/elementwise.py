@@ -3,18 +3,14 @@ FILL, GLU."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op
 from pyggml.ops.elementwise import SwigluClampParams, SwigluOaiParams, XieluParams
 from pyggml.tensor import Tensor
-from pyggml_vulkan.ops.common import PLAIN, generic_pc, grid, groups_for, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import PLAIN, generic_pc, grid, groups_for, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 BINARY_CODE = {Op.ADD: 0, Op.SUB: 1, Op.MUL: 2, Op.DIV: 3, Op.ADD1: 0}
 
@@ -24,9 +20,8 @@ def _binary_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.ADD1, accepts=_binary_ok)
-def binary(node: Tensor, p: DispatchBuilder) -> None:
-    a, b = node.src[0], node.src[1]
-    assert a is not None and b is not None
+def binary(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), src(node, 1)
     spec = (int(a.type), int(b.type), int(node.type), BINARY_CODE[node.op])
     p.dispatch("binary", spec, [a, b], node, generic_pc(a, b, node), grid(groups_for(node.nelements())))
 
@@ -62,9 +57,8 @@ def _unary_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.UNARY, *MATH_CODE, accepts=_unary_ok)
-def unary(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0]
-    assert a is not None
+def unary(node: Tensor, p: Builder) -> None:
+    a = src(node, 0)
     spec = (int(a.type), int(node.type), _unary_code(node))
     p.dispatch("unary", spec, [a], node, generic_pc(a, None, node, 0, _unary_params(node)),
                grid(groups_for(node.nelements())))
@@ -75,10 +69,8 @@ def _glu_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.GLU, accepts=_glu_ok)
-def glu(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0]
-    b = node.src[1] if len(node.src) > 1 else None
-    assert a is not None
+def glu(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), opt_src(node, 1)
     prm = node.params
     spec = (int(a.type), int(node.type), int(prm.op.value) - 1, int(b is not None), int(prm.swapped))
     f = (prm.alpha, prm.limit) if isinstance(prm, SwigluOaiParams) else \

@@ -4,13 +4,13 @@ shaders, the expert of each column looked up in the ids); OUT_PROD."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import (
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import (
     PLAIN,
     QUANTS,
     READABLE,
@@ -22,10 +22,7 @@ from pyggml_vulkan.ops.common import (
     srcs_ok,
 )
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 Q8_DOT = QUANTS - {GGMLType.Q8_1}
 """Weights whose product uses activations quantised to ggml's dot partner (Q8_0 / Q8_1 / Q8_K), as ggml's CPU
@@ -50,7 +47,7 @@ def _mul_mat_ok(node: Tensor) -> bool:
     return a.type in PLAIN or a.ne[0] % 32 == 0
 
 
-def quantize_activations(a_type: GGMLType, b: Tensor, p: DispatchBuilder) -> tuple[Tensor, Tensor]:
+def quantize_activations(a_type: GGMLType, b: Tensor, p: Builder) -> tuple[Tensor, Tensor]:
     """b quantised to a_type's dot partner in scratch memory: (the scratch bytes, a layout tensor over them with
     ne = (blocks per row, ne1, ne2, ne3) and nb = (block bytes, row bytes, ...) for the push constants)."""
     qk = a_type.traits.blck_size
@@ -67,9 +64,8 @@ def quantize_activations(a_type: GGMLType, b: Tensor, p: DispatchBuilder) -> tup
 
 
 @rules.rule(Op.MUL_MAT, accepts=_mul_mat_ok)
-def mul_mat(node: Tensor, p: DispatchBuilder) -> None:
-    a, b = node.src[0], node.src[1]
-    assert a is not None and b is not None
+def mul_mat(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), src(node, 1)
     nc = 1 if b.ne[1] == 1 else NC_MAX
     tpr = threads_per_row(p, a.ne[0])
     n = -(-a.ne[1] // (WG // tpr)) * -(-b.ne[1] // nc) * b.ne[2] * b.ne[3]
@@ -93,11 +89,10 @@ def ids_pc(a: Tensor, b: Tensor, d: Tensor, ids: Tensor) -> bytes:
 
 
 @rules.rule(Op.MUL_MAT_ID, accepts=_mul_mat_id_ok)
-def mul_mat_id(node: Tensor, p: DispatchBuilder) -> None:
+def mul_mat_id(node: Tensor, p: Builder) -> None:
     """One column per (slot, token); the shaders read the expert id of each (NC 1: neighbouring columns may use
     other experts)."""
-    a, b, ids = node.src[0], node.src[1], node.src[2]
-    assert a is not None and b is not None and ids is not None
+    a, b, ids = src(node, 0), src(node, 1), src(node, 2)
     tpr = threads_per_row(p, a.ne[0])
     n = -(-a.ne[1] // (WG // tpr)) * node.ne[1] * node.ne[2]
     what = f"an expert id outside 0..{a.ne[2] - 1}"
@@ -110,14 +105,14 @@ def mul_mat_id(node: Tensor, p: DispatchBuilder) -> None:
                grid(n), checks=what)
 
 
-def threads_per_row(p: DispatchBuilder, k: int) -> int:
+def threads_per_row(p: Builder, k: int) -> int:
     """A cooperative reduction of 32 threads per output row on real GPUs. On CPU-emulated devices one thread per
     row (lavapipe vectorises across rows), or the fewest (a power of two) that keep each thread's share of a row of
     k elements within LOOP_BUDGET."""
     forced = os.environ.get("PYGGML_VULKAN_TPR", "")
     if forced:
         return max(1, min(WG, int(forced)))
-    if not p.ctx.info.is_cpu:
+    if not p.cpu_emulated:
         return 32
     return min(WG, 1 << max(0, -(-k // LOOP_BUDGET) - 1).bit_length())
 
@@ -129,8 +124,7 @@ def _out_prod_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.OUT_PROD, accepts=_out_prod_ok)
-def out_prod(node: Tensor, p: DispatchBuilder) -> None:
-    a, b = node.src[0], node.src[1]
-    assert a is not None and b is not None
+def out_prod(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), src(node, 1)
     p.dispatch("out_prod", (int(a.type), int(b.type)), [a, b], node, generic_pc(a, b, node),
                grid(groups_for(node.nelements(), 64)))

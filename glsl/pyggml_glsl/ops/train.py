@@ -7,18 +7,15 @@ LAVAPIPE_LOOPS; longer ones are left to another backend."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import generic_pc, grid, groups_for, loop_share, patch_pc, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import generic_pc, grid, groups_for, loop_share, patch_pc, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 T = GGMLType
 F32 = frozenset({T.F32})
@@ -35,8 +32,7 @@ LAVAPIPE_LOOPS to the rest."""
 
 
 def _types(node: Tensor) -> tuple[int, int, int]:
-    a, b = node.src[0], node.src[1] if len(node.src) > 1 else None
-    assert a is not None
+    a, b = src(node, 0), opt_src(node, 1)
     return int(a.type), int((b if b is not None else a).type), int(node.type)
 
 
@@ -57,9 +53,8 @@ def _ok(node: Tensor) -> bool:
 
 
 @rules.rule(*CODE, accepts=_ok)
-def backward(node: Tensor, p: DispatchBuilder) -> None:
-    a, b = node.src[0], node.src[1] if len(node.src) > 1 else None
-    assert a is not None
+def backward(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), opt_src(node, 1)
     code = CODE[node.op]
     scalar = (node.params.eps if node.op is Op.RMS_NORM_BACK
               else node.params.scale if node.op is Op.SOFT_MAX_BACK else 0.0)
@@ -79,10 +74,9 @@ def _loss_ok(node: Tensor) -> bool:
 
 
 @rules.rule(Op.CROSS_ENTROPY_LOSS, accepts=_loss_ok)
-def cross_entropy_loss(node: Tensor, p: DispatchBuilder) -> None:
+def cross_entropy_loss(node: Tensor, p: Builder) -> None:
     """Each row's sum into scratch (OP 0), then one work group adds them in order (OP 1)."""
-    x, t = node.src[0], node.src[1]
-    assert x is not None and t is not None
+    x, t = src(node, 0), src(node, 1)
     rows = x.nrows()
     part = p.scratch(4 * rows)
     push = generic_pc(x, t, node)
@@ -91,9 +85,8 @@ def cross_entropy_loss(node: Tensor, p: DispatchBuilder) -> None:
 
 
 @rules.rule(Op.CROSS_ENTROPY_LOSS_BACK, accepts=_loss_ok)
-def cross_entropy_loss_back(node: Tensor, p: DispatchBuilder) -> None:
-    dl, x, t = node.src[0], node.src[1], node.src[2]
-    assert dl is not None and x is not None and t is not None
+def cross_entropy_loss_back(node: Tensor, p: Builder) -> None:
+    dl, x, t = src(node, 0), src(node, 1), src(node, 2)
     p.dispatch("loss", (2,), [x, t, dl], node, generic_pc(x, t, node, dl.offset), grid(x.nrows()))
 
 
@@ -107,11 +100,10 @@ def _opt_ok(node: Tensor) -> bool:
 
 
 @rules.rule(*OPT_CODE, accepts=_opt_ok)
-def opt_step(node: Tensor, p: DispatchBuilder) -> None:
+def opt_step(node: Tensor, p: Builder) -> None:
     adamw = node.op is Op.OPT_STEP_ADAMW
-    a, g, hp = node.src[0], node.src[1], node.src[-1]
-    m, v = (node.src[2], node.src[3]) if adamw else (None, None)
-    assert a is not None and g is not None and hp is not None
+    a, g, hp = src(node, 0), src(node, 1), src(node, len(node.src) - 1)
+    m, v = (src(node, 2), src(node, 3)) if adamw else (None, None)
 
     def strides(t: Tensor | None) -> tuple[int, ...]:
         return tuple(t.nb) if t is not None else (0, 0, 0, 0)

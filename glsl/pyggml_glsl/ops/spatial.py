@@ -8,19 +8,15 @@ divisions' 26 steps each counted too)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.ops.spatial import Pool1DParams, Pool2DParams, PoolOp, ScaleMode, UpscaleParams
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import generic_pc, grid, groups_for, loop_share, patch_pc, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import generic_pc, grid, groups_for, loop_share, patch_pc, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 T = GGMLType
 F32 = frozenset({T.F32})
@@ -60,8 +56,7 @@ def _support(nd: int, ns: int, align: bool) -> int:
 
 def _upscale_iterations(node: Tensor) -> int:
     """The most loop iterations one thread of UPSCALE takes: its exact divisions and the filter's taps."""
-    a = node.src[0]
-    assert a is not None
+    a = src(node, 0)
     p: UpscaleParams = node.params
     nearest_dims = 4 if p.scale_mode == ScaleMode.NEAREST else 2
     steps = nearest_dims * 2 * DIV_STEPS
@@ -91,14 +86,12 @@ def _ok(node: Tensor) -> bool:
 
 
 @rules.rule(*CODE, accepts=_ok)
-def spatial(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0]
-    assert a is not None
-    b = node.src[1] if node.op is Op.ADD_REL_POS else None
+def spatial(node: Tensor, p: Builder) -> None:
+    a = src(node, 0)
+    b = src(node, 1) if node.op is Op.ADD_REL_POS else None
     if node.op is Op.POOL_2D_BACK:  # a the pool's input (the shader's typed source), b the f32 gradient
-        a, b = node.src[1], a
-        assert a is not None
-    srcs: list[Tensor | None] = [a, b, node.src[2] if node.op is Op.ADD_REL_POS else None]
+        a, b = src(node, 1), a
+    srcs: list[Tensor | None] = [a, b, src(node, 2) if node.op is Op.ADD_REL_POS else None]
     words: tuple[int, ...]
     if node.op in (Op.POOL_1D, Op.POOL_2D, Op.POOL_2D_BACK):
         k0, k1, s0, s1, p0, p1 = _pool_geometry(node)
@@ -115,8 +108,7 @@ def spatial(node: Tensor, p: DispatchBuilder) -> None:
     elif node.op in (Op.WIN_PART, Op.WIN_UNPART):
         words = (node.params.npx if node.op is Op.WIN_PART else -(-node.params.w0 // node.params.w),)
     elif node.op is Op.ADD_REL_POS:
-        ph = srcs[2]
-        assert ph is not None
+        ph = src(node, 2)
         words = (ph.offset, *ph.nb)
     else:
         words = ()

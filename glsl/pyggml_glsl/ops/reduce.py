@@ -3,18 +3,14 @@ most SPAN elements, their partials combined by a second dispatch), CUMSUM (a wor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from pyggml.backend.op_table import RuleSet
+from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_vulkan.ops.common import PLAIN, generic_pc, grid, loop_share, patch_pc, srcs_ok
+from pyggml_glsl.builder import Builder
+from pyggml_glsl.ops.common import PLAIN, generic_pc, grid, loop_share, patch_pc, srcs_ok
 
-if TYPE_CHECKING:
-    from pyggml_vulkan.recorder import DispatchBuilder
-
-rules: RuleSet[DispatchBuilder] = RuleSet()
+rules: RuleSet[Builder] = RuleSet()
 
 F32 = frozenset({GGMLType.F32})
 I32 = frozenset({GGMLType.I32})
@@ -47,10 +43,8 @@ def _with_offsets(push: bytes, oa: int | None = None, od: int | None = None, g: 
 
 
 @rules.rule(*CODE, accepts=_ok)
-def reduce(node: Tensor, p: DispatchBuilder) -> None:
-    a = node.src[0]
-    b = node.src[1] if len(node.src) > 1 else None
-    assert a is not None
+def reduce(node: Tensor, p: Builder) -> None:
+    a, b = src(node, 0), opt_src(node, 1)
     whole = node.op in (Op.SUM, Op.COUNT_EQUAL)
     rows = 1 if whole else a.nrows()
     n = a.nelements() if whole else a.ne[0]

@@ -1,4 +1,5 @@
-"""Helpers shared by the op families: push-constant packing, type and layout checks, dispatch sizes."""
+"""Helpers shared by the op families: the type sets the shaders read and write, push-constant packing (GENERIC_PC of
+common.glsl), type and layout checks, dispatch sizes, and the loop budget of CPU-emulated devices."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ GENERIC_PC_WORDS: dict[str, int] = {name: i for i, name in enumerate((
 
 def patch_pc(push: bytes, **words: int) -> bytes:
     """GENERIC_PC push constants with the named fields (GENERIC_PC_WORDS) replaced by uint32 values; a float
-    field so named takes the value's bits (Vulkan's status code travels that way in f3)."""
+    field so named takes the value's bits (the status code travels that way in f3: builder.status_push)."""
     pc = bytearray(push)
     for name, value in words.items():
         if name not in GENERIC_PC_WORDS:
@@ -111,8 +112,7 @@ MAX_GROUPS_X = 65535
 
 
 def grid(n_groups: int) -> tuple[int, int, int]:
-    """A 2-D grid of n_groups workgroups (x at most 65535); shaders use wg_id() and bounds-check. Here, not in
-    recorder.py, so the op rules import no Vulkan library (the Metal plugin runs them where there is none)."""
+    """A 2-D grid of n_groups workgroups (x at most 65535); shaders use wg_id() and bounds-check."""
     n = max(1, n_groups)
     if n <= MAX_GROUPS_X:
         return (n, 1, 1)
