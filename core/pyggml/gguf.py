@@ -345,10 +345,8 @@ def load_weights(gf: GGUFFile, placement: TensorPlacer | BufferType, *, use_mmap
             elif cache is not None and isinstance(buft, CachedLayout):
                 ranges = plan_ranges([t for t, _ in items], buft)
                 if len(ranges) == 1:
-                    cached = cache.load(gf, buft, ranges[0][0], ranges[0][1], partial(_fill, gf, items))
-                    if cached is not None:
-                        weights.buffers.append(cached)
-                        continue
+                    weights.buffers.append(cache.load(gf, buft, ranges[0][0], ranges[0][1], partial(_fill, gf, items)))
+                    continue
             if items:
                 weights.buffers += _alloc_and_fill(gf, buft, items)
     except Exception:

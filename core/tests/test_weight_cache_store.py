@@ -17,10 +17,7 @@ KEY = bytes(range(32))
 
 
 def write(path: Path, data: bytes, meta: dict[str, object] | None = None) -> None:
-    def fill(out: np.ndarray) -> None:
-        out[:] = np.frombuffer(data, np.uint8)
-
-    write_entry(path, KEY, meta or {"path": "/nowhere"}, len(data), fill)
+    write_entry(path, KEY, meta or {"path": "/nowhere"}, np.frombuffer(data, np.uint8))
 
 
 def test_an_entry_reads_back_read_only_and_checks_its_key_and_size(tmp_path: Path) -> None:
@@ -38,12 +35,13 @@ def test_an_entry_reads_back_read_only_and_checks_its_key_and_size(tmp_path: Pat
         open_entry(p, KEY, 5)
 
 
-def test_a_fill_that_fails_leaves_nothing(tmp_path: Path) -> None:
-    def fill(out: np.ndarray) -> None:
-        raise RuntimeError("conversion failed")
+def test_a_write_that_fails_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(fd: int, data: object, at: int) -> int:
+        raise OSError(28, "No space left on device")
 
-    with pytest.raises(RuntimeError):
-        write_entry(tmp_path / "a.pgw", KEY, {}, 1000, fill)
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(OSError, match="No space"):
+        write_entry(tmp_path / "a.pgw", KEY, {}, np.zeros(1000, np.uint8))
     assert list(tmp_path.iterdir()) == []
 
 

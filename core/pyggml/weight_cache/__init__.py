@@ -1,5 +1,6 @@
 """A persistent cache of weights converted at load (the cpu device's repacked layout): the first load of a model
-writes each converted buffer to a cache file; later loads map that file read-only and use it as the buffer's memory
+converts into memory of its own and runs on it while a thread writes each converted buffer to a cache file; later
+loads map that file read-only and use it as the buffer's memory
 without a copy, as llama.cpp uses its mmap of the model file. With the file in the page cache a load then costs
 about a millisecond per 100 MB, and the weights' pages are shared page cache, not anonymous memory of the process.
 
@@ -26,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
 import warnings
 from abc import abstractmethod
@@ -34,10 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyggml.backend.host import aligned_empty
 from pyggml.backend.protocol import Buffer, BufferType, BufferUsage, Bytes
 from pyggml.errors import PyGGMLError
 from pyggml.tensor import Tensor
-from pyggml.weight_cache.store import FORMAT_VERSION, SUFFIX, CorruptEntry, Entry, open_entry, write_entry
+from pyggml.weight_cache.store import FORMAT_VERSION, PAGE, SUFFIX, CorruptEntry, Entry, open_entry, write_entry
 from pyggml.weight_cache.tidy import clear, entries, tidy, touch
 
 if TYPE_CHECKING:
@@ -95,6 +98,8 @@ class WeightCache:
     max_bytes: int = DEFAULT_MAX_BYTES
     """The folder's bound: writing an entry removes the least recently used others beyond it."""
     stats: CacheStats = field(default_factory=CacheStats, compare=False)
+    _writers: list[threading.Thread] = field(default_factory=list, compare=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WeightCache | None:
@@ -111,26 +116,54 @@ class WeightCache:
         return cls(default_directory(env), max_bytes)
 
     def load(self, gf: GGUFFile, buft: CachedLayout, placed: Sequence[tuple[Tensor, int]], size: int,
-             fill: Callable[[], None]) -> Buffer | None:
-        """A buffer of `buft` over this cache's entry for `placed` (tensors of `gf` with their offsets in one buffer
-        of `size` bytes), written first where missing or invalid: `fill()` then writes every tensor through its
-        buffer (set_tensor). The tensors are placed in the buffer returned. None (tensors unplaced) when the entry
-        can be neither read nor written: the caller loads without the cache."""
+             fill: Callable[[], None]) -> Buffer:
+        """A buffer of `buft` holding `placed` (tensors of `gf` with their offsets in one buffer of `size` bytes):
+        this cache's entry mapped read-only where it has a valid one; else `fill()` writes every tensor through a
+        buffer over memory of its own (set_tensor) and a thread writes that memory to a new entry while the model
+        runs (the buffer is then read-only as a mapped entry's is, so that what is written is what runs; `flush()`
+        waits for the thread). A folder that cannot take the entry gives a WeightCacheWarning and a writable buffer.
+        The tensors are placed in the buffer returned."""
         key, meta = _key(gf, buft, placed, size)
         prefix = f"{_safe(gf.path.stem)}-{meta['slot']}-"
         path = self.directory / f"{prefix}{key.hex()[:16]}{SUFFIX}"
         entry = self._open(path, key, size, "rebuilding it")
-        if entry is None:
-            if not self._write(path, key, meta, size, buft, placed, fill, prefix):
-                return None
-            entry = self._open(path, key, size, "loading without the cache")
-            if entry is None:
-                _unplace(placed)
-                return None
-        else:
+        if entry is not None:
             self.stats.hits += 1
             touch(path)
-        return _place(buft, entry.data, entry.guard, placed)
+            return _place(buft, entry.data, entry.guard, placed)
+        data = aligned_empty(size, PAGE)
+        filling = _place(buft, data, None, placed)
+        try:
+            fill()
+        except BaseException:
+            _unplace(placed)
+            raise
+        finally:
+            filling.free()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            warnings.warn(f"weight cache: cannot write {path}: {e}; loading without the cache", WeightCacheWarning,
+                          stacklevel=3)
+            return _place(buft, data, None, placed)
+        runs = data.view()
+        runs.flags.writeable = False
+        buf = _place(buft, runs, None, placed)
+        writer = threading.Thread(target=self._write, args=(path, key, meta, data, prefix),
+                                  name=f"pyggml weight cache: {path.name}")
+        with self._lock:
+            self._writers.append(writer)
+        writer.start()
+        return buf
+
+    def flush(self) -> None:
+        """Wait until the entries this cache writes in the background are written (or have failed, warned)."""
+        while True:
+            with self._lock:
+                if not self._writers:
+                    return
+                writer = self._writers.pop()
+            writer.join()
 
     def _open(self, path: Path, key: bytes, size: int, then: str) -> Entry | None:
         try:
@@ -140,26 +173,16 @@ class WeightCache:
             warnings.warn(f"weight cache: {path}: {e}; {then}", WeightCacheWarning, stacklevel=4)
             return None
 
-    def _write(self, path: Path, key: bytes, meta: dict[str, Any], size: int, buft: CachedLayout,
-               placed: Sequence[tuple[Tensor, int]], fill: Callable[[], None], prefix: str) -> bool:
-        def fill_into(data: Bytes) -> None:
-            buf = _place(buft, data, None, placed)
-            try:
-                fill()
-            finally:
-                buf.free()
-
+    def _write(self, path: Path, key: bytes, meta: dict[str, Any], data: Bytes, prefix: str) -> None:
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            write_entry(path, key, meta, size, fill_into)
+            write_entry(path, key, meta, data)
         except OSError as e:
-            _unplace(placed)
-            warnings.warn(f"weight cache: cannot write {path}: {e}; loading without the cache", WeightCacheWarning,
-                          stacklevel=4)
-            return False
-        self.stats.writes += 1
+            warnings.warn(f"weight cache: cannot write {path}: {e}; the next load converts again",
+                          WeightCacheWarning, stacklevel=2)
+            return
+        with self._lock:
+            self.stats.writes += 1
         tidy(path, prefix, self.max_bytes)
-        return True
 
 
 def _safe(stem: str) -> str:

@@ -6,15 +6,17 @@ are, written atomically and checked when opened.
     [padding to a page]
     [data: the buffer's bytes, mapped read-only by every later load]
 
-An entry is written to a temporary file in the cache folder (its blocks reserved first, so that a full disk is an
-OSError before the conversion), filled in anonymous memory and written out with pwrite, and renamed over its name.
-Written so, the page cache holds the file in large folios, which the later read-only mappings map with 2 MiB pages:
-a file filled through a shared writable mapping (as this module did before) keeps 4 KiB pages in the page cache, and
-decoding from it read 8-10% slower (one thread, the 1.1B Q6_K model) until those pages were evicted. The peak memory
-of a first load is the same (the anonymous copy is freed before the entry is mapped). After the rename a reader
-sees a whole entry or none, and two processes writing the same entry at once each rename a whole file. `open_entry` refuses (CorruptEntry, with the reason) a file whose size, magic, version, key, data size
-or checksum is wrong; the checksum covers the meta and 64 bytes of every 64 KiB of the data (pages a crash lost
-before they reached the disk read back as zeros), which costs about a millisecond per 100 MB.
+An entry is written from the converted buffer's memory (anonymous memory the first load runs on) to a temporary
+file in the cache folder with pwrite, by a thread of its own while the model already runs (a full disk is an OSError
+there, reported as a warning; no blocks are reserved first: ext4 took 12x longer to write into fallocated extents,
+1.8 s against 0.15 s for 660 MB, and a busy disk throttles a writer to its speed), and renamed over its name: a
+reader sees a whole entry or none, and two processes writing the same entry at once each rename a whole file.
+Written so, the page cache holds the file in large folios, which later read-only mappings map with 2 MiB pages: a
+file filled through a shared writable mapping (as this module did before) keeps 4 KiB pages in the page cache, and
+decoding from it read 8-10% slower (one thread, the 1.1B Q6_K model) until those pages were evicted. `open_entry`
+refuses (CorruptEntry, with the reason) a file whose size, magic, version, key, data size or checksum is wrong; the
+checksum covers the meta and 64 bytes of every 64 KiB of the data (pages a crash lost before they reached the disk
+read back as zeros), which costs about a millisecond per 100 MB.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from pyggml.backend.host import MappedFile, aligned_empty
+from pyggml.backend.host import MappedFile
 from pyggml.backend.protocol import Bytes
 from pyggml.errors import AllocationError, PyGGMLError
 
@@ -132,26 +134,20 @@ def open_entry(path: Path, key: bytes, size: int) -> Entry | None:
     return Entry(path, data, guard.check)
 
 
-def write_entry(path: Path, key: bytes, meta: dict[str, Any], size: int, fill: Callable[[Bytes], None]) -> None:
-    """Write the entry `path` atomically: `fill(data)` writes the `size` bytes of data into a writable array
-    (anonymous memory, written to the temporary file after) and drops every reference to it before it returns.
-    OSError where the folder cannot take the file (then nothing is left behind)."""
+def write_entry(path: Path, key: bytes, meta: dict[str, Any], data: Bytes) -> None:
+    """Write the entry `path` of `data` (its bytes, already in the layout) atomically: a temporary file in the same
+    folder, renamed over `path` once whole. OSError where the folder cannot take the file (then nothing is left
+    behind)."""
     meta_b = json.dumps(meta, sort_keys=True).encode()
     off = data_offset(len(meta_b))
-    total = off + size
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         try:
-            if total:
-                os.posix_fallocate(fd, 0, total)  # ENOSPC here, before the conversion
-            data = aligned_empty(size, PAGE)
-            fill(data)
             crc = checksum(meta_b, data)
-            head = HEAD.pack(MAGIC, FORMAT_VERSION, len(meta_b), key, off, size, crc) + meta_b
+            head = HEAD.pack(MAGIC, FORMAT_VERSION, len(meta_b), key, off, data.size, crc) + meta_b
             _pwrite_all(fd, memoryview(head.ljust(off, b"\0")), 0)
-            _pwrite_all(fd, memoryview(data), off)
-            del data
+            _pwrite_all(fd, memoryview(np.ascontiguousarray(data).data), off)
         finally:
             os.close(fd)
         os.replace(tmp, path)

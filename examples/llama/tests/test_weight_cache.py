@@ -31,7 +31,10 @@ TOKENS = [3, 14, 15, 9, 26]
 
 def logits(model: Path, cache: WeightCache | None) -> tuple[npt.NDArray[np.float32], Session]:
     s = Session(model, ["cpu"], n_ctx=32, n_batch=8, n_threads=1, weight_cache=cache)
-    return s.eval(TOKENS, all_logits=True), s
+    out = s.eval(TOKENS, all_logits=True)
+    if cache is not None:
+        cache.flush()  # a first load's entry is written by a thread while the model runs
+    return out, s
 
 
 def repacked(s: Session) -> list[RepackBuffer]:
@@ -60,13 +63,13 @@ def test_second_load_maps_the_entry_and_gives_a_fresh_conversions_logits(model: 
     assert (cache.stats.writes, cache.stats.hits) == (1, 1)
     np.testing.assert_array_equal(first, fresh)
     np.testing.assert_array_equal(second, fresh)
-    for s in (s1, s2):  # the weights' memory is the cache file's read-only mapping, not a copy
+    for s in (s1, s2):  # read-only: the memory the entry was written from (s1), the entry's mapping (s2)
         (buf,) = repacked(s)
         assert not buf.array.flags.writeable
         assert buf.repacked  # tensors hold the R8 layout
-    t = next(iter(repacked(s2)[0].repacked.values())).tensor
-    with pytest.raises(PyGGMLError, match="read-only"):
-        t.buffer.set_tensor(t, np.zeros(t.nbytes(), np.uint8))  # type: ignore[union-attr]
+        t = next(iter(buf.repacked.values())).tensor
+        with pytest.raises(PyGGMLError, match="read-only"):
+            t.buffer.set_tensor(t, np.zeros(t.nbytes(), np.uint8))  # type: ignore[union-attr]
 
 
 def test_a_changed_model_file_misses_and_replaces_its_entry(model: Path, tmp_path: Path) -> None:
@@ -156,7 +159,9 @@ def test_the_environment_turns_it_off_or_moves_it(model: Path, tmp_path: Path,
     assert s.weight_cache is None and not (tmp_path / "env").exists()
     monkeypatch.delenv("PYGGML_REPACK_CACHE")
     s = Session(model, ["cpu"], n_ctx=32, n_threads=1)
-    assert s.weight_cache is not None and len(entries(tmp_path / "env" / "weights")) == 1
+    assert s.weight_cache is not None
+    s.weight_cache.flush()
+    assert len(entries(tmp_path / "env" / "weights")) == 1
 
 
 def test_the_cli_lists_and_clears_it(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
