@@ -46,6 +46,12 @@ class Builder(NodeBuilder, Protocol):
         emulator (which takes the path a Mac runs), says False."""
         ...
 
+    @property
+    def forced_threads_per_row(self) -> int | None:
+        """Threads per matrix row that MUL_MAT and MUL_MAT_ID must use (clamped to their work group), else None:
+        the rule chooses (Vulkan's `tpr` option, per backend; Metal never forces it)."""
+        ...
+
     def dispatch(self, shader: str, spec: Spec, srcs: Sequence[Tensor | None], dst: Tensor, push: bytes,
                  groups: Groups, extra_writes: tuple[Tensor, ...] = (), checks: str = "") -> None:
         """One dispatch of `shader` specialised by `spec` over `groups` work groups: `srcs` at bindings 0.. (see

@@ -1,13 +1,10 @@
 """Options every plugin declares the same way (`pyggml.backend.options`): where its compiled kernels are cached
 (`cache_option`), and which devices a selection list such as `PYGGML_OPENCL_DEVICES=0,2` chooses (`is_selected`).
-
-`cache_dir` and `device_selection` read the environment when called: they serve plugins that do not declare their
-options yet (Vulkan, Metal); a plugin with an options group reads both through it, once."""
+Each plugin reads both through its options group, once."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 from pyggml.backend.option_parsers import names, under
@@ -29,15 +26,11 @@ def cache_option(plugin: str) -> Path:
                   doc=f"the compiled-kernel cache: the folder {plugin}/ under PYGGML_CACHE_DIR")
 
 
-def cache_dir(plugin: str, environ: Mapping[str, str] | None = None) -> Path:
-    """`plugin`'s kernel cache folder as the environment says now (what `cache_option` reads)."""
-    raw = (os.environ if environ is None else environ).get(CACHE_DIR_ENV, "").strip()
-    return under(plugin)(raw) if raw else default_cache_root() / plugin
-
-
-def device_selection(env: str, environ: Mapping[str, str] | None = None) -> list[str]:
-    """The entries of the comma-separated device list in environment variable `env` (empty: no filter)."""
-    return list(names((os.environ if environ is None else environ).get(env, "")))
+def devices_option(env: str, entries: str, default_doc: str = "every device") -> tuple[str, ...]:
+    """The `devices` option of a plugin's group: the comma-separated selection in `env` (`is_selected` applies it);
+    `entries` says what an entry may be."""
+    return option((), env=env, parse=names, default_doc=default_doc,
+                  doc=f"the devices to use, comma-separated: {entries}")
 
 
 def is_selected(selection: tuple[str, ...] | list[str], index: int, name: str) -> bool:

@@ -79,3 +79,29 @@ def align_device_times(device_ns: Sequence[tuple[int, int]], host_end_ns: int) -
         return []
     shift = host_end_ns - max(e for _, e in device_ns)
     return [(s + shift, e + shift) for s, e in device_ns]
+
+
+def runs_of(items: Sequence[object]) -> list[tuple[int, int]]:
+    """(first, last) positions of each run of consecutive identical items: the runs of one node's kernels in a
+    backend's launch list, which a device that stamps times brackets (a node's launches are consecutive)."""
+    runs: list[tuple[int, int]] = []
+    for i, x in enumerate(items):
+        if runs and items[runs[-1][0]] is x:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+def node_times(graph: Graph, index: Sequence[int], device_ns: Sequence[tuple[int, int]], host_end_ns: int
+               ) -> list[NodeTime]:
+    """One NodeTime per node from device-clock (start, end) pairs of runs of its work (`index[i]`: the graph index
+    of pair i's node; -1: none, not reported): its first start to its last end, moved onto the host clock
+    (`align_device_times`), in the order of the nodes' first runs."""
+    spans: dict[int, tuple[int, int]] = {}
+    for i, (s, e) in zip(index, device_ns, strict=True):
+        if i >= 0:
+            s0, e0 = spans.get(i, (s, e))
+            spans[i] = (min(s0, s), max(e0, e))
+    pairs = align_device_times(list(spans.values()), host_end_ns)
+    return [NodeTime(graph.nodes[i], i, s, e) for i, (s, e) in zip(spans, pairs, strict=True)]

@@ -3,8 +3,6 @@ shaders, the expert of each column looked up in the ids); OUT_PROD."""
 
 from __future__ import annotations
 
-import os
-
 from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
@@ -108,10 +106,10 @@ def mul_mat_id(node: Tensor, p: Builder) -> None:
 def threads_per_row(p: Builder, k: int) -> int:
     """A cooperative reduction of 32 threads per output row on real GPUs. On CPU-emulated devices one thread per
     row (lavapipe vectorises across rows), or the fewest (a power of two) that keep each thread's share of a row of
-    k elements within LOOP_BUDGET."""
-    forced = os.environ.get("PYGGML_VULKAN_TPR", "")
-    if forced:
-        return max(1, min(WG, int(forced)))
+    k elements within LOOP_BUDGET. The builder's `forced_threads_per_row` overrides all of that."""
+    forced = p.forced_threads_per_row
+    if forced is not None:
+        return max(1, min(WG, forced))
     if not p.cpu_emulated:
         return 32
     return min(WG, 1 << max(0, -(-k // LOOP_BUDGET) - 1).bit_length())

@@ -10,6 +10,10 @@ run directly the first time (a failing launch names its node), captured into a C
 then on replayed with one cuGraphLaunch. `CudaOptions.graphs` off (`PYGGML_CUDA_GRAPHS=0`, or
 `init_backend("graphs=0")` for one backend) turns capture off. Work is queued on the backend's
 stream; `graph_compute` waits for it, `graph_compute_async` does not.
+
+Profiled (`compute_profiled`), the plan's launches run directly, never as a captured CUDA graph (a graph's launch
+cannot be timed per node), with a CUDA event recorded on the stream before and after each node's launches; the
+events' elapsed times (`Event.time_till`, ms) give each node's start and end, moved onto the host clock.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pyggml.backend.op_table import describe_node
 from pyggml.backend.plan_cache import check_not_freed
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
+from pyggml.profile.sink import node_times, now_ns, runs_of
 from pyggml.tensor import Tensor
 from pyggml_cuda.buffer import CudaBuffer, device_alloc, device_copy, device_ptr, drv
 from pyggml_cuda.cudalib import CudaDriverError, cudalib
@@ -35,6 +40,7 @@ from pyggml_dialect.backend import DialectBackend
 if TYPE_CHECKING:
     from pyggml.backend.status import StatusWord
     from pyggml.graph import Graph
+    from pyggml.profile.sink import ProfileSink
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +85,8 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
         self.graph_launches = 0
         """Computes that ran as one cuGraphLaunch."""
         self.captures = 0
+        self._timing_events: list[Any] = []
+        """CUDA events for profiled computes (two per node), made as the first ones need them and reused."""
 
     def replay(self, plan: CudaGraphPlan) -> None:
         with self.dev.mem_lock, self.dev.active():
@@ -103,9 +111,27 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
             for la in plan.launches:
                 la.fire(self.stream)
         except cuda.Error as e:
-            where = describe_node(la.node) if la is not None else "a node"
-            raise ComputeError(f"{self.dev.name}: launching {where} (kernel {la.symbol if la else '?'}, grid "
-                               f"{la.grid if la else '?'}, block {la.block if la else '?'}) failed: {e}") from e
+            raise self._launch_failed(la, e) from e
+
+    def _launch_timed(self, plan: CudaGraphPlan, before: dict[int, Any], after: dict[int, Any]) -> None:
+        """Launch the plan's kernels with an event recorded before launch i (`before[i]`) and after it
+        (`after[i]`): profiling's stamps around each node's run of launches."""
+        cuda = drv()
+        la: Bound | None = None
+        try:
+            for i, la in enumerate(plan.launches):
+                if i in before:
+                    before[i].record(self.stream)
+                la.fire(self.stream)
+                if i in after:
+                    after[i].record(self.stream)
+        except cuda.Error as e:
+            raise self._launch_failed(la, e) from e
+
+    def _launch_failed(self, la: Bound | None, e: Exception) -> ComputeError:
+        where = describe_node(la.node) if la is not None else "a node"
+        return ComputeError(f"{self.dev.name}: launching {where} (kernel {la.symbol if la else '?'}, grid "
+                            f"{la.grid if la else '?'}, block {la.block if la else '?'}) failed: {e}")
 
     def _capture(self, plan: CudaGraphPlan) -> None:
         """Record the plan's launches into a CUDA graph and launch it; on any failure run them directly and never
@@ -137,6 +163,32 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
         self.captures += 1
         lib.graph_launch(plan.graph_exec, h)
         self.graph_launches += 1
+
+    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
+        """Each node timed by CUDA events around its launches (its first launch's start to its last's end); the
+        launches run directly, not as the plan's CUDA graph; a node without launches (a view) is not reported."""
+        with self.lock:
+            if self.freed:
+                raise self.freed_error()
+            plan = self.plan(graph)
+            self.synchronize()  # the events time this graph's kernels, not work queued before
+            runs = runs_of([la.node for la in plan.launches])
+            with self.dev.mem_lock, self.dev.active():
+                check_not_freed(plan.keep, self.dev.name)
+                while len(self._timing_events) < 2 * len(runs):
+                    self._timing_events.append(drv().Event())
+                ev = self._timing_events
+                self.status.arm()
+                self._launch_timed(plan, {first: ev[2 * r] for r, (first, _) in enumerate(runs)},
+                                   {last: ev[2 * r + 1] for r, (_, last) in enumerate(runs)})
+            self.synchronize()
+            end = now_ns()
+            with self.dev.active():  # ms since the first event, to ns
+                device = [(round(ev[0].time_till(ev[2 * r]) * 1e6), round(ev[0].time_till(ev[2 * r + 1]) * 1e6))
+                          for r in range(len(runs))]
+        index = {id(n): i for i, n in enumerate(graph.nodes)}
+        nodes = [index.get(id(plan.launches[first].node), -1) for first, _ in runs]
+        sink.nodes(self.name, graph, node_times(graph, nodes, device, end), "queue")
 
     def drain(self) -> None:
         cuda = drv()

@@ -67,6 +67,17 @@ def test_captured_graph_replays_the_same_numbers(devices) -> None:  # type: igno
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
 
 
+def test_profiled_compute_times_each_node_with_events(devices) -> None:  # type: ignore[no-untyped-def]
+    """Issue 35: CUDA events around each node's launches, the graphs bypassed: one event per computing node, in
+    graph order on the host clock, no whole-graph fallback, the results right, nothing captured."""
+    from pyggml_testing.profiling import check_node_profile
+
+    be = devices[0].init_backend()
+    events = check_node_profile(be)
+    assert any(e.end_ns > e.start_ns for e in events)  # a real GPU's events measure something
+    assert be.captures == 0 and be.graph_launches == 0
+
+
 def test_out_of_memory_is_an_allocation_error(devices) -> None:  # type: ignore[no-untyped-def]
     dev = devices[0]
     free, total = dev.memory()

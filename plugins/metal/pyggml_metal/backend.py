@@ -8,10 +8,15 @@ command buffers.
 Kernels that read indices (GET_ROWS, SET_ROWS, MUL_MAT_ID) report an out-of-range one to the backend's status
 word, as on Vulkan (the code travels in the push constants' f3: `pyggml_glsl.builder.status_push`); synchronize()
 reads it and raises ComputeError naming the node.
+
+Profiled (`compute_profiled`), each node's dispatches go into a command buffer of their own, committed in order:
+Metal times command buffers (GPUStartTime/GPUEndTime), not dispatches. The emulator reports the host time around
+each command buffer's dispatches, through the same code.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +30,7 @@ from pyggml.backend.status import StatusWord
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import Graph
 from pyggml.ops.base import Op
+from pyggml.profile.sink import node_times, now_ns, runs_of
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_glsl.builder import Groups, Spec, bound, status_push
@@ -32,6 +38,7 @@ from pyggml_metal.buffer import MetalBuffer
 from pyggml_metal.driver import Binding, DriverEvent, DriverPipeline
 
 if TYPE_CHECKING:
+    from pyggml.profile.sink import ProfileSink
     from pyggml_metal.device import MetalDevice, Submission
 
 log = logging.getLogger(__name__)
@@ -43,6 +50,8 @@ class PlannedDispatch:
     bindings: list[Binding | None]
     groups: tuple[int, int, int]
     name: str
+    node: Tensor | None = None
+    """The node the dispatch computes (profiling gives each node's dispatches a command buffer)."""
 
 
 PARAMS_ALIGN = 256
@@ -76,6 +85,8 @@ class MetalDispatchBuilder:
     cpu_emulated = False
     """The rules size per-thread work smaller for lavapipe (one thread per matrix row, not 32); Metal, its emulator
     included, takes the GPUs' path, so that what runs on a Mac is what CI checks."""
+    forced_threads_per_row: int | None = None
+    """Metal has no override: the rules choose."""
 
     def __init__(self, backend: MetalBackend) -> None:
         self.backend = backend
@@ -112,7 +123,7 @@ class MetalDispatchBuilder:
         if lay.push_index is not None:
             self._params.append((len(self.plan.dispatches), lay.push_index, push))
         name = self.node.name if self.node is not None else shader
-        self.plan.dispatches.append(PlannedDispatch(pipeline, bindings, groups, name))
+        self.plan.dispatches.append(PlannedDispatch(pipeline, bindings, groups, name, self.node))
 
 
     def finish(self) -> MetalPlan:
@@ -173,17 +184,44 @@ class MetalBackend(PlannedBackend[MetalPlan]):
         return self._scratch
 
     def replay(self, plan: MetalPlan) -> None:
+        self._commit(plan, [(0, len(plan.dispatches) - 1)])
+
+    def _commit(self, plan: MetalPlan, runs: list[tuple[int, int]]) -> list[Submission]:
+        """Commit the plan's dispatches, one command buffer per (first, last) run of them (the first waits for
+        the events `event_wait` asked for)."""
         check_not_freed(plan.buffers.values(), self.name)
-        cb = self.device.driver_device.command_buffer()
         waits, self._waits = self._waits, []
-        for event, value in waits:
-            cb.encode_wait(event, value)
-        for d in plan.dispatches:
-            cb.dispatch(d.pipeline, d.bindings, d.groups)
-        self._pending.append(self.device.commit(cb))
+        subs = []
+        for first, last in runs:
+            cb = self.device.driver_device.command_buffer()
+            for event, value in waits:
+                cb.encode_wait(event, value)
+            waits = []
+            for d in itertools.islice(plan.dispatches, first, last + 1):
+                cb.dispatch(d.pipeline, d.bindings, d.groups)
+            subs.append(self.device.commit(cb))
+        self._pending.extend(subs)
         if plan.checks:
             self.status.arm()
         self.replays += 1
+        return subs
+
+    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
+        """Each node timed by the GPU start and end of a command buffer of its own (`gpu_times`), moved onto the host
+        clock; a node without dispatches (a view) is not reported."""
+        with self.lock:
+            if self.freed:
+                raise self.freed_error()
+            plan = self.plan(graph)
+            self._finish()  # the work queued before is done: the first command buffer times this graph's only
+            runs = runs_of([d.node for d in plan.dispatches])
+            subs = self._commit(plan, runs or [(0, -1)])
+            self._finish()
+            end = now_ns()
+            device = [s.cb.gpu_times() for s in subs] if runs else []
+        index = {id(n): i for i, n in enumerate(graph.nodes)}
+        nodes = [index.get(id(plan.dispatches[first].node), -1) for first, _ in runs]
+        sink.nodes(self.name, graph, node_times(graph, nodes, device, end), "queue")
 
     def synchronize(self) -> None:
         """Wait for the committed command buffers; ComputeError if one failed or a kernel found a bad index. After

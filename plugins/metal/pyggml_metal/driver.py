@@ -127,6 +127,10 @@ class DriverCommandBuffer(Protocol):
     def wait(self) -> None:
         """Block until the command buffer completed; CommandBufferError if it failed."""
         ...
+    def gpu_times(self) -> tuple[int, int]:
+        """(start, end) in ns of the completed command buffer's work on the device's clock (Metal's
+        GPUStartTime/GPUEndTime; the emulator's host clock around its dispatches): what profiling reads."""
+        ...
 
 
 class DriverDevice(Protocol):

@@ -12,7 +12,7 @@ constants, and carries the work-group size (Metal's threadsPerThreadgroup comes 
 setup.py loads this file by path, so it needs only the standard library (it hands `generate_all` the shaders'
 folder). The generated MSL is a build output
 (pyggml_metal/msl/, ignored by git); an editable install without the tools generates it at first use into the
-cache dir (`msl_dir()`).
+cache dir (`msl_dir()`, given `MetalOptions.cache_dir` and `shader_dir` by the registry).
 """
 
 from __future__ import annotations
@@ -48,11 +48,11 @@ class MslBuildError(_Base):
     """A shader could not be translated to MSL; the message holds the tool's output."""
 
 
-def shader_dir() -> Path:
-    """The GLSL to translate: pyggml-glsl's shaders (a dependency of this plugin), or PYGGML_METAL_SHADER_DIR."""
-    env = os.environ.get("PYGGML_METAL_SHADER_DIR")
-    if env:
-        return Path(env)
+def shader_dir(folder: Path | None = None) -> Path:
+    """The GLSL to translate: `folder` (`MetalOptions.shader_dir`, PYGGML_METAL_SHADER_DIR) if given, else
+    pyggml-glsl's shaders (a dependency of this plugin)."""
+    if folder is not None:
+        return folder
     try:
         from pyggml_glsl.source import SHADER_DIR
     except ImportError as e:
@@ -269,16 +269,6 @@ _failed: set[str] = set()
 """Shaders whose translation failed in this process (not retried at each msl_dir())."""
 
 
-def cache_dir() -> Path:
-    """core's cache folder of this plugin (`$PYGGML_CACHE_DIR/metal`); the same rule spelled here for setup.py."""
-    try:
-        from pyggml.backend.env import cache_dir as core_cache_dir
-    except ImportError:  # pragma: no cover - setup.py
-        base = os.environ.get("PYGGML_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "pyggml")
-        return Path(base) / "metal"
-    return core_cache_dir("metal")
-
-
 def current(name: str, folder: Path, src: Path) -> bool:
     lay = folder / f"{name}.json"
     if not (lay.exists() and (folder / f"{name}.metal").exists()):
@@ -289,11 +279,12 @@ def current(name: str, folder: Path, src: Path) -> bool:
         return False
 
 
-def msl_dir() -> Path:
-    """A folder holding current MSL and layouts of every shader: the built one (wheel, or an editable install
-    whose build step ran), else the cache dir, generated there now where stale."""
+def msl_dir(cache_dir: Path, shaders: Path | None = None) -> Path:
+    """A folder holding current MSL and layouts of every shader (of `shaders`: see `shader_dir`): the built one
+    (wheel, or an editable install whose build step ran), else `cache_dir`/msl (`MetalOptions.cache_dir`),
+    generated there now where stale."""
     try:
-        src = shader_dir()
+        src = shader_dir(shaders)
     except MslBuildError:
         if any(MSL_DIR.glob("*.metal")):  # a wheel's MSL without the GLSL it came from: use it as built
             return MSL_DIR
@@ -301,7 +292,7 @@ def msl_dir() -> Path:
     names = [n for n in shader_names(src) if n not in _failed]
     if all(current(n, MSL_DIR, src) for n in names):
         return MSL_DIR
-    out = cache_dir() / "msl"
+    out = cache_dir / "msl"
     for n in names:
         if not current(n, out, src):
             try:

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyggml_metal import driver, mslgen
+from pyggml_metal.options import MetalOptions
 
 SHARED = Metal.MTLResourceStorageModeShared
 
@@ -125,6 +126,10 @@ class ObjCCommandBuffer:
             raise driver.CommandBufferError(f"Metal: command buffer failed: "
                                             f"{err.localizedDescription() if err is not None else 'unknown error'}")
 
+    def gpu_times(self) -> tuple[int, int]:
+        """GPUStartTime and GPUEndTime (seconds, the host's mach time base) in ns."""
+        return round(float(self.cb.GPUStartTime()) * 1e9), round(float(self.cb.GPUEndTime()) * 1e9)
+
 
 class ObjCDevice:
     def __init__(self, mtl: Any, msl_dir: Path) -> None:
@@ -189,7 +194,11 @@ class ObjCDevice:
 class ObjCDriver:
     name = "Metal"
 
+    def __init__(self, options: MetalOptions) -> None:
+        self.options = options
+        """Where the MSL is generated when the built one is stale (`cache_dir`, `shader_dir`)."""
+
     def devices(self) -> list[ObjCDevice]:
-        msl = mslgen.msl_dir()
+        msl = mslgen.msl_dir(self.options.cache_dir, self.options.shader_dir)
         found = Metal.MTLCopyAllDevices() or []
         return [ObjCDevice(d, msl) for d in found]

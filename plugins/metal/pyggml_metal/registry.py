@@ -7,17 +7,21 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from pyggml.backend.env import device_selection, is_selected
+from pyggml.backend.env import is_selected
 from pyggml.backend.protocol import Device, LazyRegistry
+from pyggml_metal.options import DEVICES_ENV, MetalOptions
 
 log = logging.getLogger(__name__)
 
-DEVICES_ENV = "PYGGML_METAL_DEVICES"
-
 
 class MetalRegistry(LazyRegistry):
-    def __init__(self) -> None:
-        super().__init__("Metal")
+    options_type = MetalOptions
+
+    def __init__(self, options: MetalOptions | None = None) -> None:
+        super().__init__("Metal", options)
+
+    def options(self) -> MetalOptions:
+        return MetalOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         from pyggml_metal.device import MetalDevice
@@ -28,8 +32,9 @@ class MetalRegistry(LazyRegistry):
             try:
                 from pyggml_metal.objc_driver import ObjCDriver
 
-                selection = device_selection(DEVICES_ENV)
-                found = ObjCDriver().devices()
+                opts = self.options()
+                selection = opts.devices
+                found = ObjCDriver(opts).devices()
                 devices += [MetalDevice(self, d, f"Metal{i}") for i, d in enumerate(found)
                             if is_selected(selection, i, d.name)]
                 reason = "no Metal device" if not found else f"{DEVICES_ENV} selects none of the devices"

@@ -12,6 +12,7 @@ import pytest
 
 from pyggml_metal import mslgen
 from pyggml_metal.driver import Binding, CommandBufferError, KernelLayout, MetalError, Spec, layouts
+from pyggml_metal.options import MetalOptions
 from pyggml_metal.registry import MetalRegistry
 
 
@@ -89,6 +90,12 @@ class FakeCommandBuffer:
             self.device.fail_next = False
             raise CommandBufferError("fake: GPU fault (kIOGPUCommandBufferCallbackErrorPageFault)")
 
+    def gpu_times(self) -> tuple[int, int]:
+        """The fake's device clock: its place in the device's commit order (1 ns a command buffer)."""
+        assert self.waited, "fake: GPU times of a command buffer not waited for"
+        i = self.device.committed.index(self)
+        return i, i + 1
+
 
 @dataclass
 class FakeDevice:
@@ -119,7 +126,7 @@ class FakeDevice:
         return b
 
     def pipeline(self, kernel: str, spec: Spec) -> FakePipeline:
-        lay = layouts(mslgen.msl_dir()).get(kernel)
+        lay = layouts(mslgen.msl_dir(MetalOptions.from_env().cache_dir)).get(kernel)
         if lay is None:
             raise MetalError(f"fake: no kernel {kernel}")
         p = FakePipeline(lay, spec)
@@ -155,7 +162,7 @@ def fake_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDriver]:
 
     drv = FakeDriver()
     mod = types.ModuleType("pyggml_metal.objc_driver")
-    mod.ObjCDriver = lambda: drv  # type: ignore[attr-defined]
+    mod.ObjCDriver = lambda options: drv  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pyggml_metal.objc_driver", mod)
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.delenv("PYGGML_METAL_SIM", raising=False)

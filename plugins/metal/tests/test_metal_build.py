@@ -12,11 +12,14 @@ import pytest
 
 from pyggml_metal import mslgen
 from pyggml_metal.driver import KernelLayout
+from pyggml_metal.options import MetalOptions
 from pyggml_metal_sim import build, emucc
+
+OPTS = MetalOptions.from_env()
 
 
 def test_every_shader_translates_with_a_layout() -> None:
-    folder = mslgen.msl_dir()
+    folder = mslgen.msl_dir(OPTS.cache_dir, OPTS.shader_dir)
     names = mslgen.shader_names()
     assert len(names) >= 20
     for n in names:
@@ -51,13 +54,13 @@ LINUX_ONLY = pytest.mark.skipif(sys.platform != "linux", reason="the emulator is
 
 @LINUX_ONLY
 def test_the_emulator_compiles_every_kernel() -> None:
-    lib = build.build()
+    lib = build.build(OPTS)
     assert lib.failed == {}
     assert set(lib.kernels) == set(mslgen.shader_names())
 
 
 def test_specialised_msl_fixes_function_constants() -> None:
-    msl = (mslgen.msl_dir() / "binary.metal").read_text()
+    msl = (mslgen.msl_dir(OPTS.cache_dir, OPTS.shader_dir) / "binary.metal").read_text()
     decls = mslgen.FUNC_CONST.findall(msl)
     assert len(decls) == 4
     text = mslgen.specialize(msl, (0, 1, 0, 2))
@@ -76,7 +79,7 @@ def test_specialised_msl_fixes_function_constants() -> None:
                                          ("mul_mat", (8, 0, 1, 32, 0))])
 def test_specialised_msl_is_still_valid_msl(kernel: str, spec: tuple[int, ...], tmp_path) -> None:  # type: ignore[no-untyped-def]
     """What a Mac's pipeline gets, checked as far as this machine can: through the emulator's C++ translation."""
-    text = mslgen.specialize((mslgen.msl_dir() / f"{kernel}.metal").read_text(), spec)
+    text = mslgen.specialize((mslgen.msl_dir(OPTS.cache_dir, OPTS.shader_dir) / f"{kernel}.metal").read_text(), spec)
     cpp = tmp_path / f"{kernel}.cpp"
     cpp.write_text(emucc.translate(kernel, text))
     proc = subprocess.run([build.cxx(), *build.CXXFLAGS, f"-I{build.SHIM}", "-fsyntax-only", str(cpp)],
@@ -94,7 +97,7 @@ def test_emucc_refuses_what_it_cannot_emulate() -> None:
 
 def test_local_size_from_a_constant() -> None:
     """ssm_scan's work group is `local_size_x_id = 0`: the pipeline's threads come from its constant 0."""
-    lay = KernelLayout.load(mslgen.msl_dir() / "ssm_scan.json")
+    lay = KernelLayout.load(mslgen.msl_dir(OPTS.cache_dir, OPTS.shader_dir) / "ssm_scan.json")
     assert lay.local_spec == (True, False, False)
     assert lay.threads((32, 1)) == (32, 1, 1) and lay.threads(()) == (1, 1, 1)
 

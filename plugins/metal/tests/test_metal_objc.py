@@ -17,6 +17,7 @@ from pyggml.context import Context
 from pyggml.graph import build_graph
 from pyggml_metal.driver import layouts
 from pyggml_metal.mslgen import msl_dir
+from pyggml_metal.options import MetalOptions
 from pyggml_metal.registry import MetalRegistry
 from pyggml_testing.on_device import place_graph
 
@@ -201,7 +202,7 @@ def test_objc_driver_records_a_graph(objc: Log) -> None:
     kinds = [e[0] for e in objc]
     assert kinds.count("library") == 2  # one library per (kernel, constants): unary, soft_max
     assert [e for e in objc if e[0] == "pipeline"] == [("pipeline", False)] * 2  # constants fixed in the source
-    lay = layouts(msl_dir())
+    lay = layouts(msl_dir(MetalOptions.from_env().cache_dir))
     first = kinds.index("encoder")
     assert kinds[first:kinds.index("commit")] == [
         "encoder", *(k for name in ("unary", "soft_max")

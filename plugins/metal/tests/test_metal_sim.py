@@ -78,3 +78,29 @@ def test_use_after_free_and_free_during_compute(sim: Device) -> None:
     be.graph_compute(g)
     check_use_after_free(be, g, y, buf)
     check_free_during_compute(be, lambda: _soft_max(sim)[2:])
+
+
+def test_profiled_compute_times_each_node(sim: Device, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: each node's dispatches in a command buffer of their own, timed by its (emulated) GPU start and end:
+    one event per computing node, in order, no whole-graph fallback; the normal compute stays one command buffer."""
+    from pyggml.ops.base import VIEW_OPS
+    from pyggml.profile import Profile
+    from pyggml_testing.profiling import check_node_profile, profile_graph
+
+    be = sim.init_backend()
+    check_node_profile(be)
+    g, _, _ = profile_graph()
+    place_graph(g, sim.buffer_type())
+    commits: list[object] = []
+    commit = be.device.commit  # type: ignore[attr-defined]
+
+    def counted(cb: object) -> object:
+        commits.append(cb)
+        return commit(cb)
+
+    monkeypatch.setattr(be.device, "commit", counted)
+    be.graph_compute(g)
+    assert len(commits) == 1
+    with Profile() as prof:
+        prof.compute(be, g)
+    assert len(commits) == 1 + len([n for n in g.nodes if n.op not in VIEW_OPS]) == 1 + len(prof.node_events())

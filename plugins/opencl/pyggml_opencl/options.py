@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyggml.backend.env import cache_option
-from pyggml.backend.option_parsers import names
-from pyggml.backend.options import Options, option
+from pyggml.backend.env import cache_option, devices_option
+from pyggml.backend.options import Options
 
 DEVICES_ENV = "PYGGML_OPENCL_DEVICES"
 
@@ -17,7 +16,6 @@ class OpenCLOptions(Options):
     """Read when the OpenCL devices are enumerated (their backends take no options)."""
 
     label = "OpenCL"
-    devices: tuple[str, ...] = option((), env=DEVICES_ENV, parse=names, default_doc="every device",
-                                      doc="the devices to use, comma-separated: global indices (as listed unfiltered) "
-                                          "or case-insensitive substrings of the platform and device name")
+    devices: tuple[str, ...] = devices_option(DEVICES_ENV, "global indices (as listed unfiltered) or case-insensitive "
+                                                           "substrings of the platform and device name")
     cache_dir: Path = cache_option("opencl")

@@ -5,34 +5,55 @@ CUDA graphs). Recordings are the backend's plans (core's `pyggml.backend.plan_ca
 their graphs, checked against the graph's placement (node and source identities, buffers, offsets; the sources count
 because a scheduler's pipeline slots rewire the same nodes to per-slot input copies), so the meta device's many
 subgraphs per compute all replay.
-Submissions signal a timeline semaphore; events are (semaphore, value) pairs."""
+Submissions signal a timeline semaphore; events are (semaphore, value) pairs.
+
+Profiled (`compute_profiled`), the graph runs from a second recording of its own, kept like the plans: the same
+dispatches with a timestamp query written before and after each node's dispatches (a query pool per timed recording,
+made on its first profiled compute). The normal recordings write no query."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
-from pyggml.backend.plan_cache import PlannedBackend, check_tensors_not_freed
+from pyggml.backend.plan_cache import PlanCache, PlannedBackend, check_tensors_not_freed
 from pyggml.backend.protocol import Backend, Bytes, Event, synchronized_copy
 from pyggml.backend.status import StatusWord
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
+from pyggml.profile.sink import node_times, now_ns
 from pyggml.tensor import Tensor
 from pyggml_vulkan.recorder import DispatchBuilder, Recording
 
 if TYPE_CHECKING:
+    from pyggml.profile.sink import ProfileSink
     from pyggml_vulkan.buffer import VulkanBuffer
     from pyggml_vulkan.context import DeviceContext
     from pyggml_vulkan.device import VulkanDevice
+    from pyggml_vulkan.options import VulkanOptions
     from pyggml_vulkan.vk import CData
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+@dataclass(slots=True)
+class TimedRecording:
+    """A graph's recording with timestamps around each node's dispatches (`Recording(timed=True)`), and the graph
+    index of the node of each of its runs."""
+
+    rec: Recording
+    nodes: list[int]
 
 
 class VulkanBackend(PlannedBackend[Recording]):
-    def __init__(self, device: VulkanDevice, ctx: DeviceContext) -> None:
+    def __init__(self, device: VulkanDevice, ctx: DeviceContext, options: VulkanOptions) -> None:
         super().__init__(device, self.record, self._retire)
         self.ctx = ctx
+        self.options = options
+        """The device's options with this backend's own `tpr` (`VulkanDevice.init_backend`)."""
         self.timeline = ctx.timeline()
         self.submitted = 0
         self._pending_waits: list[tuple[CData, int]] = []
@@ -41,14 +62,19 @@ class VulkanBackend(PlannedBackend[Recording]):
         """Where this backend's shaders report out-of-range indices (read by its synchronize)."""
         self.replay_enabled = True
         """False: record a fresh command buffer on every compute (for measuring what replay saves)."""
+        self._timed: PlanCache[TimedRecording] | None = None
+        """The timed recordings of profiled computes, made by the first one."""
 
     # ---- compute --------------------------------------------------------------------------------------------
 
     def record(self, graph: Graph) -> Recording:
+        return self._record(graph, False)[0]
+
+    def _record(self, graph: Graph, timed: bool) -> tuple[Recording, DispatchBuilder]:
         from pyggml_vulkan.op_table import plan_graph
 
         check_tensors_not_freed(graph.nodes, self.name)
-        planner = DispatchBuilder(self.ctx, self._scratch_buffer, self.status)
+        planner = DispatchBuilder(self.ctx, self._scratch_buffer, self.status, self.options.tpr)
         plan_graph(graph, planner, self.name)
         # Descriptor sets name each VkBuffer by its handle: writing the handle of a destroyed buffer makes the driver
         # read freed memory (lavapipe segfaulted), or bind whichever newer buffer got the same handle (the backend's
@@ -56,7 +82,12 @@ class VulkanBackend(PlannedBackend[Recording]):
         # that lock every bound buffer outlives the recording (one freed after it is refused at replay).
         with self.ctx.lock:
             check_tensors_not_freed(graph.nodes, self.name)
-            return Recording(self.ctx, planner.dispatches, self.name)
+            return Recording(self.ctx, planner.dispatches, self.name, timed), planner
+
+    def record_timed(self, graph: Graph) -> TimedRecording:
+        rec, planner = self._record(graph, True)
+        index = {id(n): i for i, n in enumerate(graph.nodes)}
+        return TimedRecording(rec, [index.get(id(planner.dispatches[first].node), -1) for first, _ in rec.runs])
 
     def _scratch_buffer(self, nbytes: int) -> VulkanBuffer:
         """The backend's scratch buffer, grown (a new one; recordings keep the old alive) to nbytes."""
@@ -76,8 +107,11 @@ class VulkanBackend(PlannedBackend[Recording]):
         self.ctx.ensure_alive()
         if not self.replay_enabled:
             self.plans.clear()
+        return self._named_failure(graph, super().plan)
+
+    def _named_failure(self, graph: Graph, get: Callable[[Graph], R]) -> R:
         try:
-            return super().plan(graph)
+            return get(graph)
         except PyGGMLError:
             raise
         except Exception as e:  # a Vulkan or planning failure: name it, keep the backend usable
@@ -100,6 +134,29 @@ class VulkanBackend(PlannedBackend[Recording]):
             if rec.checks:
                 self.status.arm()
             self.ctx.track(self.timeline, value, rec.handles)
+
+    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
+        """Each node timed on the device by timestamp queries around its dispatches: its first dispatch's start to
+        its last's end, moved onto the host clock (`align_device_times`); a node without dispatches (a view) is not
+        reported. A device whose compute queue writes no timestamps (`timestampValidBits` 0) gets the protocol's
+        whole-graph time and its ProfileWarning."""
+        if not self.ctx.info.can_timestamp:
+            super().compute_profiled(graph, sink)
+            return
+        with self.lock:
+            if self.freed:
+                raise self.freed_error()
+            self.synchronize()  # earlier submissions done: the first stamp waits for this graph's work only
+            self.ctx.ensure_alive()
+            if self._timed is None:
+                self._timed = PlanCache(self.record_timed, lambda t: self._retire(t.rec))
+            timed = self._named_failure(graph, self._timed.get)
+            self.replay(timed.rec)
+            self._wait()
+            end = now_ns()
+            device = timed.rec.timestamps()
+            self.status.check()
+        sink.nodes(self.name, graph, node_times(graph, timed.nodes, device, end), "queue")
 
     def synchronize(self) -> None:
         """Wait for the submitted work; raise ComputeError if a shader found an index out of range. After free()
@@ -156,6 +213,8 @@ class VulkanBackend(PlannedBackend[Recording]):
             self._wait()
         except PyGGMLError:  # a lost device: nothing runs any more, the recordings are freed without waiting
             self.submitted = 0
+        if self._timed is not None:
+            self._timed.clear()
         super().release_resources()  # the recordings
         self.status.free()
         self.ctx.destroy_semaphore(self.timeline)

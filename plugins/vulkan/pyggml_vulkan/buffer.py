@@ -1,7 +1,7 @@
 """Device memory: one VkBuffer (+ VkDeviceMemory) per pyggml buffer; the graph allocator suballocates it.
 
 Where device-local memory is also host visible and coherent (UMA, lavapipe) the buffer stays mapped and byte I/O
-is a memcpy; otherwise (discrete GPUs, or PYGGML_VULKAN_STAGING=1) it goes through a host-visible staging buffer
+is a memcpy; otherwise (discrete GPUs, or `VulkanOptions.staging`) it goes through a host-visible staging buffer
 and vkCmdCopyBuffer, ordered after earlier submissions on the one queue. Host access to mapped memory (and freeing
 a buffer) first waits for the submitted graphs that bind the buffer. Sizes are limited by maxStorageBufferRange
 (shaders bind whole buffers), the largest allocation and the device-local heap: `max_size`.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,10 +29,6 @@ log = logging.getLogger(__name__)
 
 STAGING_CHUNK = 16 << 20
 MIN_ALIGNMENT = 64
-
-
-def staging_forced() -> bool:
-    return os.environ.get("PYGGML_VULKAN_STAGING", "") not in ("", "0")
 
 
 class VulkanBufferType(DeviceBufferType["VulkanDevice"]):
@@ -63,7 +58,7 @@ class VulkanBuffer(Buffer):
     def __init__(self, buft: VulkanBufferType, ctx: DeviceContext, size: int) -> None:
         super().__init__(buft, size)
         self.ctx = ctx
-        host = ctx.info.unified_memory and not staging_forced()
+        host = ctx.info.unified_memory and not buft.dev.options().staging
         self.vk_buffer, self._memory, ptr = ctx.create_buffer(max(size, 16), host)
         self._mapped: Bytes | None = None
         if ptr is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyggml.errors import AllocationError
@@ -26,7 +27,8 @@ HOST_FLAGS = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | C.VK_MEMORY_PROPERTY_HOST_C
 
 
 class DeviceContext:
-    def __init__(self, info: PhysicalInfo) -> None:
+    def __init__(self, info: PhysicalInfo, cache_dir: Path) -> None:
+        """`cache_dir`: where SPIR-V compiled at first use goes (`VulkanOptions.cache_dir`)."""
         self.info = info
         self.lost = False
         self.lock = threading.RLock()
@@ -68,7 +70,7 @@ class DeviceContext:
         self._staging: tuple[CData, CData, npt.NDArray[np.uint8]] | None = None
         from pyggml_vulkan.pipelines import PipelineCache
 
-        self.pipelines = PipelineCache(self)
+        self.pipelines = PipelineCache(self, cache_dir)
 
     # ---- layouts ------------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from pyggml.backend.accounting import AllocationTally
 from pyggml.backend.protocol import (
     FALLBACK_PRIORITY,
     Backend,
+    BackendParams,
     BufferType,
     Device,
     DeviceCaps,
@@ -20,6 +21,7 @@ from pyggml.backend.protocol import (
     Event,
     Registry,
 )
+from pyggml_vulkan.options import VulkanOptions
 
 if TYPE_CHECKING:
     from pyggml.tensor import Tensor
@@ -29,11 +31,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 class VulkanDevice(Device):
-    def __init__(self, reg: Registry, info: PhysicalInfo, number: int) -> None:
+    def __init__(self, reg: Registry, info: PhysicalInfo, number: int, options: VulkanOptions) -> None:
         from pyggml_vulkan.buffer import VulkanBufferType
 
         super().__init__(reg, f"Vulkan{number}", DeviceType.GPU, DeviceCaps(async_ops=True, events=True))
         self.info = info
+        self._options = options
         self._ctx: DeviceContext | None = None
         self._lock = threading.Lock()
         self._buft = VulkanBufferType(self)
@@ -84,13 +87,18 @@ class VulkanDevice(Device):
 
                 if self._ctx is not None:
                     log.warning("Vulkan device %s was lost; creating a new logical device", self.name)
-                self._ctx = DeviceContext(self.info)
+                self._ctx = DeviceContext(self.info, self._options.cache_dir)
             return self._ctx
 
-    def new_backend(self) -> Backend:
+    def options(self) -> VulkanOptions:
+        return self._options
+
+    def init_backend(self, params: BackendParams = None) -> Backend:
+        """A backend (queue submissions, recordings) with the device's options, `tpr` as `params` say
+        (`VulkanOptions`)."""
         from pyggml_vulkan.backend import VulkanBackend
 
-        return VulkanBackend(self, self.context())
+        return VulkanBackend(self, self.context(), self._options.with_params(params, self.name))
 
     def buffer_type(self) -> BufferType:
         return self._buft

@@ -1,13 +1,13 @@
 """The process-wide VkInstance, with the Khronos validation layer and a debug messenger when asked for.
 
-PYGGML_VULKAN_VALIDATION=1 turns validation on (tests do); messages of severity ERROR are collected in
-`Instance.errors` (and logged), so a test can assert that a run produced none.
+`VulkanOptions.validation` (PYGGML_VULKAN_VALIDATION=1) turns validation on (tests do); the instance is
+process-wide, so the options of the first registry to enumerate decide it for all. Messages of severity ERROR are
+collected in `Instance.errors` (and logged), so a test can assert that a run produced none.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 
 from pyggml_vulkan.vk import API_VERSION_1_2, NULL, C, CData, check, cstr, ffi, lib, new, out
 
@@ -15,10 +15,6 @@ log = logging.getLogger(__name__)
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEBUG_UTILS = "VK_EXT_debug_utils"
-
-
-def validation_requested() -> bool:
-    return os.environ.get("PYGGML_VULKAN_VALIDATION", "") not in ("", "0")
 
 
 def _available_layers() -> set[str]:
@@ -38,8 +34,8 @@ def _available_extensions() -> set[str]:
 
 
 class Instance:
-    def __init__(self, validation: bool | None = None) -> None:
-        want = validation_requested() if validation is None else validation
+    def __init__(self, validation: bool = False) -> None:
+        want = validation
         layers = _available_layers()
         exts = _available_extensions()
         self.validation = want and VALIDATION_LAYER in layers
@@ -110,8 +106,10 @@ class Instance:
 _INSTANCE: Instance | None = None
 
 
-def instance() -> Instance:
+def instance(validation: bool = False) -> Instance:
+    """The process-wide instance, made on the first call: its `validation` decides (`VulkanOptions.validation` of
+    the first registry to enumerate); later calls get that instance whatever they ask."""
     global _INSTANCE
     if _INSTANCE is None:
-        _INSTANCE = Instance()
+        _INSTANCE = Instance(validation)
     return _INSTANCE

@@ -54,6 +54,16 @@ class PhysicalInfo:
     timeline_semaphore: bool
     compute_queue_family: int
     extra: dict[str, str] = field(default_factory=dict)
+    timestamp_period: float = 0.0
+    """Nanoseconds per timestamp tick (`VkPhysicalDeviceLimits.timestampPeriod`)."""
+    timestamp_valid_bits: int = 0
+    """The compute queue family's `timestampValidBits`: 0 when its queue cannot write timestamps (then profiling
+    reports whole-graph times)."""
+
+    @property
+    def can_timestamp(self) -> bool:
+        """The compute queue writes timestamps (`compute_profiled` times each node)."""
+        return self.timestamp_valid_bits > 0 and self.timestamp_period > 0
 
     @property
     def is_cpu(self) -> bool:
@@ -123,4 +133,6 @@ def query(handle: CData, index: int) -> PhysicalInfo:
         fp16_math=bool(v12f.shaderFloat16), int8_math=bool(v12f.shaderInt8),
         int16_math=bool(feats2.features.shaderInt16),
         timeline_semaphore=bool(v12f.timelineSemaphore), compute_queue_family=family,
+        timestamp_period=float(lim.timestampPeriod),
+        timestamp_valid_bits=int(qprops[family].timestampValidBits) if family >= 0 else 0,
     )

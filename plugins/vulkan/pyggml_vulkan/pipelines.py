@@ -10,6 +10,7 @@ import logging
 import struct
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyggml_glsl.builder import Spec
@@ -28,8 +29,10 @@ def spec_bytes(spec: Spec) -> bytes:
 
 
 class PipelineCache:
-    def __init__(self, ctx: DeviceContext) -> None:
+    def __init__(self, ctx: DeviceContext, cache_dir: Path) -> None:
         self.ctx = ctx
+        self.cache_dir = cache_dir
+        """Where SPIR-V compiled at first use is cached (`VulkanOptions.cache_dir`)."""
         self._modules: dict[str, CData] = {}
         self._pipelines: dict[tuple[str, Spec], CData] = {}
         self._lock = threading.Lock()
@@ -46,7 +49,7 @@ class PipelineCache:
     def module(self, name: str) -> CData:
         m = self._modules.get(name)
         if m is None:
-            code = spirv(name)
+            code = spirv(name, self.cache_dir)
             buf = ffi.from_buffer("uint32_t[]", code)
             h = out("VkShaderModule")
             self.ctx.check(lib.vkCreateShaderModule(self.ctx.device, new(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pyggml.backend.plan_cache import check_not_freed
 from pyggml.errors import AllocationError
 from pyggml.ops.base import Op
+from pyggml.profile.sink import runs_of
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_glsl.builder import N_BINDINGS, Groups, Spec, bound, status_push
@@ -43,6 +44,8 @@ class Dispatch:
     name: str
     checks: bool = False
     """The shader reports out-of-range indices to the status word."""
+    node: Tensor | None = None
+    """The graph node the dispatch computes (a timed recording stamps each node's dispatches)."""
 
     @property
     def set_key(self) -> tuple[int, ...]:
@@ -64,8 +67,10 @@ class DispatchBuilder:
     `dispatch` a pipeline, the buffers of the shader's bindings, push constants and a grid."""
 
     def __init__(self, ctx: DeviceContext, scratch: Callable[[int], VulkanBuffer] | None = None,
-                 status: StatusWord | None = None) -> None:
+                 status: StatusWord | None = None, forced_threads_per_row: int | None = None) -> None:
         self.ctx = ctx
+        self.forced_threads_per_row = forced_threads_per_row
+        """The backend's `VulkanOptions.tpr` (None: the rule decides)."""
         self.dispatches: list[Dispatch] = []
         self.node: Tensor | None = None
         self._scratch = scratch
@@ -118,7 +123,7 @@ class DispatchBuilder:
             push = status_push(push, self.error_code(checks))
         self.dispatches.append(Dispatch(self.ctx.pipelines.get(shader, spec), tuple(bufs), push, groups,
                                         reads, writes, node.name if node is not None else shader,
-                                        bool(checks)))
+                                        bool(checks), node))
 
 
 def _overlaps(r: Range, ranges: list[Range]) -> bool:
@@ -130,10 +135,18 @@ class Recording:
     """One recorded command buffer and the descriptor sets it uses; keeps its buffers alive. A buffer already freed
     raises AllocationError (naming `who`) before anything is made: its VkBuffer handle is gone, or another buffer's.
     Made under the context's lock, which `VulkanBuffer.free` takes to mark a buffer freed before destroying it, so
-    no bound buffer is destroyed under the descriptor writes."""
+    no bound buffer is destroyed under the descriptor writes.
 
-    def __init__(self, ctx: DeviceContext, dispatches: list[Dispatch], who: str = "Vulkan") -> None:
+    `timed` (profiling only): the command buffer also writes a timestamp before and after each run of one node's
+    dispatches (`runs`) into a query pool of its own, two queries per run, read by `timestamps()`. An untimed
+    recording writes no query."""
+
+    def __init__(self, ctx: DeviceContext, dispatches: list[Dispatch], who: str = "Vulkan", timed: bool = False
+                 ) -> None:
         self.ctx = ctx
+        self.runs = runs_of([d.node for d in dispatches]) if timed else []
+        """(first, last) dispatch of each run of one node's dispatches: timed recordings stamp around each."""
+        self.query_pool: CData | None = None
         self.n_dispatches = len(dispatches)
         self.n_barriers = 0
         self.barrier_before: list[int] = []
@@ -152,6 +165,8 @@ class Recording:
             self.check_alive(who)
             self.cb = ctx.allocate_command_buffer()
             try:
+                if self.runs:
+                    self._create_query_pool(2 * len(self.runs))
                 sets = self._descriptor_sets(dispatches)
                 self._record(dispatches, sets)
             except Exception:
@@ -161,6 +176,32 @@ class Recording:
     def check_alive(self, who: str) -> None:
         """AllocationError when a buffer the command buffer binds was freed since it was recorded."""
         check_not_freed(self._buffers.values(), who)
+
+    def _create_query_pool(self, n: int) -> None:
+        qp = out("VkQueryPool")
+        self.ctx.check(lib.vkCreateQueryPool(self.ctx.device, new(
+            "VkQueryPoolCreateInfo", sType=C.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+            queryType=C.VK_QUERY_TYPE_TIMESTAMP, queryCount=n), NULL, qp), "vkCreateQueryPool")
+        self.query_pool = qp[0]
+
+    def timestamps(self) -> list[tuple[int, int]]:
+        """(start, end) of each run in nanoseconds on the device's clock, counted from the first stamp (only
+        durations and gaps mean anything), from the query pool of a timed recording whose submission finished
+        (64-bit results, waited for)."""
+        if self.query_pool is None:
+            return []
+        n = 2 * len(self.runs)
+        data = ffi.new("uint64_t[]", n)
+        self.ctx.check(lib.vkGetQueryPoolResults(
+            self.ctx.device, self.query_pool, 0, n, 8 * n, data, 8,
+            C.VK_QUERY_RESULT_64_BIT | C.VK_QUERY_RESULT_WAIT_BIT), "vkGetQueryPoolResults")
+        info = self.ctx.info
+        bits = info.timestamp_valid_bits if 0 < info.timestamp_valid_bits < 64 else 64
+        mask = (1 << bits) - 1
+        first = int(data[0]) & mask
+        # ticks since the first stamp (modulo the counter's width: it may wrap once), then ns
+        ns = [round(((int(data[i]) - first) & mask) * info.timestamp_period) for i in range(n)]
+        return [(ns[2 * r], ns[2 * r + 1]) for r in range(len(self.runs))]
 
     def _descriptor_sets(self, dispatches: list[Dispatch]) -> dict[tuple[int, ...], CData]:
         ctx = self.ctx
@@ -206,6 +247,14 @@ class Recording:
         lead = new("VkMemoryBarrier", sType=C.VK_STRUCTURE_TYPE_MEMORY_BARRIER, srcAccessMask=all_mem,
                    dstAccessMask=shader_rw)
         lib.vkCmdPipelineBarrier(cb, every, compute, 0, 1, lead, 0, NULL, 0, NULL)
+        qp = self.query_pool
+        starts: dict[int, int] = {}
+        ends: dict[int, int] = {}
+        if qp is not None:  # timed: reset the queries, then stamp when everything before a run / its last is done
+            lib.vkCmdResetQueryPool(cb, qp, 0, 2 * len(self.runs))
+            starts = {first: 2 * r for r, (first, _) in enumerate(self.runs)}
+            ends = {last: 2 * r + 1 for r, (_, last) in enumerate(self.runs)}
+        stamp = C.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT
         mid = new("VkMemoryBarrier", sType=C.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                   srcAccessMask=C.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=shader_rw)
         layout = ctx.pipeline_layout
@@ -234,7 +283,11 @@ class Recording:
                 cur_set = ds
             if d.push:
                 lib.vkCmdPushConstants(cb, layout, stage, 0, len(d.push), d.push)
+            if i in starts:
+                lib.vkCmdWriteTimestamp(cb, stamp, qp, starts[i])
             lib.vkCmdDispatch(cb, *d.groups)
+            if i in ends:
+                lib.vkCmdWriteTimestamp(cb, stamp, qp, ends[i])
         tail = new("VkMemoryBarrier", sType=C.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                    srcAccessMask=C.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=all_mem)
         lib.vkCmdPipelineBarrier(cb, compute, every, 0, 1, tail, 0, NULL, 0, NULL)
@@ -248,4 +301,7 @@ class Recording:
         if self.pool is not None and not ctx.lost:
             lib.vkDestroyDescriptorPool(ctx.device, self.pool, NULL)
         self.pool = None
+        if self.query_pool is not None and not ctx.lost:
+            lib.vkDestroyQueryPool(ctx.device, self.query_pool, NULL)
+        self.query_pool = None
         self._buffers.clear()

@@ -1,6 +1,7 @@
 """The Vulkan registry: `Vulkan0`, `Vulkan1`, ... over the physical devices, real GPUs first.
 
-PYGGML_VULKAN_DEVICES=0,2 (physical device indices) or =llvmpipe,RTX (name substrings) filters the list.
+`VulkanOptions.devices` (PYGGML_VULKAN_DEVICES=0,2: physical device indices, or =llvmpipe,RTX: name substrings)
+filters the list.
 A CPU-emulated device (llvmpipe/lavapipe) is listed last.
 """
 
@@ -10,26 +11,28 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pyggml.backend.env import device_selection, is_selected
+from pyggml.backend.env import is_selected
 from pyggml.backend.protocol import Device, LazyRegistry
 from pyggml_vulkan.device import VulkanDevice
+from pyggml_vulkan.options import DEVICES_ENV, VulkanOptions
 
 if TYPE_CHECKING:
     from pyggml_vulkan.physical import PhysicalInfo
 
 log = logging.getLogger(__name__)
 
-DEVICES_ENV = "PYGGML_VULKAN_DEVICES"
-
-
-def _selected(infos: list[PhysicalInfo]) -> list[PhysicalInfo]:
-    selection = device_selection(DEVICES_ENV)
+def _selected(infos: list[PhysicalInfo], selection: tuple[str, ...]) -> list[PhysicalInfo]:
     return [info for info in infos if is_selected(selection, info.index, info.name)]
 
 
 class VulkanRegistry(LazyRegistry):
-    def __init__(self) -> None:
-        super().__init__("Vulkan")
+    options_type = VulkanOptions
+
+    def __init__(self, options: VulkanOptions | None = None) -> None:
+        super().__init__("Vulkan", options)
+
+    def options(self) -> VulkanOptions:
+        return VulkanOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         try:
@@ -37,7 +40,8 @@ class VulkanRegistry(LazyRegistry):
             from pyggml_vulkan.physical import PREFERENCE, query
         except OSError as e:  # libvulkan missing
             return self._unavailable(f"cannot load the Vulkan loader: {e}")
-        inst = instance()
+        opts = self.options()
+        inst = instance(opts.validation)
         infos = [query(h, i) for i, h in enumerate(inst.physical_devices())]
         usable = []
         for info in infos:
@@ -50,10 +54,10 @@ class VulkanRegistry(LazyRegistry):
                 log.info("Vulkan device %s skipped: lacks %s", info.name, ", ".join(missing))
             else:
                 usable.append(info)
-        chosen = _selected(usable)
+        chosen = _selected(usable, opts.devices)
         chosen.sort(key=lambda i: (PREFERENCE.index(i.device_type) if i.device_type in PREFERENCE else 9, i.index))
         if not chosen:
             return self._unavailable("no Vulkan device with compute, 8/16-bit storage and arithmetic, timeline "
                                      "semaphores" if not infos or not usable
                                      else f"{DEVICES_ENV} selects none of the devices")
-        return [VulkanDevice(self, info, n) for n, info in enumerate(chosen)]
+        return [VulkanDevice(self, info, n, opts) for n, info in enumerate(chosen)]

@@ -96,14 +96,9 @@ def compile_all(out_dir: Path, shader_dir: Path) -> list[Path]:
     return made
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("PYGGML_VULKAN_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pyggml_vulkan")
-    return Path(base)
-
-
-def spirv(name: str) -> bytes:
-    """The SPIR-V of shader `name`: the built one when current, else compiled now into the cache dir."""
+def spirv(name: str, cache_dir: Path) -> bytes:
+    """The SPIR-V of shader `name`: the built one when current, else compiled now into `cache_dir`
+    (`VulkanOptions.cache_dir`)."""
     shaders = shader_dir()
     src = shaders / f"{name}.comp"
     if not src.exists():
@@ -113,7 +108,7 @@ def spirv(name: str) -> bytes:
     stamp = SPV_DIR / f"{name}.sha"
     if built.exists() and stamp.exists() and stamp.read_text().strip() == digest:
         return built.read_bytes()
-    cached = cache_dir() / f"{name}-{digest}.spv"
+    cached = cache_dir / f"{name}-{digest}.spv"
     if not cached.exists():
         compile_file(src, cached)
     return cached.read_bytes()

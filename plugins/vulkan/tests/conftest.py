@@ -26,6 +26,15 @@ def device():  # type: ignore[no-untyped-def]
     return _device()
 
 
+@pytest.fixture(scope="session")
+def staged_device(device):  # type: ignore[no-untyped-def]
+    """The same physical device with `VulkanOptions.staging` on: device-local memory reached through staging copies
+    only (its own logical device, made at its first buffer)."""
+    from pyggml_vulkan.device import VulkanDevice
+
+    return VulkanDevice(device.reg, device.info, 0, device.options().replace(staging=True))
+
+
 _BACKENDS: list = []
 
 
@@ -42,10 +51,11 @@ def no_validation_errors() -> Iterator[None]:
     """Every test must leave the validation layer silent (when the layer is installed)."""
     try:
         from pyggml_vulkan.instance import instance
+        from pyggml_vulkan.options import VulkanOptions
     except OSError:
         yield
         return
-    inst = instance()
+    inst = instance(VulkanOptions.from_env().validation)
     before = len(inst.errors)
     yield
     new = inst.errors[before:]

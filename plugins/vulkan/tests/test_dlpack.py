@@ -29,9 +29,8 @@ def test_mapped_memory_exports_in_place_and_outlives_a_free(device) -> None:  # 
     gc.collect()
 
 
-def test_unmapped_memory_is_refused_by_name(device, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("PYGGML_VULKAN_STAGING", "1")  # device-local memory reached through staging copies only
-    t = placed(device.buffer_type(), np.arange(4, dtype=np.float32), "staged")
+def test_unmapped_memory_is_refused_by_name(staged_device) -> None:  # type: ignore[no-untyped-def]
+    t = placed(staged_device.buffer_type(), np.arange(4, dtype=np.float32), "staged")
     with pytest.raises(DLPackError, match=r"tensor 'staged'.*does not map"):
         np.from_dlpack(t)
     assert np.array_equal(np.from_dlpack(t, device="cpu", copy=True), np.arange(4, dtype=np.float32))

@@ -53,9 +53,9 @@ def test_device_filter(monkeypatch):
 
 
 @pytest.mark.parametrize("staging", [False, True])
-def test_buffer_io(device, monkeypatch, staging):
+def test_buffer_io(device, staged_device, staging):
     if staging:
-        monkeypatch.setenv("PYGGML_VULKAN_STAGING", "1")
+        device = staged_device
     buf = device.buffer_type().alloc_buffer(1000)
     assert buf.mapped is (not staging and device.info.unified_memory)
     data = np.arange(1000, dtype=np.uint32).astype(np.uint8)
@@ -181,8 +181,9 @@ def test_device_lost_raises_and_backend_is_recreated(device, monkeypatch):
 
 @pytest.mark.parametrize("tpr", ["1", "32"])
 @pytest.mark.parametrize("atype", ["f16", "q4_1", "q6_K"])
-def test_mul_mat_threads_per_row(backend, monkeypatch, tpr, atype):
-    monkeypatch.setenv("PYGGML_VULKAN_TPR", tpr)
+def test_mul_mat_threads_per_row(backend, tpr, atype):
+    backend = backend.device.init_backend(f"tpr={tpr}")
+    assert backend.options.tpr == int(tpr)
 
     def build(ctx):
         a = ctx.new_tensor(atype, 512, 70, name="a")

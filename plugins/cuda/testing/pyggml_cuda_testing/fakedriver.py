@@ -215,9 +215,16 @@ def make_driver(state: State) -> types.ModuleType:
         def __init__(self, flags: int = 0) -> None:
             current()
             self.handle = next(state.ids)
+            self.at = 0.0
+            """A fake time (ms): how many driver calls were made when the event was last recorded."""
 
         def record(self, stream: Stream | None = None) -> None:
             state.calls.append(("event_record", self.handle, stream.handle if stream else 0))
+            self.at = float(len(state.calls))
+
+        def time_till(self, end: Event) -> float:
+            """ms from this event to `end` (cuEventElapsedTime), on the fake clock."""
+            return end.at - self.at
 
         def synchronize(self) -> None:
             state.calls.append(("event_sync", self.handle))

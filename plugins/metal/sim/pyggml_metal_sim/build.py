@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pyggml.errors import PyGGMLError
 from pyggml_metal import mslgen
+from pyggml_metal.options import MetalOptions
 from pyggml_metal_sim import emucc
 
 log = logging.getLogger(__name__)
@@ -76,12 +77,13 @@ def _compile(compiler: str, src: Path, obj: Path, extra: Sequence[str] = ()) -> 
     return "\n".join(errors[:5]) or proc.stderr[-2000:]
 
 
-def build(jobs: int | None = None) -> EmuLibrary:
-    msl_dir = mslgen.msl_dir()
+def build(options: MetalOptions, jobs: int | None = None) -> EmuLibrary:
+    """The emulator library of every kernel, in `options.cache_dir` (built there once per MSL and compiler)."""
+    msl_dir = mslgen.msl_dir(options.cache_dir, options.shader_dir)
     names = sorted(p.stem for p in msl_dir.glob("*.metal"))
     compiler = cxx()
     key = _digest(compiler, msl_dir, names)
-    out_dir = mslgen.cache_dir()
+    out_dir = options.cache_dir
     lib = out_dir / f"emu-{key}.so"
     manifest = out_dir / f"emu-{key}.txt"
     if lib.exists() and manifest.exists():

@@ -9,6 +9,7 @@ import ctypes
 import functools
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyggml_metal import driver, mslgen
+from pyggml_metal.options import MetalOptions
 from pyggml_metal_sim.build import EmuLibrary, build, variant
 
 MAX_BUFFERS = 31
@@ -94,6 +96,9 @@ class SimCommandBuffer:
     steps: list[Callable[[], None]] = field(default_factory=list)
     error: BaseException | None = None
     committed: bool = False
+    start_ns: int = 0
+    end_ns: int = 0
+    """The host's monotonic clock around the steps run at commit (the emulator's own GPU times)."""
 
     def dispatch(self, pipeline: driver.DriverPipeline, bindings: Sequence[driver.Binding | None],
                  groups: tuple[int, int, int]) -> None:
@@ -127,11 +132,13 @@ class SimCommandBuffer:
         if self.committed:
             raise driver.MetalError("MetalSim: a command buffer was committed twice")
         self.committed = True
+        self.start_ns = time.monotonic_ns()
         try:
             for step in self.steps:
                 step()
         except BaseException as e:  # reported by wait(), as Metal reports a failed command buffer
             self.error = e
+        self.end_ns = time.monotonic_ns()
 
     def wait(self) -> None:
         if not self.committed:
@@ -141,6 +148,9 @@ class SimCommandBuffer:
             if isinstance(e, driver.CommandBufferError):
                 raise e
             raise driver.CommandBufferError(f"MetalSim: command buffer failed: {type(e).__name__}: {e}") from e
+
+    def gpu_times(self) -> tuple[int, int]:
+        return self.start_ns, self.end_ns
 
 
 def spec_words(spec: driver.Spec) -> ctypes.Array[ctypes.c_uint32]:
@@ -160,7 +170,9 @@ class SimDevice:
     working_set_bytes = MEMORY_BYTES
     max_buffer_length = MEMORY_BYTES
 
-    def __init__(self) -> None:
+    def __init__(self, options: MetalOptions) -> None:
+        self.options = options
+        """Where the MSL and the emulator library are cached (`cache_dir`) and the shaders (`shader_dir`)."""
         self._lib: EmuLibrary | None = None
         self._dll: ctypes.CDLL | None = None
         self._pipelines: dict[tuple[str, driver.Spec], SimPipeline] = {}
@@ -171,7 +183,7 @@ class SimDevice:
     def library(self) -> tuple[EmuLibrary, ctypes.CDLL]:
         with self._lock:
             if self._lib is None or self._dll is None:
-                lib = build()
+                lib = build(self.options)
                 self._dll = ctypes.CDLL(str(lib.path))
                 self._lib = lib
             return self._lib, self._dll
@@ -223,5 +235,8 @@ class SimDevice:
 class SimDriver:
     name = "MetalSim"
 
+    def __init__(self, options: MetalOptions) -> None:
+        self.options = options
+
     def devices(self) -> list[SimDevice]:
-        return [SimDevice()]
+        return [SimDevice(self.options)]

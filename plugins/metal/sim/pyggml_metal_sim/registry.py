@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 
 from pyggml.backend.protocol import Device, LazyRegistry
+from pyggml_metal.options import MetalOptions
 
 SIM_ENV = "PYGGML_METAL_SIM"
 
@@ -16,8 +17,16 @@ def sim_enabled() -> bool:
 
 
 class MetalSimRegistry(LazyRegistry):
-    def __init__(self) -> None:
-        super().__init__("MetalSim")
+    """The Metal plugin's options group (`MetalOptions`: where the MSL and the emulator library are cached); its
+    `devices` selection does not apply (one device)."""
+
+    options_type = MetalOptions
+
+    def __init__(self, options: MetalOptions | None = None) -> None:
+        super().__init__("MetalSim", options)
+
+    def options(self) -> MetalOptions:
+        return MetalOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         if not sim_enabled():
@@ -25,4 +34,5 @@ class MetalSimRegistry(LazyRegistry):
         from pyggml_metal.device import MetalDevice
         from pyggml_metal_sim.driver import SimDriver
 
-        return [MetalDevice(self, d, f"MetalSim{i}", emulated=True) for i, d in enumerate(SimDriver().devices())]
+        found = SimDriver(self.options()).devices()
+        return [MetalDevice(self, d, f"MetalSim{i}", emulated=True) for i, d in enumerate(found)]
