@@ -36,7 +36,7 @@ def test_two_backends_of_one_device_keep_their_status_apart(name: str) -> None:
         dev = get_device(name)
     except PyGGMLError as e:
         pytest.skip(f"{name}: {e}")
-    be1, be2 = dev.new_backend(), dev.new_backend()
+    be1, be2 = dev.init_backend(), dev.init_backend()
     bad, _b1 = _get_rows(dev, [0, 7])
     good, _b2 = _get_rows(dev, [2, 1])
     try:
