@@ -10,22 +10,11 @@
 #   2 the devices the plugin sees                                       6 llama: KLD and greedy vs llama.cpp
 #   3 every kernel compiled by this machine's nvcc (--check --jobs 16)  7 the JSON benchmark
 #   4 the plugin's tests, test_gpu.py among them (real GPU)
+# shellcheck disable=SC2317  # the steps' functions run through `step`
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/pyggml-gpu-out}
-mkdir -p "$OUT"
-G=plugins/cuda/.gpu
-SITE=/tmp/pyggml-site
-export PYTHONUNBUFFERED=1 PYGGML_CACHE_DIR=/tmp/pyggml-cache PYTHONPATH=$SITE PATH="$SITE/bin:$PATH"
-. testing/check_steps.sh  # step NAME COMMAND...: run, log to $OUT/NAME.txt, record the exit status in $status
+# shellcheck source-path=SCRIPTDIR source=gpu_env.sh
+. "$(dirname "$0")/gpu_env.sh"  # cd to the checkout; OUT, G, SITE; step; install (the carried wheels, this checkout)
 
-install() {
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$G"/b/wheels/*.whl &&
-    python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$SITE" \
-        ./ ./dialect ./plugins/opencl ./plugins/cuda ./plugins/cuda/testing ./conformance ./examples/llama ./testing &&
-    cat "$G/a/model.00" "$G/b/model.01" > /tmp/model.gguf &&
-    [ "$(sha256sum /tmp/model.gguf | cut -d' ' -f1)" = "$(cat "$G/b/model.sha256")" ]
-}
 devices() {
     nvidia-smi -L
     python3 - <<'PY'
@@ -89,7 +78,7 @@ for x in r:
         print("FAIL", x["name"], x.get("error"))
 sys.exit(1 if c.get("fail") else 0)
 PY
-    return $rc
+    return "$rc"
 }
 
 : > "$OUT/summary.txt"
@@ -100,4 +89,4 @@ step tests python3 -m pytest -q plugins/cuda/tests -p no:cacheprovider -rs
 step conformance conformance
 step llama llama
 step bench bash -c "python3 plugins/cuda/benchmarks/bench_cuda.py > '$OUT/bench.json'"
-exit $status
+exit "$status"

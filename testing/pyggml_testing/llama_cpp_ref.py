@@ -12,6 +12,11 @@ PyPI (one download, kept under .cache/):
                                                           # static: ggml's own training (several minutes)
     python -m pyggml_testing.llama_cpp_ref native [DIR]   # llama-cpp-python built for this CPU (GGML_NATIVE=ON),
                                                           # the speed benchmarks' anchor (about 10 minutes)
+    python -m pyggml_testing.llama_cpp_ref cuda-bench [DIR]
+                                                          # llama-bench, llama-perplexity and llama-quantize with
+                                                          # ggml's CUDA backend for sm_90, with their libraries:
+                                                          # the GPU benchmark's anchor (nvcc, no GPU; about an hour
+                                                          # on 2 cores, resumable; plugins/cuda/gpu_bench.sh)
     python -m pyggml_testing.llama_cpp_ref logits MODEL CASES.json OUT.npz
                                                           # llama.cpp's logits along a greedy fixture's cases
                                                           # (libllama of `llama`), for a machine without it
@@ -30,11 +35,13 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -220,6 +227,111 @@ def build_native_llama(dest: Path = NATIVE_DIR) -> Path:
     return dest
 
 
+CUDA_DIR = CACHE / "llama-cuda"
+CUDA_TOOLS = ("llama-bench", "llama-perplexity", "llama-quantize")
+CUBLAS_WHEEL = "nvidia-cublas==13.0.2.14"
+"""cuBLAS of CUDA 13.0 (the nvcc here), linked against; at run time the GPU machine's own libcublas.so.13 is found."""
+
+
+def _cuda_build_inputs(work: Path) -> dict[str, Path]:
+    """What linking ggml-cuda needs and this machine lacks: cuBLAS's headers and libraries (from the pip wheel,
+    under `work`/cublas) and a stand-in libcuda.so.1 (the driver's library, only on a machine with a GPU)."""
+    cublas = work / "cublas"
+    if not (cublas / "lib" / "libcublasLt.so.13").is_file():
+        wheels = work / "wheels"
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                        "--python-version", "3.12", "--platform", "manylinux_2_27_x86_64", "-d", str(wheels),
+                        CUBLAS_WHEEL], check=True)
+        with zipfile.ZipFile(next(wheels.glob("nvidia_cublas-*.whl"))) as whl:
+            for name in whl.namelist():
+                if name.startswith("nvidia/cu13/") and not name.endswith("/"):
+                    out = cublas / name.removeprefix("nvidia/cu13/")
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    with whl.open(name) as src, out.open("wb") as dst:
+                        shutil.copyfileobj(src, dst)
+        shutil.rmtree(wheels)
+    stub = work / "stub" / "libcuda.so"
+    if not stub.is_file():
+        stub.parent.mkdir(parents=True, exist_ok=True)
+        (stub.parent / "stub.c").write_text("void pyggml_cuda_driver_stub(void) {}\n", encoding="utf-8")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(stub),
+                        str(stub.parent / "stub.c")], check=True)
+    return {"include": cublas / "include", "cublas": cublas / "lib" / "libcublas.so.13",
+            "cublasLt": cublas / "lib" / "libcublasLt.so.13", "cuda": stub}
+
+
+def _needed(binary: Path) -> list[str]:
+    """The libraries an ELF file names as needed (readelf -d)."""
+    out = subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True, check=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def build_cuda_bench(dest: Path = CUDA_DIR / "bin", cuda_root: Path | None = None, archs: str = "90") -> Path:
+    """llama-bench, llama-perplexity and llama-quantize of the sdist's llama.cpp with ggml's CUDA backend for the
+    GPU architectures `archs` (default sm_90: H100, H200), compiled here without a GPU, with their shared libraries
+    (stripped, rpath $ORIGIN) in dest: the anchor of the CUDA plugin's speed figures (plugins/cuda/gpu_bench.sh).
+    libcuda.so.1 and cuBLAS (libcublas.so.13, libcublasLt.so.13) are left to the GPU machine; libcudart comes
+    along. The sources, cuBLAS and the build folder are kept in CUDA_DIR, so that a stopped build goes on where it
+    was: nvcc takes about an hour on two cores ($PYGGML_REF_JOBS jobs, default all cores: run it under `nice`)."""
+    if all((dest / t).is_file() for t in CUDA_TOOLS):
+        return dest
+    cuda_root = cuda_root or Path(os.environ.get("CUDA_ROOT") or "/usr/local/cuda")
+    nvcc = cuda_root / "bin" / "nvcc"
+    if not nvcc.is_file():
+        raise SystemExit(f"no nvcc in {nvcc.parent} (set CUDA_ROOT)")
+    for tool in ("cmake", "ninja", "g++", "gcc", "strip", "readelf"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"building llama.cpp needs {tool} (apt install cmake ninja-build g++ binutils)")
+    work = CUDA_DIR
+    inputs = _cuda_build_inputs(work)
+    src, build = work / "src", work / "build"
+    if not (src / "CMakeLists.txt").is_file():
+        shutil.rmtree(src, ignore_errors=True)
+        with tempfile.TemporaryDirectory(dir=work) as tmp:
+            with tarfile.open(sdist()) as tar:
+                members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name]
+                tar.extractall(tmp, members=members, filter="data")
+            root = next(Path(tmp).glob("*/vendor/llama.cpp"))
+            (root / "ggml" / "ggml.pc.in").touch()  # as in _cmake_build
+            root.rename(src)
+    include = f"-I{inputs['include']}"
+    flags = [*CMAKE_FLAGS, "-DGGML_CCACHE=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
+             "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
+             "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_USE_PREBUILT_UI=OFF",
+             "-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={archs}", "-DGGML_CUDA_FA_ALL_QUANTS=OFF",
+             "-DGGML_CUDA_GRAPHS=ON", "-DGGML_CUDA_NCCL=OFF", f"-DCMAKE_CUDA_COMPILER={nvcc}",
+             f"-DCUDAToolkit_ROOT={cuda_root}", f"-DCUDA_cublas_LIBRARY={inputs['cublas']}",
+             f"-DCUDA_cublasLt_LIBRARY={inputs['cublasLt']}", f"-DCUDA_cuda_driver_LIBRARY={inputs['cuda']}",
+             f"-DCMAKE_CXX_FLAGS={include}", f"-DCMAKE_CUDA_FLAGS={include}",
+             # the stand-in libcuda has none of the driver's functions: they are looked up at run time
+             "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined", "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--no-as-needed",
+             "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", "-DCMAKE_INSTALL_RPATH=$ORIGIN"]
+    if not (build / "build.ninja").is_file():
+        subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja", *flags], check=True)
+    jobs = os.environ.get("PYGGML_REF_JOBS") or str(os.cpu_count() or 1)
+    subprocess.run(["ninja", "-C", str(build), "-j", jobs, *CUDA_TOOLS], check=True)
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    # the tools and every library they need, transitively, that the build made or CUDA's runtime is (under the
+    # names the tools ask for: libggml-base.so.0, libllama-bench-impl.so, libcudart.so.13, ...), links followed
+    todo, seen = [build / "bin" / t for t in CUDA_TOOLS], set()
+    while todo:
+        f = todo.pop()
+        shutil.copyfile(f, dest / f.name)
+        shutil.copymode(f, dest / f.name)
+        for name in _needed(f):
+            found = [d / name for d in (build / "bin", cuda_root / "lib64") if (d / name).exists()]
+            if found and name not in seen:
+                seen.add(name)
+                todo.append(found[0])
+    for f in dest.iterdir():
+        subprocess.run(["strip", "--strip-unneeded", str(f)], check=True)
+    (dest / "built-with.txt").write_text(
+        f"{SDIST} {' '.join(flags)}\n{subprocess.run([str(nvcc), '--version'], capture_output=True, text=True).stdout}",
+        encoding="utf-8")
+    return dest
+
+
 def llama_cpp_module() -> ModuleType:
     """The sdist's `llama_cpp` package over build_llama's libllama, imported (an installed llama-cpp-python is not
     used: its build is not the reference's); a pytest skip saying how to build it where it is missing."""
@@ -321,7 +433,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["logits"] and len(argv) == 4:
         write_case_logits(Path(argv[1]), Path(argv[2]), Path(argv[3]))
         return 0
-    if not argv or argv[0] not in ("vocabs", "ggml", "rpc", "llama", "finetune", "native"):
+    if not argv or argv[0] not in ("vocabs", "ggml", "rpc", "llama", "finetune", "native", "cuda-bench"):
         print(__doc__, file=sys.stderr)
         return 2
     dest = Path(argv[1]) if len(argv) > 1 else None
@@ -335,6 +447,8 @@ def main(argv: list[str]) -> int:
         build_finetune(dest or FINETUNE_DIR)
     elif argv[0] == "native":
         build_native_llama(dest or NATIVE_DIR)
+    elif argv[0] == "cuda-bench":
+        build_cuda_bench(dest or CUDA_DIR / "bin")
     else:
         build_ggml(dest or GGML_DIR)
     return 0
