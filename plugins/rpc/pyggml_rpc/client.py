@@ -28,8 +28,10 @@ from pyggml.backend.protocol import (
 )
 from pyggml.errors import AllocationError, UnsupportedOpError
 from pyggml.ops.base import VIEW_OPS, Op
+from pyggml.profile.sink import now_ns
 from pyggml.types import GGMLType, type_traits
 from pyggml_rpc import opcodes
+from pyggml_rpc.client_profile import decode_profile, report_profile
 from pyggml_rpc.connection import Connection
 from pyggml_rpc.fnv import fnv1a64
 from pyggml_rpc.ggml_support import ggml_cpu_runs
@@ -39,6 +41,7 @@ from pyggml_rpc.wire import (
     DEVICE_U64,
     HASH_THRESHOLD,
     MEMSET_TAIL,
+    PROFILE_REPLY_MAX,
     SET_TENSOR_HEAD,
     TWO_U64,
     U8,
@@ -50,6 +53,7 @@ from pyggml_rpc.wire import (
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
+    from pyggml.profile.sink import ProfileSink
     from pyggml.tensor import Tensor
     from pyggml_rpc.registry import RemoteServer
 
@@ -288,6 +292,36 @@ class RPCBackend(PlannedBackend[RPCGraphPlan]):
             else:
                 conn.send(Cmd.GRAPH_COMPUTE, plan.payload)
                 server.stored[plan.device] = (conn.generation, plan)
+
+    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
+        """Per node, the server's own times, where the server announced GRAPH_COMPUTE_PROFILED (pyggml's, from the
+        version that has it): the graph goes out as that command (a 4-byte replay while the server keeps it), its
+        reply's times are moved onto this host's clock (`client_profile`) and reported on the lanes "server thread
+        N" (or "server queue N"). Against any other server (llama.cpp's, an older pyggml one) the protocol's
+        default: the whole graph timed here, with its ProfileWarning."""
+        server = self.rpc_device.server
+        if not server.conn.profiles_nodes:
+            super().compute_profiled(graph, sink)
+            return
+        with self.lock:
+            if self.freed:
+                raise self.freed_error()
+            plan = self.plan(graph)
+            conn = server.conn
+            with conn.lock:
+                check_not_freed((b for b in plan.buffers if isinstance(b, RPCBuffer)), self.name)
+                conn.ping()  # earlier commands carried out: the round trip below is this graph's alone
+                stored = server.stored.get(plan.device)
+                again = stored is not None and stored[1] is plan and stored[0] == conn.generation
+                sent = now_ns()
+                reply = conn.call_sized(Cmd.GRAPH_COMPUTE_PROFILED, (U32.pack(plan.device) if again else plan.payload,),
+                                        PROFILE_REPLY_MAX)
+                arrived = now_ns()
+                server.stored[plan.device] = (conn.generation, plan)
+            self.stats.computes += 1
+            self.recomputes += int(again)
+        prof = decode_profile(reply, plan.n_nodes, server.endpoint)
+        report_profile(sink, self.name, graph, plan.node_index, prof, sent, arrived)
 
     def synchronize(self) -> None:
         """Nothing to wait for here, as in ggml's client: a send returns once the kernel holds the bytes (the

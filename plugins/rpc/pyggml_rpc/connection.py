@@ -27,7 +27,8 @@ from pyggml_rpc.wire import (
     HELLO_RSP,
     NO_REPLY,
     PROTO_VERSION,
-    PYGGML_SERVER_MARK,
+    PYGGML_MARKS,
+    PYGGML_PROFILE_MARK,
     PYGGML_SUPPORTS_OP_MARK,
     U64,
     Cmd,
@@ -81,9 +82,11 @@ class Connection:
             raise RPCError(f"RPC server {endpoint} speaks protocol {major}.{minor}.{patch}; this client speaks "
                            f"{'.'.join(map(str, PROTO_VERSION))}")
         self.server_version = (major, minor, patch)
-        self.pyggml_server = mark in (PYGGML_SERVER_MARK, PYGGML_SUPPORTS_OP_MARK)
-        self.answers_supports_op = mark == PYGGML_SUPPORTS_OP_MARK
+        self.pyggml_server = mark in PYGGML_MARKS
+        self.answers_supports_op = mark in (PYGGML_SUPPORTS_OP_MARK, PYGGML_PROFILE_MARK)
         """A pyggml server that says which nodes its devices run (SUPPORTS_OP)."""
+        self.profiles_nodes = mark == PYGGML_PROFILE_MARK
+        """A pyggml server that times a graph's nodes (GRAPH_COMPUTE_PROFILED)."""
 
     # ---- requests ---------------------------------------------------------------------------------------------
 
@@ -110,6 +113,21 @@ class Connection:
                 raise RPCError(f"RPC server {self.endpoint}: {cmd.name} replied {size} bytes, expected {out.nbytes}")
             self._recv_into(out.data.cast("B"), cmd)
             self.unacknowledged = 0
+
+    def call_sized(self, cmd: Cmd, parts: Sequence[bytes | memoryview | np.ndarray], max_size: int) -> bytes:
+        """A command whose reply has a size of its own, at most `max_size` bytes: a larger claim closes the
+        connection (its bytes are never read, or allocated)."""
+        with self._lock:
+            self._send(cmd, parts)
+            size = U64.unpack(self._recv_exact(U64.size, cmd))[0]
+            if size > max_size:
+                self.close(f"reply of {size} bytes to {cmd.name}")
+                raise RPCError(f"RPC server {self.endpoint}: {cmd.name} replied {size} bytes, at most {max_size} "
+                               "expected")
+            out = np.empty(size, np.uint8)
+            self._recv_into(out.data.cast("B"), cmd)
+            self.unacknowledged = 0
+            return out.tobytes()
 
     def free_buffer(self, handle: int) -> None:
         """FREE_BUFFER; the server then drops the graphs it kept for GRAPH_RECOMPUTE."""

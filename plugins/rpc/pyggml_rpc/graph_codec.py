@@ -34,6 +34,8 @@ class RPCGraphPlan:
     n_nodes: int
     buffers: tuple[object, ...] = ()
     """The client buffers the payload names (checked alive before every replay)."""
+    node_index: tuple[int, ...] = ()
+    """The graph index of each node sent, in the payload's order (what a profile reply's indices refer to)."""
 
 
 def check_wire_shape(t: Tensor, what: str) -> None:
@@ -74,8 +76,9 @@ def build_plan(graph: Graph, device: int, locate: Locate, server: str) -> RPCGra
             places[id(t)] = locate(t)
         return places[id(t)]
 
-    nodes = [n for n in graph.nodes if (n.flags & TensorFlag.COMPUTE or n.op is not Op.NONE)
-             and not (n.op in VIEW_OPS and place(n) is None)]
+    sent = [i for i, n in enumerate(graph.nodes) if (n.flags & TensorFlag.COMPUTE or n.op is not Op.NONE)
+            and not (n.op in VIEW_OPS and place(n) is None)]
+    nodes = [graph.nodes[i] for i in sent]
     if not nodes:
         raise UnsupportedOpError("RPC: a graph without nodes cannot be sent (ggml's client asserts n_nodes > 0)")
     node_ids = {id(n) for n in nodes}
@@ -128,7 +131,7 @@ def build_plan(graph: Graph, device: int, locate: Locate, server: str) -> RPCGra
             rec["flags"] = int(t.flags) & ~int(TensorFlag.COMPUTE)
         rec["use_count"] = graph.use_count(t)
     ids = np.fromiter((id(n) for n in nodes), dtype=np.uint64, count=len(nodes))
-    return RPCGraphPlan(device, graph_payload(device, ids, recs), len(nodes))
+    return RPCGraphPlan(device, graph_payload(device, ids, recs), len(nodes), node_index=tuple(sent))
 
 
 def support_query(node: Tensor, device: int) -> bytes:

@@ -27,9 +27,11 @@ import numpy as np
 from pyggml.backend.protocol import Backend, Device
 from pyggml.errors import PyGGMLError
 from pyggml.ops.base import Op
+from pyggml.profile.sink import now_ns
 from pyggml_rpc.fnv import fnv1a64
 from pyggml_rpc.options import MESSAGE_TIMEOUT
 from pyggml_rpc.server_graph import decode_graph
+from pyggml_rpc.server_profile import CollectingSink, profile_records, profile_reply
 from pyggml_rpc.server_tensors import BufferTable, ProtocolError, make_tensor, region
 from pyggml_rpc.wire import (
     CLEAR_REQ,
@@ -39,7 +41,7 @@ from pyggml_rpc.wire import (
     MAX_GRAPH_NODES,
     MEMSET_TAIL,
     PROTO_VERSION,
-    PYGGML_SUPPORTS_OP_MARK,
+    PYGGML_PROFILE_MARK,
     REQUEST_SIZES,
     RPC_TENSOR,
     SET_TENSOR_HEAD,
@@ -99,7 +101,7 @@ class Session:
         if cmd is Cmd.SET_TENSOR:
             largest = max((sb.size for sb in self.table.by_handle.values()), default=0)
             return TENSOR_SIZE + SET_TENSOR_HEAD.size + largest
-        if cmd is Cmd.GRAPH_COMPUTE:
+        if cmd in (Cmd.GRAPH_COMPUTE, Cmd.GRAPH_COMPUTE_PROFILED):
             return GRAPH_PAYLOAD_MAX
         if cmd is Cmd.SUPPORTS_OP:
             return SUPPORTS_OP_MAX
@@ -149,18 +151,38 @@ class Session:
 
     def _graph_recompute(self, p: bytes) -> bytes | None:
         index = U32.unpack(p)[0]
-        self._device(index, "GRAPH_RECOMPUTE")
+        self._compute(index, self._kept_graph(index, "GRAPH_RECOMPUTE"))
+        return None
+
+    def _kept_graph(self, index: int, what: str) -> Graph:
+        self._device(index, what)
         graph = self.graphs.get(index)
         if graph is None:
-            raise ProtocolError(f"GRAPH_RECOMPUTE: no graph kept for device {index}")
-        self._compute(index, graph)
-        return None
+            raise ProtocolError(f"{what}: no graph kept for device {index}")
+        return graph
 
     def _graph_compute(self, p: bytes) -> bytes | None:
         index, graph = decode_graph(p, self.served.devices, self.table)
         self.graphs[index] = graph
         self._compute(index, graph)
         return None
+
+    def _graph_compute_profiled(self, p: bytes) -> bytes | None:
+        """pyggml's command: GRAPH_COMPUTE's payload, or GRAPH_RECOMPUTE's (4 bytes: the graph kept for a device),
+        computed by the backend's `compute_profiled`; the reply holds the nodes' times on this server's clock
+        (`server_profile`). The graph is kept for GRAPH_RECOMPUTE as GRAPH_COMPUTE's is."""
+        received = now_ns()
+        if len(p) == U32.size:
+            index = U32.unpack(p)[0]
+            graph = self._kept_graph(index, "GRAPH_COMPUTE_PROFILED")
+        else:
+            index, graph = decode_graph(p, self.served.devices, self.table)
+            self.graphs[index] = graph
+        sink = CollectingSink()
+        with self.served.locks[index]:
+            self.served.backends[index].compute_profiled(graph, sink)
+            done = now_ns()
+        return profile_reply(profile_records(graph, sink, received, done), received)
 
     def _supports_op(self, p: bytes) -> bytes | None:
         """Whether the device runs the one node of the payload (pyggml's command: a client asks before it places
@@ -314,13 +336,14 @@ HANDLERS: dict[Cmd, Callable[[Session, bytes], bytes | None]] = {
     Cmd.GRAPH_COMPUTE: Session._graph_compute,
     Cmd.GRAPH_RECOMPUTE: Session._graph_recompute,
     Cmd.SUPPORTS_OP: Session._supports_op,
+    Cmd.GRAPH_COMPUTE_PROFILED: Session._graph_compute_profiled,
 }
 """Every command's handler: one table, so a command without one cannot reach the session."""
 assert set(HANDLERS) == set(Cmd)
 
 
 def hello_reply() -> bytes:
-    return HELLO_RSP.pack(*PROTO_VERSION, PYGGML_SUPPORTS_OP_MARK, bytes(CONN_CAPS_SIZE))
+    return HELLO_RSP.pack(*PROTO_VERSION, PYGGML_PROFILE_MARK, bytes(CONN_CAPS_SIZE))
 
 
 class IdleTimeout(TimeoutError):

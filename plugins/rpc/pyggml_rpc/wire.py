@@ -47,8 +47,12 @@ class Cmd(IntEnum):
     MEMSET_TENSOR = 17
     SUPPORTS_OP = 0x70
     """pyggml's own (not ggml's): whether the server's device runs one node; sent only to a server whose HELLO
-    reply carries PYGGML_SUPPORTS_OP_MARK. `u32 device | u32 1 | u64 node id | u32 n | rpc_tensor * n` (GRAPH_COMPUTE's
-    layout, one node, no buffers) -> `u8` 1 or 0."""
+    reply carries PYGGML_SUPPORTS_OP_MARK or PYGGML_PROFILE_MARK. `u32 device | u32 1 | u64 node id | u32 n |
+    rpc_tensor * n` (GRAPH_COMPUTE's layout, one node, no buffers) -> `u8` 1 or 0."""
+    GRAPH_COMPUTE_PROFILED = 0x71
+    """pyggml's own: GRAPH_COMPUTE's payload (or GRAPH_RECOMPUTE's, `u32 device`: the graph kept for it) computed
+    by the device's backend's `compute_profiled`; sent only to a server whose HELLO reply carries
+    PYGGML_PROFILE_MARK. Reply: PROFILE_HEAD, then PROFILE_RECORD * n (the nodes' times on the server's clock)."""
 
 
 NO_REPLY = frozenset({Cmd.SET_TENSOR, Cmd.GRAPH_COMPUTE, Cmd.GRAPH_RECOMPUTE, Cmd.FREE_BUFFER, Cmd.BUFFER_CLEAR,
@@ -76,6 +80,10 @@ client then knows the server computes pyggml's op semantics, not only what ggml'
 PYGGML_SUPPORTS_OP_MARK = 0x71
 """The mark of a pyggml server that also answers SUPPORTS_OP (ggml's clients ignore the byte either way; its
 capability bytes stay ggml's, all zero: they negotiate RDMA)."""
+PYGGML_PROFILE_MARK = 0x72
+"""The mark of a pyggml server that answers SUPPORTS_OP and GRAPH_COMPUTE_PROFILED (what `pyggml rpc-server`
+sends now). The marks are levels: each one's server carries out the commands of the marks below it."""
+PYGGML_MARKS = (PYGGML_SERVER_MARK, PYGGML_SUPPORTS_OP_MARK, PYGGML_PROFILE_MARK)
 DEVICE_U64 = struct.Struct("<IQ")
 """ALLOC_BUFFER request: device, size"""
 TWO_U64 = struct.Struct("<QQ")
@@ -109,10 +117,27 @@ REQUEST_SIZES: dict[Cmd, int | None] = {
     Cmd.GRAPH_RECOMPUTE: U32.size,
     Cmd.MEMSET_TENSOR: TENSOR_SIZE + MEMSET_TAIL.size,
     Cmd.SUPPORTS_OP: None,
+    Cmd.GRAPH_COMPUTE_PROFILED: None,
 }
-"""Exact payload size of each command's request; None: variable (SET_TENSOR, GRAPH_COMPUTE, SUPPORTS_OP)."""
+"""Exact payload size of each command's request; None: variable (SET_TENSOR, GRAPH_COMPUTE, SUPPORTS_OP,
+GRAPH_COMPUTE_PROFILED)."""
 SUPPORTS_OP_MAX = 4 + 4 + 8 + 4 + (1 + MAX_SRC) * TENSOR_SIZE
 """A SUPPORTS_OP payload: the node and at most MAX_SRC sources."""
+
+
+PROFILE_HEAD = struct.Struct("<QQI")
+"""GRAPH_COMPUTE_PROFILED's reply header: the server's monotonic clock (ns) when the request had arrived and when
+the reply was ready, and the number of records that follow."""
+PROFILE_RECORD = np.dtype([("index", "<u4"), ("kind", "<u2"), ("lane", "<u2"), ("start", "<u8"), ("end", "<u8")])
+"""One node's run on one lane of the server's backend: its index among the graph's nodes as sent (the node ids'
+order; PROFILE_WHOLE_GRAPH: the whole graph, from a backend that cannot time its nodes), the lane's kind (an index
+into PROFILE_LANE_KINDS) and number, its start and end on the server's clock, inside the header's two times."""
+assert PROFILE_RECORD.itemsize == 24
+PROFILE_LANE_KINDS = ("thread", "queue")
+PROFILE_WHOLE_GRAPH = 0xFFFF_FFFF
+PROFILE_RECORDS_MAX = 1 << 20
+"""Records one reply holds at most: a server with more (many threads times many nodes) sends one per node."""
+PROFILE_REPLY_MAX = PROFILE_HEAD.size + PROFILE_RECORDS_MAX * PROFILE_RECORD.itemsize
 
 
 def empty_tensors(n: int) -> np.ndarray:

@@ -180,6 +180,14 @@ def g_recompute(w: World, r: random.Random, t: list[Template]) -> Msg:
     return Msg(Cmd.GRAPH_RECOMPUTE, U32.pack(device), [(0, 4)])
 
 
+def g_profiled(w: World, r: random.Random, t: list[Template]) -> Msg:
+    """GRAPH_COMPUTE_PROFILED: a whole graph (GRAPH_COMPUTE's layout), or a replay of the one kept (4 bytes)."""
+    if r.random() < 0.7:
+        msg = g_graph(w, r, t)
+        return Msg(Cmd.GRAPH_COMPUTE_PROFILED, msg.payload, msg.scalars, msg.tensors)
+    return Msg(Cmd.GRAPH_COMPUTE_PROFILED, g_recompute(w, r, t).payload, [(0, 4)])
+
+
 def g_free(w: World, r: random.Random, t: list[Template]) -> Msg:
     return Msg(Cmd.FREE_BUFFER, U64.pack(alloc(w.a, r.randrange(w.n_devices), r.choice((0, 64, 1000))).handle),
                [(0, 8)])
@@ -204,6 +212,7 @@ GENERATORS: dict[Cmd, Callable[[World, random.Random, list[Template]], Msg]] = {
     Cmd.GRAPH_COMPUTE: g_graph,
     Cmd.GRAPH_RECOMPUTE: g_recompute,
     Cmd.SUPPORTS_OP: g_supports,
+    Cmd.GRAPH_COMPUTE_PROFILED: g_profiled,
     Cmd.INIT_TENSOR: lambda w, r, t: Msg(Cmd.INIT_TENSOR, typed(w, r, GRAPH_AREA, MAIN_SIZE)[0].tobytes(), [], [0]),
     Cmd.GET_ALLOC_SIZE: g_alloc_size,
     Cmd.MEMSET_TENSOR: g_memset,
