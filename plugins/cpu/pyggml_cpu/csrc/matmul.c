@@ -6,7 +6,6 @@
 #define TILE_R 16
 #define TILE_C 16
 #define F16_PANEL_COLS 512 /* columns an F16 panel (converted rows) serves */
-#define F16_PANEL_MAX_K 256
 
 int pgc_quantize_act(const float *x, void *vy, int64_t n, int type); /* quants.c */
 
@@ -135,8 +134,9 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
     /* F16 prompt matmuls with short rows (a prompt's K x Q: a head's 64-256 values): panels of TILE_R rows
        against F16_PANEL_COLS columns of the r2 heads that share the matrix, taken as one run of columns (dst's
        heads follow each other). Longer rows keep the tiles (measured faster from 512 values on, one thread) */
-    const pgc_f16_panel_fn panel = f16_tiles && K <= F16_PANEL_MAX_K && pgc_S.dot_f16_panel && TILE_R == F16_PANEL_ROWS &&
-                                           (r2 == 1 || n->nb[0][2] == N * n->nb[0][1]) ? pgc_S.dot_f16_panel : NULL;
+    const int heads_in_a_row = r2 == 1 || n->nb[0][2] == N * n->nb[0][1];
+    const pgc_f16_panel_fn panel = f16_tiles && K <= F16_PANEL_MAX_K && TILE_R == F16_PANEL_ROWS && heads_in_a_row
+                                       ? pgc_S.dot_f16_panel : NULL;
     if (panel) {
         const int64_t ncol = r2 * N, nch = (ncol + F16_PANEL_COLS - 1) / F16_PANEL_COLS;
         pgc_split(ne13 * ne02 * nch * nbr, c->ith, c->nth, &u0, &u1);

@@ -275,8 +275,10 @@ typedef void (*pgc_vec_dotr_fn)(int64_t n, float *s, const void *x, size_t bx, c
 typedef void (*pgc_f16_tiles_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
                                  int64_t nc, char *d, size_t dr, size_t dc);
 /* dot_f16_tiles' bits for up to F16_PANEL_ROWS rows against many columns, the rows as the vector: scratch holds
-   F16_PANEL_ROWS * 4 * n + 64 bytes (the rows converted and transposed once for all nc columns) */
+   F16_PANEL_ROWS * 4 * n + 64 bytes (the rows converted and transposed once for all nc columns); matmul.c takes it
+   for rows of at most F16_PANEL_MAX_K values */
 #define F16_PANEL_ROWS 16
+#define F16_PANEL_MAX_K 256
 typedef void (*pgc_f16_panel_fn)(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
                                  int64_t nc, char *d, size_t dr, size_t dc, char *scratch);
 /* nr quantised weight rows (from x, bx bytes apart) against nc converted activation rows (from y, by bytes apart):

@@ -24,7 +24,7 @@ size_t pgc_work_thread(const pgc_node *n) {
     for (int s = 0; s < PGC_NSLOT; s++)
         if (n->data[s] && n->ne[s][0] > m) m = n->ne[s][0];
     size_t t = (size_t)(16 * m + 4096);
-    if (n->op == PGC_OP_MUL_MAT && n->type[1] == T_F16 && n->ne[1][0] <= 256) { /* matmul.c's F16 panels */
+    if (n->op == PGC_OP_MUL_MAT && n->type[1] == T_F16 && n->ne[1][0] <= F16_PANEL_MAX_K) { /* matmul.c's F16 panels */
         const size_t panel = (size_t)F16_PANEL_ROWS * sizeof(float) * (size_t)n->ne[1][0] + 64;
         if (panel > t) t = panel;
     }
