@@ -30,6 +30,8 @@ KLD_EXACT = 1e-6
 """...or this much where that figure is 0 (llama.cpp's stepped logits its batch's bits): a mean KLD a thousand times
 below any floor measured, the size of float32 rounding in logits that agree to the last few bits."""
 MIN_TOP1 = 0.95
+"""...of the positions whose reference choice is clear (pyggml_llama.agreement.CLEAR_MARGIN): near ties are where
+llama.cpp parts from itself (its own top-1 over all positions is reported beside)."""
 N_UBATCH = 512
 
 TEXT = """\
@@ -82,8 +84,9 @@ def pyggml_logits(model: Path, tokens: Sequence[int], n_threads: int, repack: bo
 
 def _figures(a: Agreement, floor: float) -> dict[str, Any]:
     ratio = a.mean_kld / floor if floor > 0 else (0.0 if a.mean_kld == 0 else float("inf"))
-    return {"kld": a.mean_kld, "max_kld": a.max_kld, "top1": a.same_top1, "ratio": round(ratio, 3),
-            "pass": a.mean_kld <= max(KLD_FACTOR * floor, KLD_EXACT) and a.same_top1 >= MIN_TOP1}
+    return {"kld": a.mean_kld, "max_kld": a.max_kld, "top1": a.same_top1, "clear_top1": a.clear_top1,
+            "clear_positions": a.n_clear, "ratio": round(ratio, 3),
+            "pass": a.mean_kld <= max(KLD_FACTOR * floor, KLD_EXACT) and a.clear_top1 >= MIN_TOP1}
 
 
 def measure(model: Path, tokens: Sequence[int], llama: ModuleType, threads: Sequence[int] = (1, 2),
@@ -105,6 +108,7 @@ def measure(model: Path, tokens: Sequence[int], llama: ModuleType, threads: Sequ
     pyggml = {name: _figures(agreement(ref, got), floor.mean_kld) for name, got in runs.items()}
     return {"tokens": len(tokens), "repack": repack,
             "llama_cpp_floor": {"kld": floor.mean_kld, "max_kld": floor.max_kld, "top1": floor.same_top1,
+                                "clear_top1": floor.clear_top1, "clear_positions": floor.n_clear,
                                 "top1_meets_goal": floor.same_top1 >= MIN_TOP1},
             "goal_kld": max(KLD_FACTOR * floor.mean_kld, KLD_EXACT),
             "threads_same_bits": all(np.array_equal(batches[0], b) for b in batches[1:]),

@@ -56,11 +56,14 @@ def test_base_file_read_back_and_scored(tmp_path: Path) -> None:
         want = _log_softmax(x)
         kept = want > want.max(axis=-1, keepdims=True) - 16
         assert np.allclose(got[kept], want[kept], atol=1e-3)
-        kld, same = kld_rows(got, x)  # the same logits: no divergence but the 16-bit steps and the cut at -16
+        kld, same, clear = kld_rows(got, x)  # the same logits: no divergence but the 16-bit steps and the -16 cut
         assert np.all(np.abs(kld) < 1e-4) and same.all()
+        top2 = np.sort(x, axis=-1)[:, -2:]
+        margin = top2[:, 1] - top2[:, 0]  # clear: the base's first token 1.0 above its second (16-bit steps aside)
+        assert clear[margin > 1.01].all() and not clear[margin < 0.99].any()
         shifted = x.copy()
         shifted[:, 0] += 5.0
-        kld, _ = kld_rows(got, shifted)
+        kld, _, _ = kld_rows(got, shifted)
         assert np.all(kld > 1e-3)
 
 
@@ -78,11 +81,13 @@ def test_floor_from_log_and_judgement() -> None:
     floor = perplexity_figures(LOG)
     assert floor == {"kld": 0.003298, "top1": pytest.approx(0.94974)}
     assert perplexity_figures("no statistics: fewer than 100 positions") is None
-    row = {"batch": {"kld": 1e-7, "top1": 1.0}, "token_by_token": {"kld": 0.0033, "top1": 0.94974}}
+    row = {"batch": {"kld": 1e-7, "top1": 1.0, "clear_top1": 1.0},
+           "token_by_token": {"kld": 0.0033, "top1": 0.94, "clear_top1": 0.99}}
     judged = judge(row, floor)
-    assert judged["pass"] and judged["goal_top1"] == pytest.approx(0.94974)  # the floor's own top-1 is below 95%
-    assert judge({"batch": {"kld": 0.006, "top1": 1.0}}, floor)["pass"] is False
-    assert judge({"batch": {"kld": 0.0, "top1": 1.0}}, None)["pass"] is None
+    assert judged["pass"] and judged["goal_top1"] == 0.95  # top-1 counted where llama.cpp's choice is clear
+    assert judge({"batch": {"kld": 0.006, "top1": 1.0, "clear_top1": 1.0}}, floor)["pass"] is False
+    assert judge({"batch": {"kld": 0.001, "top1": 0.97, "clear_top1": 0.94}}, floor)["pass"] is False
+    assert judge({"batch": {"kld": 0.0, "top1": 1.0, "clear_top1": 1.0}}, None)["pass"] is None
 
 
 def _row(p: int, n: int, d: int, fa: int | bool, ts: float) -> dict[str, object]:
