@@ -73,9 +73,10 @@ lint:
 typecheck:
 	$(VENV)/bin/mypy
 
-# one pytest run over every test folder (testpaths of pyproject.toml's [tool.pytest.ini_options])
+# one pytest run over every test folder (testpaths of pyproject.toml's [tool.pytest.ini_options]), a file's tests
+# together in one of two workers (pytest-xdist --dist loadfile: a module's fixtures and order as in one process)
 pytest:
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 # examples/toy_backend, the out-of-tree plugin of docs/writing-a-plugin.md, installed by pip as a user would, but into
 # a folder of its own (build/toy-site, on PYTHONPATH for this step only): no other step's device loop meets Toy0. Its

@@ -105,7 +105,7 @@ def _run(what: str, cmd: list[str], env: dict[str, str]) -> tuple[bool, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=str(ROOT / "build" / "sanitize"), help="where the sanitizer build goes")
-    ap.add_argument("--jobs", type=int, default=2, help="conformance worker processes")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes of the cpu tests and the conformance suite")
     ap.add_argument("--quick", action="store_true", help="a subset of the conformance suite")
     ap.add_argument("--fuzz", type=int, default=1000, help="examples of the op API fuzz test on cpu")
     args = ap.parse_args()
@@ -129,7 +129,8 @@ def main() -> int:
     if bad:
         print(f"run_sanitized: the sanitizers are not working: {bad}")
         return 1
-    ok, _ = _run("cpu plugin tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    workers = ["-n", str(args.jobs), "--dist", "loadfile"] if args.jobs > 1 else []
+    ok, _ = _run("cpu plugin tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers,
                                       "plugins/cpu/tests"], env)
     conf = [sys.executable, "-m", "pyggml.cli", "conformance", "--mode", "test", "--backend", "cpu",
             "--jobs", str(args.jobs), "--format", "console"]
