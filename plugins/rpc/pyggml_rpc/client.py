@@ -285,6 +285,7 @@ class RPCBackend(PlannedBackend[RPCGraphPlan]):
         conn = server.conn
         with conn.lock:  # no free from another thread between the check and the send
             check_not_freed((b for b in plan.buffers if isinstance(b, RPCBuffer)), self.name)
+            conn.send_deferred_frees()  # not between the decision below and the command
             stored = server.stored.get(plan.device)
             if stored is not None and stored[1] is plan and stored[0] == conn.generation:
                 conn.send(Cmd.GRAPH_RECOMPUTE, U32.pack(plan.device))
@@ -310,6 +311,7 @@ class RPCBackend(PlannedBackend[RPCGraphPlan]):
             conn = server.conn
             with conn.lock:
                 check_not_freed((b for b in plan.buffers if isinstance(b, RPCBuffer)), self.name)
+                conn.send_deferred_frees()
                 conn.ping()  # earlier commands carried out: the round trip below is this graph's alone
                 stored = server.stored.get(plan.device)
                 again = stored is not None and stored[1] is plan and stored[0] == conn.generation

@@ -138,6 +138,14 @@ class Connection:
     def defer_free(self, handle: int) -> None:
         self._to_free.append(handle)
 
+    def send_deferred_frees(self) -> None:
+        """Send the frees queued by finalizers now (each drops the graphs the server keeps): a caller about to
+        decide on GRAPH_RECOMPUTE by `generation` calls this first, under `lock`, so no queued free goes out
+        between its decision and its command."""
+        with self._lock:
+            self._check()
+            self._send_queued_frees()
+
     def ping(self) -> None:
         """Wait until the server has carried out everything sent so far (a DEVICE_COUNT round trip)."""
         with self._lock:
@@ -160,8 +168,7 @@ class Connection:
             raise RPCError(f"RPC server {self.endpoint}: connection lost earlier ({self._broken}); its buffers are "
                            "gone on the server (add_server() again reconnects the devices)")
 
-    def _send(self, cmd: Cmd, parts: Sequence[bytes | memoryview | np.ndarray]) -> None:
-        self._check()
+    def _send_queued_frees(self) -> None:
         if self._to_free and self._depth == 0:
             self._depth += 1
             try:
@@ -171,6 +178,10 @@ class Connection:
                     self.generation += 1
             finally:
                 self._depth -= 1
+
+    def _send(self, cmd: Cmd, parts: Sequence[bytes | memoryview | np.ndarray]) -> None:
+        self._check()
+        self._send_queued_frees()
         views = [p.data.cast("B") if isinstance(p, np.ndarray) else memoryview(p).cast("B") for p in parts]
         size = sum(v.nbytes for v in views)
         views.insert(0, memoryview(HEADER.pack(int(cmd), size)))

@@ -90,22 +90,25 @@ def test_graph_and_recompute(device: RPCDevice) -> None:
     assert isinstance(backend, RPCBackend)
     ref_backend = get_device("numpy").init_backend()
     rng = np.random.default_rng(2)
-    # the connection is the device's, shared with other modules' buffers: one freed by a garbage collection between
-    # two computes drops the graph the server keeps (the next compute sends it whole), so none is collected here
+    # the connection is the device's, shared with other modules' buffers: one of theirs freed between two computes
+    # (a collection, another thread's last reference) drops the graph the server keeps, and the next compute sends
+    # it whole. So the recomputes expected are the computes after the first with no free sent since the one before.
+    conn = device.server.conn
     gc.collect()
-    gc.disable()
-    try:
-        for step in range(3):
-            xv = rng.standard_normal((5, 64)).astype(np.float32)
-            x.set(xv)
-            ref_x.set(xv)
-            backend.graph_compute(graph)
-            ref_backend.graph_compute(ref_graph)
-            got, ref = y.numpy(), ref_y.numpy()
-            assert np.sum((got - ref) ** 2) / np.sum(ref**2) < 5e-4, step
-    finally:
-        gc.enable()
-    assert backend.plans_built == 1 and backend.recomputes == 2
+    conn.ping()  # frees queued by the collection go out now
+    expected, seen = 0, None
+    for step in range(3):
+        xv = rng.standard_normal((5, 64)).astype(np.float32)
+        x.set(xv)
+        ref_x.set(xv)
+        before = conn.generation
+        backend.graph_compute(graph)
+        expected += int(seen is not None and before == seen)
+        seen = conn.generation
+        ref_backend.graph_compute(ref_graph)
+        got, ref = y.numpy(), ref_y.numpy()
+        assert np.sum((got - ref) ** 2) / np.sum(ref**2) < 5e-4, step
+    assert backend.plans_built == 1 and backend.recomputes == expected
 
 
 def fake_server(version: int, then: Callable[[socket.socket], None]) -> tuple[str, threading.Thread]:
@@ -206,3 +209,30 @@ def test_add_server_again_reconnects_after_a_lost_connection() -> None:
             old.read(0, 8)  # its memory went with the old connection
     finally:
         stop(proc)
+
+
+def test_a_free_queued_by_a_finalizer_goes_out_before_the_recompute_decision(device: RPCDevice) -> None:
+    """A buffer dropped without free() is freed by its finalizer, queued and sent before the next command. Sent in
+    the middle of a replay, after the client chose GRAPH_RECOMPUTE, it would drop the graph that command names:
+    the replay sends the queue first, then decides (here: the whole graph again), and the results stay right."""
+    graph, x, y, _galloc = _ffn(device, 3)
+    ref_graph, ref_x, ref_y, _ref_galloc = _ffn(get_device("numpy"), 3)
+    backend = device.init_backend()
+    assert isinstance(backend, RPCBackend)
+    ref_backend = get_device("numpy").init_backend()
+    conn = device.server.conn
+    xv = np.random.default_rng(3).standard_normal((3, 64)).astype(np.float32)
+    for step in range(2):
+        x.set(xv)
+        ref_x.set(xv)
+        if step:
+            dropped = device.buffer_type().alloc_buffer(64)
+            del dropped  # its finalizer queues the free: nothing is sent yet
+            gc.collect()
+            before = backend.recomputes
+        backend.graph_compute(graph)
+        ref_backend.graph_compute(ref_graph)
+        got, ref = y.numpy(), ref_y.numpy()
+        assert np.sum((got - ref) ** 2) / np.sum(ref**2) < 5e-4, step  # as test_graph_and_recompute
+    assert backend.recomputes == before  # the queued free went out first: the graph was sent whole
+    assert conn.broken is None
