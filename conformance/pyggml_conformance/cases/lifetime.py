@@ -187,6 +187,21 @@ def _exact_accounting(dev: Device) -> bool:
     return size <= taken <= size + (64 << 10)
 
 
+def _lost_memory(dev: Device, free0: int, looks: int = 5) -> int:
+    """Device memory free at the start (`free0`) less what is free now, the least of a few looks 0.2 s apart: a
+    device shared with other clients (an RPC server's, the conformance suite's other jobs on it) moves by their
+    buffers too, and a leak of this case's own stays in every look."""
+    lost = free0
+    for i in range(looks):
+        gc.collect()
+        lost = min(lost, free0 - dev.memory()[0])
+        if lost <= 0:
+            break
+        if i + 1 < looks:
+            time.sleep(0.2)
+    return lost
+
+
 def _cycle(dev: Device, size: int, rng: np.random.Generator) -> tuple[str | None, weakref.ref[Bytes] | None]:
     """One buffer of `size` bytes allocated, written, read back and freed: what went wrong, and a weak reference
     to its host memory (None: it has none), which nothing may keep once it is freed."""
@@ -204,6 +219,9 @@ def _cycle(dev: Device, size: int, rng: np.random.Generator) -> tuple[str | None
 def alloc_free_cycles(dev: Device) -> str | None:
     be = dev.init_backend()
     exact = _exact_accounting(dev)
+    warm = Job(dev, 399)  # the scratch a backend keeps across computes of this shape, taken before the count
+    _compute(be, warm.graph)
+    warm.buffer.free()
     gc.collect()
     free0 = dev.memory()[0]
     rng = np.random.default_rng(7)
@@ -221,8 +239,7 @@ def alloc_free_cycles(dev: Device) -> str | None:
                 return f"cycle {i}: {bad}"
     finally:
         be.free()
-    gc.collect()
-    lost = free0 - dev.memory()[0]
+    lost = _lost_memory(dev, free0)
     if exact and lost > 0:
         return f"{lost} bytes of device memory not given back after {CYCLES} alloc/free cycles"
     alive = sum(m() is not None for m in memories)
