@@ -11,7 +11,7 @@ scenario must end in right numbers or a clear PyGGMLError, never in a crash, a h
   memory, handle or address) and computed on; the old graph, which still references the old tensors, is refused
   and leaves the new buffer's bytes alone.
 - alloc_free_cycles: many buffers of varied sizes allocated, written, read, computed on and freed; a device that
-  accounts its memory exactly gets all of it back.
+  accounts its memory exactly gets all of it back (within SLACK, over a few looks: see `_lost_memory`).
 - two_threads_one_buffer: two threads, each with its own backend and graph, all tensors in one shared buffer.
 - two_threads_one_scheduler: one Scheduler shared by a thread that holds `sched.lock` over alloc_graph, inputs,
   compute and outputs, a thread whose inputs and outputs live in buffers of their own, and a thread that resets it.
@@ -177,14 +177,19 @@ def reuse_freed_memory(dev: Device) -> str | None:
         be.free()
 
 
+SLACK = 64 << 10
+"""Device memory that may move besides the buffers a case takes: a buffer's rounding, the small allocations a
+backend or an RPC server keeps for its own (a kept graph's plan, say) and gives back later."""
+
+
 def _exact_accounting(dev: Device) -> bool:
-    """Whether the device's free memory drops by exactly what a buffer takes (then a leak is measurable)."""
+    """Whether the device's free memory drops by what a buffer takes, within SLACK (then a leak is measurable)."""
     size = 3 << 20
     before = dev.memory()[0]
     buf = dev.buffer_type().alloc_buffer(size)
     taken = before - dev.memory()[0]
     buf.free()
-    return size <= taken <= size + (64 << 10)
+    return size <= taken <= size + SLACK
 
 
 def _lost_memory(dev: Device, free0: int, looks: int = 5) -> int:
@@ -195,7 +200,7 @@ def _lost_memory(dev: Device, free0: int, looks: int = 5) -> int:
     for i in range(looks):
         gc.collect()
         lost = min(lost, free0 - dev.memory()[0])
-        if lost <= 0:
+        if lost <= SLACK:
             break
         if i + 1 < looks:
             time.sleep(0.2)
@@ -240,7 +245,7 @@ def alloc_free_cycles(dev: Device) -> str | None:
     finally:
         be.free()
     lost = _lost_memory(dev, free0)
-    if exact and lost > 0:
+    if exact and lost > SLACK:
         return f"{lost} bytes of device memory not given back after {CYCLES} alloc/free cycles"
     alive = sum(m() is not None for m in memories)
     if alive:
