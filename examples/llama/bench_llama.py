@@ -31,8 +31,8 @@ from typing import Any
 
 from pyggml.backend.sysinfo import cpu_model
 from pyggml.gguf import GGUFFile
+from pyggml_llama.bench.facts import decode_bytes_per_token
 from pyggml_llama.bench.timing import BenchTest, Evaluator, Runner, SessionEvaluator, prompt_bos
-from pyggml_llama.hparams import HParams
 from pyggml_llama.session import Session, default_model_path
 from pyggml_llama.tokenizer import Tokenizer
 
@@ -120,20 +120,6 @@ def cpu_flags() -> list[str]:
     line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
     have = set(line.split(":", 1)[-1].split())
     return [f for f in X86_FLAGS if f in have]
-
-
-def decode_bytes_per_token(model: Path, context: int) -> int:
-    """What one decode step reads: every weight once (the embedding matrix as the output matrix when tied; a
-    separate output matrix and the embedding row besides) plus the KV cache at its mean length during the tg steps
-    (F16 K and V) at `context` cells (the mean length during the decode steps)."""
-    gf = GGUFFile(model)
-    hp = HParams.from_gguf(gf)
-    weights = sum(info.nbytes for info in gf.tensors.values())
-    emb = gf.tensors.get("token_embd.weight")
-    if emb is not None and "output.weight" in gf.tensors:  # untied: only one row of the embeddings is read
-        weights -= emb.nbytes - emb.nbytes // emb.ne[1]
-    kv = 2 * hp.n_layer * hp.n_embd_kv * context * 2
-    return int(weights + kv)
 
 
 def main() -> None:

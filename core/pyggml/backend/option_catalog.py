@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyggml.backend.core_options import CORE_GROUPS
-from pyggml.backend.options import NoOptions, Options, OptionSpec
+from pyggml.backend.options import NoOptions, Options, OptionSpec, spelled
 from pyggml.backend.registry import BackendHub
 from pyggml.errors import PyGGMLError
 
@@ -83,13 +83,7 @@ def current(hub: BackendHub) -> list[Group]:
 def value_text(spec: OptionSpec, opts: Options) -> str:
     """A value as its variable would spell it."""
     value = getattr(opts, spec.name)
-    if value is None:
-        return "(unset)"
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, tuple):
-        return ",".join(value) or "(empty)"
-    return str(value)
+    return "(unset)" if value is None else spelled(value) or "(empty)"
 
 
 def markdown(groups: list[Group]) -> str:

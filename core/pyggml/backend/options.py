@@ -97,8 +97,9 @@ def option(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | N
     return dataclasses.field(default=default, metadata=meta)
 
 
-def _text_of(value: object) -> str:
-    """A typed value as its variable would spell it (checking a value given in code goes through its parser)."""
+def spelled(value: object) -> str:
+    """A typed value as its variable would spell it ("" for an empty tuple; checking a value given in code, the docs'
+    defaults and `pyggml options` all go through this)."""
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, tuple):
@@ -279,13 +280,7 @@ def _is_union(hint: Any) -> bool:
 
 
 def _default_doc(value: object) -> str:
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, tuple):
-        return ",".join(map(str, value)) or "(empty)"
-    return str(value)
+    return "unset" if value is None else spelled(value) or "(empty)"
 
 
 def _checked(spec: OptionSpec, value: object, hint: Any) -> object:
@@ -293,7 +288,7 @@ def _checked(spec: OptionSpec, value: object, hint: Any) -> object:
     checks of text); TypeError or ValueError saying why not."""
     value = _conform(value, hint)
     if value is not None:
-        spec.parse(_text_of(value))
+        spec.parse(spelled(value))
     return value
 
 

@@ -93,6 +93,13 @@ def runs_of(items: Sequence[object]) -> list[tuple[int, int]]:
     return runs
 
 
+def run_nodes(graph: Graph, work: Sequence[Tensor | None], runs: Sequence[tuple[int, int]]) -> list[int]:
+    """The graph index of each run's node (`work[i]`: the node of the backend's i-th kernel; -1 where it is not one
+    of `graph`'s nodes): what `node_times` takes."""
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
+    return [index.get(id(work[first]), -1) for first, _ in runs]
+
+
 def node_times(graph: Graph, index: Sequence[int], device_ns: Sequence[tuple[int, int]], host_end_ns: int
                ) -> list[NodeTime]:
     """One NodeTime per node from device-clock (start, end) pairs of runs of its work (`index[i]`: the graph index

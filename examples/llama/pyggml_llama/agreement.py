@@ -34,10 +34,21 @@ class Agreement:
     n_clear: int = 0
 
 
-def _log_softmax(logits: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+def log_softmax(logits: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+    """Log-probabilities of each row of logits (last axis), in float64."""
     x = np.asarray(logits, dtype=np.float64)
     x = x - x.max(axis=-1, keepdims=True)
     out: npt.NDArray[np.float64] = x - np.log(np.exp(x).sum(axis=-1, keepdims=True))  # numpy's sum types as Any
+    return out
+
+
+def clear_choices(reference: npt.NDArray[np.floating]) -> npt.NDArray[np.bool_]:
+    """Per row of logits (or log-probabilities) [positions, vocab]: whether its first token is at least CLEAR_MARGIN
+    above its second."""
+    if reference.shape[-1] < 2:
+        return np.ones(reference.shape[:-1], dtype=bool)
+    top2 = np.sort(reference, axis=-1)[..., -2:]
+    out: npt.NDArray[np.bool_] = (top2[..., 1] - top2[..., 0]) >= CLEAR_MARGIN
     return out
 
 
@@ -45,11 +56,10 @@ def agreement(reference: npt.NDArray[np.floating], other: npt.NDArray[np.floatin
     """Logits [positions, vocab] of the same tokens from two runs: KL(reference || other) per position."""
     if reference.shape != other.shape or reference.ndim != 2:
         raise ValueError(f"logits must both be [positions, vocab]: {reference.shape} vs {other.shape}")
-    lp, lq = _log_softmax(reference), _log_softmax(other)
+    lp, lq = log_softmax(reference), log_softmax(other)
     kld = (np.exp(lp) * (lp - lq)).sum(axis=-1)
     same = reference.argmax(-1) == other.argmax(-1)
-    top2 = np.sort(reference, axis=-1)[:, -2:] if reference.shape[1] >= 2 else np.zeros((reference.shape[0], 2))
-    clear = (top2[:, 1] - top2[:, 0]) >= CLEAR_MARGIN
+    clear = clear_choices(reference)
     n_clear = int(clear.sum())
     clear_top1 = float(same[clear].mean()) if n_clear else 1.0
     return Agreement(float(kld.mean()), float(kld.max()), float(same.mean()), int(reference.shape[0]), clear_top1,

@@ -26,7 +26,7 @@ from pyggml.backend.op_table import describe_node
 from pyggml.backend.plan_cache import check_not_freed
 from pyggml.backend.protocol import Backend, Bytes, Event
 from pyggml.errors import AllocationError, ComputeError
-from pyggml.profile.sink import node_times, now_ns, runs_of
+from pyggml.profile.sink import node_times, now_ns, run_nodes, runs_of
 from pyggml.tensor import Tensor
 from pyggml_cuda.buffer import CudaBuffer, device_alloc, device_copy, device_ptr, drv
 from pyggml_cuda.cudalib import CudaDriverError, cudalib
@@ -172,7 +172,8 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
                 raise self.freed_error()
             plan = self.plan(graph)
             self.synchronize()  # the events time this graph's kernels, not work queued before
-            runs = runs_of([la.node for la in plan.launches])
+            work = [la.node for la in plan.launches]
+            runs = runs_of(work)
             with self.dev.mem_lock, self.dev.active():
                 check_not_freed(plan.keep, self.dev.name)
                 while len(self._timing_events) < 2 * len(runs):
@@ -186,9 +187,7 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
             with self.dev.active():  # ms since the first event, to ns
                 device = [(round(ev[0].time_till(ev[2 * r]) * 1e6), round(ev[0].time_till(ev[2 * r + 1]) * 1e6))
                           for r in range(len(runs))]
-        index = {id(n): i for i, n in enumerate(graph.nodes)}
-        nodes = [index.get(id(plan.launches[first].node), -1) for first, _ in runs]
-        sink.nodes(self.name, graph, node_times(graph, nodes, device, end), "queue")
+        sink.nodes(self.name, graph, node_times(graph, run_nodes(graph, work, runs), device, end), "queue")
 
     def drain(self) -> None:
         cuda = drv()

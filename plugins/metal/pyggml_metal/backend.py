@@ -30,7 +30,7 @@ from pyggml.backend.status import StatusWord
 from pyggml.errors import AllocationError, ComputeError
 from pyggml.graph import Graph
 from pyggml.ops.base import Op
-from pyggml.profile.sink import node_times, now_ns, runs_of
+from pyggml.profile.sink import node_times, now_ns, run_nodes, runs_of
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_glsl.builder import Groups, Spec, bound, status_push
@@ -214,14 +214,13 @@ class MetalBackend(PlannedBackend[MetalPlan]):
                 raise self.freed_error()
             plan = self.plan(graph)
             self._finish()  # the work queued before is done: the first command buffer times this graph's only
-            runs = runs_of([d.node for d in plan.dispatches])
+            work = [d.node for d in plan.dispatches]
+            runs = runs_of(work)
             subs = self._commit(plan, runs or [(0, -1)])
             self._finish()
             end = now_ns()
             device = [s.cb.gpu_times() for s in subs] if runs else []
-        index = {id(n): i for i, n in enumerate(graph.nodes)}
-        nodes = [index.get(id(plan.dispatches[first].node), -1) for first, _ in runs]
-        sink.nodes(self.name, graph, node_times(graph, nodes, device, end), "queue")
+        sink.nodes(self.name, graph, node_times(graph, run_nodes(graph, work, runs), device, end), "queue")
 
     def synchronize(self) -> None:
         """Wait for the committed command buffers; ComputeError if one failed or a kernel found a bad index. After

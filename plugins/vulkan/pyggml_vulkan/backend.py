@@ -23,7 +23,7 @@ from pyggml.backend.protocol import Backend, Bytes, Event, synchronized_copy
 from pyggml.backend.status import StatusWord
 from pyggml.errors import AllocationError, ComputeError, PyGGMLError
 from pyggml.graph import Graph
-from pyggml.profile.sink import node_times, now_ns
+from pyggml.profile.sink import node_times, now_ns, run_nodes
 from pyggml.tensor import Tensor
 from pyggml_vulkan.recorder import DispatchBuilder, Recording
 
@@ -86,8 +86,7 @@ class VulkanBackend(PlannedBackend[Recording]):
 
     def record_timed(self, graph: Graph) -> TimedRecording:
         rec, planner = self._record(graph, True)
-        index = {id(n): i for i, n in enumerate(graph.nodes)}
-        return TimedRecording(rec, [index.get(id(planner.dispatches[first].node), -1) for first, _ in rec.runs])
+        return TimedRecording(rec, run_nodes(graph, [d.node for d in planner.dispatches], rec.runs))
 
     def _scratch_buffer(self, nbytes: int) -> VulkanBuffer:
         """The backend's scratch buffer, grown (a new one; recordings keep the old alive) to nbytes."""

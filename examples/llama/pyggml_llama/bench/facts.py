@@ -1,15 +1,18 @@
 """What a benchmark row says about its model and its devices, in llama-bench's terms: model_type ("llama 135M
-Q4_1"), model_size (bytes of the weights), model_n_params, the backends, gpu_info and n_gpu_layers."""
+Q4_1"), model_size (bytes of the weights), model_n_params, the backends, gpu_info and n_gpu_layers; and the bytes a
+decoded token reads (`decode_bytes_per_token`), which the benchmarks against llama.cpp set against the bandwidth."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyggml.backend.meta.device import MetaDevice
 from pyggml.backend.protocol import Device, DeviceType
 from pyggml.gguf import GGUFFile
+from pyggml_llama.hparams import HParams
 
 if TYPE_CHECKING:
     from pyggml_llama.session import Session
@@ -80,3 +83,16 @@ class DeviceFacts:
 def _leaves(dev: Device) -> list[Device]:
     """The devices that compute for `dev`: a tensor split's meta device stands for those it spreads over."""
     return [d for child in dev.devices for d in _leaves(child)] if isinstance(dev, MetaDevice) else [dev]
+
+
+def decode_bytes_per_token(model: Path, cells: float) -> int:
+    """What one decode step reads at least: every weight once (the embedding matrix as the output matrix when
+    tied; a separate output matrix and one row of the embeddings besides) and the F16 K and V of `cells` cells (the
+    mean context during the decode steps)."""
+    gf = GGUFFile(model)
+    hp = HParams.from_gguf(gf)
+    weights = sum(info.nbytes for info in gf.tensors.values())
+    emb = gf.tensors.get("token_embd.weight")
+    if emb is not None and "output.weight" in gf.tensors:  # untied: only one row of the embeddings is read
+        weights -= emb.nbytes - emb.nbytes // emb.ne[1]
+    return int(weights + 2 * hp.n_layer * hp.n_embd_kv * cells * 2)

@@ -135,6 +135,21 @@ static inline __m512i r8k_fifth_bit_zmm(__m512i w, __m512i h, int sb) {
 }
 #endif
 
+/* Q4_K or Q5_K (T): value chunk j of sub-block sb of a tile whose chunks start at q (Q5_K: its 8 qh chunks first,
+   the nibbles 256 bytes on), groups gb bytes apart: four values of each row as bytes (the column kernels build it
+   per chunk, the wide passes once per block) */
+#define R8K_VALUES_X86(X, V, P, S)                                                                                    \
+    AINLINE V##i r8k_values_##X(const int T, const uint8_t *q, size_t gb, const int sb, const int j) {                 \
+        const V##i v = r8k_load_##X(q + (T == T_Q5_K ? 256 : 0) + 256 * (sb / 2) + 32 * j, gb);                     \
+        const V##i w = P##_and_##S(sb & 1 ? P##_srli_epi16(v, 4) : v, P##_set1_epi8(0xF));                           \
+        return T == T_Q5_K ? r8k_fifth_bit_##X(w, r8k_load_##X(q + 32 * j, gb), sb) : w;                             \
+    }
+R8K_VALUES_X86(ymm, __m256, _mm256, si256)
+#if defined(__AVX512F__)
+R8K_VALUES_X86(zmm, __m512, _mm512, si512)
+#endif
+#undef R8K_VALUES_X86
+
 /* the start of a K type's tile t (its G groups gb bytes apart): prefetch R8_PREFETCH bytes ahead; y[c]: column c's
    activation block b (columns by bytes apart from vy) */
 AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const void *vy, size_t by, int64_t b, int C,
@@ -180,12 +195,10 @@ AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const 
 #define R8K_COLS_X86(name, T, G, X, V, P, S)                                                                          \
     AINLINE void name(int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, const int C, float *out) {   \
         const int tile = r8_tile(T), vnni = R8K_VNNI_##X || T == T_Q5_K; /* 32-bit partial sums */                  \
-        const V##i m4 = P##_set1_epi8(0xF);                                                                           \
         V acc[R8_COLS], accm[R8_COLS];                                                                                \
         for (int c = 0; c < C; c++) acc[c] = accm[c] = P##_setzero_ps();                                              \
         for (int64_t b = 0; b < k / QKK; b++) {                                                                       \
             const uint8_t *t = x + b * tile, *q = t + r8_hdr(T); /* the first group's; the second's gb on */          \
-            const uint8_t *qs = q + (T == T_Q5_K ? 256 : 0); /* Q5_K: its 8 qh chunks come first */                   \
             const bq8_K *y[R8_COLS];                                                                                  \
             r8k_tile_start(t, gb, G, tile, vy, by, b, C, y);                                                          \
             uint8_t sc[G * 64], mn[G * 64];                                                                           \
@@ -193,13 +206,10 @@ AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const 
             V##i sumi[R8_COLS];                                                                                       \
             for (int c = 0; c < C; c++) sumi[c] = P##_setzero_##S();                                                  \
             R8_UNROLL(8) for (int sb = 0; sb < 8; sb++) { /* Q5_K's shifts by sb: constants */             \
-                const uint8_t *gq = qs + 256 * (sb / 2);                                                              \
                 V##i part[R8_COLS];                                                                                   \
                 for (int c = 0; c < C; c++) part[c] = P##_setzero_##S();                                              \
                 R8_UNROLL(8) for (int j = 0; j < 8; j++) {                                                 \
-                    const V##i v = r8k_load_##X(gq + 32 * j, gb);                                                     \
-                    V##i w = sb & 1 ? P##_and_##S(P##_srli_epi16(v, 4), m4) : P##_and_##S(v, m4);                     \
-                    if (T == T_Q5_K) w = r8k_fifth_bit_##X(w, r8k_load_##X(q + 32 * j, gb), sb);                      \
+                    const V##i w = r8k_values_##X(T, q, gb, sb, j);                                                   \
                     for (int c = 0; c < C; c++) {                                                                     \
                         int32_t four;                                                                                 \
                         memcpy(&four, y[c]->qs + 32 * sb + 4 * j, 4);                                                 \
@@ -433,15 +443,9 @@ AINLINE void r8w_unpack_k(const int T, const uint8_t *t, size_t gb, r8w_block *u
     for (int p = 0; p < 4; p++) u->mins[p] = r8k_mins_zmm(mn + 16 * p);
     u->d = r8k_f16_zmm(t, gb);
     u->dm = r8k_f16_zmm(t + 16, gb);
-    const uint8_t *q = t + r8_hdr(T), *qs = q + (T == T_Q5_K ? 256 : 0);
-    const __m512i m4 = _mm512_set1_epi8(0xF);
+    const uint8_t *q = t + r8_hdr(T);
     R8_UNROLL(8) for (int sb = 0; sb < 8; sb++)
-        R8_UNROLL(8) for (int j = 0; j < 8; j++) {
-            const __m512i v = r8k_load_zmm(qs + 256 * (sb / 2) + 32 * j, gb);
-            __m512i w = _mm512_and_si512(sb & 1 ? _mm512_srli_epi16(v, 4) : v, m4);
-            if (T == T_Q5_K) w = r8k_fifth_bit_zmm(w, r8k_load_zmm(q + 32 * j, gb), sb);
-            u->w[8 * sb + j] = w;
-        }
+        R8_UNROLL(8) for (int j = 0; j < 8; j++) u->w[8 * sb + j] = r8k_values_zmm(T, q, gb, sb, j);
 }
 
 /* Q6_K: block t of both groups into u, as R8Q6_COLS_X86 unpacks it (sub-block u = 4 hh + s: h = hh / 2, ggml's

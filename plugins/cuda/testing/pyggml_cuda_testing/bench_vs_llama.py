@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pyggml_llama.agreement import CLEAR_MARGIN
+from pyggml_llama.agreement import clear_choices, log_softmax
+from pyggml_llama.bench.facts import decode_bytes_per_token
 
 SMI_FIELDS = "name,driver_version,clocks.sm,clocks.mem,clocks.max.sm"
 SMI_EXTRA = "clocks.max.mem,memory.total,power.limit,pci.bus_id"
@@ -245,15 +246,11 @@ def kld_rows(base_log_p: npt.NDArray[np.float64], logits: npt.NDArray[np.floatin
         npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Per position: KL(base || logits) over the tokens whose base log-probability is above -16 (what
     llama-perplexity sums), whether both put the same token first, and whether the base's choice is clear (its
-    first token at least CLEAR_MARGIN above its second: pyggml_llama.agreement)."""
-    x = np.asarray(logits, np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    log_q = x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+    first token at least CLEAR_MARGIN above its second: pyggml_llama.agreement.clear_choices)."""
+    log_q = log_softmax(logits)
     keep = base_log_p > -16.0
     terms = np.where(keep, np.exp(base_log_p) * (base_log_p - log_q), 0.0)
-    top2 = np.sort(base_log_p, axis=-1)[:, -2:]
-    clear = (top2[:, 1] - top2[:, 0]) >= CLEAR_MARGIN
-    return terms.sum(axis=-1), base_log_p.argmax(-1) == np.asarray(logits).argmax(-1), clear
+    return terms.sum(axis=-1), base_log_p.argmax(-1) == np.asarray(logits).argmax(-1), clear_choices(base_log_p)
 
 
 _MEAN_KLD = re.compile(r"Mean\s+KLD:\s+(-?[\d.eE+-]+)")
@@ -328,25 +325,6 @@ def judge(row: dict[str, Any], floor: dict[str, float] | None) -> dict[str, Any]
 
 # ---- summary -----------------------------------------------------------------------------------------------------
 
-def bytes_per_token(model: Path, depth: int, n_gen: int) -> dict[str, int]:
-    """What one decoded token reads at least: every weight but the token embedding (one row of it; all of it where
-    it is also the output matrix), and the K and V cells before it (F16), averaged over the n_gen tokens decoded
-    after `depth` tokens."""
-    from pyggml.gguf import GGUFFile
-    from pyggml_llama.hparams import HParams
-
-    gf = GGUFFile(model)
-    infos = {i.name: i for i in gf}
-    hp = HParams.from_gguf(gf)
-    weights = sum(i.nbytes for i in infos.values())
-    emb = infos.get("token_embd.weight")
-    if emb is not None and "output.weight" in infos:
-        weights -= emb.nbytes - emb.nbytes // hp.n_vocab
-    cells = depth + (n_gen + 1) / 2
-    kv = int(hp.n_layer * 2 * hp.n_head_kv * hp.head_dim * 2 * cells)
-    return {"weights": weights, "kv": kv, "total": weights + kv}
-
-
 def _rows(path: Path) -> list[dict[str, Any]]:
     """The rows of a llama-bench (or pyggml-llama bench) output in json or jsonl, as far as it got."""
     text = path.read_text(encoding="utf-8", errors="replace").strip()
@@ -403,11 +381,11 @@ def summary(out: Path) -> dict[str, Any]:
         src = ll or pg
         assert src is not None
         if int(src["n_prompt"]) == 0 and tag in models and models[tag].is_file():
-            b = bytes_per_token(models[tag], depth, int(src["n_gen"]))
-            row["bytes_per_token"] = b["total"]
+            per_token = decode_bytes_per_token(models[tag], depth + (int(src["n_gen"]) + 1) / 2)
+            row["bytes_per_token"] = per_token
             if bw:
                 for side, tps in (("llama_cpp", row["llama_cpp_tps"]), ("pyggml", row["pyggml_tps"])):
-                    row[f"{side}_bw_fraction"] = round(b["total"] * tps / (bw * 1e9), 3) if tps else None
+                    row[f"{side}_bw_fraction"] = round(per_token * tps / (bw * 1e9), 3) if tps else None
         rows.append(row)
     best = []  # each side at its faster -fa setting
     for tag, test, depth in sorted({(r["model"], r["test"], r["depth"]) for r in rows}):
