@@ -35,18 +35,11 @@ class DemoOptions(Options):
     verbose: bool = option(False, env="PYGGML_DEMO_VERBOSE", doc="talk")
 
 
-class DemoRegistry(LazyRegistry):
+class DemoRegistry(LazyRegistry[DemoOptions]):
+    name = "demo"
     options_type = DemoOptions
 
-    def __init__(self, options: DemoOptions | None = None) -> None:
-        super().__init__("demo", options)
-        self.enumerations = 0
-
-    def options(self) -> DemoOptions:
-        return DemoOptions.narrow(super().options())
-
     def _enumerate(self) -> Sequence[Device]:
-        self.enumerations += 1
         return [DemoDevice(self)]
 
 
@@ -103,10 +96,13 @@ def test_a_registry_reads_its_group_once(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("PYGGML_DEMO_LANES", "3")  # too late: the devices have their options
     assert reg.options().lanes == 2 and reg.options() is dev.options() is reg.options()
     assert dev.init_backend().opts.lanes == 2  # type: ignore[attr-defined]
-    given = DemoRegistry(DemoOptions(lanes=7))  # made in code: no environment read
+    given = DemoRegistry(options=DemoOptions(lanes=7))  # made in code: no environment read
     assert given.options().lanes == 7 and given.devices()[0].options().lanes == 7
+    assert (given.name, DemoRegistry("other").name) == ("demo", "other")
     with pytest.raises(TypeError, match="expected DemoOptions"):
-        DemoRegistry(MetaOptions())  # type: ignore[arg-type]
+        DemoRegistry(options=MetaOptions())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="options go as options="):
+        DemoRegistry(DemoOptions())  # type: ignore[arg-type]
 
 
 def test_a_bad_variable_fails_the_enumeration_and_the_next_one_too(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, ClassVar, Final, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Final, Generic, TypeAlias, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,14 @@ DEFAULT_PRIORITY = 0
 FALLBACK_PRIORITY = -100
 """The priority of a device that should be the default only where nothing else can run: the numpy reference, a
 CPU-emulated GPU (Vulkan's llvmpipe, Metal's emulator)."""
+
+if TYPE_CHECKING:  # the default (PEP 696) is the type checker's: Python 3.11's TypeVar takes none
+    from typing_extensions import TypeVar as DefaultTypeVar
+
+    O = DefaultTypeVar("O", bound=Options, covariant=True, default=Options)
+else:
+    O = TypeVar("O", bound=Options, covariant=True)
+"""A registry's options group. `Registry` alone stands for `Registry[Options]` (any registry: covariant)."""
 
 
 class BufferUsage(IntEnum):
@@ -97,31 +105,40 @@ class DeviceProps:
     """Driver facts worth showing (features, driver version, limits)."""
 
 
-class Registry(ABC):
-    """A plugin's entry: cheap to create; touches no driver until `devices()` is called. A subclass passes its name
-    to `Registry.__init__`."""
+class Registry(ABC, Generic[O]):
+    """A plugin's entry: cheap to create; touches no driver until `devices()` is called. Generic in its options
+    group `O`, the class it names in `options_type` (`options()` returns one); its name is the class attribute
+    `name`, or the first argument of `Registry.__init__`. So a plugin's registry needs no `__init__`:
+    `class MyRegistry(LazyRegistry[MyOptions]): name = "My"; options_type = MyOptions`, made as `MyRegistry()` or,
+    with its options given in code, `MyRegistry(options=MyOptions(...))`."""
 
+    name: str
+    """The registry's name, unique among the loaded registries (its devices are named after it)."""
     options_type: ClassVar[type[Options]] = NoOptions
-    """The group of options this registry and its devices take (`pyggml.backend.options`; none by default)."""
+    """The group of options this registry and its devices take, the class of `O` (`pyggml.backend.options`; none
+    by default)."""
 
-    def __init__(self, name: str, options: Options | None = None) -> None:
-        self._name = name
-        self._options = None if options is None else self.options_type.narrow(options)
+    def __init__(self, name: str | None = None, options: O | None = None) -> None:
+        if name is not None:
+            self.name = name
+        if not isinstance(getattr(self, "name", None), str):
+            raise TypeError(f"{type(self).__name__}: a registry's name is text, its class attribute `name` or the "
+                            f"first argument (options go as options=), got {getattr(self, 'name', None)!r}")
+        self._options = None if options is None else self._narrow(options)
         self._options_lock = threading.Lock()
 
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def options(self) -> Options:
+    def options(self) -> O:
         """(optional) This registry's options (an `options_type`): the object it was made with, else read from the
         environment on the first call (at the latest when its devices are enumerated; OptionError names a variable
-        whose value does not parse), the same object from then on. Its devices and their backends are given it; a
-        plugin overrides this only to narrow the type (`return MyOptions.narrow(super().options())`)."""
+        whose value does not parse), the same object from then on. Its devices and their backends are given it."""
         with self._options_lock:
             if self._options is None:
-                self._options = self.options_type.from_env()
+                self._options = self._narrow(self.options_type.from_env())
             return self._options
+
+    def _narrow(self, options: Options) -> O:
+        """`options` as this registry's group; TypeError when it is another (`Options.narrow`)."""
+        return cast(O, self.options_type.narrow(options))
 
     @abstractmethod
     def devices(self) -> Sequence[Device]:
@@ -147,13 +164,13 @@ class Registry(ABC):
         return f"<Registry {self.name}>"
 
 
-class LazyRegistry(Registry):
+class LazyRegistry(Registry[O]):
     """A registry whose devices are looked for once, on the first `devices()` or `unavailable_reason()` call (under
     a lock, so two threads do not both ask the driver). A subclass implements `_enumerate()`; where it finds no
     device it returns `self._unavailable(reason)`, which `unavailable_reason()` then reports. An exception in
     `_enumerate()` leaves nothing cached: the next call asks again."""
 
-    def __init__(self, name: str, options: Options | None = None) -> None:
+    def __init__(self, name: str | None = None, options: O | None = None) -> None:
         super().__init__(name, options)
         self._devices: list[Device] | None = None
         self._reason: str | None = None

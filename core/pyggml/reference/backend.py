@@ -27,8 +27,10 @@ from pyggml.tensor import Tensor
 
 
 class NumpyRegistry(Registry):
+    name = "numpy"
+
     def __init__(self) -> None:
-        super().__init__("numpy")
+        super().__init__()
         self._devices = [NumpyDevice(self)]
 
     def devices(self) -> Sequence[Device]:

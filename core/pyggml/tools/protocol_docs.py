@@ -42,7 +42,8 @@ backend-protocol.md); how to package them: [writing-a-plugin.md](writing-a-plugi
 
 Signatures are as the code writes them (`from __future__ import annotations`: types are the source text).
 **required**: abstract, a plugin must implement it; **default**: works as is, override where the device does
-better; **property**: read-only attribute, served by the base class from what the constructor was given.
+better; **property**: read-only attribute, served by the base class from what the constructor was given;
+**attribute**: declared on the class, set by a subclass as a class attribute where it differs.
 """
 
 
@@ -107,7 +108,9 @@ def class_section(cls: type) -> list[str]:
     init = cls.__dict__.get("__init__")
     if init is not None:
         lines += [f"Constructor: `{signature(init, cls.__name__).removesuffix(' -> None')}`", ""]
-    rows: list[str] = []
+    docs = _attribute_docs(inspect.getsource(cls), in_class=True)
+    rows = [f"| `{cell(f'{name}: {_ann(ann)}')}` | attribute | {docs.get(name, '')} |"
+            for name, ann in inspect.get_annotations(cls).items() if not name.startswith("_")]
     for name, member in cls.__dict__.items():
         if name.startswith("__") or (name.startswith("_") and not getattr(member, "__isabstractmethod__", False)):
             continue
@@ -123,7 +126,8 @@ def class_section(cls: type) -> list[str]:
         rows.append(f"| `{cell(sig)}` | {_kind(member)} | {doc} |")
     if rows:
         lines += ["| member | kind | what |", "| --- | --- | --- |", *rows, ""]
-    inherited = sorted({n for b in cls.__mro__[1:-1] if b.__module__ == protocol.__name__ for n in b.__dict__
+    inherited = sorted({n for b in cls.__mro__[1:-1] if b.__module__ == protocol.__name__
+                        for n in [*b.__dict__, *inspect.get_annotations(b)]
                         if not n.startswith("_")} - set(cls.__dict__))
     if inherited:
         lines += [f"Inherited: {', '.join(f'`{n}`' for n in inherited)}.", ""]

@@ -10,14 +10,9 @@ from pyggml.backend.protocol import Device, LazyRegistry
 from pyggml_cpu.options import BlasOptions, CpuOptions
 
 
-class CpuRegistry(LazyRegistry):
+class CpuRegistry(LazyRegistry[CpuOptions]):
+    name = "cpu"
     options_type = CpuOptions
-
-    def __init__(self, name: str = "cpu", options: CpuOptions | None = None) -> None:
-        super().__init__(name, options)
-
-    def options(self) -> CpuOptions:
-        return CpuOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         from pyggml_cpu.device import CpuDevice
@@ -36,16 +31,11 @@ class CpuRegistry(LazyRegistry):
         return None
 
 
-class BlasRegistry(CpuRegistry):
+class BlasRegistry(LazyRegistry[BlasOptions]):
     """OpenBLAS sgemm for big F32/F16/BF16 matmuls, in the host memory the cpu device uses."""
 
+    name = "blas"
     options_type = BlasOptions
-
-    def __init__(self, options: BlasOptions | None = None) -> None:
-        super().__init__("blas", options)
-
-    def options(self) -> BlasOptions:
-        return BlasOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         from pyggml_cpu.blas import BlasDevice, load_blas
@@ -55,4 +45,8 @@ class BlasRegistry(CpuRegistry):
         return self._unavailable(reason) if reason else [BlasDevice(self, opts)]
 
     def get_extension(self, name: str) -> object | None:
-        return super().get_extension(name) if name == SET_N_THREADS else None
+        if name == SET_N_THREADS:
+            from pyggml_cpu.backend import set_n_threads
+
+            return set_n_threads
+        return None

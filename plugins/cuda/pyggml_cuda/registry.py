@@ -20,14 +20,9 @@ log = logging.getLogger(__name__)
 VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
 
 
-class CudaRegistry(LazyRegistry):
+class CudaRegistry(LazyRegistry[CudaOptions]):
+    name = "CUDA"
     options_type = CudaOptions
-
-    def __init__(self, options: CudaOptions | None = None) -> None:
-        super().__init__("CUDA", options)
-
-    def options(self) -> CudaOptions:
-        return CudaOptions.narrow(super().options())
 
     def get_extension(self, name: str) -> object | None:
         if name == COMM_INIT:

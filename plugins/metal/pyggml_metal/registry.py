@@ -14,14 +14,9 @@ from pyggml_metal.options import DEVICES_ENV, MetalOptions
 log = logging.getLogger(__name__)
 
 
-class MetalRegistry(LazyRegistry):
+class MetalRegistry(LazyRegistry[MetalOptions]):
+    name = "Metal"
     options_type = MetalOptions
-
-    def __init__(self, options: MetalOptions | None = None) -> None:
-        super().__init__("Metal", options)
-
-    def options(self) -> MetalOptions:
-        return MetalOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         from pyggml_metal.device import MetalDevice

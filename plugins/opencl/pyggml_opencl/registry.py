@@ -19,14 +19,9 @@ from pyggml_opencl.options import DEVICES_ENV, OpenCLOptions
 log = logging.getLogger(__name__)
 
 
-class OpenCLRegistry(LazyRegistry):
+class OpenCLRegistry(LazyRegistry[OpenCLOptions]):
+    name = "OpenCL"
     options_type = OpenCLOptions
-
-    def __init__(self, options: OpenCLOptions | None = None) -> None:
-        super().__init__("OpenCL", options)
-
-    def options(self) -> OpenCLOptions:
-        return OpenCLOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         try:

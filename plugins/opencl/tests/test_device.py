@@ -66,10 +66,10 @@ def test_options_given_in_code_select_the_devices(cl_devices, monkeypatch, tmp_p
     from pyggml_opencl.registry import OpenCLRegistry
 
     monkeypatch.setenv("PYGGML_OPENCL_DEVICES", "no-such-device")  # a registry given its options reads no variable
-    reg = OpenCLRegistry(OpenCLOptions(devices=("0",), cache_dir=tmp_path))
+    reg = OpenCLRegistry(options=OpenCLOptions(devices=("0",), cache_dir=tmp_path))
     (d,) = reg.devices()
     assert d.options() is reg.options() and d.programs.cache_dir == tmp_path  # type: ignore[attr-defined]
-    none = OpenCLRegistry(OpenCLOptions(devices=("no-such-device",)))
+    none = OpenCLRegistry(options=OpenCLOptions(devices=("no-such-device",)))
     assert none.devices() == [] and "PYGGML_OPENCL_DEVICES='no-such-device' selects none" in str(
         none.unavailable_reason())
 

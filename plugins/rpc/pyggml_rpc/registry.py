@@ -44,11 +44,12 @@ RETRY_INTERVAL = 1.0
 """Seconds before an unreached server of PYGGML_RPC_SERVERS is tried again (`rescan`)."""
 
 
-class RPCRegistry(Registry):
+class RPCRegistry(Registry[RPCOptions]):
+    name = "RPC"
     options_type = RPCOptions
 
     def __init__(self, options: RPCOptions | None = None) -> None:
-        super().__init__("RPC", options)
+        super().__init__(options=options)
         self._lock = threading.Lock()
         self._devices: list[RPCDevice] = []
         self._servers: dict[str, RemoteServer] = {}
@@ -56,9 +57,6 @@ class RPCRegistry(Registry):
         """Servers of PYGGML_RPC_SERVERS not connected yet: endpoint -> (why, time.monotonic() of the last try)."""
         self._env_done = False
         self.retry_interval = RETRY_INTERVAL
-
-    def options(self) -> RPCOptions:
-        return RPCOptions.narrow(super().options())
 
     def devices(self) -> Sequence[Device]:
         with self._lock:

@@ -25,14 +25,9 @@ def _selected(infos: list[PhysicalInfo], selection: tuple[str, ...]) -> list[Phy
     return [info for info in infos if is_selected(selection, info.index, info.name)]
 
 
-class VulkanRegistry(LazyRegistry):
+class VulkanRegistry(LazyRegistry[VulkanOptions]):
+    name = "Vulkan"
     options_type = VulkanOptions
-
-    def __init__(self, options: VulkanOptions | None = None) -> None:
-        super().__init__("Vulkan", options)
-
-    def options(self) -> VulkanOptions:
-        return VulkanOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         try:

@@ -46,17 +46,15 @@ from pyggml.tensor import Tensor
 log = logging.getLogger(__name__)
 
 
-class MetaRegistry(Registry):
+class MetaRegistry(Registry[MetaOptions]):
     """The registry of one meta device (meta devices are made by the user, not discovered)."""
 
+    name = "meta"
     options_type = MetaOptions
 
     def __init__(self, device: MetaDevice, options: MetaOptions | None = None) -> None:
-        super().__init__("meta", options)
+        super().__init__(options=options)
         self._device = device
-
-    def options(self) -> MetaOptions:
-        return MetaOptions.narrow(super().options())
 
     def devices(self) -> Sequence[Device]:
         return [self._device]

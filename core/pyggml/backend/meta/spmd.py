@@ -36,8 +36,7 @@ class Spmd:
 
 
 class PeerRegistry(Registry):
-    def __init__(self) -> None:
-        super().__init__("peer")
+    name = "peer"
 
     def devices(self) -> list[Device]:
         return []

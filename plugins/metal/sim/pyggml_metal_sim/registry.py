@@ -16,17 +16,12 @@ def sim_enabled() -> bool:
     return os.environ.get(SIM_ENV, "") not in ("", "0")
 
 
-class MetalSimRegistry(LazyRegistry):
+class MetalSimRegistry(LazyRegistry[MetalOptions]):
     """The Metal plugin's options group (`MetalOptions`: where the MSL and the emulator library are cached); its
     `devices` selection does not apply (one device)."""
 
+    name = "MetalSim"
     options_type = MetalOptions
-
-    def __init__(self, options: MetalOptions | None = None) -> None:
-        super().__init__("MetalSim", options)
-
-    def options(self) -> MetalOptions:
-        return MetalOptions.narrow(super().options())
 
     def _enumerate(self) -> Sequence[Device]:
         if not sim_enabled():
