@@ -1,10 +1,12 @@
-"""DLPack checks every plugin's tests share: a tensor in a buffer type exports its memory to numpy without a copy,
-and an array imported onto a device computes there (in place where the device can use the memory)."""
+"""DLPack checks every plugin's tests share: a tensor in a buffer type exports its memory to numpy without a copy
+(or, where numpy cannot take that memory, is refused by name and copied on request), and an array imported onto a
+device computes there (in place where the device can use the memory)."""
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 import pyggml as gg
 from pyggml import ops
@@ -13,6 +15,7 @@ from pyggml.backend.protocol import BufferType, Device, DeviceType
 from pyggml.backend.registry import get_device
 from pyggml.backend.sched import Scheduler
 from pyggml.dlpack import tensor_from_dlpack
+from pyggml.errors import DLPackError
 from pyggml.tensor import Tensor
 
 
@@ -35,6 +38,18 @@ def assert_exports_in_place(buft: BufferType) -> Tensor:
     assert t.numpy()[1, 2] == 99.0
     t.set(np.zeros((3, 4), np.float32))
     assert not a.any()
+    return t
+
+
+def assert_refused_and_copied(buft: BufferType, name: str, refusal: str) -> Tensor:
+    """`np.from_dlpack` of a tensor called `name` in `buft`, memory numpy cannot take in place, raises DLPackError
+    matching `refusal` (a regular expression); a copy to the host (`device="cpu", copy=True`) holds its values.
+    Returns the tensor."""
+    values = np.arange(4, dtype=np.float32)
+    t = placed(buft, values, name)
+    with pytest.raises(DLPackError, match=refusal):
+        np.from_dlpack(t)
+    assert np.array_equal(np.from_dlpack(t, device="cpu", copy=True), values)
     return t
 
 

@@ -4,7 +4,8 @@ Each rule states d(loss)/d(src) in terms of the node's gradient `g`, its sources
 ggml_compute_backward does; where ggml has no rule (NORM, OUT_PROD, LEAKY_RELU, CLAMP, UNARY TANH / SIGMOID /
 GELU / GELU_QUICK, fused SWIGLU) the derivative is written here from the op's definition. Rules that need the
 backward ops (REPEAT_BACK, SILU_BACK, RMS_NORM_BACK) use them exactly where ggml does. The element-wise ops whose
-gradient is g f'(x) are one table, `DERIVATIVES`, of their derivatives f'.
+gradient is g f'(x) are one table, `DERIVATIVES`, of their derivatives f'; the other ops of one source whose
+gradient is one term on it are another, `TERMS` (`NEGATED_TERMS` where the term is subtracted).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from pyggml import ops
 from pyggml.autodiff.rules import NO_GRADIENT, UNARY_RULES, Backprop, GradientError, RuleFn, glu_rule, rule, unary_rule
 from pyggml.ops.base import Op, describe
-from pyggml.ops.elementwise import ClampParams, GluOp, GluParams, LeakyReluParams, ScaleParams, UnaryOp
+from pyggml.ops.elementwise import ClampParams, GluOp, GluParams, LeakyReluParams, UnaryOp
 from pyggml.ops.norm import NormParams
 from pyggml.reference.kernels.unary import GELU_COEF_A, GELU_QUICK_COEF, SQRT_2_OVER_PI
 from pyggml.tensor import Tensor
@@ -75,7 +76,27 @@ def _div(node: Tensor, g: Tensor, bp: Backprop) -> None:
         bp.sub(1, _unbroadcast(ops.mul(g, ops.div(node, b)), b))
 
 
-# ---- element-wise ops whose gradient is g f'(x) --------------------------------------------------------------------
+# ---- ops whose gradient is one term on their source --------------------------------------------------------------
+
+
+Term = Callable[[Tensor, Tensor, Tensor], Tensor]
+"""(y, x, g) -> what an op y = f(x) of one source adds to grad(x) given its own gradient g: made of ops on g, x and
+the op's node y (which also holds the op's params)."""
+
+
+def _source_rule(term: Term, *, subtract: bool = False) -> RuleFn:
+    """The rule grad(x) += term(y, x, g) (-= where `subtract`) of an op y = f(x) of one source."""
+
+    def fn(node: Tensor, g: Tensor, bp: Backprop) -> None:
+        if bp.needs(0):
+            (bp.sub if subtract else bp.add)(0, term(node, _x(node), g))
+
+    return fn
+
+
+def _register(op: Op | UnaryOp, fn: RuleFn) -> None:
+    """Make fn the rule of `op` (a UNARY sub-op's rule where op is a UnaryOp)."""
+    (unary_rule(op) if isinstance(op, UnaryOp) else rule(op))(fn)
 
 
 Derivative = Callable[[Tensor, Tensor], Tensor]
@@ -125,91 +146,52 @@ DERIVATIVES: dict[Op | UnaryOp, Derivative] = {
     UnaryOp.GELU_QUICK: _d_gelu_quick,
 }
 """The element-wise ops (an Op, or a UNARY sub-op) y = f(x) whose gradient is the plain chain rule
-grad(x) += g f'(x), each with its derivative f'; `_chain_rule` is the one rule they all get. An element-wise op whose
-gradient is written another way keeps a rule function of its own below: as a quotient (SQRT, LOG) or a difference
-(COS, NEG, TANH), which a product with f' would round differently, or with a backward op (SILU_BACK)."""
+grad(x) += g f'(x), each with its derivative f'. An element-wise op whose gradient is written another way is in
+`TERMS` or `NEGATED_TERMS` instead: as a quotient (SQRT, LOG) or a difference (COS, NEG, TANH), which a product with
+f' would round differently, or with a backward op (SILU_BACK)."""
+
+
+def _spread(y: Tensor, x: Tensor, g: Tensor) -> Tensor:
+    """SUM's and SUM_ROWS's term: every element of x gets the gradient of the sum it went into."""
+    return ops.repeat(g, x)
+
+
+TERMS: dict[Op | UnaryOp, Term] = {
+    Op.SQR: lambda y, x, g: ops.scale(ops.mul(x, g), 2.0),
+    Op.SQRT: lambda y, x, g: ops.scale(ops.div(g, y), 0.5),
+    Op.LOG: lambda y, x, g: ops.div(g, x),
+    Op.SCALE: lambda y, x, g: ops.scale(g, y.params.s),
+    Op.DUP: lambda y, x, g: g,
+    Op.SUM: _spread,
+    Op.SUM_ROWS: _spread,
+    Op.MEAN: lambda y, x, g: ops.repeat(ops.scale(g, 1.0 / x.ne[0]), x),
+    Op.RMS_NORM: lambda y, x, g: ops.rms_norm_back(g, x, y.params.eps),
+    UnaryOp.SILU: lambda y, x, g: ops.silu_back(g, x),
+    UnaryOp.TANH: lambda y, x, g: ops.sub(g, ops.mul(g, ops.sqr(y))),  # g (1 - tanh^2)
+}
+"""The other ops of one source (an Op, or a UNARY sub-op) whose gradient is one term added to grad(x), each with
+that term; RMS_NORM's and SILU's through the backward ops, as ggml's."""
+NEGATED_TERMS: dict[Op | UnaryOp, Term] = {
+    Op.COS: lambda y, x, g: ops.mul(g, ops.sin(x)),
+    UnaryOp.NEG: lambda y, x, g: g,
+}
+"""Likewise, the ops whose term is taken from grad(x)."""
 
 
 def _chain_rule(derivative: Derivative) -> RuleFn:
     """The rule grad(x) += g f'(x) of an element-wise op with derivative f'."""
-
-    def fn(node: Tensor, g: Tensor, bp: Backprop) -> None:
-        if bp.needs(0):
-            bp.add(0, ops.mul(g, derivative(node, _x(node))))
-
-    return fn
+    return _source_rule(lambda y, x, g: ops.mul(g, derivative(y, x)))
 
 
 for _op, _derivative in DERIVATIVES.items():
-    _register = unary_rule(_op) if isinstance(_op, UnaryOp) else rule(_op)
-    _register(_chain_rule(_derivative))
-
-
-# ---- other unary math ops ------------------------------------------------------------------------------------------
-
-
-@rule(Op.SQR)
-def _sqr(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.scale(ops.mul(_x(node), g), 2.0))
-
-
-@rule(Op.SQRT)
-def _sqrt(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.scale(ops.div(g, node), 0.5))
-
-
-@rule(Op.LOG)
-def _log(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.div(g, _x(node)))
-
-
-@rule(Op.COS)
-def _cos(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.sub(0, ops.mul(g, ops.sin(_x(node))))
-
-
-@rule(Op.SCALE)
-def _scale(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    p: ScaleParams = node.params
-    if bp.needs(0):
-        bp.add(0, ops.scale(g, p.s))
-
-
-@rule(Op.DUP)
-def _dup(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, g)
-
-
-# ---- reductions --------------------------------------------------------------------------------------------------
-
-
-@rule(Op.SUM)
-@rule(Op.SUM_ROWS)
-def _sum(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.repeat(g, _x(node)))
-
-
-@rule(Op.MEAN)
-def _mean(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    x = _x(node)
-    if bp.needs(0):
-        bp.add(0, ops.repeat(ops.scale(g, 1.0 / x.ne[0]), x))
+    _register(_op, _chain_rule(_derivative))
+for _op, _term in TERMS.items():
+    _register(_op, _source_rule(_term))
+for _op, _term in NEGATED_TERMS.items():
+    _register(_op, _source_rule(_term, subtract=True))
 
 
 # ---- norms ---------------------------------------------------------------------------------------------------------
-
-
-@rule(Op.RMS_NORM)
-def _rms_norm(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    p: NormParams = node.params
-    if bp.needs(0):
-        bp.add(0, ops.rms_norm_back(g, _x(node), p.eps))
 
 
 @rule(Op.NORM)
@@ -269,24 +251,6 @@ def _out_prod(node: Tensor, g: Tensor, bp: Backprop) -> None:
 @rule(Op.UNARY)
 def _unary(node: Tensor, g: Tensor, bp: Backprop) -> None:  # dispatched by sub-op in rules.lookup
     raise AssertionError("UNARY rules are looked up per sub-op")
-
-
-@unary_rule(UnaryOp.NEG)
-def _neg(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.sub(0, g)
-
-
-@unary_rule(UnaryOp.SILU)
-def _silu(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):
-        bp.add(0, ops.silu_back(g, _x(node)))
-
-
-@unary_rule(UnaryOp.TANH)
-def _tanh(node: Tensor, g: Tensor, bp: Backprop) -> None:
-    if bp.needs(0):  # 1 - tanh^2
-        bp.add(0, ops.sub(g, ops.mul(g, ops.sqr(node))))
 
 
 for _u in (UnaryOp.SGN, UnaryOp.STEP, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND, UnaryOp.TRUNC):

@@ -17,11 +17,17 @@ class NormParams:
     eps: float
 
 
+def _normed(op: Op, srcs: Srcs, eps: float) -> Tensor:
+    """The F32 src0 of a normalisation, with its eps checked (a finite number >= 0)."""
+    a = need(srcs[0], op, "src0", frozenset({GGMLType.F32}))
+    if not (eps >= 0 and math.isfinite(eps)):
+        raise fail(op, f"eps {eps} must be a finite number >= 0", a)
+    return a
+
+
 def _row_norm(op: Op) -> ShapeRule:
     def infer(srcs: Srcs, params: NormParams) -> tuple[GGMLType, Ne]:
-        a = need(srcs[0], op, "src0", frozenset({GGMLType.F32}))
-        if not (params.eps >= 0 and math.isfinite(params.eps)):
-            raise fail(op, f"eps {params.eps} must be a finite number >= 0", a)
+        a = _normed(op, srcs, params.eps)
         return a.type, a.ne
 
     return infer
@@ -34,11 +40,9 @@ class GroupNormParams:
 
 
 def _group_norm(srcs: Srcs, params: GroupNormParams) -> tuple[GGMLType, Ne]:
-    a = need(srcs[0], Op.GROUP_NORM, "src0", frozenset({GGMLType.F32}))
+    a = _normed(Op.GROUP_NORM, srcs, params.eps)
     if not params.n_groups > 0:
         raise fail(Op.GROUP_NORM, f"n_groups {params.n_groups} must be positive", a)
-    if not (params.eps >= 0 and math.isfinite(params.eps)):
-        raise fail(Op.GROUP_NORM, f"eps {params.eps} must be a finite number >= 0", a)
     return a.type, a.ne
 
 

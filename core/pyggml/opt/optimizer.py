@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -53,8 +54,27 @@ def _check_step(kind: str, step: int) -> None:
         raise OptimizerParamsError(f"{kind}: step must be an integer >= 1 (steps count from 1), got {step!r}")
 
 
+class _CheckedParams:
+    """What every optimiser's frozen dataclass shares: its fields checked against `RANGES` when it is made."""
+
+    RANGES: ClassVar[dict[str, Range]]
+    """Every field's allowed range."""
+    WHY: ClassVar[dict[str, str]] = {}
+    """Why a field's range stops where it does, for the error (where it is not plain)."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """OptimizerParamsError naming the first parameter outside its range (run when the optimiser is made)."""
+        _checked(self, self.RANGES, self.WHY)
+
+
+_BIAS = "the bias correction 1 / (1 - beta^t) divides by zero at 1"
+
+
 @dataclass(frozen=True)
-class AdamW:
+class AdamW(_CheckedParams):
     """AdamW (ggml_opt_optimizer_params.adamw): learning rate `alpha` > 0, moment decays `beta1`, `beta2` in
     [0, 1), `eps` >= 0, decoupled weight decay `wd` in [0, 1]; all finite, checked when made."""
 
@@ -65,15 +85,8 @@ class AdamW:
     wd: float = 0.0
 
     n_values = 7
-
-    def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
-        """OptimizerParamsError naming the first parameter outside its range (run when the optimiser is made)."""
-        bias = "the bias correction 1 / (1 - beta^t) divides by zero at 1"
-        _checked(self, {"alpha": POSITIVE, "beta1": BETA, "beta2": BETA, "eps": NON_NEGATIVE, "wd": UNIT},
-                 {"beta1": bias, "beta2": bias})
+    RANGES = {"alpha": POSITIVE, "beta1": BETA, "beta2": BETA, "eps": NON_NEGATIVE, "wd": UNIT}
+    WHY = {"beta1": _BIAS, "beta2": _BIAS}
 
     def values(self, step: int) -> npt.NDArray[np.float32]:
         """[alpha, beta1, beta2, eps, wd, beta1h, beta2h] for step `step` (1-based): the bias corrections
@@ -85,7 +98,7 @@ class AdamW:
 
 
 @dataclass(frozen=True)
-class SGD:
+class SGD(_CheckedParams):
     """Plain SGD with decoupled weight decay (ggml_opt_optimizer_params.sgd): `alpha` > 0, `wd` in [0, 1]; both
     finite, checked when made."""
 
@@ -93,13 +106,7 @@ class SGD:
     wd: float = 0.0
 
     n_values = 2
-
-    def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
-        """OptimizerParamsError naming the first parameter outside its range (run when the optimiser is made)."""
-        _checked(self, {"alpha": POSITIVE, "wd": UNIT}, {})
+    RANGES = {"alpha": POSITIVE, "wd": UNIT}
 
     def values(self, step: int) -> npt.NDArray[np.float32]:
         _check_step("SGD", step)

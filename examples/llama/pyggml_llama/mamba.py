@@ -26,6 +26,7 @@ from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile, Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_llama.model import TakenWeights, refuse_unused
 from pyggml_llama.recurrent import (
     GRAPH_SIZE,
     RecurrentArch,
@@ -120,26 +121,14 @@ class MambaModel:
     def __init__(self, hp: MambaHParams, weights: Weights) -> None:
         self.hp = hp
         self.weights = weights
-        self._used: set[str] = set()
-        self.tok_embd = self._take("token_embd.weight")
-        self.output_norm = self._take("output_norm.weight")
-        out = weights.get("output.weight")
-        if out is not None:
-            self._used.add("output.weight")
-        self.output = out if out is not None else self.tok_embd
+        self._taken = TakenWeights(weights)
+        self.tok_embd, self.output_norm, self.output = self._taken.embd_and_output()
         self.layers = [self._layer(il) for il in range(hp.n_layer)]
         self._check_shapes()
-        unused = sorted(set(weights.tensors) - self._used)
-        if unused:
-            raise GGUFError(f"{weights.file.path}: the mamba builder does not use the tensors {', '.join(unused[:8])}"
-                            f"{' ...' if len(unused) > 8 else ''}; it would compute something other than this model")
-
-    def _take(self, name: str) -> Tensor:
-        self._used.add(name)
-        return self.weights[name]
+        refuse_unused(weights, self._taken.names, hp.arch)
 
     def _layer(self, il: int) -> MambaLayer:
-        p, w = f"blk.{il}.", self._take
+        p, w = f"blk.{il}.", self._taken.take
         lw = MambaLayer(w(p + "attn_norm.weight"), w(p + "ssm_in.weight"), w(p + "ssm_conv1d.weight"),
                         w(p + "ssm_conv1d.bias"), w(p + "ssm_dt.bias"), w(p + "ssm_a"), w(p + "ssm_d"),
                         w(p + "ssm_out.weight"))

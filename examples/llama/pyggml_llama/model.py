@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -113,41 +113,62 @@ def is_matmul_weight(name: str) -> bool:
     return _MATMUL_ONLY.match(name) is not None
 
 
+def refuse_unused(weights: Weights, used: Collection[str], arch: str) -> None:
+    """GGUFError naming the tensors of `weights` outside `used` (the first eight), where there are any: the `arch`
+    graph builder would leave them out and so compute something other than the file's model."""
+    unused = sorted(set(weights.tensors) - set(used))
+    if unused:
+        more = f" and {len(unused) - 8} more" if len(unused) > 8 else ""
+        raise GGUFError(f"{weights.file.path}: the {arch} builder does not use the tensors "
+                        f"{', '.join(unused[:8])}{more}; it would compute something other than this model")
+
+
+class TakenWeights:
+    """The tensors a graph builder takes from a file's weights by name; `names` those it took (for `refuse_unused`)."""
+
+    def __init__(self, weights: Weights) -> None:
+        self.weights = weights
+        self.names: set[str] = set()
+
+    def take(self, name: str) -> Tensor:
+        """Tensor `name` (a GGUFError where the file lacks it)."""
+        self.names.add(name)
+        return self.weights[name]
+
+    def maybe(self, name: str) -> Tensor | None:
+        """Tensor `name`, or None where the file lacks it."""
+        t = self.weights.get(name)
+        if t is not None:
+            self.names.add(name)
+        return t
+
+    def embd_and_output(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The token embeddings, the output norm and the output matrix: the token embeddings again where the file
+        has no output.weight (tied embeddings)."""
+        tok_embd = self.take("token_embd.weight")
+        output_norm = self.take("output_norm.weight")
+        out = self.maybe("output.weight")
+        return tok_embd, output_norm, out if out is not None else tok_embd
+
+
 class LlamaModel:
     def __init__(self, hp: HParams, weights: Weights) -> None:
         self.hp = hp
         self.weights = weights
-        self._used: set[str] = set()
-        self.tok_embd = self._take("token_embd.weight")
-        self.output_norm = self._take("output_norm.weight")
-        out = self._maybe("output.weight")
-        self.output = out if out is not None else self.tok_embd  # tied embeddings
-        self.rope_freqs = self._maybe("rope_freqs.weight")
+        self._taken = TakenWeights(weights)
+        self.tok_embd, self.output_norm, self.output = self._taken.embd_and_output()
+        self.rope_freqs = self._taken.maybe("rope_freqs.weight")
         self.layers = [self._layer(i) for i in range(hp.n_layer)]
         self.adapters: dict[str, Callable[[Tensor], Tensor]] = {}
         """Weight name -> f(x), a term added to mul_mat(weight, x) before the bias (a LoRA adapter's scaled
         B A x, as llama.cpp's build_lora_mm adds it); dense projections only (q, k, v, output, gate, up, down)."""
         self._check_shapes()
-        unused = sorted(set(weights.tensors) - self._used)
-        if unused:
-            more = f" and {len(unused) - 8} more" if len(unused) > 8 else ""
-            raise GGUFError(f"{weights.file.path}: the {hp.arch} builder does not use the tensors "
-                            f"{', '.join(unused[:8])}{more}; it would compute something other than this model")
-
-    def _take(self, name: str) -> Tensor:
-        self._used.add(name)
-        return self.weights[name]
-
-    def _maybe(self, name: str) -> Tensor | None:
-        t = self.weights.get(name)
-        if t is not None:
-            self._used.add(name)
-        return t
+        refuse_unused(weights, self._taken.names, hp.arch)
 
     def _layer(self, i: int) -> LayerWeights:
         p = f"blk.{i}."
-        w = self._take
-        b = self._maybe
+        w = self._taken.take
+        b = self._taken.maybe
         ffn = "_exps.weight" if self.hp.n_expert else ".weight"
         return LayerWeights(w(p + "attn_norm.weight"), w(p + "attn_q.weight"), w(p + "attn_k.weight"),
                             w(p + "attn_v.weight"), w(p + "attn_output.weight"), w(p + "ffn_norm.weight"),

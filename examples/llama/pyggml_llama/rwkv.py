@@ -31,6 +31,7 @@ from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile, Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_llama.model import refuse_unused
 from pyggml_llama.recurrent import (
     GRAPH_SIZE,
     RecurrentArch,
@@ -149,11 +150,7 @@ class RwkvModel:
                "output_norm.weight": (e,), "output_norm.bias": (e,), "output.weight": (e, hp.n_vocab)}
         shapes = [_layer_shapes(hp, il) for il in range(hp.n_layer)]
         expect = top | {f"blk.{il}.{name}": ne for il in range(hp.n_layer) for name, ne in shapes[il].items()}
-        unused = sorted(set(weights.tensors) - set(expect))
-        if unused:
-            raise GGUFError(f"{weights.file.path}: the {hp.arch} builder does not use the tensors "
-                            f"{', '.join(unused[:8])}{' ...' if len(unused) > 8 else ''}; it would compute something "
-                            "other than this model")
+        refuse_unused(weights, expect, hp.arch)
         for name, ne in expect.items():
             t = weights[name]
             if t.ne[: len(ne)] != ne or any(n != 1 for n in t.ne[len(ne):]):

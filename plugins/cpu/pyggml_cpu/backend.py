@@ -27,17 +27,12 @@ def set_n_threads(backend: Backend, n_threads: int) -> None:
 
 
 
-class CpuBackend(Backend):
-    def __init__(self, device: Device, n_threads: int) -> None:
+class ExecutorBackend(Backend):
+    """A backend whose graphs one `Executor` runs (the cpu and blas backends)."""
+
+    def __init__(self, device: Device, executor: Executor) -> None:
         super().__init__(device)
-        self.executor = Executor(TABLE, "cpu", n_threads)
-
-    @property
-    def n_threads(self) -> int:
-        return self.executor.n_threads
-
-    def set_n_threads(self, n: int) -> None:
-        self.executor.set_n_threads(n)
+        self.executor = executor
 
     def graph_compute(self, graph: Graph) -> None:
         self.executor.compute(graph, self)
@@ -48,6 +43,18 @@ class CpuBackend(Backend):
 
     def free(self) -> None:
         self.executor.free()
+
+
+class CpuBackend(ExecutorBackend):
+    def __init__(self, device: Device, n_threads: int) -> None:
+        super().__init__(device, Executor(TABLE, "cpu", n_threads))
+
+    @property
+    def n_threads(self) -> int:
+        return self.executor.n_threads
+
+    def set_n_threads(self, n: int) -> None:
+        self.executor.set_n_threads(n)
 
     def __getstate__(self) -> NoReturn:
         raise TypeError("cpu backends cannot be pickled")

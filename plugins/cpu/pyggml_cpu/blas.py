@@ -10,11 +10,10 @@ import os
 from pathlib import Path
 
 from pyggml.backend.protocol import Backend, BufferType, Device, DeviceType, Registry
-from pyggml.graph import Graph
-from pyggml.profile.sink import ProfileSink
 from pyggml.tensor import Tensor
 from pyggml_cpu import native
 from pyggml_cpu._pgc import lib
+from pyggml_cpu.backend import ExecutorBackend
 from pyggml_cpu.device import CpuDevice
 from pyggml_cpu.executor import Executor
 from pyggml_cpu.op_table import BLAS_TABLE
@@ -96,19 +95,8 @@ class BlasDevice(CpuDevice):
         return []  # sgemm reads ggml's layout only
 
 
-class BlasBackend(Backend):
+class BlasBackend(ExecutorBackend):
     """One C thread widens F16/BF16 operands; OpenBLAS's own threads do the product."""
 
     def __init__(self, device: Device) -> None:
-        super().__init__(device)
-        self.executor = Executor(BLAS_TABLE, "blas", 1)
-
-    def graph_compute(self, graph: Graph) -> None:
-        self.executor.compute(graph, self)
-
-    def compute_profiled(self, graph: Graph, sink: ProfileSink) -> None:
-        """Per node and pool thread: the kernels' own C timestamps."""
-        self.executor.compute(graph, self, sink)
-
-    def free(self) -> None:
-        self.executor.free()
+        super().__init__(device, Executor(BLAS_TABLE, "blas", 1))

@@ -3,11 +3,9 @@ device memory say they cannot (and copy to the host on request), and an imported
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from pyggml.errors import DLPackError
-from pyggml_testing.dlpack import assert_computes_on_import, assert_exports_in_place, placed
+from pyggml_testing.dlpack import assert_computes_on_import, assert_exports_in_place, assert_refused_and_copied
 
 
 def test_host_visible_tensors_export_in_place(dev) -> None:  # type: ignore[no-untyped-def]
@@ -18,10 +16,7 @@ def test_host_visible_tensors_export_in_place(dev) -> None:  # type: ignore[no-u
 
 
 def test_device_memory_is_refused_by_name_and_copied_on_request(dev) -> None:  # type: ignore[no-untyped-def]
-    t = placed(dev.buffer_type(), np.arange(4, dtype=np.float32), "in_device_memory")
-    with pytest.raises(DLPackError, match=r"tensor 'in_device_memory'.*not host memory"):
-        np.from_dlpack(t)
-    assert np.array_equal(np.from_dlpack(t, device="cpu", copy=True), np.arange(4, dtype=np.float32))
+    assert_refused_and_copied(dev.buffer_type(), "in_device_memory", r"tensor 'in_device_memory'.*not host memory")
 
 
 def test_an_imported_array_computes_on_the_device(dev) -> None:  # type: ignore[no-untyped-def]
