@@ -11,19 +11,7 @@ from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_conformance.case import Case, CaseBuilder, fmt_params
-from pyggml_conformance.cases.common import (
-    BF16,
-    F16,
-    F32,
-    FLOATS,
-    I32,
-    K_QUANTS,
-    LEGACY_QUANTS,
-    T,
-    mul,
-    ne4,
-    unique,
-)
+from pyggml_conformance.cases.common import BF16, F16, F32, FLOATS, I32, K_QUANTS, LEGACY_QUANTS, T, mul, ne4, unique
 
 
 def repeat_case(t: GGMLType, ne: Sequence[int], nr: Sequence[int], v: int = 0) -> Case:

@@ -44,7 +44,8 @@ from pyggml.dlpack.memory import (
 )
 
 __all__ = [
-    "CPU_DEVICE", "HOST_BUFT", "HOST_TYPES", "DLDataTypeCode", "DLDevice", "DLDeviceType", "DLPackMemory",
-    "ExportPins", "buffer_from_dlpack", "dl_dtype", "dlpack_device", "export_tensor", "from_dlpack", "ggml_type",
-    "host_array", "host_memory", "tensor_from_dlpack",
+    "CPU_DEVICE", "HOST_BUFT", "HOST_TYPES",
+    "DLDataTypeCode", "DLDevice", "DLDeviceType", "DLPackMemory", "ExportPins",
+    "buffer_from_dlpack", "dl_dtype", "dlpack_device", "export_tensor", "from_dlpack", "ggml_type", "host_array",
+    "host_memory", "tensor_from_dlpack",
 ]

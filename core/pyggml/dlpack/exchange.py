@@ -12,7 +12,6 @@ from pyggml.context import Context, init_view
 from pyggml.dlpack.capsule import FLAG_IS_COPIED, Described, amend, consume
 from pyggml.dlpack.memory import (
     CPU_DEVICE,
-    HOST_TYPES,
     DLDataTypeCode,
     DLDevice,
     DLDeviceType,
@@ -191,7 +190,7 @@ def _buffer(d: Described, obj: Any, device: Device | None, copy: bool | None) ->
         except DLPackError as e:
             if copy is False:
                 raise DLPackError(f"{_what(obj)}: cannot be used without a copy (copy=False): {e}") from e
-    src = d if d.device.type in HOST_TYPES else from_dlpack(obj, dl_device=CPU_DEVICE, copy=True)
+    src = d if d.device.host else from_dlpack(obj, dl_device=CPU_DEVICE, copy=True)
     buf = (HOST_BUFT if device is None else device.buffer_type()).alloc_buffer(size)
     if size:
         buf.write(0, host_array(DLPackMemory(src.address, src.device, src.holder, True), size))

@@ -46,6 +46,11 @@ class DLDevice(NamedTuple):
     type: int
     id: int
 
+    @property
+    def host(self) -> bool:
+        """Whether the host addresses this memory directly (a type in HOST_TYPES)."""
+        return self.type in HOST_TYPES
+
     def __str__(self) -> str:
         name = DLDeviceType(self.type).name if self.type in DLDeviceType._value2member_map_ else str(self.type)
         return f"{name}:{self.id}"
@@ -70,7 +75,7 @@ class DLPackMemory:
 
     @property
     def host(self) -> bool:
-        return self.device.type in HOST_TYPES
+        return self.device.host
 
 
 def host_memory(array: Bytes, holder: object = None) -> DLPackMemory:

@@ -10,7 +10,6 @@ from pyggml.quants.common import (
     KVALUES_IQ4NL,
     KVALUES_MXFP4,
     U8,
-    Arr,
     absmax_signed,
     best_index_iq4nl,
     f16_at,
@@ -164,7 +163,7 @@ def iq4_nl_dequant(b: U8) -> F32:
     return (d[:, None] * KVALUES_IQ4NL[unpack_nibbles(b[:, 2:18])]).astype(np.float32, copy=False)
 
 
-def e8m0_half(e: Arr) -> F32:
+def e8m0_half(e: U8) -> F32:
     e32 = e.astype(np.uint32)
     bits = np.where(e32 < 2, np.uint32(0x00200000) << e32, (e32 - 1) << np.uint32(23)).astype(np.uint32)
     return bits.view(np.float32)

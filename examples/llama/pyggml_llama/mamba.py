@@ -26,15 +26,8 @@ from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile, Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_llama.model import TakenWeights, refuse_unused
-from pyggml_llama.recurrent import (
-    GRAPH_SIZE,
-    RecurrentArch,
-    RecurrentGraph,
-    RecurrentHParams,
-    RecurrentSession,
-    RecurrentState,
-)
+from pyggml_llama.model import GRAPH_SIZE, TakenWeights, refuse_unused
+from pyggml_llama.recurrent import RecurrentArch, RecurrentGraph, RecurrentHParams, RecurrentSession, RecurrentState
 
 F32_SIZE = 4
 

@@ -23,10 +23,9 @@ from pyggml.backend.sched import Scheduler
 from pyggml.errors import PyGGMLError
 from pyggml.gguf import GGUFFile, Weights, load_weights
 from pyggml.tensor import Tensor
+from pyggml_llama.model import GRAPH_SIZE
 from pyggml_llama.sampling import Sampler, SamplingParams
 from pyggml_llama.session import Session
-
-GRAPH_SIZE = 4096
 
 
 @dataclass

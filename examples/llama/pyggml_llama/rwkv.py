@@ -31,15 +31,8 @@ from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile, Weights
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_llama.model import refuse_unused
-from pyggml_llama.recurrent import (
-    GRAPH_SIZE,
-    RecurrentArch,
-    RecurrentGraph,
-    RecurrentHParams,
-    RecurrentSession,
-    RecurrentState,
-)
+from pyggml_llama.model import GRAPH_SIZE, refuse_unused
+from pyggml_llama.recurrent import RecurrentArch, RecurrentGraph, RecurrentHParams, RecurrentSession, RecurrentState
 
 F32_SIZE = 4
 GROUP_NORM_EPS = 64e-5

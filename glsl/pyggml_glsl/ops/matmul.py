@@ -8,17 +8,7 @@ from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_glsl.builder import Builder
-from pyggml_glsl.ops.common import (
-    PLAIN,
-    QUANTS,
-    READABLE,
-    generic_pc,
-    grid,
-    groups_for,
-    loop_share,
-    patch_pc,
-    srcs_ok,
-)
+from pyggml_glsl.ops.common import PLAIN, QUANTS, READABLE, generic_pc, grid, groups_for, loop_share, patch_pc, srcs_ok
 
 rules: RuleSet[Builder] = RuleSet()
 

@@ -34,8 +34,9 @@ from pyggml.backend.meta.state import (
 from pyggml.backend.meta.tensors import SplitStateFn
 
 __all__ = [
-    "MAX_DEVICES", "MIRRORED", "PARTIAL", "RULES", "Axis", "ButterflyAllreduce", "Communicator",
-    "ExtensionCommunicator", "InProcessCommunicator", "MetaBackend", "MetaBuffer", "MetaBufferType",
-    "MetaDevice", "MetaStats", "Segment", "SplitRuleError", "SplitState", "SplitStateFn", "describe_state",
-    "make_communicator", "partial", "segmented", "split", "split_shares",
+    "MAX_DEVICES", "MIRRORED", "PARTIAL", "RULES",
+    "Axis", "ButterflyAllreduce", "Communicator", "ExtensionCommunicator", "InProcessCommunicator",
+    "MetaBackend", "MetaBuffer", "MetaBufferType", "MetaDevice", "MetaStats",
+    "Segment", "SplitRuleError", "SplitState", "SplitStateFn",
+    "describe_state", "make_communicator", "partial", "segmented", "split", "split_shares",
 ]

@@ -14,16 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pyggml.backend.meta.layout import map_by_elements, map_by_strides
-from pyggml.backend.meta.state import (
-    MIRRORED,
-    PARTIAL,
-    Axis,
-    Segment,
-    SplitState,
-    describe_state,
-    partial,
-    same_extents,
-)
+from pyggml.backend.meta.state import MIRRORED, PARTIAL, Axis, SplitState, describe_state, partial, same_extents, split
 from pyggml.errors import ShapeError, UnsupportedOpError
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
@@ -159,7 +150,7 @@ def glu(node: Tensor, states: States, sync: bool) -> SplitState:
     # one src holding both halves along dimension 0: every device must hold equal halves of its own
     segs = s0.segments
     if len(segs) == 1 and segs[0].nr % 2 == 0:
-        return SplitState(Axis.AXIS_0, (Segment(segs[0].ne, segs[0].nr // 2),))
+        return split(Axis.AXIS_0, segs[0].ne, segs[0].nr // 2)
     if len(segs) % 2 == 0 and segs[: len(segs) // 2] == segs[len(segs) // 2 :]:
         return SplitState(Axis.AXIS_0, segs[: len(segs) // 2])
     raise fail(node, states, "a fused GLU split on axis 0 needs a segmented state that gives every device both "
