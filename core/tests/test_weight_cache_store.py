@@ -77,3 +77,24 @@ def test_tidy_drops_stale_orphaned_and_least_recently_used_entries(tmp_path: Pat
     rows = entries(tmp_path)
     assert [r["model"] for r in rows] == [str(model)] * 2 and json.dumps(rows)
     assert clear(tmp_path) == (2, 2 * size) and entries(tmp_path) == []
+
+
+def test_pages_reports_how_a_mapping_is_paged(tmp_path: Path) -> None:
+    """`pages.huge_fraction` reads the mapping holding an address from /proc/self/smaps: a fraction for a mapped
+    file's resident bytes, None for an address nothing maps; `file_maps_huge` says True, False or None (unknown),
+    never raises, for a file of 8 MiB (2 MiB pages where the file system keeps large folios) and a missing one."""
+    from pyggml.weight_cache.pages import HUGE_PAGE, file_maps_huge, huge_fraction
+
+    p = tmp_path / "a.pgw"
+    data = os.urandom(4 * HUGE_PAGE)
+    write(p, data)
+    e = open_entry(p, KEY, len(data))
+    assert e is not None
+    f = huge_fraction(e.data.ctypes.data)
+    if not Path("/proc/self/smaps").exists():
+        assert f is None
+        return
+    assert f is not None and 0.0 <= f <= 1.0
+    assert huge_fraction(0) is None
+    assert file_maps_huge(p) in (True, False, None)
+    assert file_maps_huge(tmp_path / "missing") is None

@@ -3,6 +3,9 @@ converts into memory of its own and runs on it while a thread writes each conver
 loads map that file read-only and use it as the buffer's memory
 without a copy, as llama.cpp uses its mmap of the model file. With the file in the page cache a load then costs
 about a millisecond per 100 MB, and the weights' pages are shared page cache, not anonymous memory of the process.
+The mapping asks for 2 MiB pages (a decode step streams every weight: 4 KiB pages cost 10-15% of its speed), and an
+entry the page cache holds in small folios is written anew in the background so that the next load gets them
+(`pages.py`, `CacheStats.repaged`).
 
 A buffer type takes part by being a `CachedLayout` (its buffers' bytes are a pure function of the tensors' data
 and its `layout_id`; `wrap_layout` makes a buffer over memory already in that layout). `pyggml.gguf.load_weights`
@@ -23,6 +26,7 @@ clear` removes them; `PYGGML_REPACK_CACHE=0` turns the cache off, `PYGGML_REPACK
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -40,6 +44,7 @@ from pyggml.backend.host import aligned_empty
 from pyggml.backend.protocol import Buffer, BufferType, BufferUsage, Bytes
 from pyggml.errors import PyGGMLError
 from pyggml.tensor import Tensor
+from pyggml.weight_cache.pages import SMALL_PAGES_MARK, file_maps_huge
 from pyggml.weight_cache.store import FORMAT_VERSION, PAGE, SUFFIX, CorruptEntry, Entry, open_entry, write_entry
 from pyggml.weight_cache.tidy import clear, entries, tidy, touch
 
@@ -85,11 +90,13 @@ def default_directory(environ: Mapping[str, str] | None = None) -> Path:
 
 @dataclass
 class CacheStats:
-    """What a WeightCache did: buffers mapped from an existing entry, entries written, entries rebuilt."""
+    """What a WeightCache did: buffers mapped from an existing entry, entries written, entries rebuilt (corrupt)."""
 
     hits: int = 0
     writes: int = 0
     rebuilt: int = 0
+    repaged: int = 0
+    """Entries whose pages were mapped 4 KiB at a time, rewritten so that the next load maps 2 MiB pages."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,9 @@ class WeightCache:
         if entry is not None:
             self.stats.hits += 1
             touch(path)
+            if entry.small_pages and not (self.directory / SMALL_PAGES_MARK).exists():
+                self.stats.repaged += 1  # written anew, the page cache holds it in large folios for the next load
+                self._start_writer(path, key, meta, entry.data, prefix)
             return _place(buft, entry.data, entry.guard, placed)
         data = aligned_empty(size, PAGE)
         filling = _place(buft, data, None, placed)
@@ -149,12 +159,15 @@ class WeightCache:
         runs = data.view()
         runs.flags.writeable = False
         buf = _place(buft, runs, None, placed)
+        self._start_writer(path, key, meta, data, prefix)
+        return buf
+
+    def _start_writer(self, path: Path, key: bytes, meta: dict[str, Any], data: Bytes, prefix: str) -> None:
         writer = threading.Thread(target=self._write, args=(path, key, meta, data, prefix),
                                   name=f"pyggml weight cache: {path.name}")
         with self._lock:
             self._writers.append(writer)
         writer.start()
-        return buf
 
     def flush(self) -> None:
         """Wait until the entries this cache writes in the background are written (or have failed, warned)."""
@@ -182,6 +195,9 @@ class WeightCache:
             return
         with self._lock:
             self.stats.writes += 1
+        if file_maps_huge(path) is False:  # this file system keeps no large folios: rewriting would not help
+            with contextlib.suppress(OSError):
+                (self.directory / SMALL_PAGES_MARK).touch()
         tidy(path, prefix, self.max_bytes)
 
 

@@ -13,7 +13,10 @@ there, reported as a warning; no blocks are reserved first: ext4 took 12x longer
 reader sees a whole entry or none, and two processes writing the same entry at once each rename a whole file.
 Written so, the page cache holds the file in large folios, which later read-only mappings map with 2 MiB pages: a
 file filled through a shared writable mapping (as this module did before) keeps 4 KiB pages in the page cache, and
-decoding from it read 8-10% slower (one thread, the 1.1B Q6_K model) until those pages were evicted. `open_entry`
+decoding from it read 8-10% slower (one thread, the 1.1B Q6_K model) until those pages were evicted. A mapping is
+advised MADV_HUGEPAGE before its pages are touched, so pages read back from the disk come in as 2 MiB folios too; an
+entry whose pages the page cache still holds small (read back without that advice) says so (`Entry.small_pages`),
+and `WeightCache.load` rewrites it in the background for the next load (`pages.py`). `open_entry`
 refuses (CorruptEntry, with the reason) a file whose size, magic, version, key, data size or checksum is wrong; the
 checksum covers the meta and 64 bytes of every 64 KiB of the data (pages a crash lost before they reached the disk
 read back as zeros), which costs about a millisecond per 100 MB.
@@ -38,6 +41,7 @@ import numpy as np
 from pyggml.backend.host import MappedFile
 from pyggml.backend.protocol import Bytes
 from pyggml.errors import AllocationError, PyGGMLError
+from pyggml.weight_cache.pages import HUGE_PAGE, SMALL_BELOW, advise_huge, huge_fraction, thp_available
 
 MAGIC = b"PYGGMLWC"
 FORMAT_VERSION = 1
@@ -48,6 +52,8 @@ PAGE = max(mmap.PAGESIZE, 4096)
 SAMPLE_STRIDE = 1 << 16
 SAMPLE_BYTES = 64
 WRITE_PIECE = 1 << 26
+SMALL_PAGES_MIN = 8 * HUGE_PAGE
+"""An entry smaller than this is not worth rewriting for its page size."""
 TMP_PREFIX = "."
 TMP_SUFFIX = ".tmp"
 
@@ -63,6 +69,9 @@ class Entry:
     path: Path
     data: Bytes
     guard: Callable[[], None]
+    small_pages: bool = False
+    """Its pages are mapped 4 KiB at a time where 2 MiB pages were to be had (`pages.py`): the page cache holds
+    the file in small folios, and rewriting the entry would give the next load large ones."""
 
 
 def checksum(meta: bytes, data: Bytes) -> int:
@@ -113,6 +122,7 @@ def open_entry(path: Path, key: bytes, size: int) -> Entry | None:
         if total < HEAD.size:
             raise CorruptEntry(f"{total} bytes is too short for the header (truncated?)")
         mm = mmap.mmap(fd, total, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        advise_huge(mm)  # pages read from the disk come in as 2 MiB folios
         whole = np.frombuffer(mm, dtype=np.uint8)
         magic, version, meta_len, got_key, off, n, crc = HEAD.unpack(whole[: HEAD.size].tobytes())
         if magic != MAGIC:
@@ -131,7 +141,12 @@ def open_entry(path: Path, key: bytes, size: int) -> Entry | None:
         guard = MappedFile(path, os.dup(fd), total, AllocationError)
     finally:
         os.close(fd)
-    return Entry(path, data, guard.check)
+    return Entry(path, data, guard.check, small_pages=n >= SMALL_PAGES_MIN and _on_small_pages(whole))
+
+
+def _on_small_pages(mapped: Bytes) -> bool:
+    fraction = huge_fraction(mapped.ctypes.data) if thp_available() else None
+    return fraction is not None and fraction < SMALL_BELOW
 
 
 def write_entry(path: Path, key: bytes, meta: dict[str, Any], data: Bytes) -> None:

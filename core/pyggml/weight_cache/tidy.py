@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pyggml.weight_cache.pages import SMALL_PAGES_MARK
 from pyggml.weight_cache.store import SUFFIX, CorruptEntry, is_temporary, read_meta
 
 TEMP_MAX_AGE_S = 24 * 3600
@@ -91,7 +92,10 @@ def entries(directory: Path) -> list[dict[str, Any]]:
 
 
 def clear(directory: Path) -> tuple[int, int]:
-    """Remove every cache file (entries and temporary files); returns (files, bytes) removed."""
+    """Remove every cache file (entries and temporary files; the folder's SMALL_PAGES_MARK too); returns (files,
+    bytes) of entries and temporary files removed."""
+    with contextlib.suppress(OSError):
+        (directory / SMALL_PAGES_MARK).unlink()
     n = size = 0
     for p in _files(directory):
         with contextlib.suppress(OSError):

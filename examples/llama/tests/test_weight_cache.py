@@ -189,3 +189,36 @@ def test_another_layout_misses(model: Path, tmp_path: Path, monkeypatch: pytest.
     got, _ = logits(model, cache)
     assert cache.stats.writes == 2 and cache.stats.hits == 0 and len(entries(cache.directory)) == 1
     np.testing.assert_array_equal(got, logits(model, None)[0])
+
+
+def test_an_entry_on_small_pages_is_rewritten_for_the_next_load(model: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry whose page cache holds it in 4 KiB folios (found by /proc/self/smaps: pretended here, the tiny
+    entry being below the size that counts) is written anew in the background, so that the next load maps 2 MiB
+    pages; the load itself runs on the mapping it has. Where a freshly written entry maps small pages too (no large
+    folios on that file system), the folder is marked and no entry is rewritten again."""
+    import pyggml.weight_cache as wc
+    from pyggml.weight_cache import store
+    from pyggml.weight_cache.pages import SMALL_PAGES_MARK
+
+    cache = WeightCache(tmp_path / "cache")
+    want, _ = logits(model, cache)
+    (path,) = entries(cache.directory)
+    before = path.stat().st_ino
+    monkeypatch.setattr(store, "SMALL_PAGES_MIN", 0)
+    monkeypatch.setattr(store, "_on_small_pages", lambda mapped: True)
+    monkeypatch.setattr(wc, "file_maps_huge", lambda p: True)
+    got, _ = logits(model, cache)
+    np.testing.assert_array_equal(got, want)
+    assert (cache.stats.hits, cache.stats.repaged, cache.stats.writes) == (1, 1, 2)
+    assert entries(cache.directory) == [path] and path.stat().st_ino != before  # renamed over, whole
+    monkeypatch.setattr(wc, "file_maps_huge", lambda p: False)
+    logits(model, cache)
+    assert cache.stats.repaged == 2 and (cache.directory / SMALL_PAGES_MARK).exists()
+    got, _ = logits(model, cache)
+    np.testing.assert_array_equal(got, want)
+    assert cache.stats.repaged == 2 and cache.stats.hits == 3  # marked: not rewritten again
+    from pyggml.weight_cache import clear
+
+    clear(cache.directory)
+    assert not (cache.directory / SMALL_PAGES_MARK).exists()
