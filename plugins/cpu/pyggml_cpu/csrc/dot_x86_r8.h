@@ -15,9 +15,8 @@
 #define R8_UNROLL(n) R8_PRAGMA(GCC unroll n)
 #endif
 
-/* bytes ahead to prefetch, measured on a Sapphire Rapids VM (Q4_1 mat-vec out of cache, one thread): none 11.4 GB/s,
-   1 KiB 14.6, 2 KiB 16.0, 4 KiB 15.4 */
-#define R8_PREFETCH 2048
+/* prefetch the weight tiles this many bytes ahead, if at all (per CPU vendor: dot_portable.c) */
+#define R8_PREFETCH pgc_S.r8_prefetch
 
 static inline __m256i bcast32(const int8_t *p) {
     int32_t v;
@@ -32,7 +31,7 @@ static void XSFX(r8_q4_1_rows)(int64_t k, const void *vx, const void *vy, float 
     for (int l = 0; l < 8; l++) acc[l] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / QK; b++) {
         const uint8_t *t = (const uint8_t *)vx + b * tile;
-        for (int o = 0; o < tile; o += 64) _mm_prefetch((const char *)t + R8_PREFETCH + o, _MM_HINT_T0);
+        for (int o = 0; R8_PREFETCH && o < tile; o += 64) _mm_prefetch((const char *)t + R8_PREFETCH + o, _MM_HINT_T0);
         const bq8_1 *y = (const bq8_1 *)vy + b;
         const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t)), _mm256_set1_ps(F16T(y->d)));
         summs = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + 16))), _mm256_set1_ps(F16T(y->s)),
@@ -154,7 +153,7 @@ R8K_VALUES_X86(zmm, __m512, _mm512, si512)
    activation block b (columns by bytes apart from vy) */
 AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const void *vy, size_t by, int64_t b, int C,
                             const bq8_K **y) {
-    for (int o = 0; o < tile; o += 64)
+    for (int o = 0; R8_PREFETCH && o < tile; o += 64)
         for (int g = 0; g < G; g++) _mm_prefetch((const char *)t + g * gb + R8_PREFETCH + o, _MM_HINT_T0);
     for (int c = 0; c < C; c++) y[c] = (const bq8_K *)((const char *)vy + c * by) + b;
 }
@@ -265,7 +264,7 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
         for (int c = 0; c < C; c++) acc[c] = accm[c] = P##_setzero_ps();                                              \
         for (int64_t b = 0; b < k / QK; b++) {                                                                        \
             const uint8_t *t = x + b * tile, *q = t + r8_hdr(T);                                                      \
-            for (int o = 0; o < tile; o += 64)                                                                        \
+            for (int o = 0; R8_PREFETCH && o < tile; o += 64)                                                    \
                 for (int g = 0; g < G; g++) _mm_prefetch((const char *)t + g * gb + R8_PREFETCH + o, _MM_HINT_T0);     \
             const int8_t *yq[R8_COLS]; /* Q8_0 blocks: d, qs; Q8_1 (Q5_1's partner): d, s, qs */                      \
             const uint16_t *yd[R8_COLS];                                                                              \

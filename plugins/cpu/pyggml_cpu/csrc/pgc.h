@@ -311,6 +311,7 @@ typedef void (*pgc_r8_fn)(int64_t k, const void *x, size_t gb, int ng, const voi
 
 typedef struct pgc_simd {
     int level;                 /* see dot_portable.c: 0 portable .. 4 avx-512 + vnni, 5-6 arm64 neon */
+    int r8_prefetch;           /* bytes ahead an R8 kernel prefetches its weight tiles (0: none; dot_portable.c) */
     pgc_dot_f32_fn dot_f32;
     pgc_dot_f16_fn dot_f16;    /* f16 row x f32 row */
     pgc_dot_f16_fn dot_bf16;   /* bf16 row x f32 row */
