@@ -107,14 +107,12 @@ conformance-rpc:
 sanitize: venv
 	$(PY) plugins/cpu/tests/run_sanitized.py --dir build/sanitize --jobs 2
 
-# references from the llama-cpp-python sdist on PyPI: llama.cpp's tokenizer test vocabularies, ggml's CPU
-# library built for AVX2 (about 20 s), which the bit-exactness tests compare against, and llama.cpp's RPC server
-# and RPC clients built for this CPU (a few minutes, once), which the RPC plugin's tests talk to, and libllama with
-# llama-cpp-python's Python package over it, which the recurrent-model tests compare with (about 2 minutes, once)
+# references from the llama-cpp-python sdist on PyPI: llama.cpp's tokenizer test vocabularies, and one build of its
+# llama.cpp for generic AVX2 (a few minutes, once): ggml's CPU library, which the bit-exactness tests compare
+# against, llama.cpp's RPC server and RPC clients, which the RPC plugin's tests talk to, and libllama with
+# llama-cpp-python's Python package over it, which the recurrent-model tests compare with
 llama-cpp-ref: venv
 	$(PY) -m pyggml_testing.llama_cpp_ref vocabs
-	$(PY) -m pyggml_testing.llama_cpp_ref ggml
-	$(PY) -m pyggml_testing.llama_cpp_ref rpc
 	$(PY) -m pyggml_testing.llama_cpp_ref llama
 
 # what a user installs: every distribution built as a wheel (python -m build, isolated, nothing reused from .venv),

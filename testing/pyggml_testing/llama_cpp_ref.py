@@ -2,12 +2,14 @@
 PyPI (one download, kept under .cache/):
 
     python -m pyggml_testing.llama_cpp_ref vocabs [DIR]   # its tokenizer test vocabularies (.gguf, .inp, .out)
-    python -m pyggml_testing.llama_cpp_ref ggml [DIR]     # libggml-base/libggml-cpu built for AVX2 (no AVX-512),
+    python -m pyggml_testing.llama_cpp_ref ggml           # libggml-base/libggml-cpu built for AVX2 (no AVX-512),
                                                           # the build whose arithmetic the cpu plugin follows
-    python -m pyggml_testing.llama_cpp_ref rpc [DIR]      # ggml-rpc-server, llama-perplexity and llama-completion
-                                                          # with RPC, for generic AVX2 (a few minutes)
-    python -m pyggml_testing.llama_cpp_ref llama [DIR]    # libllama for generic AVX2 and the sdist's llama_cpp
-                                                          # Python package over it (about 2 minutes)
+    python -m pyggml_testing.llama_cpp_ref rpc            # ggml-rpc-server, llama-perplexity and llama-completion
+                                                          # with RPC, for generic AVX2
+    python -m pyggml_testing.llama_cpp_ref llama          # libllama for generic AVX2 and the sdist's llama_cpp
+                                                          # Python package over it
+                                                          # (these three are one build, a few minutes, the first
+                                                          # of them makes all: they share ggml)
     python -m pyggml_testing.llama_cpp_ref finetune [DIR] # llama-finetune (examples/training), generic AVX2,
                                                           # static: ggml's own training (several minutes)
     python -m pyggml_testing.llama_cpp_ref native [DIR]   # llama-cpp-python built for this CPU (GGML_NATIVE=ON),
@@ -42,7 +44,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -91,9 +93,9 @@ def fetch_vocabs(dest: Path = VOCAB_DIR) -> None:
         raise SystemExit(f"{SDIST} did not hold {missing}")
 
 
-def _cmake_build(subdir: str, flags: list[str], targets: Sequence[str], outputs: Sequence[str], dest: Path) -> None:
-    """Configure and build `targets` of the sdist's vendor/llama.cpp/`subdir` with `flags`; copy `outputs` (paths
-    under the build folder) into `dest`."""
+def _cmake_build(subdir: str, flags: list[str], targets: Sequence[str], collect: Callable[[Path], None]) -> None:
+    """Configure and build `targets` of the sdist's vendor/llama.cpp/`subdir` with `flags`; `collect(build folder)`
+    copies what is wanted out of the build before it goes."""
     for tool in ("cmake", "ninja", "g++"):
         if shutil.which(tool) is None:
             raise SystemExit(f"building llama.cpp needs {tool} (apt install cmake ninja-build g++)")
@@ -107,37 +109,55 @@ def _cmake_build(subdir: str, flags: list[str], targets: Sequence[str], outputs:
         subprocess.run(["cmake", "-S", str(root / subdir), "-B", str(build), "-G", "Ninja", *flags], check=True,
                        stdout=subprocess.DEVNULL)
         subprocess.run(["ninja", "-C", str(build), *targets], check=True, stdout=subprocess.DEVNULL)
-        dest.mkdir(parents=True, exist_ok=True)
-        for out in outputs:
-            shutil.copy2(build / out, dest / Path(out).name)
+        collect(build)
 
 
-def build_ggml(dest: Path = GGML_DIR) -> None:
-    """ggml's base and CPU libraries of the sdist's llama.cpp, for generic x86-64 with AVX2 (about 20 s)."""
-    if all((dest / lib).is_file() for lib in GGML_LIBS):
-        return
-    _cmake_build("ggml", CMAKE_FLAGS, ["ggml-base", "ggml-cpu"], [f"src/{lib}" for lib in GGML_LIBS], dest)
+def _copy(src: Path, dest: Path, name: str | None = None) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dest / (name or src.name))
 
 
 RPC_DIR = CACHE / "llama-rpc"
 RPC_TOOLS = ("ggml-rpc-server", "llama-perplexity", "llama-completion")
-RPC_CMAKE_FLAGS = [*(f for f in CMAKE_FLAGS if "SHARED" not in f and "BUILD_TESTS" not in f), "-DGGML_RPC=ON",
-                   "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-                   "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF"]
-"""The interop tests' llama.cpp: generic AVX2 like the bit tests' ggml, so it runs on every CI machine. (A native
-build is what speed comparisons want; on a Sapphire Rapids VM whose kernel does not grant AMX tiles, a native
-build's Q4_1 batch matmul dies with SIGILL in ggml's AMX kernel.)"""
+LLAMA_DIR = CACHE / "llama-lib"
+AVX2_FLAGS = [*CMAKE_FLAGS, "-DGGML_RPC=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+              "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=ON",
+              "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", "-DCMAKE_INSTALL_RPATH=$ORIGIN"]
+"""The references' llama.cpp: generic AVX2 (no AVX-512), so that it runs on every CI machine and its ggml is the
+arithmetic the cpu plugin's bit tests follow. (A native build is what speed comparisons want; on a Sapphire Rapids
+VM whose kernel does not grant AMX tiles, a native build's Q4_1 batch matmul dies with SIGILL in ggml's AMX
+kernel.)"""
 
 
-def build_rpc_tools(dest: Path = RPC_DIR) -> None:
-    """llama.cpp's RPC server and two of its RPC clients (perplexity with --kl-divergence, completion), static."""
-    if all((dest / t).is_file() for t in RPC_TOOLS):
+def _avx2_ready() -> bool:
+    return (all((GGML_DIR / lib).is_file() for lib in GGML_LIBS) and all((RPC_DIR / t).is_file() for t in RPC_TOOLS)
+            and (LLAMA_DIR / "libllama.so").is_file())
+
+
+def build_avx2() -> None:
+    """ggml's base and CPU libraries (GGML_DIR, under their plain names too), llama.cpp's RPC server and two RPC
+    clients, llama-perplexity with --kl-divergence and llama-completion (RPC_DIR), and libllama (LLAMA_DIR): one
+    shared-library build of the sdist's llama.cpp for generic AVX2, since they share ggml (a few minutes, once)."""
+    if _avx2_ready():
         return
-    _cmake_build("", RPC_CMAKE_FLAGS, RPC_TOOLS, [f"bin/{t}" for t in RPC_TOOLS], dest)
+    def collect(build: Path) -> None:
+        bin_dir = build / "bin"
+        for lib in sorted(bin_dir.glob("lib*.so*")):  # every shared library under the name binaries ask for
+            if lib.name.endswith(".so.0") or (lib.name.endswith(".so") and not lib.is_symlink()):  # soname / none
+                for d in (RPC_DIR, LLAMA_DIR):
+                    _copy(lib, d)
+        for t in RPC_TOOLS:
+            _copy(bin_dir / t, RPC_DIR)
+        for lib in GGML_LIBS:
+            for name in (lib, f"{lib}.0"):
+                _copy(bin_dir / f"{lib}.0", GGML_DIR, name)
+
+    _cmake_build("", AVX2_FLAGS, ["ggml-base", "ggml-cpu", "llama", *RPC_TOOLS], collect)
+    (LLAMA_DIR / "libllama.so.0").rename(LLAMA_DIR / "libllama.so")  # the name llama_cpp's loader looks for
 
 
 def rpc_tool(name: str) -> Path | None:
-    """A tool of `build_rpc_tools` ($PYGGML_LLAMA_RPC_DIR first), if built."""
+    """A tool of `build_avx2` in RPC_DIR ($PYGGML_LLAMA_RPC_DIR first), if built."""
     for d in (Path(os.environ.get("PYGGML_LLAMA_RPC_DIR", "") or RPC_DIR), RPC_DIR):
         if (d / name).is_file():
             return d / name
@@ -145,9 +165,10 @@ def rpc_tool(name: str) -> Path | None:
 
 
 FINETUNE_DIR = CACHE / "llama-finetune"
-FINETUNE_CMAKE_FLAGS = [*(f for f in RPC_CMAKE_FLAGS if "RPC" not in f and "EXAMPLES" not in f),
-                        "-DLLAMA_BUILD_EXAMPLES=ON"]
-"""llama.cpp's training example with the RPC tools' generic AVX2 build (static, no RPC): the ggml side of the
+FINETUNE_CMAKE_FLAGS = [*(f for f in CMAKE_FLAGS if "SHARED" not in f and "BUILD_TESTS" not in f),
+                        "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+                        "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_EXAMPLES=ON"]
+"""llama.cpp's training example with the references' generic AVX2 flags (static, no RPC): the ggml side of the
 training benchmark (benchmarks/bench_finetune_vs_ggml.py builds it on demand)."""
 
 
@@ -155,26 +176,17 @@ def build_finetune(dest: Path = FINETUNE_DIR) -> Path:
     """llama.cpp's `llama-finetune` (examples/training: full fine-tuning of an F32 model with ggml-opt), static;
     returns its path (several minutes the first time)."""
     if not (dest / "llama-finetune").is_file():
-        _cmake_build("", FINETUNE_CMAKE_FLAGS, ["llama-finetune"], ["bin/llama-finetune"], dest)
+        _cmake_build("", FINETUNE_CMAKE_FLAGS, ["llama-finetune"], lambda b: _copy(b / "bin" / "llama-finetune", dest))
     return dest / "llama-finetune"
 
 
-LLAMA_DIR = CACHE / "llama-lib"
-LLAMA_LIBS = ("libggml-base.so.0", "libggml-cpu.so.0", "libggml.so.0")
-"""libllama's own dependencies, kept under their sonames next to it (the build's rpath is $ORIGIN)."""
-
-
 def build_llama(dest: Path = LLAMA_DIR) -> None:
-    """libllama of the sdist's llama.cpp for generic AVX2 (the flags of build_ggml) with its ggml libraries, and the
-    sdist's `llama_cpp` Python package (ctypes over libllama) in dest/py: llama.cpp's own forward pass, which the
-    model tests of the examples compare with on the same GGUF file (load with `llama_cpp_module`)."""
-    if (dest / "libllama.so").is_file() and (dest / "py" / "llama_cpp" / "__init__.py").is_file():
+    """libllama of the sdist's llama.cpp for generic AVX2 with its ggml libraries (`build_avx2`), and the sdist's
+    `llama_cpp` Python package (ctypes over libllama) in dest/py: llama.cpp's own forward pass, which the model
+    tests of the examples compare with on the same GGUF file (load with `llama_cpp_module`)."""
+    build_avx2()
+    if (dest / "py" / "llama_cpp" / "__init__.py").is_file():
         return
-    flags = [*CMAKE_FLAGS, "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-             "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=OFF",
-             "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", "-DCMAKE_INSTALL_RPATH=$ORIGIN"]
-    _cmake_build("", flags, ["llama"], ["bin/libllama.so.0", *(f"bin/{lib}" for lib in LLAMA_LIBS)], dest)
-    (dest / "libllama.so.0").rename(dest / "libllama.so")  # the name llama_cpp's loader looks for
     py = dest / "py"
     with tarfile.open(sdist()) as tar:
         members = [m for m in tar.getmembers() if "/llama_cpp/" in m.name and "/vendor/" not in m.name
@@ -437,20 +449,21 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     dest = Path(argv[1]) if len(argv) > 1 else None
+    if argv[0] in ("ggml", "rpc", "llama") and dest is not None:
+        print(f"{argv[0]} builds into {CACHE} ($PYGGML_REF_CACHE moves it), not a folder of its own", file=sys.stderr)
+        return 2
     if argv[0] == "vocabs":
         fetch_vocabs(dest or VOCAB_DIR)
-    elif argv[0] == "rpc":
-        build_rpc_tools(dest or RPC_DIR)
+    elif argv[0] in ("ggml", "rpc"):
+        build_avx2()
     elif argv[0] == "llama":
-        build_llama(dest or LLAMA_DIR)
+        build_llama()
     elif argv[0] == "finetune":
         build_finetune(dest or FINETUNE_DIR)
     elif argv[0] == "native":
         build_native_llama(dest or NATIVE_DIR)
     elif argv[0] == "cuda-bench":
         build_cuda_bench(dest or CUDA_DIR / "bin")
-    else:
-        build_ggml(dest or GGML_DIR)
     return 0
 
 

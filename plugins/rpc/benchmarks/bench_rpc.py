@@ -105,13 +105,13 @@ def ensure_llama_bench(dest: Path) -> Path:
 
 def ensure_ggml_server() -> Path:
     """llama.cpp's ggml-rpc-server of `python -m pyggml_testing.llama_cpp_ref rpc`, built now if it is not yet."""
-    from pyggml_testing.llama_cpp_ref import build_rpc_tools, rpc_tool
+    from pyggml_testing.llama_cpp_ref import build_avx2, rpc_tool
 
     exe = rpc_tool("ggml-rpc-server")
     if exe is None:
         print("bench_rpc: building llama.cpp's ggml-rpc-server (once; several minutes)", file=sys.stderr)
         try:
-            build_rpc_tools()
+            build_avx2()
         except (subprocess.CalledProcessError, OSError, StopIteration) as e:
             raise SystemExit(f"bench_rpc: ggml-rpc-server is not built and building it failed ({e}); run "
                              "`python -m pyggml_testing.llama_cpp_ref rpc`") from e
