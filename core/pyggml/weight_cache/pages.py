@@ -7,10 +7,12 @@ a TLB entry per 2 MiB, and no page boundary every 4 KiB for the hardware prefetc
 
 The page cache keeps a file in the folios it was read or written in: a file written with large pwrites, or faulted
 in through a mapping advised MADV_HUGEPAGE, is held in 2 MiB folios (on a file system with large folios: ext4 from
-Linux 6.16, xfs, tmpfs), while one read back after the kernel evicted it, through a mapping without that advice,
-is held in small ones until it is evicted again. `advise_huge` gives a mapping the advice before its pages are
-touched; `huge_fraction` says how much of a mapping the process maps with 2 MiB pages (/proc/self/smaps), so a
-load can tell that an entry's pages are small and have it rewritten (`WeightCache.load`).
+Linux 6.16, xfs), but not always for good: kernels before that filled a file written through a shared mapping in
+4 KiB folios, and on this project's VMs (Linux 6.18, whose DAMON pageout reclaims cold memory) an entry written in
+2 MiB folios was found hours later with 51 of its 770 MB on 2 MiB pages. `advise_huge` gives a mapping the advice
+before its pages are touched; `huge_fraction` says how much of a mapping the process maps with 2 MiB pages
+(/proc/self/smaps), so that a load can tell that an entry's pages are small and have it rewritten
+(`WeightCache.load`).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def huge_fraction(address: int) -> float | None:
                     rss = int(line.split()[1])
                 elif inside and head in HUGE_FIELDS:
                     huge += int(line.split()[1])
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):
         return None
     return huge / rss if rss else None
 
