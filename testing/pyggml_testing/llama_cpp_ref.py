@@ -140,6 +140,7 @@ def build_avx2() -> None:
     shared-library build of the sdist's llama.cpp for generic AVX2, since they share ggml (a few minutes, once)."""
     if _avx2_ready():
         return
+
     def collect(build: Path) -> None:
         bin_dir = build / "bin"
         for lib in sorted(bin_dir.glob("lib*.so*")):  # every shared library under the name binaries ask for
@@ -148,9 +149,9 @@ def build_avx2() -> None:
                     _copy(lib, d)
         for t in RPC_TOOLS:
             _copy(bin_dir / t, RPC_DIR)
-        for lib in GGML_LIBS:
-            for name in (lib, f"{lib}.0"):
-                _copy(bin_dir / f"{lib}.0", GGML_DIR, name)
+        for plain in GGML_LIBS:
+            for name in (plain, f"{plain}.0"):
+                _copy(bin_dir / f"{plain}.0", GGML_DIR, name)
 
     _cmake_build("", AVX2_FLAGS, ["ggml-base", "ggml-cpu", "llama", *RPC_TOOLS], collect)
     (LLAMA_DIR / "libllama.so.0").rename(LLAMA_DIR / "libllama.so")  # the name llama_cpp's loader looks for
