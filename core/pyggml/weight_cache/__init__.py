@@ -90,11 +90,14 @@ def default_directory(environ: Mapping[str, str] | None = None) -> Path:
 
 @dataclass
 class CacheStats:
-    """What a WeightCache did: buffers mapped from an existing entry, entries written, entries rebuilt (corrupt)."""
+    """What a WeightCache did."""
 
     hits: int = 0
+    """Buffers mapped from an existing entry."""
     writes: int = 0
+    """Entries written (new, rebuilt or repaged)."""
     rebuilt: int = 0
+    """Entries found corrupt, truncated or of another format, and written anew (with a WeightCacheWarning)."""
     repaged: int = 0
     """Entries whose pages were mapped 4 KiB at a time, rewritten so that the next load maps 2 MiB pages."""
 
