@@ -90,16 +90,15 @@ def default_directory(environ: Mapping[str, str] | None = None) -> Path:
 
 @dataclass
 class CacheStats:
-    """What a WeightCache did."""
+    """What a WeightCache did: `hits` buffers mapped from an existing entry; `writes` entries written (new, rebuilt
+    or repaged); `rebuilt` entries found corrupt, truncated or of another format and written anew (with a
+    WeightCacheWarning); `repaged` entries whose pages were mapped 4 KiB at a time, rewritten so that the next load
+    maps 2 MiB pages."""
 
     hits: int = 0
-    """Buffers mapped from an existing entry."""
     writes: int = 0
-    """Entries written (new, rebuilt or repaged)."""
     rebuilt: int = 0
-    """Entries found corrupt, truncated or of another format, and written anew (with a WeightCacheWarning)."""
     repaged: int = 0
-    """Entries whose pages were mapped 4 KiB at a time, rewritten so that the next load maps 2 MiB pages."""
 
 
 @dataclass(frozen=True)
