@@ -11,6 +11,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -292,6 +293,9 @@ class Weights:
 FILL_CHUNK = 16 << 20
 """Bytes of a tensor read and written at a time when a buffer is filled from the file: the memory a load needs beside
 its buffers (the largest tensor, a 150k-token embedding say, would otherwise be read whole first)."""
+FILL_THREADS = min(4, os.cpu_count() or 1)
+"""Threads filling a buffer whose type allows it (`BufferType.concurrent_set_tensor`); each holds up to FILL_CHUNK
+bytes of the file at a time."""
 
 
 def _fill_step(info: GGUFTensorInfo) -> int:
@@ -378,10 +382,23 @@ def _alloc_and_fill(gf: GGUFFile, buft: BufferType, items: list[tuple[Tensor, GG
 
 
 def _fill(gf: GGUFFile, items: list[tuple[Tensor, GGUFTensorInfo]]) -> None:
-    """Write each tensor's data from the file into its buffer, FILL_CHUNK bytes at a time (`_fill_step`)."""
+    """Write each tensor's data from the file into its buffer, FILL_CHUNK bytes at a time (`_fill_step`): tensor by
+    tensor, or FILL_THREADS tensors at once where their buffer type allows (`concurrent_set_tensor`: the cpu
+    device's repacked layout, whose conversion is most of a first load)."""
+    owners = {id(t.buffer): t.buffer for t, _ in items}
+    if len(items) > 1 and FILL_THREADS > 1 and all(b is not None and b.buft.concurrent_set_tensor
+                                                   for b in owners.values()):
+        with ThreadPoolExecutor(FILL_THREADS, thread_name_prefix="pyggml load") as pool:
+            for done in [pool.submit(_fill_tensor, gf, t, info) for t, info in items]:
+                done.result()
+        return
     for t, info in items:
-        owner = t.buffer
-        assert owner is not None
-        step = _fill_step(info)
-        for off in range(0, info.nbytes, step):
-            owner.set_tensor(t, gf.read(info.name, off, min(step, info.nbytes - off)), off)
+        _fill_tensor(gf, t, info)
+
+
+def _fill_tensor(gf: GGUFFile, t: Tensor, info: GGUFTensorInfo) -> None:
+    owner = t.buffer
+    assert owner is not None
+    step = _fill_step(info)
+    for off in range(0, info.nbytes, step):
+        owner.set_tensor(t, gf.read(info.name, off, min(step, info.nbytes - off)), off)

@@ -332,6 +332,12 @@ class BufferType(ABC):
         """Buffers are plain host memory that numpy (and C) can address directly."""
         return False
 
+    @property
+    def concurrent_set_tensor(self) -> bool:
+        """(optional) `set_tensor` of different tensors of one buffer may run at once from several threads (a
+        model's weights are then loaded by several threads: `pyggml.gguf.load_weights`). Default False."""
+        return False
+
     def alloc_size(self, tensor: Tensor) -> int:
         return tensor.nbytes()
 

@@ -222,3 +222,19 @@ def test_an_entry_on_small_pages_is_rewritten_for_the_next_load(model: Path, tmp
 
     clear(cache.directory)
     assert not (cache.directory / SMALL_PAGES_MARK).exists()
+
+
+def test_a_first_load_converts_tensors_in_threads_to_the_same_bytes(model: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """cpu_repack allows concurrent set_tensor, so a load converts several tensors at once (gguf.FILL_THREADS):
+    the bytes are those of one tensor at a time."""
+    from pyggml import gguf
+
+    monkeypatch.setattr(gguf, "FILL_THREADS", 1)
+    _, one = logits(model, None)
+    monkeypatch.setattr(gguf, "FILL_THREADS", 4)
+    _, four = logits(model, None)
+    (a,), (b,) = repacked(one), repacked(four)
+    assert a.buft.concurrent_set_tensor and len(a.repacked) > 1
+    for off, rec in a.repacked.items():  # the tensors' bytes (not the alignment gaps between them)
+        np.testing.assert_array_equal(a.array[off : off + rec.nbytes], b.array[off : off + rec.nbytes])

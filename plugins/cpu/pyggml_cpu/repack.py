@@ -228,6 +228,10 @@ class RepackBufferType(CachedLayout):
     def alignment(self) -> int:
         return 64
 
+    @property
+    def concurrent_set_tensor(self) -> bool:
+        return True  # tensors' conversions write disjoint bytes; the C conversion runs without the GIL
+
     def alloc_buffer(self, size: int) -> RepackBuffer:
         from pyggml.backend.accounting import check_size
         from pyggml.backend.sysinfo import host_memory_total
