@@ -75,9 +75,13 @@ def huge_fraction(address: int) -> float | None:
     return huge / rss if rss else None
 
 
+PROBES = 8
+"""The 2 MiB pages of a file `file_maps_huge` touches (spread over it: its RSS grows by at most that much)."""
+
+
 def file_maps_huge(path: Path) -> bool | None:
     """Whether a read-only mapping of `path` (its pages in the page cache as they are) gets 2 MiB pages; None where
-    that cannot be known. Touches one byte every 2 MiB."""
+    that cannot be known. Touches PROBES bytes spread over the file."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -89,7 +93,7 @@ def file_maps_huge(path: Path) -> bool | None:
         with mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ) as mm:
             advise_huge(mm)
             view = np.frombuffer(mm, dtype=np.uint8)
-            int(view[::HUGE_PAGE].sum())
+            int(view[np.linspace(0, size - 1, PROBES).astype(np.int64)].sum())
             fraction = huge_fraction(view.ctypes.data)
             del view
         return None if fraction is None else fraction >= SMALL_BELOW
