@@ -15,9 +15,9 @@ Written so, the page cache holds the file in large folios, which later read-only
 file filled through a shared writable mapping (as this module did before) keeps 4 KiB pages in the page cache, and
 decoding from it read 8-10% slower (one thread, the 1.1B Q6_K model) until those pages were evicted. A mapping is
 advised MADV_HUGEPAGE before its pages are touched, so pages read back from the disk come in as 2 MiB folios too; an
-entry whose pages the page cache still holds small (read back without that advice) says so (`Entry.small_pages`),
-and `WeightCache.load` rewrites it in the background for the next load (`pages.py`). `open_entry`
-refuses (CorruptEntry, with the reason) a file whose size, magic, version, key, data size or checksum is wrong; the
+entry whose pages the page cache holds small all the same (`pages.py` says when that was seen) says so
+(`Entry.small_pages`), and `WeightCache.load` rewrites it in the background for the next load. `open_entry` refuses
+(CorruptEntry, with the reason) a file whose size, magic, version, key, data size or checksum is wrong; the
 checksum covers the meta and 64 bytes of every 64 KiB of the data (pages a crash lost before they reached the disk
 read back as zeros), which costs about a millisecond per 100 MB.
 """

@@ -64,11 +64,12 @@ int pgc_cpu_features(void) {
     return f;
 }
 
-/* Bytes ahead an R8 kernel prefetches the weight tiles it streams. Measured out of cache, one thread, mat-vecs of
-   the 1.5B model's shapes: on a Sapphire Rapids VM (Q4_1) none 11.4 GB/s, 1 KiB 14.6, 2 KiB 16.0, 4 KiB 15.4; on an
-   AMD EPYC Zen 4 VM every distance was slower than none, whose hardware prefetchers keep ahead alone (Q4_K 8960 x
-   1536: none 21-27 GB/s, at the current line 18-24, 2 KiB 18-19, 8 KiB 17-18; Q6_K 1536 x 8960: none 17-25, 2 KiB
-   19-22, 8 KiB 15-17). */
+/* Bytes ahead an R8 kernel prefetches the weight tiles it streams. Measured out of cache, one thread: on a Sapphire
+   Rapids VM (Q4_1 mat-vec) none 11.4 GB/s, 1 KiB 14.6, 2 KiB 16.0, 4 KiB 15.4; on an AMD EPYC Zen 4 VM, whose
+   hardware prefetchers keep ahead alone, every distance was slower than none (mat-vecs of the 1.5B model's shapes,
+   interleaved in one process, median GB/s none / 1 KiB / 2 KiB: Q4_K 8960 x 1536 24.9 / 19.5 / 19.6, Q6_K 1536 x 8960
+   22.7 / 19.8 / 21.2, Q4_0 22.2 / 19.4 / 20.8, Q8_0 27.1 / 23.1 / 23.3, Q5_K 25.3 / 20.1 / 20.4; 8 KiB was slower
+   still). */
 static int r8_prefetch_distance(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
