@@ -280,14 +280,21 @@ class RPCBackend(PlannedBackend[RPCGraphPlan]):
         plan = build_plan(graph, self.rpc_device.index, locate, f"{server.endpoint} ({self.name})")
         return dataclasses.replace(plan, buffers=tuple(held.values()))
 
+    def _server_keeps(self, plan: RPCGraphPlan) -> bool:
+        """Whether the server still keeps `plan`'s graph (a 4-byte replay does), with its buffers checked alive and
+        the frees finalizers queued sent first, so none goes out between this answer and the command. Called under
+        the connection's lock: no free from another thread between the check and the send."""
+        server = self.rpc_device.server
+        check_not_freed((b for b in plan.buffers if isinstance(b, RPCBuffer)), self.name)
+        server.conn.send_deferred_frees()
+        stored = server.stored.get(plan.device)
+        return stored is not None and stored[1] is plan and stored[0] == server.conn.generation
+
     def replay(self, plan: RPCGraphPlan) -> None:
         server = self.rpc_device.server
         conn = server.conn
-        with conn.lock:  # no free from another thread between the check and the send
-            check_not_freed((b for b in plan.buffers if isinstance(b, RPCBuffer)), self.name)
-            conn.send_deferred_frees()  # not between the decision below and the command
-            stored = server.stored.get(plan.device)
-            if stored is not None and stored[1] is plan and stored[0] == conn.generation:
+        with conn.lock:
+            if self._server_keeps(plan):
                 conn.send(Cmd.GRAPH_RECOMPUTE, U32.pack(plan.device))
                 self.recomputes += 1
             else:
@@ -310,11 +317,8 @@ class RPCBackend(PlannedBackend[RPCGraphPlan]):
             plan = self.plan(graph)
             conn = server.conn
             with conn.lock:
-                check_not_freed((b for b in plan.buffers if isinstance(b, RPCBuffer)), self.name)
-                conn.send_deferred_frees()
+                again = self._server_keeps(plan)
                 conn.ping()  # earlier commands carried out: the round trip below is this graph's alone
-                stored = server.stored.get(plan.device)
-                again = stored is not None and stored[1] is plan and stored[0] == conn.generation
                 sent = now_ns()
                 reply = conn.call_sized(Cmd.GRAPH_COMPUTE_PROFILED, (U32.pack(plan.device) if again else plan.payload,),
                                         PROFILE_REPLY_MAX)

@@ -107,10 +107,7 @@ class Connection:
         """A command whose reply is read straight into `out` (uint8, exactly the reply's size)."""
         with self._lock:
             self._send(cmd, parts)
-            size = U64.unpack(self._recv_exact(U64.size, cmd))[0]
-            if size != out.nbytes:
-                self.close(f"reply of {size} bytes to {cmd.name}")
-                raise RPCError(f"RPC server {self.endpoint}: {cmd.name} replied {size} bytes, expected {out.nbytes}")
+            self._reply_size(cmd, out.nbytes, out.nbytes)
             self._recv_into(out.data.cast("B"), cmd)
             self.unacknowledged = 0
 
@@ -119,15 +116,19 @@ class Connection:
         connection (its bytes are never read, or allocated)."""
         with self._lock:
             self._send(cmd, parts)
-            size = U64.unpack(self._recv_exact(U64.size, cmd))[0]
-            if size > max_size:
-                self.close(f"reply of {size} bytes to {cmd.name}")
-                raise RPCError(f"RPC server {self.endpoint}: {cmd.name} replied {size} bytes, at most {max_size} "
-                               "expected")
-            out = np.empty(size, np.uint8)
+            out = np.empty(self._reply_size(cmd, 0, max_size), np.uint8)
             self._recv_into(out.data.cast("B"), cmd)
             self.unacknowledged = 0
             return out.tobytes()
+
+    def _reply_size(self, cmd: Cmd, least: int, most: int) -> int:
+        """The size a reply announces; one outside [least, most] closes the connection (RPCError)."""
+        size: int = U64.unpack(self._recv_exact(U64.size, cmd))[0]
+        if not least <= size <= most:
+            self.close(f"reply of {size} bytes to {cmd.name}")
+            expected = f"expected {most}" if least == most else f"at most {most} expected"
+            raise RPCError(f"RPC server {self.endpoint}: {cmd.name} replied {size} bytes, {expected}")
+        return size
 
     def free_buffer(self, handle: int) -> None:
         """FREE_BUFFER; the server then drops the graphs it kept for GRAPH_RECOMPUTE."""

@@ -179,10 +179,8 @@ class Session:
             index, graph = decode_graph(p, self.served.devices, self.table)
             self.graphs[index] = graph
         sink = CollectingSink()
-        with self.served.locks[index]:
-            self.served.backends[index].compute_profiled(graph, sink)
-            done = now_ns()
-        return profile_reply(profile_records(graph, sink, received, done), received)
+        self._compute(index, graph, sink)
+        return profile_reply(profile_records(graph, sink, received, now_ns()), received)
 
     def _supports_op(self, p: bytes) -> bytes | None:
         """Whether the device runs the one node of the payload (pyggml's command: a client asks before it places
@@ -262,9 +260,13 @@ class Session:
         t, _ = make_tensor(_tensor(p, U32.size), self.table, "GET_ALLOC_SIZE")
         return U64.pack(t.nbytes())
 
-    def _compute(self, index: int, graph: Graph) -> None:
+    def _compute(self, index: int, graph: Graph, sink: CollectingSink | None = None) -> None:
+        """`graph` on device `index`'s backend (one compute at a time per device), profiled into `sink` if given."""
         with self.served.locks[index]:
-            self.served.backends[index].graph_compute(graph)
+            if sink is None:
+                self.served.backends[index].graph_compute(graph)
+            else:
+                self.served.backends[index].compute_profiled(graph, sink)
 
     def _alloc(self, dev: Device, index: int, size: int) -> bytes:
         served = self.served

@@ -316,11 +316,10 @@ def judge(row: dict[str, Any], floor: dict[str, float] | None) -> dict[str, Any]
     if floor is None:
         return {**row, "llama_cpp_floor": None, "pass": None}
     goal = KLD_FACTOR * floor["kld"]
-    top1 = MIN_TOP1
     for w in ways:
         row[w]["ratio_to_floor"] = float(f"{row[w]['kld'] / floor['kld']:.3g}") if floor["kld"] > 0 else None
-    ok = all(row[w]["kld"] <= goal and row[w]["clear_top1"] >= top1 for w in ways)
-    return {**row, "llama_cpp_floor": floor, "goal_kld": goal, "goal_top1": top1, "pass": ok}
+    ok = all(row[w]["kld"] <= goal and row[w]["clear_top1"] >= MIN_TOP1 for w in ways)
+    return {**row, "llama_cpp_floor": floor, "goal_kld": goal, "goal_top1": MIN_TOP1, "pass": ok}
 
 
 # ---- summary -----------------------------------------------------------------------------------------------------
