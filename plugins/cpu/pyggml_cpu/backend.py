@@ -15,16 +15,14 @@ from pyggml_cpu.op_table import TABLE
 
 def set_n_threads(backend: Backend, n_threads: int) -> None:
     """The `set_n_threads` extension of the cpu and blas registries."""
-    ex = getattr(backend, "executor", None)
-    if not isinstance(ex, Executor):
+    if not isinstance(backend, ExecutorBackend):
         raise PyGGMLError(f"set_n_threads: {backend!r} is not a cpu or blas backend")
     if backend.name == "blas":  # its one C thread only widens operands; OpenBLAS's threads do the work
         from pyggml_cpu.blas import set_blas_threads
 
         set_blas_threads(n_threads)
         return
-    ex.set_n_threads(n_threads)
-
+    backend.executor.set_n_threads(n_threads)
 
 
 class ExecutorBackend(Backend):
