@@ -9,7 +9,9 @@ run it). Issue 38's goal: time to first token and peak RSS no worse than llama.c
 (default: the Qwen2.5-0.5B shape as Q4_K_M and the TinyLlama-1.1B shape as Q5_K_M, benchmarks/llama_shapes.py)
 
 A sample is one fresh process: import (timed apart), load the model (n_ctx 512, n_batch 512, the threads given),
-then evaluate a 5-token prompt (BOS first where the model adds one) up to its logits. Time to first token = load +
+then evaluate a 5-token prompt (BOS first where the model adds one) up to its logits; the `_text` variants (weight
+cache warm) tokenize a sentence instead, in the timed span, so the tokenizer's construction counts on both sides
+(pyggml builds its BPE on first encode; llama.cpp builds its vocabulary in the load). Time to first token = load +
 prompt, wall clock (process CPU time beside it). Peak memory: VmHWM of /proc/self/status at the end (file pages
 mapped count as much as anonymous ones; RssAnon and RssFile show the split). The model file and the warm cache's
 entry are read once before the rounds (warm page cache); each round runs every variant once, in turn, and the best
@@ -41,7 +43,9 @@ N_CTX = 512
 N_BATCH = 512
 PROMPT = [100, 200, 300, 400]
 DEFAULT_MODELS = [("qwen2-0.5b", "q4_k_m"), ("llama-1.1b", "q5_k_m")]
-VARIANTS = ("pyggml_cold", "pyggml_warm", "pyggml_off", "llama_cpp")
+TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest."
+VARIANTS = ("pyggml_cold", "pyggml_warm", "pyggml_off", "llama_cpp", "pyggml_warm_text", "llama_cpp_text")
+"""`_text`: the prompt is TEXT, tokenized in the timed span (the model's tokenizer on either side, BOS as it adds)."""
 
 
 def _status() -> dict[str, int]:
@@ -57,16 +61,19 @@ def _status() -> dict[str, int]:
 def child(kind: str, path: Path, threads: int, llama_dir: str, tokens: list[int]) -> dict[str, Any]:
     """One sample, in this (fresh) process."""
     t0 = time.perf_counter()
-    if kind == "llama_cpp":
+    text = kind.endswith("_text")
+    if kind.startswith("llama_cpp"):
         sys.path.insert(0, llama_dir)
         from llama_cpp import Llama
     else:
         from pyggml_llama.session import Session
     t1, c1 = time.perf_counter(), time.process_time()
-    if kind == "llama_cpp":
+    if kind.startswith("llama_cpp"):
         llm = Llama(model_path=str(path), n_ctx=N_CTX, n_batch=N_BATCH, n_threads=threads, n_threads_batch=threads,
                     verbose=False)
         t2 = time.perf_counter()
+        if text:
+            tokens = llm.tokenize(TEXT.encode())
         llm.eval(tokens)
         import numpy as np
 
@@ -74,10 +81,12 @@ def child(kind: str, path: Path, threads: int, llama_dir: str, tokens: list[int]
     else:
         s = Session(path, ["cpu"], n_ctx=N_CTX, n_batch=N_BATCH, n_threads=threads)
         t2 = time.perf_counter()
+        if text:
+            tokens = s.tokenizer.encode(TEXT)
         first = int(s.eval(tokens)[-1].argmax())
     t3, c3 = time.perf_counter(), time.process_time()
     return {"import_s": t1 - t0, "load_s": t2 - t1, "prompt_s": t3 - t2, "ttft_s": t3 - t1, "ttft_cpu_s": c3 - c1,
-            "first_token": first, **_status()}
+            "first_token": first, "prompt_tokens": len(tokens), **_status()}
 
 
 def prompt(path: Path) -> list[int]:
@@ -92,6 +101,7 @@ def prompt(path: Path) -> list[int]:
 
 def sample(kind: str, path: Path, threads: int, llama_dir: Path, cache_dir: Path) -> dict[str, Any]:
     env = {**os.environ, "PYGGML_CACHE_DIR": str(cache_dir), "PYGGML_CPU_THREADS": str(threads)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed packages run: modules imported during a load are compiled
     if kind == "pyggml_off":
         env["PYGGML_REPACK_CACHE"] = "0"
     cmd = [sys.executable, __file__, "--child", kind, "--model", str(path), "--threads", str(threads),
@@ -121,6 +131,7 @@ def bench_model(path: Path, rounds: int, threads: int, llama_dir: Path, work: Pa
             cold = work / "cold"
             shutil.rmtree(cold, ignore_errors=True)
             runs[v].append(sample(v, path, threads, llama_dir, cold if v == "pyggml_cold" else warm))
+    n_text = {v: {r["prompt_tokens"] for r in runs[v]} for v in ("pyggml_warm_text", "llama_cpp_text")}
     shutil.rmtree(work / "cold", ignore_errors=True)
     out: dict[str, Any] = {"model": path.name, "bytes": path.stat().st_size}
     for v, rs in runs.items():
@@ -133,9 +144,11 @@ def bench_model(path: Path, rounds: int, threads: int, llama_dir: Path, work: Pa
                   "rss_file_mb": round(best["rssfile_kb"] / 1024, 1),
                   "samples": [{k: round(x, 3) if isinstance(x, float) else x for k, x in r.items()} for r in rs]}
     out["first_tokens"] = {v: sorted({r["first_token"] for r in runs[v]}) for v in VARIANTS}
-    for v in ("pyggml_cold", "pyggml_warm", "pyggml_off"):
-        out[f"{v}_ttft_vs_llama_cpp"] = round(out[v]["ttft_s_best"] / out["llama_cpp"]["ttft_s_best"], 2)
-        out[f"{v}_rss_vs_llama_cpp"] = round(out[v]["peak_rss_mb"] / out["llama_cpp"]["peak_rss_mb"], 2)
+    out["text_prompt_tokens"] = {v: sorted(n) for v, n in n_text.items()}
+    for v in ("pyggml_cold", "pyggml_warm", "pyggml_off", "pyggml_warm_text"):
+        anchor = "llama_cpp_text" if v.endswith("_text") else "llama_cpp"
+        out[f"{v}_ttft_vs_llama_cpp"] = round(out[v]["ttft_s_best"] / out[anchor]["ttft_s_best"], 2)
+        out[f"{v}_rss_vs_llama_cpp"] = round(out[v]["peak_rss_mb"] / out[anchor]["peak_rss_mb"], 2)
     return out
 
 

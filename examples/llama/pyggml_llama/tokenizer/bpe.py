@@ -3,6 +3,8 @@ with llama.cpp's pre-tokenizer expressions per `tokenizer.ggml.pre`."""
 
 from __future__ import annotations
 
+import threading
+
 from tokenizers import Regex, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
@@ -40,27 +42,44 @@ CHAR_TO_BYTE = {c: b for b, c in _byte_to_char().items()}
 
 
 class BPEModel:
+    """The vocab's byte-level BPE. The `tokenizers` model behind `encode` is built on first use (0.1 s for a
+    152k-token vocabulary): decoding, and a caller that brings its own token ids, never wait for it."""
+
     def __init__(self, path: str, tokens: list[str], merges: list[str], pre: str) -> None:
         if pre not in PRE_TOKENIZERS:
             raise GGUFError(f"{path}: pre-tokenizer {pre!r} (tokenizer.ggml.pre) is not supported; known: "
                             f"{', '.join(sorted(PRE_TOKENIZERS))}")
-        exprs, ignore_merges = PRE_TOKENIZERS[pre]
-        vocab = {t: i for i, t in enumerate(tokens)}
-        pairs = [tuple(m.split(" ", 1)) for m in merges]
+        self.path = path
+        self.tokens = tokens
+        self.merges = merges
+        self.pre = pre
+        self._lock = threading.Lock()
+        self._built: HFTokenizer | None = None
+
+    def _tokenizer(self) -> HFTokenizer:
+        with self._lock:
+            if self._built is None:
+                self._built = self._build()
+            return self._built
+
+    def _build(self) -> HFTokenizer:
+        exprs, ignore_merges = PRE_TOKENIZERS[self.pre]
+        vocab = dict(zip(self.tokens, range(len(self.tokens)), strict=True))
+        pairs = [tuple(m.split(" ", 1)) for m in self.merges]
         try:
             bpe = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False,  # type: ignore[arg-type]
                              ignore_merges=ignore_merges)
         except Exception as e:  # the tokenizers library raises a bare Exception for a merge of unknown tokens
-            raise GGUFError(f"{path}: tokenizer.ggml.merges do not fit the vocabulary: {e}") from e
-        self._tok = HFTokenizer(bpe)
+            raise GGUFError(f"{self.path}: tokenizer.ggml.merges do not fit the vocabulary: {e}") from e
+        tok = HFTokenizer(bpe)
         splits: list[pre_tokenizers.PreTokenizer] = [
             pre_tokenizers.Split(Regex(rx), behavior="isolated") for rx in exprs]
-        self._tok.pre_tokenizer = pre_tokenizers.Sequence(
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
             [*splits, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-        self.tokens = tokens
+        return tok
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
+        return list(self._tokenizer().encode(text, add_special_tokens=False).ids)
 
     def token_bytes(self, tid: int) -> bytes:
         text = self.tokens[tid]
