@@ -21,9 +21,9 @@ from pyggml_cpu._pgc import ffi, lib
 from pyggml_cpu.repack import RepackBuffer, from_r8, to_r8
 
 T = GGMLType
-NCOLS = (7, 27, 70)
+NCOLS = (7, 27, 262)
 """Columns in the prompt-kernel tests: 7 (passes of 4, 2 and 1 columns), 27 (a wide pass over K types with AVX512-VNNI:
-runs of 12, 8, 4, 2 and 1 columns on one unpacked block) and 70 (two calls, R8_MAX_COLS = 64 and 6)."""
+runs of 12, 8, 4, 2 and 1 columns on one unpacked block) and 262 (two calls, R8_MAX_COLS = 256 and 6)."""
 R8 = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K]
 GGML_ORDER = {T.Q4_1}
 """The R8 types whose kernels sum in ggml's AVX2 order (the others sum each block in integers first)."""

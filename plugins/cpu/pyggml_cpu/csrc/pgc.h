@@ -295,7 +295,7 @@ typedef void (*pgc_q_tiles_fn)(int64_t n, const void *x, size_t bx, int64_t nr, 
 #define R8_COLS 8
 #define R8_GROUPS 2
 /* the most columns one kernel call takes (a wide pass unpacks a tile's block once for all of them) */
-#define R8_MAX_COLS 64
+#define R8_MAX_COLS 256
 typedef void (*pgc_r8_fn)(int64_t k, const void *x, size_t gb, int ng, const void *y, size_t by, int nc, float *out);
 /* the one- and two-column table entries `name` of a kernel `cols(n, s, x, ys, NC)` written for NC columns */
 #define PGC_VD1_ENTRY(name, cols)                                                                         \
