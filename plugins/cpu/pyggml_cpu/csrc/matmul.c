@@ -91,7 +91,7 @@ static void r8_tile(int t0, int64_t K, const char *x0, int64_t nb01, int64_t r0,
                          (size_t)rs1, nc, o);
             for (int c = 0; c < nc; c++) {
                 char *d = pgc_ptr(n, 0, r, ic + c, i12, i13);
-                if (nb0 == sizeof(float)) /* a column's rows in one copy (measured: 3% of a prompt elementwise) */
+                if (nb0 == sizeof(float)) /* a column's rows in one copy (the scalar loop was 3% of a 1.1B prompt) */
                     memcpy(d, o + c * rows, sizeof(float) * (size_t)rows);
                 else
                     for (int k = 0; k < rows; k++) *(float *)(d + k * nb0) = o[c * rows + k];
