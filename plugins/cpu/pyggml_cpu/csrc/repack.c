@@ -7,13 +7,14 @@
 #include <pthread.h>
 #include <unistd.h>
 
-/* Q4_K's 6-bit scales and mins (repack.h): scale / min `idx` (8 * sub-block + row) of a tile's header */
-static void k4_put(uint8_t *h, int idx, int sc, int mn) {
-    const int i = idx & 31, hi = idx >> 5;
-    h[32 + i] = (uint8_t)((h[32 + i] & (hi ? 0x0F : 0xF0)) | (sc & 15) << (4 * hi));
-    h[64 + i] = (uint8_t)((h[64 + i] & (hi ? 0x0F : 0xF0)) | (mn & 15) << (4 * hi));
-    h[96 + i] = (uint8_t)((h[96 + i] & ~(3 << (2 * hi) | 3 << (4 + 2 * hi))) | (sc >> 4) << (2 * hi) |
-                          (mn >> 4) << (4 + 2 * hi));
+/* Q4_K's 6-bit scales and mins (repack.h): scale / min `idx` (8 * sub-block + row) of a tile's header. k4_header
+   writes all 64 of a tile at once, k4_get reads one. */
+static inline void k4_header(uint8_t *h, const uint8_t sc[64], const uint8_t mn[64]) {
+    for (int i = 0; i < 32; i++) {
+        h[32 + i] = (uint8_t)((sc[i] & 15) | (sc[i + 32] & 15) << 4);
+        h[64 + i] = (uint8_t)((mn[i] & 15) | (mn[i + 32] & 15) << 4);
+        h[96 + i] = (uint8_t)(sc[i] >> 4 | (sc[i + 32] >> 4) << 2 | (mn[i] >> 4) << 4 | (mn[i + 32] >> 4) << 6);
+    }
 }
 
 static void k4_get(const uint8_t *h, int idx, int *sc, int *mn) {
@@ -63,11 +64,13 @@ static chunk_map map_of(int type) {
     return m;
 }
 
-/* block b of the group's rows (plain layout) <-> tile b of the group: the header fields and the value bytes */
-static void tile_from_rows(int type, const chunk_map *cm, const uint8_t *rows, size_t row_bytes, int64_t b,
-                           uint8_t *tile) {
+/* block b of the group's rows (plain layout) <-> tile b of the group: the header fields and the value bytes.
+   tile_from_rows is inlined into a loop per type (convert_groups), so that the chunks' offsets are constants. */
+static inline __attribute__((always_inline)) void tile_from_rows(int type, const uint8_t *rows, size_t row_bytes,
+                                                                 int64_t b, uint8_t *tile) {
     const int bs = pgc_type_size(type);
     uint16_t d[R8_ROWS], m[R8_ROWS];
+    uint8_t scs[64], mns[64];
     uint8_t *q = tile + r8_hdr(type);
     for (int r = 0; r < R8_ROWS; r++) {
         const uint8_t *blk = rows + r * row_bytes + b * bs;
@@ -77,19 +80,22 @@ static void tile_from_rows(int type, const chunk_map *cm, const uint8_t *rows, s
             for (int j = 0; j < 8; j++) {
                 int sc, mn;
                 pg_scale_min_k4(j, blk + 4, &sc, &mn);
-                k4_put(tile, 8 * j + r, sc, mn);
+                scs[8 * j + r] = (uint8_t)sc;
+                mns[8 * j + r] = (uint8_t)mn;
             }
         if (type == T_Q6_K)
             for (int j = 0; j < 16; j++) tile[16 + 8 * j + r] = blk[192 + j];
-        for (int c = 0; c < cm->n; c++) {
+        const uint32_t flip = type == T_Q8_0 ? 0x80808080u : 0;
+        _Pragma("GCC unroll 48") for (int c = 0; c < r8_chunks(type); c++) {
             uint32_t v;
-            memcpy(&v, blk + cm->off[c], 4);
-            v = (type == T_Q5_0 || type == T_Q5_1) && c == 0 ? q5_bits(v, 0) : v ^ cm->flip;
+            memcpy(&v, blk + chunk_off(type, c), 4);
+            v = (type == T_Q5_0 || type == T_Q5_1) && c == 0 ? q5_bits(v, 0) : v ^ flip;
             memcpy(q + 32 * c + 4 * r, &v, 4);
         }
     }
     memcpy(tile, d, sizeof(d));
     if (type == T_Q4_1 || type == T_Q5_1 || type == T_Q4_K || type == T_Q5_K) memcpy(tile + 16, m, sizeof(m));
+    if (type == T_Q4_K || type == T_Q5_K) k4_header(tile, scs, mns);
 }
 
 static void rows_from_tile(int type, const chunk_map *cm, const uint8_t *tile, uint8_t *rows, size_t row_bytes,
@@ -128,21 +134,39 @@ typedef struct {
     size_t row_bytes;
 } convert_job;
 
+/* the job's groups to the R8 layout, type T a constant (measured: the generic loop converted 2.6 GB/s a core) */
+#define TO_R8(T)                                                                                                      \
+    case T:                                                                                                           \
+        for (int64_t g = j->g0; g < j->g1; g++)                                                                       \
+            for (int64_t b = 0; b < j->nb; b++)                                                                       \
+                tile_from_rows(T, j->src + base(j, g), j->row_bytes, b, j->dst + base(j, g) + b * r8_tile(T));        \
+        break;
+
+static inline size_t base(const convert_job *j, int64_t g) { return (size_t)g * R8_ROWS * j->row_bytes; }
+
 static void *convert_groups(void *arg) {
     const convert_job *j = (const convert_job *)arg;
+    if (!j->to_plain) {
+        switch (j->type) {
+            TO_R8(T_Q4_0)
+            TO_R8(T_Q4_1)
+            TO_R8(T_Q5_0)
+            TO_R8(T_Q5_1)
+            TO_R8(T_Q8_0)
+            TO_R8(T_Q4_K)
+            TO_R8(T_Q5_K)
+            TO_R8(T_Q6_K)
+        }
+        return NULL;
+    }
     const chunk_map cm = map_of(j->type);
     const size_t tile = (size_t)r8_tile(j->type);
-    for (int64_t g = j->g0; g < j->g1; g++) {
-        const size_t base = (size_t)g * R8_ROWS * j->row_bytes; /* a group keeps its rows' bytes */
-        for (int64_t b = 0; b < j->nb; b++) {
-            if (j->to_plain)
-                rows_from_tile(j->type, &cm, j->src + base + b * tile, j->dst + base, j->row_bytes, b);
-            else
-                tile_from_rows(j->type, &cm, j->src + base, j->row_bytes, b, j->dst + base + b * tile);
-        }
-    }
+    for (int64_t g = j->g0; g < j->g1; g++) /* a group keeps its rows' bytes */
+        for (int64_t b = 0; b < j->nb; b++)
+            rows_from_tile(j->type, &cm, j->src + base(j, g) + b * tile, j->dst + base(j, g), j->row_bytes, b);
     return NULL;
 }
+#undef TO_R8
 
 /* conversions of 8 MiB or more split their groups over up to 8 threads (a model's load repacks every weight) */
 #define CONVERT_SPLIT_BYTES (8u << 20)
