@@ -55,17 +55,11 @@ static uint32_t q5_bits(uint32_t qh, int to_plain) {
     return out;
 }
 
-/* every chunk's offset in a block (chunk_off), for one conversion */
-typedef struct { int n, off[48]; uint32_t flip; } chunk_map;
+/* what a value chunk's bytes are XORed with in the R8 layout (Q8_0's bytes become unsigned) */
+static inline uint32_t chunk_flip(int type) { return type == T_Q8_0 ? 0x80808080u : 0; }
 
-static chunk_map map_of(int type) {
-    chunk_map m = {r8_chunks(type), {0}, type == T_Q8_0 ? 0x80808080u : 0};
-    for (int c = 0; c < m.n; c++) m.off[c] = chunk_off(type, c);
-    return m;
-}
-
-/* block b of the group's rows (plain layout) <-> tile b of the group: the header fields and the value bytes.
-   tile_from_rows is inlined into a loop per type (convert_groups), so that the chunks' offsets are constants. */
+/* block b of the group's rows (plain layout) <-> tile b of the group: the header fields and the value bytes. Both
+   are inlined into a loop per type (convert_groups), so that the chunks' offsets are constants. */
 static inline __attribute__((always_inline)) void tile_from_rows(int type, const uint8_t *rows, size_t row_bytes,
                                                                  int64_t b, uint8_t *tile) {
     const int bs = pgc_type_size(type);
@@ -85,11 +79,10 @@ static inline __attribute__((always_inline)) void tile_from_rows(int type, const
             }
         if (type == T_Q6_K)
             for (int j = 0; j < 16; j++) tile[16 + 8 * j + r] = blk[192 + j];
-        const uint32_t flip = type == T_Q8_0 ? 0x80808080u : 0;
         _Pragma("GCC unroll 48") for (int c = 0; c < r8_chunks(type); c++) {
             uint32_t v;
             memcpy(&v, blk + chunk_off(type, c), 4);
-            v = (type == T_Q5_0 || type == T_Q5_1) && c == 0 ? q5_bits(v, 0) : v ^ flip;
+            v = (type == T_Q5_0 || type == T_Q5_1) && c == 0 ? q5_bits(v, 0) : v ^ chunk_flip(type);
             memcpy(q + 32 * c + 4 * r, &v, 4);
         }
     }
@@ -98,8 +91,8 @@ static inline __attribute__((always_inline)) void tile_from_rows(int type, const
     if (type == T_Q4_K || type == T_Q5_K) k4_header(tile, scs, mns);
 }
 
-static void rows_from_tile(int type, const chunk_map *cm, const uint8_t *tile, uint8_t *rows, size_t row_bytes,
-                           int64_t b) {
+static inline __attribute__((always_inline)) void rows_from_tile(int type, const uint8_t *tile, uint8_t *rows,
+                                                                 size_t row_bytes, int64_t b) {
     const int bs = pgc_type_size(type);
     const uint8_t *q = tile + r8_hdr(type);
     for (int r = 0; r < R8_ROWS; r++) {
@@ -117,11 +110,11 @@ static void rows_from_tile(int type, const chunk_map *cm, const uint8_t *tile, u
         }
         if (type == T_Q6_K)
             for (int j = 0; j < 16; j++) blk[192 + j] = tile[16 + 8 * j + r];
-        for (int c = 0; c < cm->n; c++) {
+        _Pragma("GCC unroll 48") for (int c = 0; c < r8_chunks(type); c++) {
             uint32_t v;
             memcpy(&v, q + 32 * c + 4 * r, 4);
-            v = (type == T_Q5_0 || type == T_Q5_1) && c == 0 ? q5_bits(v, 1) : v ^ cm->flip;
-            memcpy(blk + cm->off[c], &v, 4);
+            v = (type == T_Q5_0 || type == T_Q5_1) && c == 0 ? q5_bits(v, 1) : v ^ chunk_flip(type);
+            memcpy(blk + chunk_off(type, c), &v, 4);
         }
     }
 }
@@ -134,39 +127,35 @@ typedef struct {
     size_t row_bytes;
 } convert_job;
 
-/* the job's groups to the R8 layout, type T a constant (measured: the generic loop converted 2.6 GB/s a core) */
-#define TO_R8(T)                                                                                                      \
+static inline size_t base(const convert_job *j, int64_t g) { return (size_t)g * R8_ROWS * j->row_bytes; }
+
+/* the job's groups to or from the R8 layout, type T a constant (measured: the loop over a run-time type converted
+   2.6 GB/s a core); a group keeps its rows' bytes */
+#define CONVERT(T)                                                                                                    \
     case T:                                                                                                           \
         for (int64_t g = j->g0; g < j->g1; g++)                                                                       \
-            for (int64_t b = 0; b < j->nb; b++)                                                                       \
-                tile_from_rows(T, j->src + base(j, g), j->row_bytes, b, j->dst + base(j, g) + b * r8_tile(T));        \
+            for (int64_t b = 0; b < j->nb; b++) {                                                                     \
+                const size_t at = base(j, g), tile = (size_t)b * r8_tile(T);                                          \
+                if (j->to_plain) rows_from_tile(T, j->src + at + tile, j->dst + at, j->row_bytes, b);                 \
+                else tile_from_rows(T, j->src + at, j->row_bytes, b, j->dst + at + tile);                             \
+            }                                                                                                         \
         break;
-
-static inline size_t base(const convert_job *j, int64_t g) { return (size_t)g * R8_ROWS * j->row_bytes; }
 
 static void *convert_groups(void *arg) {
     const convert_job *j = (const convert_job *)arg;
-    if (!j->to_plain) {
-        switch (j->type) {
-            TO_R8(T_Q4_0)
-            TO_R8(T_Q4_1)
-            TO_R8(T_Q5_0)
-            TO_R8(T_Q5_1)
-            TO_R8(T_Q8_0)
-            TO_R8(T_Q4_K)
-            TO_R8(T_Q5_K)
-            TO_R8(T_Q6_K)
-        }
-        return NULL;
+    switch (j->type) {
+        CONVERT(T_Q4_0)
+        CONVERT(T_Q4_1)
+        CONVERT(T_Q5_0)
+        CONVERT(T_Q5_1)
+        CONVERT(T_Q8_0)
+        CONVERT(T_Q4_K)
+        CONVERT(T_Q5_K)
+        CONVERT(T_Q6_K)
     }
-    const chunk_map cm = map_of(j->type);
-    const size_t tile = (size_t)r8_tile(j->type);
-    for (int64_t g = j->g0; g < j->g1; g++) /* a group keeps its rows' bytes */
-        for (int64_t b = 0; b < j->nb; b++)
-            rows_from_tile(j->type, &cm, j->src + base(j, g) + b * tile, j->dst + base(j, g), j->row_bytes, b);
     return NULL;
 }
-#undef TO_R8
+#undef CONVERT
 
 /* conversions of 8 MiB or more split their groups over up to 8 threads (a model's load repacks every weight) */
 #define CONVERT_SPLIT_BYTES (8u << 20)
@@ -227,11 +216,10 @@ static void r8_q4_1_rows(int type, int64_t k, const void *vx, const void *vy, fl
    d x y.d, as the K types'; Q5_1's min terms m x y.s summed apart and added at the end. */
 static void r8_q4_0_q8_0_rows(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
     const int tile = r8_tile(type), bs = pgc_type_size(type), q8_1 = type == T_Q5_1;
-    const chunk_map cm = map_of(type);
     float acc[R8_ROWS] = {0}, accm[R8_ROWS] = {0};
     uint8_t blocks[R8_ROWS * sizeof(bq8_0)];
     for (int64_t b = 0; b < k / QK; b++) {
-        rows_from_tile(type, &cm, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
+        rows_from_tile(type, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
         const bq8_0 *y0 = (const bq8_0 *)vy + b;
         const bq8_1 *y1 = (const bq8_1 *)vy + b;
         const int8_t *yq = q8_1 ? y1->qs : y0->qs;
@@ -264,11 +252,10 @@ static void r8_q4_0_q8_0_rows(int type, int64_t k, const void *vx, const void *v
    eight rows unpacked back to ggml's blocks (rows_from_tile), in ggml's value order. */
 static void r8_k_rows(int type, int64_t k, const void *vx, const void *vy, float out[R8_ROWS]) {
     const int tile = r8_tile(type), bs = pgc_type_size(type);
-    const chunk_map cm = map_of(type);
     float acc[R8_ROWS] = {0}, accm[R8_ROWS] = {0};
     uint8_t blocks[R8_ROWS * 210];
     for (int64_t b = 0; b < k / QKK; b++) {
-        rows_from_tile(type, &cm, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
+        rows_from_tile(type, (const uint8_t *)vx + b * tile, blocks, (size_t)bs, 0);
         const bq8_K *y = (const bq8_K *)vy + b;
         for (int r = 0; r < R8_ROWS; r++) {
             const uint8_t *blk = blocks + r * bs;
