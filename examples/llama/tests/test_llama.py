@@ -213,8 +213,13 @@ def test_a_q8_0_kv_cache_keeps_the_f16_caches_tokens() -> None:
     assert float(((a - b) ** 2).sum() / (a**2).sum()) < 1e-2
     tokens = greedy(q8, prompt, 12)
     assert tokens == greedy(f16, prompt, 12)
-    split = Session(None, ["CPU", "CPU"], n_ctx=64, split_mode="tensor", kv_type=GGMLType.Q8_0)  # heads per device
-    assert greedy(split, prompt, 12) == tokens
+    # heads per device: the split matmuls sum in other orders (NMSE ~1e-3 against one device), so it is compared
+    # teacher-forced on those tokens (free-running, one step has its top two logits 0.1 apart and may part there)
+    split = Session(None, ["CPU", "CPU"], n_ctx=64, split_mode="tensor", kv_type=GGMLType.Q8_0)
+    one = Session(None, ["CPU"], n_ctx=64, flash_attn=True, kv_type=GGMLType.Q8_0)
+    c, d = one.eval(prompt + tokens, all_logits=True), split.eval(prompt + tokens, all_logits=True)
+    assert float(((c - d) ** 2).sum() / (c**2).sum()) < 1e-2
+    assert (c.argmax(-1) == d.argmax(-1)).mean() >= 0.9
     with pytest.raises(PyGGMLError, match="needs flash attention"):
         Session(None, ["CPU"], n_ctx=64, kv_type=GGMLType.Q8_0)
 

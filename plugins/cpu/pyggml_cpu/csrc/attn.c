@@ -1,87 +1,418 @@
-/* FLASH_ATTN_EXT: one pass over the keys per query row with an online softmax (running max and sum), so the
-   full score matrix is never formed. K/V of any supported type: F16 uses an f16 x f32 dot, quantised K gets the
-   query converted to its dot partner, quantised V rows are dequantised. */
+/* FLASH_ATTN_EXT, tiled: the score matrix is never formed whole. The queries that share one K/V matrix (the r2
+   heads of a KV head, over the query rows) are taken FA_QUERIES at a time; each block of FA_KV_BLOCK keys is read
+   once for all of them (F16 and F32 rows in place, BF16 and quantised rows converted to float first): the block's
+   scores of every query are dot products (SIMD across the head dimension), a row of scores takes SOFT_MAX's
+   scaled, masked row and exponentials (ew.c) with an online softmax across blocks (running maximum and sum, the
+   accumulated values rescaled when the maximum grows), and the block's values are accumulated into each query's
+   output (SIMD across the value dimension). A key that every query of the block masks (-inf) is skipped and its
+   rows read as zeros, so a masked cell holding garbage (NaN) changes nothing. Where the matrices are fewer than
+   the threads (decode with few KV heads), the keys are split between threads too, each part's (max, sum, values)
+   kept in the shared work memory and merged after a barrier. */
 #include "pgc.h"
 #include "shared.h"
 #include "softmax.h" /* pg_online_softmax: the OpenCL and CUDA kernels' too */
 
-float pgc_alibi_slope(float max_bias, int64_t h, int64_t n_head);
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define FA_AVX2 __attribute__((target("avx2,fma,f16c")))
+#endif
 
-int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c) {
-    const int64_t Dk = n->ne[1][0], n_q = n->ne[1][1], n_head = n->ne[1][2], B = n->ne[1][3];
+float pgc_alibi_slope(float max_bias, int64_t h, int64_t n_head);
+double pgc_exp_sum_row(int64_t n, float *y, const float *x, float mx);                   /* ew.c */
+float pgc_softmax_in_row(int64_t n, float *w, const float *x, float scale, const void *mask, int mask_f16,
+                         float slope, float mx);                                         /* ew.c */
+
+enum { FA_KV_BLOCK = 64, FA_QUERIES = 32 };
+
+/* ---- the inner loops: scores and values -------------------------------------------------------------------- */
+/* K and V rows are read in place where they are F16 or F32 with contiguous elements (`f16`: which), else from
+   float copies; rows are `ks` / `vs` bytes apart. A dead row (dead[j] != 0; dead NULL: none) adds nothing. */
+
+static inline float elem(const char *row, int64_t i, int f16) {
+    return f16 ? F16T(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+}
+
+/* S[m * lds + j] = Q[m] . K[j]: nq query rows of d floats against nk key rows */
+static void scores_portable(int64_t d, const char *K, size_t ks, int f16, int64_t nk, const float *Q, int64_t nq,
+                            float *S, int64_t lds) {
+    for (int64_t m = 0; m < nq; m++)
+        for (int64_t j = 0; j < nk; j++) {
+            float s = 0.0f;
+            for (int64_t i = 0; i < d; i++) s += Q[m * d + i] * elem(K + (size_t)j * ks, i, f16);
+            S[m * lds + j] = s;
+        }
+}
+
+/* O[m * dv + i] += sum over j of P[m * ldp + j] * V[j][i] */
+static void values_portable(int64_t dv, const char *V, size_t vs, int f16, int64_t nk, const float *dead,
+                            const float *P, int64_t ldp, int64_t nq, float *O) {
+    for (int64_t m = 0; m < nq; m++)
+        for (int64_t j = 0; j < nk; j++) {
+            const float p = P[m * ldp + j];
+            if (p == 0.0f || (dead && dead[j] != 0.0f)) continue;
+            for (int64_t i = 0; i < dv; i++) O[m * dv + i] += p * elem(V + (size_t)j * vs, i, f16);
+        }
+}
+
+#ifdef FA_AVX2
+FA_AVX2 static inline __m256 load8(const char *row, int64_t i, int f16) {
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)))
+               : _mm256_loadu_ps((const float *)row + i);
+}
+
+/* eight sums of eight lanes each, in one vector (lane l: the sum of a[l]) */
+FA_AVX2 static inline __m256 hsum_x8(const __m256 a[8]) {
+    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* MQ (1-4) queries against two key rows: 2 MQ accumulators, each query loaded once for both rows */
+FA_AVX2 static inline __attribute__((always_inline)) void scores_tile_avx2(int64_t d, const char *K, size_t ks,
+                                                                          const float *Q, float *S, int64_t lds,
+                                                                          const int MQ, const int F16) {
+    __m256 a[8];
+    for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d; i += 8) {
+        const __m256 k0 = load8(K, i, F16), k1 = load8(K + ks, i, F16);
+        for (int m = 0; m < MQ; m++) {
+            const __m256 q = _mm256_loadu_ps(Q + m * d + i);
+            a[m] = _mm256_fmadd_ps(q, k0, a[m]);
+            a[4 + m] = _mm256_fmadd_ps(q, k1, a[4 + m]);
+        }
+    }
+    float s[8];
+    _mm256_storeu_ps(s, hsum_x8(a));
+    for (int m = 0; m < MQ; m++) {
+        S[m * lds] = s[m];
+        S[m * lds + 1] = s[4 + m];
+    }
+}
+
+#define FA_SCORES_MQ(F16)                                                                                              \
+    switch (mq) {                                                                                                      \
+    case 4: scores_tile_avx2(d, K + (size_t)j * ks, ks, q, s + j, lds, 4, F16); break;                                 \
+    case 3: scores_tile_avx2(d, K + (size_t)j * ks, ks, q, s + j, lds, 3, F16); break;                                 \
+    case 2: scores_tile_avx2(d, K + (size_t)j * ks, ks, q, s + j, lds, 2, F16); break;                                 \
+    default: scores_tile_avx2(d, K + (size_t)j * ks, ks, q, s + j, lds, 1, F16); break;                                \
+    }
+
+FA_AVX2 static void scores_avx2(int64_t d, const char *K, size_t ks, int f16, int64_t nk, const float *Q, int64_t nq,
+                                float *S, int64_t lds) {
+    if (d % 8) {
+        scores_portable(d, K, ks, f16, nk, Q, nq, S, lds);
+        return;
+    }
+    for (int64_t m = 0; m < nq; m += 4) {
+        const int mq = nq - m < 4 ? (int)(nq - m) : 4;
+        const float *q = Q + m * d;
+        float *s = S + m * lds;
+        int64_t j = 0;
+        for (; j + 2 <= nk; j += 2) {
+            if (f16) FA_SCORES_MQ(1) else FA_SCORES_MQ(0)
+        }
+        if (j < nk) scores_portable(d, K + (size_t)j * ks, ks, f16, 1, q, mq, s + j, lds);
+    }
+}
+
+/* MQ (1-4) queries' outputs, W (1-2) vectors of eight values wide, over nk key rows */
+FA_AVX2 static inline __attribute__((always_inline)) void values_tile_avx2(const char *V, size_t vs, int64_t nk,
+                                                                          const float *dead, const float *P,
+                                                                          int64_t ldp, float *O, int64_t dv,
+                                                                          const int MQ, const int W, const int F16) {
+    __m256 a[4][2];
+    for (int m = 0; m < MQ; m++)
+        for (int w = 0; w < W; w++) a[m][w] = _mm256_loadu_ps(O + m * dv + 8 * w);
+    for (int64_t j = 0; j < nk; j++) {
+        if (dead && dead[j] != 0.0f) continue;
+        __m256 v[2];
+        for (int w = 0; w < W; w++) v[w] = load8(V + (size_t)j * vs, 8 * w, F16);
+        for (int m = 0; m < MQ; m++) {
+            const __m256 p = _mm256_broadcast_ss(P + m * ldp + j);
+            for (int w = 0; w < W; w++) a[m][w] = _mm256_fmadd_ps(p, v[w], a[m][w]);
+        }
+    }
+    for (int m = 0; m < MQ; m++)
+        for (int w = 0; w < W; w++) _mm256_storeu_ps(O + m * dv + 8 * w, a[m][w]);
+}
+
+#define FA_VALUES_MQ(W, F16)                                                                                           \
+    switch (mq) {                                                                                                      \
+    case 4: values_tile_avx2(V + i * es, vs, nk, dead, p, ldp, o + i, dv, 4, W, F16); break;                           \
+    case 3: values_tile_avx2(V + i * es, vs, nk, dead, p, ldp, o + i, dv, 3, W, F16); break;                           \
+    case 2: values_tile_avx2(V + i * es, vs, nk, dead, p, ldp, o + i, dv, 2, W, F16); break;                           \
+    default: values_tile_avx2(V + i * es, vs, nk, dead, p, ldp, o + i, dv, 1, W, F16); break;                          \
+    }
+
+FA_AVX2 static void values_avx2(int64_t dv, const char *V, size_t vs, int f16, int64_t nk, const float *dead,
+                                const float *P, int64_t ldp, int64_t nq, float *O) {
+    if (dv % 8) {
+        values_portable(dv, V, vs, f16, nk, dead, P, ldp, nq, O);
+        return;
+    }
+    const int64_t es = f16 ? 2 : 4;
+    for (int64_t m = 0; m < nq; m += 4) {
+        const int mq = nq - m < 4 ? (int)(nq - m) : 4;
+        const float *p = P + m * ldp;
+        float *o = O + m * dv;
+        int64_t i = 0;
+        for (; i + 16 <= dv; i += 16) {
+            if (f16) FA_VALUES_MQ(2, 1) else FA_VALUES_MQ(2, 0)
+        }
+        if (i < dv) {
+            if (f16) FA_VALUES_MQ(1, 1) else FA_VALUES_MQ(1, 0)
+        }
+    }
+}
+#endif
+
+static void scores(int64_t d, const char *K, size_t ks, int f16, int64_t nk, const float *Q, int64_t nq, float *S,
+                   int64_t lds) {
+#ifdef FA_AVX2
+    if (pgc_S.level >= 1) {
+        scores_avx2(d, K, ks, f16, nk, Q, nq, S, lds);
+        return;
+    }
+#endif
+    scores_portable(d, K, ks, f16, nk, Q, nq, S, lds);
+}
+
+static void values(int64_t dv, const char *V, size_t vs, int f16, int64_t nk, const float *dead, const float *P,
+                   int64_t ldp, int64_t nq, float *O) {
+#ifdef FA_AVX2
+    if (pgc_S.level >= 1) {
+        values_avx2(dv, V, vs, f16, nk, dead, P, ldp, nq, O);
+        return;
+    }
+#endif
+    values_portable(dv, V, vs, f16, nk, dead, P, ldp, nq, O);
+}
+
+/* ---- the algorithm ------------------------------------------------------------------------------------------ */
+
+/* the shape of the work: queries per K/V matrix and per unit, units (one query block of one matrix) and key parts */
+typedef struct fa_plan {
+    int64_t r2, r3, per, g, nqb, units, parts;
+} fa_plan;
+
+static fa_plan plan_of(const pgc_node *n, int nth) {
+    fa_plan p;
+    const int64_t n_q = n->ne[1][1], n_head = n->ne[1][2], B = n->ne[1][3];
     const int64_t n_kv = n->ne[2][1], n_head_kv = n->ne[2][2], Bk = n->ne[2][3];
-    const int64_t Dv = n->ne[3][0];
-    const int tk = n->type[2], tv = n->type[3];
-    const int has_mask = n->data[4] != 0, has_sinks = n->data[5] != 0;
+    p.r2 = n_head / n_head_kv;
+    p.r3 = B / Bk;
+    p.per = n_q * p.r2;
+    p.g = p.per < FA_QUERIES ? p.per : FA_QUERIES;
+    p.nqb = (p.per + p.g - 1) / p.g;
+    p.units = B * n_head_kv * p.nqb;
+    const int64_t blocks = (n_kv + FA_KV_BLOCK - 1) / FA_KV_BLOCK;
+    int64_t parts = p.units >= nth ? 1 : (nth + p.units - 1) / p.units;
+    p.parts = parts < blocks ? parts : blocks > 0 ? blocks : 1;
+    return p;
+}
+
+/* per part of a unit in the shared memory: g maxima, g sums, g x Dv values */
+static size_t part_floats(const pgc_node *n, const fa_plan *p) { return (size_t)p->g * (size_t)(n->ne[3][0] + 2); }
+
+size_t pgc_flash_attn_shared(const pgc_node *n, int nth) {
+    const fa_plan p = plan_of(n, nth);
+    return p.parts > 1 ? sizeof(float) * part_floats(n, &p) * (size_t)(p.units * p.parts) : 0;
+}
+
+size_t pgc_flash_attn_thread(const pgc_node *n) {
+    const size_t dk = (size_t)n->ne[1][0], dv = (size_t)n->ne[3][0];
+    return sizeof(float) * (FA_QUERIES * (dk + FA_KV_BLOCK + dv + 2) + FA_KV_BLOCK * (dk + dv + 1)) + 256;
+}
+
+/* rows [j0, j0 + nj) of K or V (slot s) of matrix (i2, i3), d values each: in place where they are F16 or F32
+   with contiguous elements (*f16 says which, *stride their distance), else converted into `out` as floats (a
+   dead row as zeros); NULL for a type without a conversion */
+static const char *rows_of(const pgc_node *n, int s, int64_t j0, int64_t nj, int64_t i2, int64_t i3, int64_t d,
+                           const float *dead, float *out, size_t *stride, int *f16) {
+    const int t = n->type[s];
+    const int64_t nb0 = n->nb[s][0];
+    const char *first = pgc_ptr(n, s, 0, j0, i2, i3);
+    if ((t == T_F16 && nb0 == 2) || (t == T_F32 && nb0 == 4)) {
+        *stride = (size_t)n->nb[s][1];
+        *f16 = t == T_F16;
+        return first;
+    }
+    *stride = sizeof(float) * (size_t)d;
+    *f16 = 0;
+    for (int64_t j = 0; j < nj; j++) {
+        float *y = out + j * d;
+        const char *x = first + j * n->nb[s][1];
+        if (dead && dead[j] != 0.0f) memset(y, 0, sizeof(float) * (size_t)d);
+        else if (t == T_F16 || t == T_F32 || t == T_BF16)
+            for (int64_t i = 0; i < d; i++) y[i] = pgc_ld(x + i * nb0, t);
+        else if (pgc_to_float(x, y, d, t)) return NULL;
+    }
+    return (const char *)out;
+}
+
+/* rows [j0, j0 + nj) of slot s of matrix (i2, i3) asked into the cache */
+static void prefetch_rows(const pgc_node *n, int s, int64_t j0, int64_t nj, int64_t i2, int64_t i3) {
+    const int64_t bytes = pgc_row_size(n->type[s], n->ne[s][0]);
+    const char *p = pgc_ptr(n, s, 0, j0, i2, i3);
+    for (int64_t j = 0; j < nj; j++, p += n->nb[s][1])
+        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+}
+
+/* the queries unit u holds (the last unit of a matrix may hold fewer than g) */
+static inline int64_t unit_queries(const fa_plan *p, int64_t u) {
+    const int64_t left = p->per - (u % p->nqb) * p->g;
+    return left < p->g ? left : p->g;
+}
+
+/* the query (q row, head) of index k among the matrix's queries */
+static inline void query_of(int64_t k, int64_t ik2, int64_t r2, int64_t *iq1, int64_t *iq2) {
+    *iq1 = k / r2;
+    *iq2 = ik2 * r2 + k % r2;
+}
+
+/* one unit's queries over keys [c0, c1): M (maxima), L (sums) and O (unnormalised outputs) from scratch; 0 or
+   an error code */
+static int run_unit(const pgc_node *n, const fa_plan *p, int64_t u, int64_t c0, int64_t c1, float *M, float *L,
+                    float *O, float *w) {
+    const int64_t Dk = n->ne[1][0], Dv = n->ne[3][0], n_head = n->ne[1][2], n_head_kv = n->ne[2][2];
+    const int64_t qb = u % p->nqb, ik2 = (u / p->nqb) % n_head_kv, iq3 = u / (p->nqb * n_head_kv);
+    const int64_t ik3 = iq3 / p->r3, k0 = qb * p->g;
+    const int64_t g = unit_queries(p, u);
+    const int has_mask = n->data[4] != 0, mask_f16 = n->type[4] == T_F16;
+    const int64_t mask_es = mask_f16 ? 2 : 4;
     float scale = n->fp[0];
     const float max_bias = n->fp[1], softcap = n->fp[2];
     if (softcap != 0.0f) scale /= softcap;
-    const int kq = pgc_blck_size(tk) > 1;
-    const int kvt = kq ? pgc_vec_dot_type(tk) : T_F32;
-    if (kq && (kvt < 0 || !pgc_S.vec_dot[tk])) return PGC_E_TYPE;
-
-    float *qf = (float *)c->scratch;
-    float *acc = qf + Dk, *vrow = acc + Dv;
-    char *qq = (char *)(vrow + Dv);
-
-    int64_t u0, u1;
-    pgc_split(n_q * n_head * B, c->ith, c->nth, &u0, &u1);
-    for (int64_t u = u0; u < u1; u++) {
-        int64_t iq1 = u % n_q, iq2 = (u / n_q) % n_head, iq3 = u / (n_q * n_head);
-        int64_t ik2 = iq2 / (n_head / n_head_kv), ik3 = iq3 / (B / Bk);
+    float *qf = w, *S = qf + FA_QUERIES * Dk, *kf = S + FA_QUERIES * FA_KV_BLOCK, *vf = kf + FA_KV_BLOCK * Dk;
+    float *dead = vf + FA_KV_BLOCK * Dv;
+    const char *mrow[FA_QUERIES];
+    float slope[FA_QUERIES];
+    for (int64_t m = 0; m < g; m++) {
+        int64_t iq1, iq2;
+        query_of(k0 + m, ik2, p->r2, &iq1, &iq2);
         const char *qp = pgc_ptr(n, 1, 0, iq1, iq2, iq3);
-        for (int64_t k = 0; k < Dk; k++) qf[k] = *(const float *)(qp + k * n->nb[1][0]);
-        if (kq && pgc_from_float(qf, qq, Dk, kvt)) return PGC_E_TYPE;
-        const float slope = pgc_alibi_slope(max_bias, iq2, n_head);
-        const char *mp = has_mask ? pgc_ptr(n, 4, 0, iq1, iq2 % n->ne[4][2], iq3 % n->ne[4][3]) : NULL;
-        float M = -INFINITY, S = 0.0f;
-        for (int64_t d = 0; d < Dv; d++) acc[d] = 0.0f;
-        for (int64_t ic = 0; ic < n_kv; ic++) {
-            float mv = 0.0f;
-            if (mp) {
-                mv = n->type[4] == T_F16 ? pgc_fp16_to_fp32(((const uint16_t *)mp)[ic]) : ((const float *)mp)[ic];
-                mv *= slope;
-                if (mv == -INFINITY) continue;
+        for (int64_t i = 0; i < Dk; i++) qf[m * Dk + i] = *(const float *)(qp + i * n->nb[1][0]);
+        mrow[m] = has_mask ? pgc_ptr(n, 4, 0, iq1, iq2 % n->ne[4][2], iq3 % n->ne[4][3]) : NULL;
+        slope[m] = pgc_alibi_slope(max_bias, iq2, n_head);
+        M[m] = -INFINITY;
+        L[m] = 0.0f;
+        memset(O + m * Dv, 0, sizeof(float) * (size_t)Dv);
+    }
+    for (int64_t j0 = c0; j0 < c1; j0 += FA_KV_BLOCK) {
+        const int64_t nj = c1 - j0 < FA_KV_BLOCK ? c1 - j0 : FA_KV_BLOCK;
+        int64_t live = nj;
+        for (int64_t j = 0; has_mask && j < nj; j++) { /* a key every query masks */
+            int all = 1;
+            for (int64_t m = 0; m < g && all; m++) {
+                const char *mp = mrow[m] + (j0 + j) * mask_es;
+                all = (mask_f16 ? F16T(*(const uint16_t *)mp) : *(const float *)mp) == -INFINITY;
             }
-            const char *kp = pgc_ptr(n, 2, 0, ic, ik2, ik3);
-            float s;
-            switch (tk) {
-            case T_F32: s = pgc_S.dot_f32(Dk, (const float *)kp, qf); break;
-            case T_F16: s = pgc_S.dot_f16(Dk, (const uint16_t *)kp, qf); break;
-            case T_BF16: s = pgc_S.dot_bf16(Dk, (const uint16_t *)kp, qf); break;
-            default: pgc_S.vec_dot[tk](Dk, &s, kp, qq); break;
-            }
-            s *= scale;
-            if (softcap != 0.0f) s = softcap * tanhf(s);
-            s += mv;
-            float ms, vs;
-            M = pg_online_softmax(M, s, &ms, &vs);
-            if (ms != 1.0f)
-                for (int64_t d = 0; d < Dv; d++) acc[d] *= ms;
-            const char *vp = pgc_ptr(n, 3, 0, ic, ik2, ik3);
-            if (tv == T_F32 && n->nb[3][0] == 4) {
-                const float *vf = (const float *)vp;
-                for (int64_t d = 0; d < Dv; d++) acc[d] += vf[d] * vs;
-            } else if (tv == T_F16) {
-                const uint16_t *vh = (const uint16_t *)vp;
-                for (int64_t d = 0; d < Dv; d++) acc[d] += pgc_fp16_to_fp32(vh[d]) * vs;
-            } else {
-                if (pgc_to_float(vp, vrow, Dv, tv)) return PGC_E_TYPE;
-                for (int64_t d = 0; d < Dv; d++) acc[d] += vrow[d] * vs;
-            }
-            S = S * ms + vs;
+            dead[j] = all ? 1.0f : 0.0f;
+            live -= all;
         }
-        if (has_sinks) {
-            float s = *(const float *)((const char *)(uintptr_t)n->data[5] + iq2 * n->nb[5][0]);
-            float ms, vs;
-            pg_online_softmax(M, s, &ms, &vs);
-            if (ms != 1.0f)
-                for (int64_t d = 0; d < Dv; d++) acc[d] *= ms;
-            S = S * ms + vs;
+        if (live == 0) continue;
+        if (j0 + FA_KV_BLOCK < c1) { /* the next block's rows while this one computes: 1.09x at depth 4096 */
+            const int64_t nn = c1 - j0 - FA_KV_BLOCK < FA_KV_BLOCK ? c1 - j0 - FA_KV_BLOCK : FA_KV_BLOCK;
+            prefetch_rows(n, 2, j0 + FA_KV_BLOCK, nn, ik2, ik3);
+            prefetch_rows(n, 3, j0 + FA_KV_BLOCK, nn, ik2, ik3);
         }
-        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-        char *dp = pgc_ptr(n, 0, 0, iq2, iq1, iq3);
-        for (int64_t d = 0; d < Dv; d++) *(float *)(dp + d * n->nb[0][0]) = acc[d] * inv;
+        const float *dead_or_none = live < nj ? dead : NULL;
+        size_t ks, vs;
+        int kf16, vf16;
+        const char *K = rows_of(n, 2, j0, nj, ik2, ik3, Dk, dead_or_none, kf, &ks, &kf16);
+        if (!K) return PGC_E_TYPE;
+        scores(Dk, K, ks, kf16, nj, qf, g, S, FA_KV_BLOCK);
+        for (int64_t m = 0; m < g; m++) {
+            float *s = S + m * FA_KV_BLOCK, sc = scale;
+            if (softcap != 0.0f) {
+                for (int64_t j = 0; j < nj; j++) s[j] = softcap * tanhf(s[j] * scale);
+                sc = 1.0f;
+            }
+            for (int64_t j = 0; dead_or_none && j < nj; j++)
+                if (dead[j] != 0.0f) s[j] = 0.0f; /* its mask is -inf: the sum below is -inf, never NaN */
+            const float mx = pgc_softmax_in_row(nj, s, s, sc, mrow[m] ? mrow[m] + j0 * mask_es : NULL, mask_f16,
+                                                slope[m], M[m]);
+            if (mx == -INFINITY) { /* every key so far masked for this query */
+                memset(s, 0, sizeof(float) * (size_t)nj);
+                continue;
+            }
+            if (mx > M[m]) {
+                const float r = expf(M[m] - mx);
+                for (int64_t i = 0; i < Dv; i++) O[m * Dv + i] *= r;
+                L[m] *= r;
+                M[m] = mx;
+            }
+            L[m] += (float)pgc_exp_sum_row(nj, s, s, mx);
+        }
+        const char *V = rows_of(n, 3, j0, nj, ik2, ik3, Dv, dead_or_none, vf, &vs, &vf16);
+        if (!V) return PGC_E_TYPE;
+        values(Dv, V, vs, vf16, nj, dead_or_none, S, FA_KV_BLOCK, g, O);
+    }
+    return PGC_OK;
+}
+
+/* the output of unit u's query m from its maximum mx, sum and unnormalised values o: the sink joins the sum */
+static void finish(const pgc_node *n, const fa_plan *p, int64_t u, int64_t m, float mx, float sum, const float *o) {
+    const int64_t Dv = n->ne[3][0], n_head_kv = n->ne[2][2];
+    const int64_t qb = u % p->nqb, ik2 = (u / p->nqb) % n_head_kv, iq3 = u / (p->nqb * n_head_kv);
+    int64_t iq1, iq2;
+    query_of(qb * p->g + m, ik2, p->r2, &iq1, &iq2);
+    float r = 1.0f;
+    if (n->data[5]) {
+        const float sink = *(const float *)((const char *)(uintptr_t)n->data[5] + iq2 * n->nb[5][0]);
+        float vs;
+        pg_online_softmax(mx, sink, &r, &vs);
+        sum = sum * r + vs;
+    }
+    const float inv = sum == 0.0f ? 0.0f : r / sum;
+    char *dp = pgc_ptr(n, 0, 0, iq2, iq1, iq3);
+    for (int64_t i = 0; i < Dv; i++) *(float *)(dp + i * n->nb[0][0]) = o[i] * inv;
+}
+
+int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c) {
+    const int64_t n_kv = n->ne[2][1], Dk = n->ne[1][0], Dv = n->ne[3][0];
+    const int tk = n->type[2], tv = n->type[3];
+    if (Dk % pgc_blck_size(tk) || Dv % pgc_blck_size(tv)) return PGC_E_TYPE;
+    const fa_plan p = plan_of(n, c->nth);
+    float *w = (float *)c->scratch;
+    float *M = w + FA_QUERIES * (Dk + FA_KV_BLOCK) + FA_KV_BLOCK * (Dk + Dv + 1), *L = M + FA_QUERIES;
+    float *O = L + FA_QUERIES;
+    int64_t u0, u1;
+    pgc_split(p.units * p.parts, c->ith, c->nth, &u0, &u1);
+    int rc = PGC_OK;
+    for (int64_t it = u0; it < u1 && !rc; it++) {
+        const int64_t u = it / p.parts, part = it % p.parts;
+        const int64_t c0 = n_kv * part / p.parts, c1 = n_kv * (part + 1) / p.parts;
+        if (p.parts == 1) {
+            rc = run_unit(n, &p, u, c0, c1, M, L, O, w);
+            for (int64_t m = 0; !rc && m < unit_queries(&p, u); m++) finish(n, &p, u, m, M[m], L[m], O + m * Dv);
+            continue;
+        }
+        float *mine = (float *)c->wdata + part_floats(n, &p) * (size_t)it; /* this part's M, L, O */
+        rc = run_unit(n, &p, u, c0, c1, mine, mine + p.g, mine + 2 * p.g, w);
+    }
+    if (p.parts == 1) return rc;
+    pgc_barrier(c);
+    if (rc) return rc;
+    /* merge the parts of each query: the largest maximum, the others' sums and values scaled down to it */
+    pgc_split(p.units * p.g, c->ith, c->nth, &u0, &u1);
+    for (int64_t k = u0; k < u1; k++) {
+        const int64_t u = k / p.g, m = k % p.g;
+        if (m >= unit_queries(&p, u)) continue;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int64_t part = 0; part < p.parts; part++) {
+            const float pm = ((const float *)c->wdata)[part_floats(n, &p) * (size_t)(u * p.parts + part) + (size_t)m];
+            mx = pm > mx ? pm : mx;
+        }
+        for (int64_t i = 0; i < Dv; i++) O[i] = 0.0f;
+        for (int64_t part = 0; part < p.parts; part++) {
+            const float *pp = (const float *)c->wdata + part_floats(n, &p) * (size_t)(u * p.parts + part);
+            if (pp[m] == -INFINITY) continue;
+            const float r = expf(pp[m] - mx);
+            sum += pp[p.g + m] * r;
+            for (int64_t i = 0; i < Dv; i++) O[i] += pp[2 * p.g + m * Dv + i] * r;
+        }
+        finish(n, &p, u, m, mx, sum, O);
     }
     return PGC_OK;
 }
