@@ -67,9 +67,10 @@ def test_perplexity_through_pyggml_server(model: Path, pyggml_server: str, tmp_p
     _kld(model, flash, ["-fa", "on"], make_base=True)
     kld, top = _kld(model, plain, ["-fa", "off", *rpc])
     assert abs(kld) < 1e-5 and top == 100.0, (kld, top)
-    own_floor, _ = _kld(model, plain, ["-fa", "on"])  # llama.cpp's flash vs plain attention, both local
+    # llama.cpp's flash vs plain attention, both local: its own noise floor (on this text 3.2e-3, 93% same top token)
+    own_floor, own_top = _kld(model, plain, ["-fa", "on"])
     kld, top = _kld(model, flash, ["-fa", "on", *rpc])
-    assert kld <= 1.1 * max(own_floor, NOISE_FLOOR_KLD) and top >= 95.0, (kld, own_floor, top)
+    assert kld <= 1.1 * max(own_floor, NOISE_FLOOR_KLD) and top >= min(95.0, own_top), (kld, own_floor, top, own_top)
 
 
 def test_greedy_tokens_through_pyggml_server(model: Path, pyggml_server: str) -> None:
