@@ -192,10 +192,11 @@ def _exact_accounting(dev: Device) -> bool:
     return size <= taken <= size + SLACK
 
 
-def _lost_memory(dev: Device, free0: int, looks: int = 5) -> int:
-    """Device memory free at the start (`free0`) less what is free now, the least of a few looks 0.2 s apart: a
-    device shared with other clients (an RPC server's, the conformance suite's other jobs on it) moves by their
-    buffers too, and a leak of this case's own stays in every look."""
+def _lost_memory(dev: Device, free0: int, looks: int = 25) -> int:
+    """Device memory free at the start (`free0`) less what is free now, the least of looks 0.2 s apart (up to 5 s,
+    ending at the first that finds nothing lost): a device shared with other clients (an RPC server's, the
+    conformance suite's other jobs on it) moves by their buffers too, and a leak of this case's own stays in every
+    look. One second was too short: through an RPC server on PoCL another job's case held 64 MiB for longer."""
     lost = free0
     for i in range(looks):
         gc.collect()
