@@ -55,6 +55,15 @@ static void values_portable(int64_t dv, const char *V, size_t vs, int f16, int64
 }
 
 #ifdef FA_AVX2
+/* TILE(MQ) with MQ the constant mq (1-4), so that a tile function unrolls over its queries */
+#define FA_FOR_MQ(TILE)                                                                                                \
+    switch (mq) {                                                                                                      \
+    case 4: TILE(4); break;                                                                                            \
+    case 3: TILE(3); break;                                                                                            \
+    case 2: TILE(2); break;                                                                                            \
+    default: TILE(1); break;                                                                                           \
+    }
+
 FA_AVX2 static inline __m256 load8(const char *row, int64_t i, int f16) {
     return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)))
                : _mm256_loadu_ps((const float *)row + i);
@@ -89,30 +98,27 @@ FA_AVX2 static inline __attribute__((always_inline)) void scores_tile_avx2(int64
     }
 }
 
-#define FA_SCORES_MQ(F16)                                                                                              \
-    switch (mq) {                                                                                                      \
-    case 4: scores_tile_avx2(d, K + (size_t)j * ks, ks, q, s + j, lds, 4, F16); break;                                 \
-    case 3: scores_tile_avx2(d, K + (size_t)j * ks, ks, q, s + j, lds, 3, F16); break;                                 \
-    case 2: scores_tile_avx2(d, K + (size_t)j * ks, ks, q, s + j, lds, 2, F16); break;                                 \
-    default: scores_tile_avx2(d, K + (size_t)j * ks, ks, q, s + j, lds, 1, F16); break;                                \
-    }
-
-FA_AVX2 static void scores_avx2(int64_t d, const char *K, size_t ks, int f16, int64_t nk, const float *Q, int64_t nq,
-                                float *S, int64_t lds) {
-    if (d % 8) {
-        scores_portable(d, K, ks, f16, nk, Q, nq, S, lds);
-        return;
-    }
+/* scores_avx2 with the row type F16 a constant */
+FA_AVX2 static inline __attribute__((always_inline)) void scores_rows_avx2(int64_t d, const char *K, size_t ks,
+                                                                          int64_t nk, const float *Q, int64_t nq,
+                                                                          float *S, int64_t lds, const int F16) {
     for (int64_t m = 0; m < nq; m += 4) {
         const int mq = nq - m < 4 ? (int)(nq - m) : 4;
         const float *q = Q + m * d;
         float *s = S + m * lds;
         int64_t j = 0;
-        for (; j + 2 <= nk; j += 2) {
-            if (f16) FA_SCORES_MQ(1) else FA_SCORES_MQ(0)
-        }
-        if (j < nk) scores_portable(d, K + (size_t)j * ks, ks, f16, 1, q, mq, s + j, lds);
+#define FA_SCORES(MQ) scores_tile_avx2(d, K + (size_t)j * ks, ks, q, s + j, lds, MQ, F16)
+        for (; j + 2 <= nk; j += 2) FA_FOR_MQ(FA_SCORES)
+#undef FA_SCORES
+        if (j < nk) scores_portable(d, K + (size_t)j * ks, ks, F16, 1, q, mq, s + j, lds);
     }
+}
+
+FA_AVX2 static void scores_avx2(int64_t d, const char *K, size_t ks, int f16, int64_t nk, const float *Q, int64_t nq,
+                                float *S, int64_t lds) {
+    if (d % 8) scores_portable(d, K, ks, f16, nk, Q, nq, S, lds);
+    else if (f16) scores_rows_avx2(d, K, ks, nk, Q, nq, S, lds, 1);
+    else scores_rows_avx2(d, K, ks, nk, Q, nq, S, lds, 0);
 }
 
 /* MQ (1-4) queries' outputs, W (1-2) vectors of eight values wide, over nk key rows */
@@ -136,34 +142,37 @@ FA_AVX2 static inline __attribute__((always_inline)) void values_tile_avx2(const
         for (int w = 0; w < W; w++) _mm256_storeu_ps(O + m * dv + 8 * w, a[m][w]);
 }
 
-#define FA_VALUES_MQ(W, F16)                                                                                           \
-    switch (mq) {                                                                                                      \
-    case 4: values_tile_avx2(V + i * es, vs, nk, dead, p, ldp, o + i, dv, 4, W, F16); break;                           \
-    case 3: values_tile_avx2(V + i * es, vs, nk, dead, p, ldp, o + i, dv, 3, W, F16); break;                           \
-    case 2: values_tile_avx2(V + i * es, vs, nk, dead, p, ldp, o + i, dv, 2, W, F16); break;                           \
-    default: values_tile_avx2(V + i * es, vs, nk, dead, p, ldp, o + i, dv, 1, W, F16); break;                          \
-    }
-
-FA_AVX2 static void values_avx2(int64_t dv, const char *V, size_t vs, int f16, int64_t nk, const float *dead,
-                                const float *P, int64_t ldp, int64_t nq, float *O) {
-    if (dv % 8) {
-        values_portable(dv, V, vs, f16, nk, dead, P, ldp, nq, O);
-        return;
-    }
-    const int64_t es = f16 ? 2 : 4;
+/* values_avx2 with the row type F16 a constant: 16 values at a time, then 8 */
+FA_AVX2 static inline __attribute__((always_inline)) void values_rows_avx2(int64_t dv, const char *V, size_t vs,
+                                                                          int64_t nk, const float *dead,
+                                                                          const float *P, int64_t ldp, int64_t nq,
+                                                                          float *O, const int F16) {
+    const int64_t es = F16 ? 2 : 4;
     for (int64_t m = 0; m < nq; m += 4) {
         const int mq = nq - m < 4 ? (int)(nq - m) : 4;
         const float *p = P + m * ldp;
         float *o = O + m * dv;
         int64_t i = 0;
+#define FA_VALUES(MQ) values_tile_avx2(V + i * es, vs, nk, dead, p, ldp, o + i, dv, MQ, W, F16)
         for (; i + 16 <= dv; i += 16) {
-            if (f16) FA_VALUES_MQ(2, 1) else FA_VALUES_MQ(2, 0)
+            const int W = 2;
+            FA_FOR_MQ(FA_VALUES)
         }
         if (i < dv) {
-            if (f16) FA_VALUES_MQ(1, 1) else FA_VALUES_MQ(1, 0)
+            const int W = 1;
+            FA_FOR_MQ(FA_VALUES)
         }
+#undef FA_VALUES
     }
 }
+
+FA_AVX2 static void values_avx2(int64_t dv, const char *V, size_t vs, int f16, int64_t nk, const float *dead,
+                                const float *P, int64_t ldp, int64_t nq, float *O) {
+    if (dv % 8) values_portable(dv, V, vs, f16, nk, dead, P, ldp, nq, O);
+    else if (f16) values_rows_avx2(dv, V, vs, nk, dead, P, ldp, nq, O, 1);
+    else values_rows_avx2(dv, V, vs, nk, dead, P, ldp, nq, O, 0);
+}
+#undef FA_FOR_MQ
 #endif
 
 static void scores(int64_t d, const char *K, size_t ks, int f16, int64_t nk, const float *Q, int64_t nq, float *S,
@@ -214,14 +223,39 @@ static fa_plan plan_of(const pgc_node *n, int nth) {
 /* per part of a unit in the shared memory: g maxima, g sums, g x Dv values */
 static size_t part_floats(const pgc_node *n, const fa_plan *p) { return (size_t)p->g * (size_t)(n->ne[3][0] + 2); }
 
+/* part `part` of unit u in the shared memory */
+static float *part_of(const pgc_tctx *c, const pgc_node *n, const fa_plan *p, int64_t u, int64_t part) {
+    return (float *)c->wdata + part_floats(n, p) * (size_t)(u * p->parts + part);
+}
+
 size_t pgc_flash_attn_shared(const pgc_node *n, int nth) {
     const fa_plan p = plan_of(n, nth);
     return p.parts > 1 ? sizeof(float) * part_floats(n, &p) * (size_t)(p.units * p.parts) : 0;
 }
 
-size_t pgc_flash_attn_thread(const pgc_node *n) {
+/* a thread's scratch: a unit's queries, scores, converted K and V blocks and dead flags, then the maxima, sums and
+   outputs of its queries */
+typedef struct fa_scratch {
+    float *q, *s, *k, *v, *dead, *m, *l, *o;
+} fa_scratch;
+
+/* the layout over `w` (NULL: none), and its size in floats */
+static size_t scratch_of(const pgc_node *n, float *w, fa_scratch *sc) {
     const size_t dk = (size_t)n->ne[1][0], dv = (size_t)n->ne[3][0];
-    return sizeof(float) * (FA_QUERIES * (dk + FA_KV_BLOCK + dv + 2) + FA_KV_BLOCK * (dk + dv + 1)) + 256;
+    const size_t len[8] = {FA_QUERIES * dk, FA_QUERIES * FA_KV_BLOCK, FA_KV_BLOCK * dk, FA_KV_BLOCK * dv,
+                           FA_KV_BLOCK, FA_QUERIES, FA_QUERIES, FA_QUERIES * dv};
+    float **at[8] = {&sc->q, &sc->s, &sc->k, &sc->v, &sc->dead, &sc->m, &sc->l, &sc->o};
+    size_t off = 0;
+    for (int i = 0; i < 8; i++) {
+        *at[i] = w ? w + off : NULL;
+        off += len[i];
+    }
+    return off;
+}
+
+size_t pgc_flash_attn_thread(const pgc_node *n) {
+    fa_scratch sc;
+    return sizeof(float) * scratch_of(n, NULL, &sc) + 256;
 }
 
 /* rows [j0, j0 + nj) of K or V (slot s) of matrix (i2, i3), d values each: in place where they are F16 or F32
@@ -273,7 +307,7 @@ static inline void query_of(int64_t k, int64_t ik2, int64_t r2, int64_t *iq1, in
 /* one unit's queries over keys [c0, c1): M (maxima), L (sums) and O (unnormalised outputs) from scratch; 0 or
    an error code */
 static int run_unit(const pgc_node *n, const fa_plan *p, int64_t u, int64_t c0, int64_t c1, float *M, float *L,
-                    float *O, float *w) {
+                    float *O, const fa_scratch *w) {
     const int64_t Dk = n->ne[1][0], Dv = n->ne[3][0], n_head = n->ne[1][2], n_head_kv = n->ne[2][2];
     const int64_t qb = u % p->nqb, ik2 = (u / p->nqb) % n_head_kv, iq3 = u / (p->nqb * n_head_kv);
     const int64_t ik3 = iq3 / p->r3, k0 = qb * p->g;
@@ -283,8 +317,7 @@ static int run_unit(const pgc_node *n, const fa_plan *p, int64_t u, int64_t c0, 
     float scale = n->fp[0];
     const float max_bias = n->fp[1], softcap = n->fp[2];
     if (softcap != 0.0f) scale /= softcap;
-    float *qf = w, *S = qf + FA_QUERIES * Dk, *kf = S + FA_QUERIES * FA_KV_BLOCK, *vf = kf + FA_KV_BLOCK * Dk;
-    float *dead = vf + FA_KV_BLOCK * Dv;
+    float *qf = w->q, *S = w->s, *dead = w->dead;
     const char *mrow[FA_QUERIES];
     float slope[FA_QUERIES];
     for (int64_t m = 0; m < g; m++) {
@@ -319,7 +352,7 @@ static int run_unit(const pgc_node *n, const fa_plan *p, int64_t u, int64_t c0, 
         const float *dead_or_none = live < nj ? dead : NULL;
         size_t ks, vs;
         int kf16, vf16;
-        const char *K = rows_of(n, 2, j0, nj, ik2, ik3, Dk, dead_or_none, kf, &ks, &kf16);
+        const char *K = rows_of(n, 2, j0, nj, ik2, ik3, Dk, dead_or_none, w->k, &ks, &kf16);
         if (!K) return PGC_E_TYPE;
         scores(Dk, K, ks, kf16, nj, qf, g, S, FA_KV_BLOCK);
         for (int64_t m = 0; m < g; m++) {
@@ -344,7 +377,7 @@ static int run_unit(const pgc_node *n, const fa_plan *p, int64_t u, int64_t c0, 
             }
             L[m] += (float)pgc_exp_sum_row(nj, s, s, mx);
         }
-        const char *V = rows_of(n, 3, j0, nj, ik2, ik3, Dv, dead_or_none, vf, &vs, &vf16);
+        const char *V = rows_of(n, 3, j0, nj, ik2, ik3, Dv, dead_or_none, w->v, &vs, &vf16);
         if (!V) return PGC_E_TYPE;
         values(Dv, V, vs, vf16, nj, dead_or_none, S, FA_KV_BLOCK, g, O);
     }
@@ -374,9 +407,8 @@ int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c) {
     const int tk = n->type[2], tv = n->type[3];
     if (Dk % pgc_blck_size(tk) || Dv % pgc_blck_size(tv)) return PGC_E_TYPE;
     const fa_plan p = plan_of(n, c->nth);
-    float *w = (float *)c->scratch;
-    float *M = w + FA_QUERIES * (Dk + FA_KV_BLOCK) + FA_KV_BLOCK * (Dk + Dv + 1), *L = M + FA_QUERIES;
-    float *O = L + FA_QUERIES;
+    fa_scratch w;
+    scratch_of(n, (float *)c->scratch, &w);
     int64_t u0, u1;
     pgc_split(p.units * p.parts, c->ith, c->nth, &u0, &u1);
     int rc = PGC_OK;
@@ -384,12 +416,12 @@ int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c) {
         const int64_t u = it / p.parts, part = it % p.parts;
         const int64_t c0 = n_kv * part / p.parts, c1 = n_kv * (part + 1) / p.parts;
         if (p.parts == 1) {
-            rc = run_unit(n, &p, u, c0, c1, M, L, O, w);
-            for (int64_t m = 0; !rc && m < unit_queries(&p, u); m++) finish(n, &p, u, m, M[m], L[m], O + m * Dv);
+            rc = run_unit(n, &p, u, c0, c1, w.m, w.l, w.o, &w);
+            for (int64_t m = 0; !rc && m < unit_queries(&p, u); m++) finish(n, &p, u, m, w.m[m], w.l[m], w.o + m * Dv);
             continue;
         }
-        float *mine = (float *)c->wdata + part_floats(n, &p) * (size_t)it; /* this part's M, L, O */
-        rc = run_unit(n, &p, u, c0, c1, mine, mine + p.g, mine + 2 * p.g, w);
+        float *mine = part_of(c, n, &p, u, part); /* this part's maxima, sums and values */
+        rc = run_unit(n, &p, u, c0, c1, mine, mine + p.g, mine + 2 * p.g, &w);
     }
     if (p.parts == 1) return rc;
     pgc_barrier(c);
@@ -401,18 +433,18 @@ int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c) {
         if (m >= unit_queries(&p, u)) continue;
         float mx = -INFINITY, sum = 0.0f;
         for (int64_t part = 0; part < p.parts; part++) {
-            const float pm = ((const float *)c->wdata)[part_floats(n, &p) * (size_t)(u * p.parts + part) + (size_t)m];
+            const float pm = part_of(c, n, &p, u, part)[m];
             mx = pm > mx ? pm : mx;
         }
-        for (int64_t i = 0; i < Dv; i++) O[i] = 0.0f;
+        for (int64_t i = 0; i < Dv; i++) w.o[i] = 0.0f;
         for (int64_t part = 0; part < p.parts; part++) {
-            const float *pp = (const float *)c->wdata + part_floats(n, &p) * (size_t)(u * p.parts + part);
+            const float *pp = part_of(c, n, &p, u, part);
             if (pp[m] == -INFINITY) continue;
             const float r = expf(pp[m] - mx);
             sum += pp[p.g + m] * r;
-            for (int64_t i = 0; i < Dv; i++) O[i] += pp[2 * p.g + m * Dv + i] * r;
+            for (int64_t i = 0; i < Dv; i++) w.o[i] += pp[2 * p.g + m * Dv + i] * r;
         }
-        finish(n, &p, u, m, mx, sum, O);
+        finish(n, &p, u, m, mx, sum, w.o);
     }
     return PGC_OK;
 }
