@@ -43,7 +43,15 @@ static inline __attribute__((always_inline)) void f16_ggml_rows_zmm(int64_t n, c
     __m512 acc[8][2];
     for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     const int64_t np = n & ~(int64_t)31;
-    for (int64_t i = 0; i < np; i += 32)
+    if (np == 0) { /* rows shorter than 32: the tail alone */
+        for (int r = 0; r < R; r++) {
+            const uint16_t *xr = (const uint16_t *)((const char *)x + r * bx);
+            *(float *)(d + r * dd) = X32 ? 0.0f : f16_ggml_tail(0.0f, 0, n, xr, y);
+        }
+        return;
+    }
+    int64_t i = 0;
+    do { /* at least once, so that the accumulators stay in registers (dot_x86_f16.h's f16_ggml_rows_ymm) */
         for (int h = 0; h < 2; h++) {
             const __m512 yv = _mm512_loadu_ps(y + i + 16 * h);
             if (h == 0 && !X32) /* measured: 1.03-1.1x from L2 and L3 */
@@ -55,6 +63,8 @@ static inline __attribute__((always_inline)) void f16_ggml_rows_zmm(int64_t n, c
                 acc[r][h] = _mm512_fmadd_ps(xv, yv, acc[r][h]);
             }
         }
+        i += 32;
+    } while (i < np);
     __m256 v[8];
     for (int r = 0; r < 8; r++) {
         const __m512 v2 = _mm512_add_ps(acc[r < R ? r : 0][0], acc[r < R ? r : 0][1]); /* (a0 + a2 | a1 + a3) */
