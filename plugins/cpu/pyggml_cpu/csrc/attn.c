@@ -199,9 +199,14 @@ static void values(int64_t dv, const char *V, size_t vs, int f16, int64_t nk, co
 
 /* ---- the algorithm ------------------------------------------------------------------------------------------ */
 
-/* the shape of the work: queries per K/V matrix and per unit, units (one query block of one matrix) and key parts */
+/* the shape of the work: queries per K/V matrix and per unit, units (one query block of one matrix) and key parts.
+   keys_outer: each thread takes a range of keys (a part) for every unit, block by block and unit by unit inside a
+   block, where the units are single query blocks (decode) of matrices that share their rows (a KV cache's heads:
+   head h's K at h x head bytes of a cache row), so that the threads read the cache rows in order rather than a
+   head's slices of them */
 typedef struct fa_plan {
     int64_t r2, r3, per, g, nqb, units, parts;
+    int keys_outer;
 } fa_plan;
 
 static fa_plan plan_of(const pgc_node *n, int nth) {
@@ -215,38 +220,53 @@ static fa_plan plan_of(const pgc_node *n, int nth) {
     p.nqb = (p.per + p.g - 1) / p.g;
     p.units = B * n_head_kv * p.nqb;
     const int64_t blocks = (n_kv + FA_KV_BLOCK - 1) / FA_KV_BLOCK;
-    int64_t parts = p.units >= nth ? 1 : (nth + p.units - 1) / p.units;
+    p.keys_outer = p.nqb == 1 && p.units > 1 && blocks >= nth && n->nb[2][2] < n->nb[2][1] && n->nb[3][2] < n->nb[3][1];
+    int64_t parts = p.keys_outer ? nth : p.units >= nth ? 1 : (nth + p.units - 1) / p.units;
     p.parts = parts < blocks ? parts : blocks > 0 ? blocks : 1;
     return p;
 }
 
-/* per part of a unit in the shared memory: g maxima, g sums, g x Dv values */
-static size_t part_floats(const pgc_node *n, const fa_plan *p) { return (size_t)p->g * (size_t)(n->ne[3][0] + 2); }
+/* a unit's queries over a range of keys and their running state: g maxima, g sums, g x Dv unnormalised values,
+   then the g queries (Dk floats each) */
+typedef struct fa_state {
+    float *m, *l, *o, *q;
+} fa_state;
+
+static size_t state_floats(const pgc_node *n, const fa_plan *p) {
+    return (size_t)p->g * (size_t)(n->ne[3][0] + 2 + n->ne[1][0]);
+}
+
+static fa_state state_at(const pgc_node *n, const fa_plan *p, float *base) {
+    const fa_state st = {base, base + p->g, base + 2 * p->g, base + p->g * (2 + n->ne[3][0])};
+    return st;
+}
+
+/* whether the units' states live in the shared memory, one per part (else in each thread's scratch) */
+static int shared_states(const fa_plan *p) { return p->parts > 1 || p->keys_outer; }
 
 /* part `part` of unit u in the shared memory */
-static float *part_of(const pgc_tctx *c, const pgc_node *n, const fa_plan *p, int64_t u, int64_t part) {
-    return (float *)c->wdata + part_floats(n, p) * (size_t)(u * p->parts + part);
+static fa_state part_of(const pgc_tctx *c, const pgc_node *n, const fa_plan *p, int64_t u, int64_t part) {
+    return state_at(n, p, (float *)c->wdata + state_floats(n, p) * (size_t)(u * p->parts + part));
 }
 
 size_t pgc_flash_attn_shared(const pgc_node *n, int nth) {
     const fa_plan p = plan_of(n, nth);
-    return p.parts > 1 ? sizeof(float) * part_floats(n, &p) * (size_t)(p.units * p.parts) : 0;
+    return shared_states(&p) ? sizeof(float) * state_floats(n, &p) * (size_t)(p.units * p.parts) : 0;
 }
 
-/* a thread's scratch: a unit's queries, scores, converted K and V blocks and dead flags, then the maxima, sums and
-   outputs of its queries */
+/* a thread's scratch: a block's scores, converted K and V rows and dead flags, then one unit's state */
 typedef struct fa_scratch {
-    float *q, *s, *k, *v, *dead, *m, *l, *o;
+    float *s, *k, *v, *dead, *state;
 } fa_scratch;
 
 /* the layout over `w` (NULL: none), and its size in floats */
 static size_t scratch_of(const pgc_node *n, float *w, fa_scratch *sc) {
     const size_t dk = (size_t)n->ne[1][0], dv = (size_t)n->ne[3][0];
-    const size_t len[8] = {FA_QUERIES * dk, FA_QUERIES * FA_KV_BLOCK, FA_KV_BLOCK * dk, FA_KV_BLOCK * dv,
-                           FA_KV_BLOCK, FA_QUERIES, FA_QUERIES, FA_QUERIES * dv};
-    float **at[8] = {&sc->q, &sc->s, &sc->k, &sc->v, &sc->dead, &sc->m, &sc->l, &sc->o};
+    const size_t len[5] = {FA_QUERIES * FA_KV_BLOCK, FA_KV_BLOCK * dk, FA_KV_BLOCK * dv, FA_KV_BLOCK,
+                           FA_QUERIES * (dk + dv + 2)};
+    float **at[5] = {&sc->s, &sc->k, &sc->v, &sc->dead, &sc->state};
     size_t off = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 5; i++) {
         *at[i] = w ? w + off : NULL;
         off += len[i];
     }
@@ -284,12 +304,13 @@ static const char *rows_of(const pgc_node *n, int s, int64_t j0, int64_t nj, int
     return (const char *)out;
 }
 
-/* rows [j0, j0 + nj) of slot s of matrix (i2, i3) asked into the cache */
+/* rows [j0, j0 + nj) of slot s of matrix (i2, i3) asked into L2 (into L1 they pushed out the block at work:
+   1.1-1.3x at depth 4096 with L2) */
 static void prefetch_rows(const pgc_node *n, int s, int64_t j0, int64_t nj, int64_t i2, int64_t i3) {
     const int64_t bytes = pgc_row_size(n->type[s], n->ne[s][0]);
     const char *p = pgc_ptr(n, s, 0, j0, i2, i3);
     for (int64_t j = 0; j < nj; j++, p += n->nb[s][1])
-        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 2);
 }
 
 /* the queries unit u holds (the last unit of a matrix may hold fewer than g) */
@@ -298,98 +319,115 @@ static inline int64_t unit_queries(const fa_plan *p, int64_t u) {
     return left < p->g ? left : p->g;
 }
 
+/* unit u's K/V matrix (ik2, ik3), its query batch iq3 and its first query k0 among the matrix's */
+typedef struct fa_unit {
+    int64_t ik2, ik3, iq3, k0;
+} fa_unit;
+
+static fa_unit unit_at(const pgc_node *n, const fa_plan *p, int64_t u) {
+    const int64_t n_head_kv = n->ne[2][2], iq3 = u / (p->nqb * n_head_kv);
+    const fa_unit un = {(u / p->nqb) % n_head_kv, iq3 / p->r3, iq3, u % p->nqb * p->g};
+    return un;
+}
+
 /* the query (q row, head) of index k among the matrix's queries */
 static inline void query_of(int64_t k, int64_t ik2, int64_t r2, int64_t *iq1, int64_t *iq2) {
     *iq1 = k / r2;
     *iq2 = ik2 * r2 + k % r2;
 }
 
-/* one unit's queries over keys [c0, c1): M (maxima), L (sums) and O (unnormalised outputs) from scratch; 0 or
-   an error code */
-static int run_unit(const pgc_node *n, const fa_plan *p, int64_t u, int64_t c0, int64_t c1, float *M, float *L,
-                    float *O, const fa_scratch *w) {
-    const int64_t Dk = n->ne[1][0], Dv = n->ne[3][0], n_head = n->ne[1][2], n_head_kv = n->ne[2][2];
-    const int64_t qb = u % p->nqb, ik2 = (u / p->nqb) % n_head_kv, iq3 = u / (p->nqb * n_head_kv);
-    const int64_t ik3 = iq3 / p->r3, k0 = qb * p->g;
+/* unit u's queries into st, their maxima at -inf, sums and values at 0 */
+static void unit_start(const pgc_node *n, const fa_plan *p, int64_t u, const fa_state *st) {
+    const int64_t Dk = n->ne[1][0], Dv = n->ne[3][0];
+    const fa_unit un = unit_at(n, p, u);
+    for (int64_t m = 0; m < unit_queries(p, u); m++) {
+        int64_t iq1, iq2;
+        query_of(un.k0 + m, un.ik2, p->r2, &iq1, &iq2);
+        const char *qp = pgc_ptr(n, 1, 0, iq1, iq2, un.iq3);
+        for (int64_t i = 0; i < Dk; i++) st->q[m * Dk + i] = *(const float *)(qp + i * n->nb[1][0]);
+        st->m[m] = -INFINITY;
+        st->l[m] = 0.0f;
+        memset(st->o + m * Dv, 0, sizeof(float) * (size_t)Dv);
+    }
+}
+
+/* unit u's queries against keys [j0, j0 + nj) (the block; c1: the end of the keys this state covers), st
+   updated; 0 or an error code */
+static int unit_block(const pgc_node *n, const fa_plan *p, int64_t u, int64_t j0, int64_t nj, int64_t c1,
+                      const fa_state *st, const fa_scratch *w) {
+    const int64_t Dk = n->ne[1][0], Dv = n->ne[3][0], n_head = n->ne[1][2];
+    const fa_unit un = unit_at(n, p, u);
     const int64_t g = unit_queries(p, u);
     const int has_mask = n->data[4] != 0, mask_f16 = n->type[4] == T_F16;
     const int64_t mask_es = mask_f16 ? 2 : 4;
     float scale = n->fp[0];
     const float max_bias = n->fp[1], softcap = n->fp[2];
     if (softcap != 0.0f) scale /= softcap;
-    float *qf = w->q, *S = w->s, *dead = w->dead;
+    float *M = st->m, *L = st->l, *O = st->o, *S = w->s, *dead = w->dead;
     const char *mrow[FA_QUERIES];
-    float slope[FA_QUERIES];
     for (int64_t m = 0; m < g; m++) {
         int64_t iq1, iq2;
-        query_of(k0 + m, ik2, p->r2, &iq1, &iq2);
-        const char *qp = pgc_ptr(n, 1, 0, iq1, iq2, iq3);
-        for (int64_t i = 0; i < Dk; i++) qf[m * Dk + i] = *(const float *)(qp + i * n->nb[1][0]);
-        mrow[m] = has_mask ? pgc_ptr(n, 4, 0, iq1, iq2 % n->ne[4][2], iq3 % n->ne[4][3]) : NULL;
-        slope[m] = pgc_alibi_slope(max_bias, iq2, n_head);
-        M[m] = -INFINITY;
-        L[m] = 0.0f;
-        memset(O + m * Dv, 0, sizeof(float) * (size_t)Dv);
+        query_of(un.k0 + m, un.ik2, p->r2, &iq1, &iq2);
+        mrow[m] = has_mask ? pgc_ptr(n, 4, 0, iq1, iq2 % n->ne[4][2], un.iq3 % n->ne[4][3]) : NULL;
     }
-    for (int64_t j0 = c0; j0 < c1; j0 += FA_KV_BLOCK) {
-        const int64_t nj = c1 - j0 < FA_KV_BLOCK ? c1 - j0 : FA_KV_BLOCK;
-        int64_t live = nj;
-        for (int64_t j = 0; has_mask && j < nj; j++) { /* a key every query masks */
-            int all = 1;
-            for (int64_t m = 0; m < g && all; m++) {
-                const char *mp = mrow[m] + (j0 + j) * mask_es;
-                all = (mask_f16 ? F16T(*(const uint16_t *)mp) : *(const float *)mp) == -INFINITY;
-            }
-            dead[j] = all ? 1.0f : 0.0f;
-            live -= all;
+    int64_t live = nj;
+    for (int64_t j = 0; has_mask && j < nj; j++) { /* a key every query masks */
+        int all = 1;
+        for (int64_t m = 0; m < g && all; m++) {
+            const char *mp = mrow[m] + (j0 + j) * mask_es;
+            all = (mask_f16 ? F16T(*(const uint16_t *)mp) : *(const float *)mp) == -INFINITY;
         }
-        if (live == 0) continue;
-        if (j0 + FA_KV_BLOCK < c1) { /* the next block's rows while this one computes: 1.09x at depth 4096 */
-            const int64_t nn = c1 - j0 - FA_KV_BLOCK < FA_KV_BLOCK ? c1 - j0 - FA_KV_BLOCK : FA_KV_BLOCK;
-            prefetch_rows(n, 2, j0 + FA_KV_BLOCK, nn, ik2, ik3);
-            prefetch_rows(n, 3, j0 + FA_KV_BLOCK, nn, ik2, ik3);
-        }
-        const float *dead_or_none = live < nj ? dead : NULL;
-        size_t ks, vs;
-        int kf16, vf16;
-        const char *K = rows_of(n, 2, j0, nj, ik2, ik3, Dk, dead_or_none, w->k, &ks, &kf16);
-        if (!K) return PGC_E_TYPE;
-        scores(Dk, K, ks, kf16, nj, qf, g, S, FA_KV_BLOCK);
-        for (int64_t m = 0; m < g; m++) {
-            float *s = S + m * FA_KV_BLOCK, sc = scale;
-            if (softcap != 0.0f) {
-                for (int64_t j = 0; j < nj; j++) s[j] = softcap * tanhf(s[j] * scale);
-                sc = 1.0f;
-            }
-            for (int64_t j = 0; dead_or_none && j < nj; j++)
-                if (dead[j] != 0.0f) s[j] = 0.0f; /* its mask is -inf: the sum below is -inf, never NaN */
-            const float mx = pgc_softmax_in_row(nj, s, s, sc, mrow[m] ? mrow[m] + j0 * mask_es : NULL, mask_f16,
-                                                slope[m], M[m]);
-            if (mx == -INFINITY) { /* every key so far masked for this query */
-                memset(s, 0, sizeof(float) * (size_t)nj);
-                continue;
-            }
-            if (mx > M[m]) {
-                const float r = expf(M[m] - mx);
-                for (int64_t i = 0; i < Dv; i++) O[m * Dv + i] *= r;
-                L[m] *= r;
-                M[m] = mx;
-            }
-            L[m] += (float)pgc_exp_sum_row(nj, s, s, mx);
-        }
-        const char *V = rows_of(n, 3, j0, nj, ik2, ik3, Dv, dead_or_none, w->v, &vs, &vf16);
-        if (!V) return PGC_E_TYPE;
-        values(Dv, V, vs, vf16, nj, dead_or_none, S, FA_KV_BLOCK, g, O);
+        dead[j] = all ? 1.0f : 0.0f;
+        live -= all;
     }
+    if (live == 0) return PGC_OK;
+    if (j0 + FA_KV_BLOCK < c1) { /* the next block's rows while this one computes: 1.09x at depth 4096 */
+        const int64_t nn = c1 - j0 - FA_KV_BLOCK < FA_KV_BLOCK ? c1 - j0 - FA_KV_BLOCK : FA_KV_BLOCK;
+        prefetch_rows(n, 2, j0 + FA_KV_BLOCK, nn, un.ik2, un.ik3);
+        prefetch_rows(n, 3, j0 + FA_KV_BLOCK, nn, un.ik2, un.ik3);
+    }
+    const float *dead_or_none = live < nj ? dead : NULL;
+    size_t ks, vs;
+    int kf16, vf16;
+    const char *K = rows_of(n, 2, j0, nj, un.ik2, un.ik3, Dk, dead_or_none, w->k, &ks, &kf16);
+    if (!K) return PGC_E_TYPE;
+    scores(Dk, K, ks, kf16, nj, st->q, g, S, FA_KV_BLOCK);
+    for (int64_t m = 0; m < g; m++) {
+        float *s = S + m * FA_KV_BLOCK, sc = scale;
+        if (softcap != 0.0f) {
+            for (int64_t j = 0; j < nj; j++) s[j] = softcap * tanhf(s[j] * scale);
+            sc = 1.0f;
+        }
+        for (int64_t j = 0; dead_or_none && j < nj; j++)
+            if (dead[j] != 0.0f) s[j] = 0.0f; /* its mask is -inf: the sum below is -inf, never NaN */
+        int64_t iq1, iq2;
+        query_of(un.k0 + m, un.ik2, p->r2, &iq1, &iq2);
+        const float mx = pgc_softmax_in_row(nj, s, s, sc, mrow[m] ? mrow[m] + j0 * mask_es : NULL, mask_f16,
+                                            pgc_alibi_slope(max_bias, iq2, n_head), M[m]);
+        if (mx == -INFINITY) { /* every key so far masked for this query */
+            memset(s, 0, sizeof(float) * (size_t)nj);
+            continue;
+        }
+        if (mx > M[m]) {
+            const float r = expf(M[m] - mx);
+            for (int64_t i = 0; i < Dv; i++) O[m * Dv + i] *= r;
+            L[m] *= r;
+            M[m] = mx;
+        }
+        L[m] += (float)pgc_exp_sum_row(nj, s, s, mx);
+    }
+    const char *V = rows_of(n, 3, j0, nj, un.ik2, un.ik3, Dv, dead_or_none, w->v, &vs, &vf16);
+    if (!V) return PGC_E_TYPE;
+    values(Dv, V, vs, vf16, nj, dead_or_none, S, FA_KV_BLOCK, g, O);
     return PGC_OK;
 }
 
 /* the output of unit u's query m from its maximum mx, sum and unnormalised values o: the sink joins the sum */
 static void finish(const pgc_node *n, const fa_plan *p, int64_t u, int64_t m, float mx, float sum, const float *o) {
-    const int64_t Dv = n->ne[3][0], n_head_kv = n->ne[2][2];
-    const int64_t qb = u % p->nqb, ik2 = (u / p->nqb) % n_head_kv, iq3 = u / (p->nqb * n_head_kv);
+    const int64_t Dv = n->ne[3][0];
+    const fa_unit un = unit_at(n, p, u);
     int64_t iq1, iq2;
-    query_of(qb * p->g + m, ik2, p->r2, &iq1, &iq2);
+    query_of(un.k0 + m, un.ik2, p->r2, &iq1, &iq2);
     float r = 1.0f;
     if (n->data[5]) {
         const float sink = *(const float *)((const char *)(uintptr_t)n->data[5] + iq2 * n->nb[5][0]);
@@ -398,53 +436,81 @@ static void finish(const pgc_node *n, const fa_plan *p, int64_t u, int64_t m, fl
         sum = sum * r + vs;
     }
     const float inv = sum == 0.0f ? 0.0f : r / sum;
-    char *dp = pgc_ptr(n, 0, 0, iq2, iq1, iq3);
+    char *dp = pgc_ptr(n, 0, 0, iq2, iq1, un.iq3);
     for (int64_t i = 0; i < Dv; i++) *(float *)(dp + i * n->nb[0][0]) = o[i] * inv;
 }
 
+/* the keys of part `part` */
+static void part_keys(const pgc_node *n, const fa_plan *p, int64_t part, int64_t *c0, int64_t *c1) {
+    *c0 = n->ne[2][1] * part / p->parts;
+    *c1 = n->ne[2][1] * (part + 1) / p->parts;
+}
+
+/* this thread's units and parts, their states left in the shared memory or (one part) finished */
+static int run_parts(const pgc_node *n, const fa_plan *p, const pgc_tctx *c, const fa_scratch *w) {
+    int rc = PGC_OK;
+    int64_t c0, c1;
+    if (p->keys_outer) { /* thread ith: part ith of every unit, block by block */
+        if (c->ith >= p->parts) return PGC_OK;
+        part_keys(n, p, c->ith, &c0, &c1);
+        for (int64_t u = 0; u < p->units; u++) {
+            const fa_state st = part_of(c, n, p, u, c->ith);
+            unit_start(n, p, u, &st);
+        }
+        for (int64_t j0 = c0; j0 < c1 && !rc; j0 += FA_KV_BLOCK)
+            for (int64_t u = 0; u < p->units && !rc; u++) {
+                const fa_state st = part_of(c, n, p, u, c->ith);
+                rc = unit_block(n, p, u, j0, c1 - j0 < FA_KV_BLOCK ? c1 - j0 : FA_KV_BLOCK, c1, &st, w);
+            }
+        return rc;
+    }
+    int64_t i0, i1;
+    pgc_split(p->units * p->parts, c->ith, c->nth, &i0, &i1);
+    for (int64_t it = i0; it < i1 && !rc; it++) {
+        const int64_t u = it / p->parts, part = it % p->parts;
+        const fa_state st = p->parts > 1 ? part_of(c, n, p, u, part) : state_at(n, p, w->state);
+        part_keys(n, p, part, &c0, &c1);
+        unit_start(n, p, u, &st);
+        for (int64_t j0 = c0; j0 < c1 && !rc; j0 += FA_KV_BLOCK)
+            rc = unit_block(n, p, u, j0, c1 - j0 < FA_KV_BLOCK ? c1 - j0 : FA_KV_BLOCK, c1, &st, w);
+        for (int64_t m = 0; !rc && p->parts == 1 && m < unit_queries(p, u); m++)
+            finish(n, p, u, m, st.m[m], st.l[m], st.o + m * n->ne[3][0]);
+    }
+    return rc;
+}
+
 int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c) {
-    const int64_t n_kv = n->ne[2][1], Dk = n->ne[1][0], Dv = n->ne[3][0];
+    const int64_t Dk = n->ne[1][0], Dv = n->ne[3][0];
     const int tk = n->type[2], tv = n->type[3];
     if (Dk % pgc_blck_size(tk) || Dv % pgc_blck_size(tv)) return PGC_E_TYPE;
     const fa_plan p = plan_of(n, c->nth);
     fa_scratch w;
     scratch_of(n, (float *)c->scratch, &w);
-    int64_t u0, u1;
-    pgc_split(p.units * p.parts, c->ith, c->nth, &u0, &u1);
-    int rc = PGC_OK;
-    for (int64_t it = u0; it < u1 && !rc; it++) {
-        const int64_t u = it / p.parts, part = it % p.parts;
-        const int64_t c0 = n_kv * part / p.parts, c1 = n_kv * (part + 1) / p.parts;
-        if (p.parts == 1) {
-            rc = run_unit(n, &p, u, c0, c1, w.m, w.l, w.o, &w);
-            for (int64_t m = 0; !rc && m < unit_queries(&p, u); m++) finish(n, &p, u, m, w.m[m], w.l[m], w.o + m * Dv);
-            continue;
-        }
-        float *mine = part_of(c, n, &p, u, part); /* this part's maxima, sums and values */
-        rc = run_unit(n, &p, u, c0, c1, mine, mine + p.g, mine + 2 * p.g, &w);
-    }
-    if (p.parts == 1) return rc;
+    int rc = run_parts(n, &p, c, &w);
+    if (!shared_states(&p)) return rc;
     pgc_barrier(c);
     if (rc) return rc;
     /* merge the parts of each query: the largest maximum, the others' sums and values scaled down to it */
+    float *o = w.state;
+    int64_t u0, u1;
     pgc_split(p.units * p.g, c->ith, c->nth, &u0, &u1);
     for (int64_t k = u0; k < u1; k++) {
         const int64_t u = k / p.g, m = k % p.g;
         if (m >= unit_queries(&p, u)) continue;
         float mx = -INFINITY, sum = 0.0f;
         for (int64_t part = 0; part < p.parts; part++) {
-            const float pm = part_of(c, n, &p, u, part)[m];
+            const float pm = part_of(c, n, &p, u, part).m[m];
             mx = pm > mx ? pm : mx;
         }
-        for (int64_t i = 0; i < Dv; i++) w.o[i] = 0.0f;
+        for (int64_t i = 0; i < Dv; i++) o[i] = 0.0f;
         for (int64_t part = 0; part < p.parts; part++) {
-            const float *pp = part_of(c, n, &p, u, part);
-            if (pp[m] == -INFINITY) continue;
-            const float r = expf(pp[m] - mx);
-            sum += pp[p.g + m] * r;
-            for (int64_t i = 0; i < Dv; i++) w.o[i] += pp[2 * p.g + m * Dv + i] * r;
+            const fa_state st = part_of(c, n, &p, u, part);
+            if (st.m[m] == -INFINITY) continue;
+            const float r = expf(st.m[m] - mx);
+            sum += st.l[m] * r;
+            for (int64_t i = 0; i < Dv; i++) o[i] += st.o[m * Dv + i] * r;
         }
-        finish(n, &p, u, m, mx, sum, w.o);
+        finish(n, &p, u, m, mx, sum, o);
     }
     return PGC_OK;
 }
