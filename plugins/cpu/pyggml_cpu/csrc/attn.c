@@ -304,13 +304,9 @@ static const char *rows_of(const pgc_node *n, int s, int64_t j0, int64_t nj, int
     return (const char *)out;
 }
 
-/* rows [j0, j0 + nj) of slot s of matrix (i2, i3) asked into L2 (into L1 they pushed out the block at work:
-   1.1-1.3x at depth 4096 with L2) */
+/* rows [j0, j0 + nj) of slot s of matrix (i2, i3) asked into L2 (1.1-1.3x at depth 4096 against L1) */
 static void prefetch_rows(const pgc_node *n, int s, int64_t j0, int64_t nj, int64_t i2, int64_t i3) {
-    const int64_t bytes = pgc_row_size(n->type[s], n->ne[s][0]);
-    const char *p = pgc_ptr(n, s, 0, j0, i2, i3);
-    for (int64_t j = 0; j < nj; j++, p += n->nb[s][1])
-        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 2);
+    pgc_prefetch_rows(pgc_ptr(n, s, 0, j0, i2, i3), nj, n->nb[s][1], pgc_row_size(n->type[s], n->ne[s][0]));
 }
 
 /* the queries unit u holds (the last unit of a matrix may hold fewer than g) */

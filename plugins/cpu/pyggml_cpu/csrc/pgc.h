@@ -251,6 +251,13 @@ static inline int64_t pgc_nrows(const pgc_node *n, int s) { return n->ne[s][1] *
 static inline char *pgc_ptr(const pgc_node *n, int s, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return (char *)(uintptr_t)n->data[s] + i0 * n->nb[s][0] + i1 * n->nb[s][1] + i2 * n->nb[s][2] + i3 * n->nb[s][3];
 }
+/* nr rows of `bytes` bytes, `stride` bytes apart from p, asked into L2: the next rows of a kernel whose rows are
+   scattered slices (one head's of a KV cache's rows), which the hardware's prefetchers do not follow. (Into L1
+   they pushed out the rows at work.) */
+static inline void pgc_prefetch_rows(const char *p, int64_t nr, int64_t stride, int64_t bytes) {
+    for (int64_t j = 0; j < nr; j++, p += stride)
+        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 2);
+}
 /* row r of slot s in row-major order over dims 1..3 */
 static inline char *pgc_row(const pgc_node *n, int s, int64_t r) {
     int64_t ne1 = n->ne[s][1], ne2 = n->ne[s][2];
