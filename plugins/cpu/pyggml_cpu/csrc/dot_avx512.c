@@ -36,12 +36,16 @@ static float dot_f16_zmm(int64_t n, const uint16_t *x, const float *y) {
    a0 and a1 are the low and high halves of one zmm, a2 and a3 of another, so 16 contiguous halves convert and
    multiply at once and v = (a0 + a2) + (a1 + a3) is their sum's low half plus its high half. R rows per pass (2R
    accumulators), each pair of activation vectors loaded once for the R rows, each row read F16_PREFETCH bytes
-   ahead, the R dots ended together (f16_ggml_finish8) and stored dd bytes apart. */
+   ahead, the R dots ended together (f16_ggml_finish8) and stored dd bytes apart. With CARRY a pass takes the
+   32-value steps [i0, i1) only, its accumulators loaded from `st` (zeros before the first pass) and left there
+   while i1 is short of the steps' end: the same sums in the same order. */
 static inline __attribute__((always_inline)) void f16_ggml_rows_zmm(int64_t n, const uint16_t *x, size_t bx,
-                                                                    const float *y, char *d, size_t dd, const int R,
-                                                                    const int X32) {
-    __m512 acc[8][2];
-    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+                                                                    const float *y, char *d, size_t dd, int64_t i0,
+                                                                    int64_t i1, __m512 *st, const int R,
+                                                                    const int X32, const int CARRY) {
+    __m512 acc[8][2]; /* from zeros or from st, never either (which had them on the stack: 2x on short rows) */
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < 2; h++) acc[r][h] = CARRY ? st[2 * r + h] : _mm512_setzero_ps();
     const int64_t np = n & ~(int64_t)31;
     if (np == 0) { /* rows shorter than 32: the tail alone */
         for (int r = 0; r < R; r++) {
@@ -50,7 +54,7 @@ static inline __attribute__((always_inline)) void f16_ggml_rows_zmm(int64_t n, c
         }
         return;
     }
-    int64_t i = 0;
+    int64_t i = i0;
     do { /* at least once, so that the accumulators stay in registers (dot_x86_f16.h's f16_ggml_rows_ymm) */
         for (int h = 0; h < 2; h++) {
             const __m512 yv = _mm512_loadu_ps(y + i + 16 * h);
@@ -64,7 +68,12 @@ static inline __attribute__((always_inline)) void f16_ggml_rows_zmm(int64_t n, c
             }
         }
         i += 32;
-    } while (i < np);
+    } while (i < i1);
+    if (CARRY && i1 < np) {
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < 2; h++) st[2 * r + h] = acc[r][h];
+        return;
+    }
     __m256 v[8];
     for (int r = 0; r < 8; r++) {
         const __m512 v2 = _mm512_add_ps(acc[r < R ? r : 0][0], acc[r < R ? r : 0][1]); /* (a0 + a2 | a1 + a3) */
@@ -84,17 +93,22 @@ static inline __attribute__((always_inline)) void f16_ggml_rows_zmm(int64_t n, c
 
 static float dot_f16_ggml_zmm(int64_t n, const uint16_t *x, const float *y) {
     float s;
-    f16_ggml_rows_zmm(n, x, 0, y, (char *)&s, 0, 1, 0);
+    f16_ggml_rows_zmm(n, x, 0, y, (char *)&s, 0, 0, n & ~(int64_t)31, NULL, 1, 0, 0);
     return s;
 }
 
 #define F16_GGML_ROWS(R)                                                                                       \
-    static void f16_ggml_rows##R(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d, size_t dd) { \
-        f16_ggml_rows_zmm(n, x, bx, y, d, dd, R, 0);                                                          \
+    static void f16_ggml_rows##R(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d, size_t dd,   \
+                                 int64_t i0, int64_t i1, __m512 *st) {                                         \
+        f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, st, R, 0, 0);                                           \
     }                                                                                                          \
     static void f16_ggml_rows##R##_x32(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d,       \
-                                       size_t dd) {                                                            \
-        f16_ggml_rows_zmm(n, x, bx, y, d, dd, R, 1);                                                          \
+                                       size_t dd, int64_t i0, int64_t i1, __m512 *st) {                        \
+        f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, st, R, 1, 0);                                           \
+    }                                                                                                          \
+    static void f16_ggml_rows##R##_carry(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d,     \
+                                         size_t dd, int64_t i0, int64_t i1, __m512 *st) {                      \
+        f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, st, R, 0, 1);                                           \
     }
 F16_GGML_ROWS(1)
 F16_GGML_ROWS(2)
@@ -108,32 +122,55 @@ F16_GGML_ROWS(8)
 
 /* eight rows per pass (16 accumulators), the rest in one pass. Several columns (decode attention's query heads,
    which share their K rows): short rows of whole 32-value steps are converted to floats once for all the columns
-   (exact: the same products), long ones (V rows) are taken by every column while in L2. */
+   (exact: the same products); long ones (V transposed: a row per value channel, n_kv long) are taken
+   F16_CHUNK values at a time by up to F16_CHUNK_COLS columns, so that the rows' chunk stays in L1 for all of them
+   (their accumulators carried between chunks: the same bits). */
 #define F16_SHORT_ROW 256
+#define F16_CHUNK 256
+#define F16_CHUNK_COLS 8
 static void dot_f16_ggml_tiles_zmm(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
                                    int64_t nc, char *d, size_t dr, size_t dc) {
-    typedef void (*rows_fn)(int64_t, const uint16_t *, size_t, const float *, char *, size_t);
+    typedef void (*rows_fn)(int64_t, const uint16_t *, size_t, const float *, char *, size_t, int64_t, int64_t,
+                            __m512 *);
     static const rows_fn rows[] = {NULL,           f16_ggml_rows1, f16_ggml_rows2, f16_ggml_rows3, f16_ggml_rows4,
                                    f16_ggml_rows5, f16_ggml_rows6, f16_ggml_rows7, f16_ggml_rows8};
     static const rows_fn rows_x32[] = {NULL,               f16_ggml_rows1_x32, f16_ggml_rows2_x32,
                                        f16_ggml_rows3_x32, f16_ggml_rows4_x32, f16_ggml_rows5_x32,
                                        f16_ggml_rows6_x32, f16_ggml_rows7_x32, f16_ggml_rows8_x32};
+    static const rows_fn rows_carry[] = {NULL,                 f16_ggml_rows1_carry, f16_ggml_rows2_carry,
+                                         f16_ggml_rows3_carry, f16_ggml_rows4_carry, f16_ggml_rows5_carry,
+                                         f16_ggml_rows6_carry, f16_ggml_rows7_carry, f16_ggml_rows8_carry};
     const int convert = nc > 1 && n <= F16_SHORT_ROW && n % 32 == 0;
+    const int64_t np = n & ~(int64_t)31, chunk = nc > 1 && np > F16_CHUNK ? F16_CHUNK : np;
     float xs[8 * F16_SHORT_ROW];
+    __m512 st[F16_CHUNK_COLS][16];
     for (int64_t r = 0; r < nr; r += 8) {
         const int R = nr - r < 8 ? (int)(nr - r) : 8;
         const uint16_t *xr = (const uint16_t *)((const char *)x + r * bx);
-        if (convert)
+        if (convert) {
             for (int k = 0; k < R; k++)
                 for (int64_t i = 0; i < n; i += 16)
                     _mm512_storeu_ps(xs + k * n + i, ld_f16x16_zmm((const uint16_t *)((const char *)xr + k * bx) + i));
-        for (int64_t c = 0; c < nc; c++) {
-            const float *yc = (const float *)((const char *)y + c * by);
-            if (convert)
-                rows_x32[R](n, (const uint16_t *)(const void *)xs, (size_t)n * sizeof(float), yc, d + r * dr + c * dc,
-                            dr);
-            else
-                rows[R](n, xr, bx, yc, d + r * dr + c * dc, dr);
+            for (int64_t c = 0; c < nc; c++)
+                rows_x32[R](n, (const uint16_t *)(const void *)xs, (size_t)n * sizeof(float),
+                            (const float *)((const char *)y + c * by), d + r * dr + c * dc, dr, 0, np, NULL);
+            continue;
+        }
+        if (chunk == np) { /* one pass */
+            for (int64_t c = 0; c < nc; c++)
+                rows[R](n, xr, bx, (const float *)((const char *)y + c * by), d + r * dr + c * dc, dr, 0, np, NULL);
+            continue;
+        }
+        for (int64_t c0 = 0; c0 < nc; c0 += F16_CHUNK_COLS) {
+            const int64_t c1 = nc - c0 < F16_CHUNK_COLS ? nc : c0 + F16_CHUNK_COLS;
+            memset(st, 0, sizeof(st));
+            for (int64_t i0 = 0; i0 < np;) {
+                const int64_t i1 = np - i0 < 2 * chunk ? np : i0 + chunk; /* no short last chunk */
+                for (int64_t c = c0; c < c1; c++)
+                    rows_carry[R](n, xr, bx, (const float *)((const char *)y + c * by), d + r * dr + c * dc, dr, i0,
+                                  i1, st[c - c0]);
+                i0 = i1;
+            }
         }
     }
 }
