@@ -43,7 +43,7 @@ static inline __attribute__((always_inline)) void f16_ggml_rows_zmm(int64_t n, c
                                                                     const float *y, char *d, size_t dd, int64_t i0,
                                                                     int64_t i1, __m512 *st, const int R,
                                                                     const int X32, const int CARRY) {
-    __m512 acc[8][2]; /* from zeros or from st, never either (which had them on the stack: 2x on short rows) */
+    __m512 acc[8][2]; /* zeros or st as the instance says: a choice at run time put them on the stack (2x) */
     for (int r = 0; r < R; r++)
         for (int h = 0; h < 2; h++) acc[r][h] = CARRY ? st[2 * r + h] : _mm512_setzero_ps();
     const int64_t np = n & ~(int64_t)31;
