@@ -220,7 +220,8 @@ static fa_plan plan_of(const pgc_node *n, int nth) {
     p.nqb = (p.per + p.g - 1) / p.g;
     p.units = B * n_head_kv * p.nqb;
     const int64_t blocks = (n_kv + FA_KV_BLOCK - 1) / FA_KV_BLOCK;
-    p.keys_outer = p.nqb == 1 && p.units > 1 && blocks >= nth && n->nb[2][2] < n->nb[2][1] && n->nb[3][2] < n->nb[3][1];
+    p.keys_outer = p.nqb == 1 && p.units > 1 && blocks >= nth && pgc_heads_share_rows(n, 2) &&
+                   pgc_heads_share_rows(n, 3);
     int64_t parts = p.keys_outer ? nth : p.units >= nth ? 1 : (nth + p.units - 1) / p.units;
     p.parts = parts < blocks ? parts : blocks > 0 ? blocks : 1;
     return p;
@@ -347,10 +348,11 @@ static void unit_start(const pgc_node *n, const fa_plan *p, int64_t u, const fa_
     }
 }
 
-/* unit u's queries against keys [j0, j0 + nj) (the block; c1: the end of the keys this state covers), st
-   updated; 0 or an error code */
-static int unit_block(const pgc_node *n, const fa_plan *p, int64_t u, int64_t j0, int64_t nj, int64_t c1,
-                      const fa_state *st, const fa_scratch *w) {
+/* unit u's queries against the block of keys from j0 (up to FA_KV_BLOCK of them, before c1: the end of the keys
+   this state covers), st updated; 0 or an error code */
+static int unit_block(const pgc_node *n, const fa_plan *p, int64_t u, int64_t j0, int64_t c1, const fa_state *st,
+                      const fa_scratch *w) {
+    const int64_t nj = c1 - j0 < FA_KV_BLOCK ? c1 - j0 : FA_KV_BLOCK;
     const int64_t Dk = n->ne[1][0], Dv = n->ne[3][0], n_head = n->ne[1][2];
     const fa_unit un = unit_at(n, p, u);
     const int64_t g = unit_queries(p, u);
@@ -456,7 +458,7 @@ static int run_parts(const pgc_node *n, const fa_plan *p, const pgc_tctx *c, con
         for (int64_t j0 = c0; j0 < c1 && !rc; j0 += FA_KV_BLOCK)
             for (int64_t u = 0; u < p->units && !rc; u++) {
                 const fa_state st = part_of(c, n, p, u, c->ith);
-                rc = unit_block(n, p, u, j0, c1 - j0 < FA_KV_BLOCK ? c1 - j0 : FA_KV_BLOCK, c1, &st, w);
+                rc = unit_block(n, p, u, j0, c1, &st, w);
             }
         return rc;
     }
@@ -468,7 +470,7 @@ static int run_parts(const pgc_node *n, const fa_plan *p, const pgc_tctx *c, con
         part_keys(n, p, part, &c0, &c1);
         unit_start(n, p, u, &st);
         for (int64_t j0 = c0; j0 < c1 && !rc; j0 += FA_KV_BLOCK)
-            rc = unit_block(n, p, u, j0, c1 - j0 < FA_KV_BLOCK ? c1 - j0 : FA_KV_BLOCK, c1, &st, w);
+            rc = unit_block(n, p, u, j0, c1, &st, w);
         for (int64_t m = 0; !rc && p->parts == 1 && m < unit_queries(p, u); m++)
             finish(n, p, u, m, st.m[m], st.l[m], st.o + m * n->ne[3][0]);
     }

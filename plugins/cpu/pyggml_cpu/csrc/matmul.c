@@ -136,7 +136,7 @@ int pgc_k_mul_mat(const pgc_node *n, const pgc_tctx *c) {
         /* the units in memory order: where the matrices share rows (a KV cache's heads: K of head h at h x head
            bytes of a cache row) the matrices vary fastest, so that the threads read the cache rows in order rather
            than a head's slices of them (1.2-1.9x at depth 4096, the cache out of the CPU's caches) */
-        const int heads_inner = n->nb[1][2] < n->nb[1][1];
+        const int heads_inner = pgc_heads_share_rows(n, 1);
         pgc_split(ne02 * ne13 * nbr, c->ith, c->nth, &u0, &u1);
         for (int64_t u = u0; u < u1; u++) {
             int64_t i02, br, i13;

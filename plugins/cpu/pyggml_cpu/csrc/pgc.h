@@ -251,6 +251,9 @@ static inline int64_t pgc_nrows(const pgc_node *n, int s) { return n->ne[s][1] *
 static inline char *pgc_ptr(const pgc_node *n, int s, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return (char *)(uintptr_t)n->data[s] + i0 * n->nb[s][0] + i1 * n->nb[s][1] + i2 * n->nb[s][2] + i3 * n->nb[s][3];
 }
+/* whether slot s's matrices (dim 2) share its rows: a KV cache's heads, head h's values at h x head bytes of each
+   cache row. Kernels that read such a tensor walk the heads fastest, so as to read the rows in order. */
+static inline int pgc_heads_share_rows(const pgc_node *n, int s) { return n->nb[s][2] < n->nb[s][1]; }
 /* nr rows of `bytes` bytes, `stride` bytes apart from p, asked into L2: the next rows of a kernel whose rows are
    scattered slices (one head's of a KV cache's rows), which the hardware's prefetchers do not follow. (Into L1
    they pushed out the rows at work.) */
