@@ -188,7 +188,7 @@ def _vec_dot_f16(w: np.ndarray, a: np.ndarray) -> np.ndarray:
 # (k, m, n, weight batch, activation batch): k around the 32-value steps and their tails; m past the rows that
 # the levels' kernels take per pass (3 on AVX2, 8 on AVX-512) and the 16-row work units, with every remainder; n = 1
 # (mat-vec), or a matmul ggml gives to ggml_vec_dot_f16 (k % 8 != 0 or m % 4 != 0); broadcast weights last (decode
-# attention: short rows converted once for the columns; long ones in chunks of 512 values, 8 columns at a time)
+# attention: short rows converted once for the columns; long ones in chunks of 256 values, 8 columns at a time)
 F16_VEC_SHAPES: list[F16Shape] = [(k, 41, 1, (1, 2), (1, 2)) for k in (1, 31, 33, 64, 100, 1031)] + [
     (96, 23, 1, (1, 1), (1, 1)), (36, 19, 3, (1, 2), (1, 2)), (64, 18, 2, (1, 1), (1, 1)),
     (130, 17, 1, (1, 2), (2, 6)), (1100, 19, 1, (1, 2), (2, 6)), (2100, 9, 1, (1, 1), (1, 10)),

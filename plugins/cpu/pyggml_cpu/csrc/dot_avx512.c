@@ -97,82 +97,36 @@ static float dot_f16_ggml_zmm(int64_t n, const uint16_t *x, const float *y) {
     return s;
 }
 
-#define F16_GGML_ROWS(R)                                                                                       \
-    static void f16_ggml_rows##R(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d, size_t dd,   \
-                                 int64_t i0, int64_t i1, __m512 *st) {                                         \
-        f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, st, R, 0, 0);                                           \
-    }                                                                                                          \
-    static void f16_ggml_rows##R##_x32(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d,       \
-                                       size_t dd, int64_t i0, int64_t i1, __m512 *st) {                        \
-        f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, st, R, 1, 0);                                           \
-    }                                                                                                          \
-    static void f16_ggml_rows##R##_carry(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d,     \
-                                         size_t dd, int64_t i0, int64_t i1, __m512 *st) {                      \
-        f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, st, R, 0, 1);                                           \
+/* f16_ggml_rows_zmm of R (1-8) rows, the instance (X32, CARRY) a constant */
+#define F16_ZMM_ROWS(NAME, X32, CARRY)                                                                                 \
+    static void NAME(int64_t n, const uint16_t *x, size_t bx, const float *y, char *d, size_t dd, int64_t i0,          \
+                     int64_t i1, void *st, int R) {                                                                    \
+        switch (R) {                                                                                                   \
+        case 8: f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, (__m512 *)st, 8, X32, CARRY); break;                    \
+        case 7: f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, (__m512 *)st, 7, X32, CARRY); break;                    \
+        case 6: f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, (__m512 *)st, 6, X32, CARRY); break;                    \
+        case 5: f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, (__m512 *)st, 5, X32, CARRY); break;                    \
+        case 4: f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, (__m512 *)st, 4, X32, CARRY); break;                    \
+        case 3: f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, (__m512 *)st, 3, X32, CARRY); break;                    \
+        case 2: f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, (__m512 *)st, 2, X32, CARRY); break;                    \
+        default: f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, (__m512 *)st, 1, X32, CARRY); break;                   \
+        }                                                                                                              \
     }
-F16_GGML_ROWS(1)
-F16_GGML_ROWS(2)
-F16_GGML_ROWS(3)
-F16_GGML_ROWS(4)
-F16_GGML_ROWS(5)
-F16_GGML_ROWS(6)
-F16_GGML_ROWS(7)
-F16_GGML_ROWS(8)
-#undef F16_GGML_ROWS
+F16_ZMM_ROWS(f16_ggml_rows_zmm_any, 0, 0)
+F16_ZMM_ROWS(f16_ggml_rows_zmm_x32, 1, 0)
+F16_ZMM_ROWS(f16_ggml_rows_zmm_carry, 0, 1)
+#undef F16_ZMM_ROWS
 
-/* eight rows per pass (16 accumulators), the rest in one pass. Several columns (decode attention's query heads,
-   which share their K rows): short rows of whole 32-value steps are converted to floats once for all the columns
-   (exact: the same products); long ones (V transposed: a row per value channel, n_kv long) are taken
-   F16_CHUNK values at a time by up to F16_CHUNK_COLS columns, so that the rows' chunk stays in L1 for all of them
-   (their accumulators carried between chunks: the same bits). */
-#define F16_SHORT_ROW 256
-#define F16_CHUNK 256
-#define F16_CHUNK_COLS 8
+static void f16_to_f32_zmm(const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) _mm512_storeu_ps(y + i, ld_f16x16_zmm(x + i));
+}
+
+/* eight rows per pass (16 accumulators), the rest in one pass (dot_x86_f16.h's f16_ggml_tiles_drive) */
 static void dot_f16_ggml_tiles_zmm(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
                                    int64_t nc, char *d, size_t dr, size_t dc) {
-    typedef void (*rows_fn)(int64_t, const uint16_t *, size_t, const float *, char *, size_t, int64_t, int64_t,
-                            __m512 *);
-    static const rows_fn rows[] = {NULL,           f16_ggml_rows1, f16_ggml_rows2, f16_ggml_rows3, f16_ggml_rows4,
-                                   f16_ggml_rows5, f16_ggml_rows6, f16_ggml_rows7, f16_ggml_rows8};
-    static const rows_fn rows_x32[] = {NULL,               f16_ggml_rows1_x32, f16_ggml_rows2_x32,
-                                       f16_ggml_rows3_x32, f16_ggml_rows4_x32, f16_ggml_rows5_x32,
-                                       f16_ggml_rows6_x32, f16_ggml_rows7_x32, f16_ggml_rows8_x32};
-    static const rows_fn rows_carry[] = {NULL,                 f16_ggml_rows1_carry, f16_ggml_rows2_carry,
-                                         f16_ggml_rows3_carry, f16_ggml_rows4_carry, f16_ggml_rows5_carry,
-                                         f16_ggml_rows6_carry, f16_ggml_rows7_carry, f16_ggml_rows8_carry};
-    const int convert = nc > 1 && n <= F16_SHORT_ROW && n % 32 == 0;
-    const int64_t np = n & ~(int64_t)31, chunk = nc > 1 && np > F16_CHUNK ? F16_CHUNK : np;
-    float xs[8 * F16_SHORT_ROW];
     __m512 st[F16_CHUNK_COLS][16];
-    for (int64_t r = 0; r < nr; r += 8) {
-        const int R = nr - r < 8 ? (int)(nr - r) : 8;
-        const uint16_t *xr = (const uint16_t *)((const char *)x + r * bx);
-        if (convert) {
-            for (int k = 0; k < R; k++)
-                for (int64_t i = 0; i < n; i += 16)
-                    _mm512_storeu_ps(xs + k * n + i, ld_f16x16_zmm((const uint16_t *)((const char *)xr + k * bx) + i));
-            for (int64_t c = 0; c < nc; c++)
-                rows_x32[R](n, (const uint16_t *)(const void *)xs, (size_t)n * sizeof(float),
-                            (const float *)((const char *)y + c * by), d + r * dr + c * dc, dr, 0, np, NULL);
-            continue;
-        }
-        if (chunk == np) { /* one pass */
-            for (int64_t c = 0; c < nc; c++)
-                rows[R](n, xr, bx, (const float *)((const char *)y + c * by), d + r * dr + c * dc, dr, 0, np, NULL);
-            continue;
-        }
-        for (int64_t c0 = 0; c0 < nc; c0 += F16_CHUNK_COLS) {
-            const int64_t c1 = nc - c0 < F16_CHUNK_COLS ? nc : c0 + F16_CHUNK_COLS;
-            memset(st, 0, sizeof(st));
-            for (int64_t i0 = 0; i0 < np;) {
-                const int64_t i1 = np - i0 < 2 * chunk ? np : i0 + chunk; /* no short last chunk */
-                for (int64_t c = c0; c < c1; c++)
-                    rows_carry[R](n, xr, bx, (const float *)((const char *)y + c * by), d + r * dr + c * dc, dr, i0,
-                                  i1, st[c - c0]);
-                i0 = i1;
-            }
-        }
-    }
+    f16_ggml_tiles_drive(n, x, bx, nr, y, by, nc, d, dr, dc, 8, f16_ggml_rows_zmm_any, f16_ggml_rows_zmm_x32,
+                         f16_ggml_rows_zmm_carry, f16_to_f32_zmm, (char *)st, sizeof st[0]);
 }
 
 /* F16 tiles (dot_x86.h's f16_tiles_drive) with 512-bit FMAs that keep the 8-lane sums: a zmm accumulator holds
