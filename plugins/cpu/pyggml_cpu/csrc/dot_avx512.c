@@ -112,9 +112,9 @@ static float dot_f16_ggml_zmm(int64_t n, const uint16_t *x, const float *y) {
         default: f16_ggml_rows_zmm(n, x, bx, y, d, dd, i0, i1, (__m512 *)st, 1, X32, CARRY); break;                   \
         }                                                                                                              \
     }
-F16_ZMM_ROWS(f16_ggml_rows_zmm_any, 0, 0)
-F16_ZMM_ROWS(f16_ggml_rows_zmm_x32, 1, 0)
-F16_ZMM_ROWS(f16_ggml_rows_zmm_carry, 0, 1)
+F16_ZMM_ROWS(f16_zmm_rows, 0, 0)
+F16_ZMM_ROWS(f16_zmm_rows_x32, 1, 0)
+F16_ZMM_ROWS(f16_zmm_rows_carry, 0, 1)
 #undef F16_ZMM_ROWS
 
 static void f16_to_f32_zmm(const uint16_t *x, float *y, int64_t n) {
@@ -125,8 +125,8 @@ static void f16_to_f32_zmm(const uint16_t *x, float *y, int64_t n) {
 static void dot_f16_ggml_tiles_zmm(int64_t n, const uint16_t *x, size_t bx, int64_t nr, const float *y, size_t by,
                                    int64_t nc, char *d, size_t dr, size_t dc) {
     __m512 st[F16_CHUNK_COLS][16];
-    f16_ggml_tiles_drive(n, x, bx, nr, y, by, nc, d, dr, dc, 8, f16_ggml_rows_zmm_any, f16_ggml_rows_zmm_x32,
-                         f16_ggml_rows_zmm_carry, f16_to_f32_zmm, (char *)st, sizeof st[0]);
+    f16_ggml_tiles_drive(n, x, bx, nr, y, by, nc, d, dr, dc, 8, f16_zmm_rows, f16_zmm_rows_x32,
+                         f16_zmm_rows_carry, f16_to_f32_zmm, (char *)st, sizeof st[0]);
 }
 
 /* F16 tiles (dot_x86.h's f16_tiles_drive) with 512-bit FMAs that keep the 8-lane sums: a zmm accumulator holds
