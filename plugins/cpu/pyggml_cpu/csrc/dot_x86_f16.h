@@ -1,6 +1,7 @@
 /* x86 F16 kernels of the mat-vec path (one activation column against F16 weights), AVX2 + FMA + F16C: the
    activations' rounding to F16 and ggml_vec_dot_f16's order over several weight rows per pass. Included by
-   dot_avx2.c after dot_x86.h (XSFX, ld_f16x8); dot_avx512.c takes f16_ggml_finish for its 512-bit rows. */
+   dot_avx2.c after dot_x86.h (XSFX, ld_f16x8); dot_avx512.c takes f16_ggml_finish and the tiles driver
+   (f16_ggml_tiles_drive) for its 512-bit rows. */
 
 /* the portable round_f16 with F16C, eight values at a time (same bits: both round to nearest even, and a NaN
    keeps its sign and top payload bits with the quiet bit set) */
