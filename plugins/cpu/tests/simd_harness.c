@@ -161,6 +161,15 @@ static void check_quant(const char *level, int t, int bitexact_real) {
                         scale[r] += fabs((double)deq[i]) * (fabs((double)af0[i]) + fabs((double)af1[i]));
                 }
             }
+            if (pgc_S.dequant[t]) /* the level's blocks -> floats give the portable dequantisation's bits */
+                for (int r = 0; r < PGC_DOTR_ROWS; r++) {
+                    static float want_deq[MAX_N], got_deq[MAX_N];
+                    pgc_dequant_row(t, w[r], want_deq, n);
+                    pgc_S.dequant[t](w[r], got_deq, n);
+                    snprintf(what, sizeof what, "%s dequantised n=%lld %s", tname(t), (long long)n,
+                             mode ? "real" : "exact");
+                    for (int64_t i = 0; i < n; i++) check(level, what, 1, got_deq[i], want_deq[i], 0.0);
+                }
             const int exact = mode == 0 || bitexact_real;
             const char *m = mode ? "real" : "exact";
             float want[PGC_DOTR_ROWS], want1, got, out[PGC_DOTR_ROWS];

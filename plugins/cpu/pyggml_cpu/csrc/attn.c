@@ -294,10 +294,12 @@ static const char *rows_of(const pgc_node *n, int s, int64_t j0, int64_t nj, int
     }
     *stride = sizeof(float) * (size_t)d;
     *f16 = 0;
+    const pgc_dequant_fn deq = t < T_COUNT && nb0 == pgc_type_size(t) ? pgc_S.dequant[t] : NULL; /* SIMD blocks */
     for (int64_t j = 0; j < nj; j++) {
         float *y = out + j * d;
         const char *x = first + j * n->nb[s][1];
         if (dead && dead[j] != 0.0f) memset(y, 0, sizeof(float) * (size_t)d);
+        else if (deq) deq(x, y, d);
         else if (t == T_F16 || t == T_F32 || t == T_BF16)
             for (int64_t i = 0; i < d; i++) y[i] = pgc_ld(x + i * nb0, t);
         else if (pgc_to_float(x, y, d, t)) return NULL;

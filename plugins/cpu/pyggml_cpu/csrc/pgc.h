@@ -273,6 +273,7 @@ typedef float (*pgc_dot_f32_fn)(int64_t n, const float *x, const float *y);
 typedef float (*pgc_dot_f16_fn)(int64_t n, const uint16_t *x, const float *y);
 typedef void (*pgc_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 typedef void (*pgc_quant_fn)(const float *x, void *y, int64_t n);
+typedef void (*pgc_dequant_fn)(const void *x, float *y, int64_t n);
 /* x[i] = fp16_to_fp32(fp32_to_fp16(x[i])) (round to nearest even; NaN stays NaN) */
 typedef void (*pgc_round_f16_fn)(float *x, int64_t n);
 /* one weight row against two activation rows: s[0], s[1] */
@@ -339,6 +340,7 @@ typedef struct pgc_simd {
     pgc_q_tiles_fn q_tiles[T_COUNT];   /* tiles of rows x columns (NULL: vec_dot2 / vec_dot per column) */
     pgc_r8_fn r8[T_COUNT];             /* R8_ROWS R8 weight rows (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K) x partner rows */
     pgc_quant_fn quantize[T_COUNT];    /* float row -> blocks (dot partners Q8_0/Q8_1/Q8_K and CPY targets) */
+    pgc_dequant_fn dequant[T_COUNT];   /* blocks -> float row, pgc_dequant_row's bits (NULL: that one) */
 } pgc_simd;
 
 extern pgc_simd pgc_S;

@@ -326,7 +326,11 @@ int pgc_to_float(const void *src, float *dst, int64_t n, int type) {
     case T_BF16: { const uint16_t *s = (const uint16_t *)src; for (int64_t i = 0; i < n; i++) dst[i] = pgc_bf16_to_fp32(s[i]); return 0; }
     case T_I32: { const int32_t *s = (const int32_t *)src; for (int64_t i = 0; i < n; i++) dst[i] = (float)s[i]; return 0; }
     default:
-        if (pgc_blck_size(type) > 1 && n % pgc_blck_size(type) == 0) { pgc_dequant_row(type, src, dst, n); return 0; }
+        if (pgc_blck_size(type) > 1 && n % pgc_blck_size(type) == 0) {
+            if (type < T_COUNT && pgc_S.dequant[type]) pgc_S.dequant[type](src, dst, n);
+            else pgc_dequant_row(type, src, dst, n);
+            return 0;
+        }
         return PGC_E_TYPE;
     }
 }
