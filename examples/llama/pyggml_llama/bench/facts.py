@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from pyggml.backend.meta.device import MetaDevice
 from pyggml.backend.protocol import Device, DeviceType
 from pyggml.gguf import GGUFFile
+from pyggml.types import GGMLType, row_size
 from pyggml_llama.hparams import HParams
 
 if TYPE_CHECKING:
@@ -85,14 +86,14 @@ def _leaves(dev: Device) -> list[Device]:
     return [d for child in dev.devices for d in _leaves(child)] if isinstance(dev, MetaDevice) else [dev]
 
 
-def decode_bytes_per_token(model: Path, cells: float) -> int:
+def decode_bytes_per_token(model: Path, cells: float, kv_type: GGMLType = GGMLType.F16) -> int:
     """What one decode step reads at least: every weight once (the embedding matrix as the output matrix when
-    tied; a separate output matrix and one row of the embeddings besides) and the F16 K and V of `cells` cells (the
-    mean context during the decode steps)."""
+    tied; a separate output matrix and one row of the embeddings besides) and the K and V (of `kv_type`) of `cells`
+    cells (the mean context during the decode steps)."""
     gf = GGUFFile(model)
     hp = HParams.from_gguf(gf)
     weights = sum(info.nbytes for info in gf.tensors.values())
     emb = gf.tensors.get("token_embd.weight")
     if emb is not None and "output.weight" in gf.tensors:  # untied: only one row of the embeddings is read
         weights -= emb.nbytes - emb.nbytes // emb.ne[1]
-    return int(weights + 2 * hp.n_layer * hp.n_embd_kv * cells * 2)
+    return int(weights + 2 * hp.n_layer * row_size(kv_type, hp.n_embd_kv) * cells)
