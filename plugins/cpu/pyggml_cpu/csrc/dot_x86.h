@@ -523,24 +523,48 @@ COLS_ENTRIES(q5_K)
 
 #include "dot_x86_r8.h"
 
-/* blocks -> floats with the portable dequantisation's bits (quants.c: an exact conversion and one multiply a
-   value): a KV cache's rows in flash attention, quantised rows of GET_ROWS and CPY */
-static inline void XSFX(deq_bytes32)(__m256i q, float d, float *y) {
-    const __m256 dv = _mm256_set1_ps(d);
+/* blocks -> floats with the portable dequantisation's bits (quants.c: an exact conversion, one multiply a value and,
+   where quants.c adds one (Q4_1, Q5_0, Q5_1; m NULL: none), one add): a KV cache's rows in flash attention,
+   quantised rows of GET_ROWS and CPY */
+static inline __attribute__((always_inline)) void XSFX(deq_bytes32)(__m256i q, float d, const float *m, float *y) {
+    const __m256 dv = _mm256_set1_ps(d), mv = _mm256_set1_ps(m ? *m : 0.0f);
     const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
     const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-    for (int k = 0; k < 4; k++)
-        _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), dv));
+    for (int k = 0; k < 4; k++) {
+        const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), dv);
+        _mm256_storeu_ps(y + 8 * k, m ? _mm256_add_ps(v, mv) : v);
+    }
 }
 static void XSFX(deq_q8_0)(const void *vx, float *y, int64_t n) {
     const bq8_0 *x = (const bq8_0 *)vx;
     for (int64_t i = 0; i < n / QK; i++)
-        XSFX(deq_bytes32)(_mm256_loadu_si256((const __m256i *)(const void *)x[i].qs), F16T(x[i].d), y + i * QK);
+        XSFX(deq_bytes32)(_mm256_loadu_si256((const __m256i *)(const void *)x[i].qs), F16T(x[i].d), NULL, y + i * QK);
 }
 static void XSFX(deq_q4_0)(const void *vx, float *y, int64_t n) {
     const bq4_0 *x = (const bq4_0 *)vx;
     for (int64_t i = 0; i < n / QK; i++)
-        XSFX(deq_bytes32)(_mm256_sub_epi8(nibbles32(x[i].qs), _mm256_set1_epi8(8)), F16T(x[i].d), y + i * QK);
+        XSFX(deq_bytes32)(_mm256_sub_epi8(nibbles32(x[i].qs), _mm256_set1_epi8(8)), F16T(x[i].d), NULL, y + i * QK);
+}
+static void XSFX(deq_q4_1)(const void *vx, float *y, int64_t n) {
+    const bq4_1 *x = (const bq4_1 *)vx;
+    for (int64_t i = 0; i < n / QK; i++) {
+        const float m = F16T(x[i].m);
+        XSFX(deq_bytes32)(nibbles32(x[i].qs), F16T(x[i].d), &m, y + i * QK);
+    }
+}
+static void XSFX(deq_q5_0)(const void *vx, float *y, int64_t n) {
+    const bq5_0 *x = (const bq5_0 *)vx;
+    const float zero = 0.0f; /* quants.c adds its m = 0 too (a -0 becomes +0) */
+    for (int64_t i = 0; i < n / QK; i++)
+        XSFX(deq_bytes32)(_mm256_sub_epi8(q5_bytes(x[i].qh, x[i].qs), _mm256_set1_epi8(16)), F16T(x[i].d), &zero,
+                          y + i * QK);
+}
+static void XSFX(deq_q5_1)(const void *vx, float *y, int64_t n) {
+    const bq5_1 *x = (const bq5_1 *)vx;
+    for (int64_t i = 0; i < n / QK; i++) {
+        const float m = F16T(x[i].m);
+        XSFX(deq_bytes32)(q5_bytes(x[i].qh, x[i].qs), F16T(x[i].d), &m, y + i * QK);
+    }
 }
 
 /* a type's one-column, two-column and eight-row dots */
@@ -586,5 +610,8 @@ static void XSFX(register_x86)(pgc_simd *s) {
     s->vec_dotr[T_Q5_1] = XSFX(vdr_q5_1);
     s->dequant[T_Q8_0] = XSFX(deq_q8_0);
     s->dequant[T_Q4_0] = XSFX(deq_q4_0);
+    s->dequant[T_Q4_1] = XSFX(deq_q4_1);
+    s->dequant[T_Q5_0] = XSFX(deq_q5_0);
+    s->dequant[T_Q5_1] = XSFX(deq_q5_1);
 }
 #undef XREGISTER_DOTS
