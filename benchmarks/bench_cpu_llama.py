@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--flash-attn", action="store_true", help="both sides attend with FLASH_ATTN_EXT (llama.cpp -fa 1)")
     ap.add_argument("--kv-type", default="f16",
-                    help="both sides' KV cache type: f16, q8_0, q4_0 (llama-bench -ctk / -ctv)")
+                    help="both sides' KV cache type: f16, q8_0, q4_0, q4_1, q5_0, q5_1 (llama-bench -ctk / -ctv)")
     a = ap.parse_args()
     for shape in a.shape or [k for k in SHAPES if k != "llama-8b"]:
         for qtype in a.type or list(FTYPES):

@@ -16,8 +16,8 @@ system info, the load average, and for decode tok/s x bytes read per token / rea
 where the bandwidth is measured in the same run with as many threads. `--depth D` runs both the prompt and the
 decode steps after D tokens already in the KV cache, as `llama-bench -d D` does (filled once in the warm-up; each
 round cuts the cache back to D tokens). `--flash-attn`: both sides attend with FLASH_ATTN_EXT (llama.cpp's -fa 1;
-without it both multiply by K and V as matrices). `--kv-type q8_0` (or q4_0): both sides keep K and V in that type
-(llama-bench -ctk / -ctv; a quantised cache needs --flash-attn).
+without it both multiply by K and V as matrices). `--kv-type q8_0` (or q4_0, q4_1, q5_0, q5_1): both sides keep K
+and V in that type (llama-bench -ctk / -ctv; a quantised cache needs --flash-attn).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ X86_FLAGS = ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl
              "amx_int8")
 
 
-KV_TYPES = ("f16", "q8_0", "q4_0")
+KV_TYPES = ("f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
 """The KV cache types users pick (llama-bench -ctk / -ctv); GGMLType's values are ggml's, as llama.cpp takes them."""
 
 Round = Callable[[], tuple[float, float]]
