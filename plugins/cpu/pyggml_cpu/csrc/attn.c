@@ -294,7 +294,8 @@ static const char *rows_of(const pgc_node *n, int s, int64_t j0, int64_t nj, int
     }
     *stride = sizeof(float) * (size_t)d;
     *f16 = 0;
-    const pgc_dequant_fn deq = t < T_COUNT && nb0 == pgc_type_size(t) ? pgc_S.dequant[t] : NULL; /* SIMD blocks */
+    /* blocks in a row with a SIMD kernel: taken once for the block, not pgc_to_float's type switch per row */
+    const pgc_dequant_fn deq = nb0 == pgc_type_size(t) ? pgc_simd_dequant(t) : NULL;
     for (int64_t j = 0; j < nj; j++) {
         float *y = out + j * d;
         const char *x = first + j * n->nb[s][1];

@@ -344,6 +344,8 @@ typedef struct pgc_simd {
 } pgc_simd;
 
 extern pgc_simd pgc_S;
+/* the level's SIMD dequantisation of type t's blocks (NULL: none; pgc_to_float then takes quants.c's portable one) */
+static inline pgc_dequant_fn pgc_simd_dequant(int t) { return t >= 0 && t < T_COUNT ? pgc_S.dequant[t] : NULL; }
 /* fp16 -> fp32 for every half value: a load is cheaper than a conversion inside the dot product loops */
 extern float pgc_f16_table[65536];
 #define F16T(h) (pgc_f16_table[(uint16_t)(h)])

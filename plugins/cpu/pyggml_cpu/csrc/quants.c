@@ -327,7 +327,8 @@ int pgc_to_float(const void *src, float *dst, int64_t n, int type) {
     case T_I32: { const int32_t *s = (const int32_t *)src; for (int64_t i = 0; i < n; i++) dst[i] = (float)s[i]; return 0; }
     default:
         if (pgc_blck_size(type) > 1 && n % pgc_blck_size(type) == 0) {
-            if (type < T_COUNT && pgc_S.dequant[type]) pgc_S.dequant[type](src, dst, n);
+            const pgc_dequant_fn deq = pgc_simd_dequant(type);
+            if (deq) deq(src, dst, n);
             else pgc_dequant_row(type, src, dst, n);
             return 0;
         }
