@@ -27,11 +27,11 @@
 #              -c 128), llama.cpp's own floor (the same one token at a time against it), and pyggml's CUDA0 in one batch
 #              and one token at a time against it (bench_vs_llama kld)
 #   llama_TAG, pyggml_TAG   llama-bench -ngl 99 and pyggml-llama bench --backend CUDA0 on each model, side by side:
-#              -p 512 -n 128 -d 0,4096 -r 3, llama.cpp with -fa 1,0, pyggml with -fa 0 (PYGGML_FA); rows as jsonl
+#              -p 512 -n 128 -d 0,4096 -r 3, llama.cpp with -fa 1,0, pyggml with -fa 1,0 (PYGGML_FA); rows as jsonl
 #   kld_q4_k_m the agreement on SmolLM2 Q4_K_M, where time is left
 #   report     $OUT/bench.json (bench_vs_llama summary): both sides' t/s, ratios pyggml / llama.cpp (same -fa, and
 #              the better -fa of each), bytes read per decoded token and that over the measured bandwidth, the goals
-# Knobs: GPU_BENCH_SECONDS, BENCH_REPS (3), PYGGML_FA (0), LLAMA_FA (1,0), SKIP_STEPS (testing/check_steps.sh).
+# Knobs: GPU_BENCH_SECONDS, BENCH_REPS (3), PYGGML_FA (1,0), LLAMA_FA (1,0), SKIP_STEPS (testing/check_steps.sh).
 # GPU_BENCH_DRY=1 tests the script on a machine without a GPU: no install (the checkout's .venv), pyggml on cpu, the
 # anchor (.gpu/d if packed, else .cache/llama-cuda/bin) on its CPU backend over a stand-in libcuda.so.1 and the cuBLAS
 # it was built against, tiny sizes, a two-layer model of the same vocabulary in place of the 1.1B one.
@@ -45,7 +45,7 @@ DEADLINE=${GPU_BENCH_SECONDS:-470}
 RESERVE=15  # kept for the report
 R=${BENCH_REPS:-3}
 LLAMA_FA=${LLAMA_FA:-1,0}
-PYGGML_FA=${PYGGML_FA:-0}
+PYGGML_FA=${PYGGML_FA:-1,0}
 MODELS=/tmp/bench-models
 LL=/tmp/llama-cuda
 KLD_TEXT=plugins/rpc/tests/data/kld_text.txt

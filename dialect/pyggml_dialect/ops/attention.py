@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyggml.backend.launch import WG, f32, i32
+from pyggml.backend.launch import WG, f32, i32, i64
 from pyggml.backend.op_table import RuleSet, opt_src, src
 from pyggml.ops.attention import alibi
 from pyggml.ops.base import Op
@@ -27,6 +27,21 @@ def _ok(node: Tensor) -> bool:
             and v.ne[0] <= DMAX and (sinks is None or sinks.is_contiguous()))
 
 
+SPLIT_GROUPS = 512
+"""Work-groups the key splits aim at where (query row, head, batch) triples are fewer (decode at long contexts)."""
+SPLIT_MIN_CHUNKS = 4
+"""Chunks of WG keys a split takes at least, so that a split's work outweighs its record and the merge."""
+SPLIT_MAX = 64
+
+
+def n_split(q: Tensor, k: Tensor) -> int:
+    """Splits of the keys: 1 where the (query row, head, batch) triples fill SPLIT_GROUPS work-groups or the keys
+    are few, else enough to fill them, each of at least SPLIT_MIN_CHUNKS chunks."""
+    groups = q.ne[1] * q.ne[2] * q.ne[3]
+    chunks = -(-k.ne[1] // WG)
+    return max(1, min(-(-SPLIT_GROUPS // groups), chunks // SPLIT_MIN_CHUNKS, SPLIT_MAX))
+
+
 @rules.rule(Op.FLASH_ATTN_EXT, accepts=_ok)
 def build_flash_attn(node: Tensor, b: Builder) -> None:
     q, k, v = src(node, 0), src(node, 1), src(node, 2)
@@ -35,7 +50,14 @@ def build_flash_attn(node: Tensor, b: Builder) -> None:
     nlog2, m0, m1 = alibi(q.ne[2], p.max_bias)
     s = ProgramSpec.of("attention.cl", TK=tname(k.type), TV=tname(v.type),
                        TM=tname(mask.type if mask is not None else T.F32), WG=WG, DMAX=DMAX)
-    b.launch(s, "k_flash_attn", (q.ne[1] * WG, q.ne[2], q.ne[3]), (WG, 1, 1), *b.tensor(q), *b.tensor(k),
-             *b.tensor(v), *b.tensor(mask if mask is not None else q), *b.tensor(sinks if sinks is not None else q),
-             *b.tensor(node), f32(p.scale), f32(p.max_bias), f32(p.logit_softcap), i32(int(mask is not None)),
+    ns = n_split(q, k)
+    # the splits' records (REC in attention.cl); with one split none, and the output's memory stands in
+    part = b.scratch(4 * q.ne[1] * q.ne[2] * q.ne[3] * ns * (v.ne[0] + 2)) if ns > 1 else b.tensor(node)[0]
+    sink_args = b.tensor(sinks if sinks is not None else q)
+    b.launch(s, "k_flash_attn", (q.ne[1] * ns * WG, q.ne[2], q.ne[3]), (WG, 1, 1), *b.tensor(q), *b.tensor(k),
+             *b.tensor(v), *b.tensor(mask if mask is not None else q), *sink_args, *b.tensor(node), part, i64(0),
+             i32(ns), f32(p.scale), f32(p.max_bias), f32(p.logit_softcap), i32(int(mask is not None)),
              i32(int(sinks is not None)), i32(nlog2), f32(m0), f32(m1))
+    if ns > 1:
+        b.launch(s, "k_flash_attn_merge", (q.ne[1] * WG, q.ne[2], q.ne[3]), (WG, 1, 1), *sink_args,
+                 *b.tensor(node), part, i64(0), i32(ns), i32(int(sinks is not None)))

@@ -102,7 +102,8 @@ def test_every_conformance_case_plans_without_a_device() -> None:
     assert {"elementwise.cl", "rows.cl", "matmul.cl", "matmul_q.cl", "mmq.cu", "norm.cl", "rope.cl",
             "attention.cl", "layout.cl", "reduce.cl"} <= files
     kernels = {k for _, k, _ in cat.launches}
-    assert {"k_mmvq", "k_mmq", "k_flash_attn", "k_soft_max", "k_rope", "k_get_rows", "k_set_rows_q"} <= kernels
+    assert {"k_mmvq", "k_mmq", "k_flash_attn", "k_flash_attn_merge", "k_soft_max", "k_rope", "k_get_rows",
+            "k_set_rows_q"} <= kernels
     assert "k_mul_mat_q" not in kernels  # replaced by the dp4a kernels
     ops_seen = {la.node.op for la in cat.launches.values()}
     assert Op.FLASH_ATTN_EXT in ops_seen and Op.MUL_MAT_ID in ops_seen

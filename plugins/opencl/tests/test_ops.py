@@ -94,6 +94,9 @@ for _kv in (T.F32, T.F16, T.Q8_0):
     case(f"flash_attn_{_kv}", 5e-4)(lambda c, kv=_kv: [ops.flash_attn_ext(
         nt(c, T.F32, 64, 3, 8), nt(c, kv, 64, 100, 2), nt(c, kv, 64, 100, 2), nt(c, T.F16, 100, 4, name="mask"),
         0.125)])
+case("flash_attn_decode_split_keys", 5e-4)(lambda c: [ops.flash_attn_ext(  # 6 key splits and their merge
+    nt(c, T.F32, 64, 1, 8), nt(c, T.F16, 64, 1500, 2), nt(c, T.F16, 64, 1500, 2), nt(c, T.F16, 1500, 1, name="mask"),
+    0.125, sinks=nt(c, T.F32, 8))])
 case("flash_attn_softcap_alibi_sinks", 5e-4)(lambda c: [ops.flash_attn_ext(
     nt(c, T.F32, 32, 2, 4), nt(c, T.F16, 32, 70, 4), nt(c, T.F16, 48, 70, 4), nt(c, T.F32, 70, 2, name="mask"),
     0.2, 4.0, 30.0, nt(c, T.F32, 4))])
@@ -125,3 +128,14 @@ def test_supports_declares_every_case(dev) -> None:  # type: ignore[no-untyped-d
     for name, (build, _) in CASES.items():
         for out in build(Context(no_alloc=True)):
             assert dev.supports_op(out), name
+
+
+def test_flash_attention_splits_the_keys_only_where_query_rows_are_few() -> None:
+    from pyggml_dialect.ops.attention import n_split
+
+    c = Context(no_alloc=True)
+    k4096 = nt(c, T.F16, 64, 4096, 4)
+    assert n_split(nt(c, T.F32, 64, 1, 32), k4096) == 16  # decode, 1.1B shape at depth 4096: 512 work-groups
+    assert n_split(nt(c, T.F32, 64, 512, 32), k4096) == 1  # a prompt fills the device by its rows
+    assert n_split(nt(c, T.F32, 64, 1, 32), nt(c, T.F16, 64, 200, 4)) == 1  # few keys: one split
+    assert n_split(nt(c, T.F32, 64, 1, 8), nt(c, T.F16, 64, 1500, 2)) == 6  # the case above
