@@ -32,6 +32,7 @@ SPLIT_GROUPS = 512
 SPLIT_MIN_CHUNKS = 4
 """Chunks of WG keys a split takes at least, so that a split's work outweighs its record and the merge."""
 SPLIT_MAX = 64
+"""Most splits of one (query row, head, batch): bounds the records the merge reads."""
 
 
 def n_split(q: Tensor, k: Tensor) -> int:
