@@ -1,6 +1,7 @@
 /* Matrix products. Defines: WT (src0 / weight type), WT_IS_<WT> = 1, T1 (src1 type), WG.
  *
  *   k_mul_mat_vec   one work-group of WG lanes per output element; lanes stride over 32-element blocks of k
+ *                   (the K types' 32-element sub-blocks read with their scales taken once)
  *   k_mul_mat_tiled 16x16 lanes compute a 32x32 output tile; k advances 32 at a time through local memory
  *   k_mul_mat_id    k_mul_mat_vec with the weight matrix picked per (slot, token) by an expert id
  *   k_out_prod      one work-item per output element (plain types)
@@ -47,6 +48,43 @@ INLINE float block_dot(GLOBAL const char *row, i64 ib, GLOBAL const char *col, i
     return LOAD_HALF(blk, 0) * s;
 #endif
 #endif
+#elif defined(WT_IS_q4_K) || defined(WT_IS_q5_K)
+    /* 32-element sub-block sb of a 256-element block: one scale and minimum for all of it */
+    GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (ib / 8) * TSZ(WT));
+    i32 sb = (i32)(ib % 8), sc, mn;
+    pg_scale_min_k4(sb, b + 4, &sc, &mn);
+#if defined(WT_IS_q4_K)
+    GLOBAL const u8 *q = b + 16 + 32 * (sb / 2);
+#else
+    GLOBAL const u8 *q = b + 48 + 32 * (sb / 2), *qh = b + 16;
+#endif
+    i32 shift = 4 * (sb % 2); /* the high nibbles for odd sub-blocks */
+    float s = 0.f, sx = 0.f;
+    for (i32 l = 0; l < 32; l++) {
+        float x = LOADT(T1, col + (k0 + l) * nb10);
+        i32 v = (q[l] >> shift) & 15;
+#if defined(WT_IS_q5_K)
+        v |= ((qh[l] >> sb) & 1) << 4;
+#endif
+        s += (float)v * x;
+        sx += x;
+    }
+    return LOAD_HALF(b, 0) * (float)sc * s - LOAD_HALF(b, 1) * (float)mn * sx;
+#elif defined(WT_IS_q6_K)
+    /* 32-element sub-block sb of a 256-element block: two signed scales, one a 16 elements */
+    GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (ib / 8) * TSZ(WT));
+    i32 sb = (i32)(ib % 8), h = sb / 4, t = sb % 4;
+    GLOBAL const u8 *ql = b + 64 * h + 32 * (t & 1), *qh = b + 128 + 32 * h;
+    GLOBAL const i8 *sc = (GLOBAL const i8 *)(b + 192) + 8 * h + 2 * t;
+    i32 shift = 4 * (t / 2);
+    float s0 = 0.f, s1 = 0.f;
+    for (i32 l = 0; l < 32; l++) {
+        float x = LOADT(T1, col + (k0 + l) * nb10);
+        i32 v = (((ql[l] >> shift) & 15) | (((qh[l] >> (2 * t)) & 3) << 4)) - 32;
+        if (l < 16) s0 += (float)v * x;
+        else s1 += (float)v * x;
+    }
+    return LOAD_HALF(b + 208, 0) * ((float)sc[0] * s0 + (float)sc[1] * s1);
 #else
     float s = 0.f;
     i64 k1 = k0 + 32 < ne00 ? k0 + 32 : ne00;
