@@ -2,6 +2,7 @@
  *
  *   k_mul_mat_vec   one work-group of WG lanes per output element; lanes stride over 32-element blocks of k
  *                   (the K types' 32-element sub-blocks read with their scales taken once)
+ *   k_mul_mat_vec_short  one lane per output element, for rows of at most SHORT_ROW (ops/matmul.py) elements
  *   k_mul_mat_tiled 16x16 lanes compute a 32x32 output tile; k advances 32 at a time through local memory
  *   k_mul_mat_id    k_mul_mat_vec with the weight matrix picked per (slot, token) by an expert id
  *   k_out_prod      one work-item per output element (plain types)
@@ -107,6 +108,19 @@ KERNEL void k_mul_mat_vec(TENSOR(a), TENSOR(b), TENSOR(d)) {
     i64 i02 = i12 / (b_ne2 / a_ne2), i03 = i13 / (b_ne3 / a_ne3);
     float r = row_dot(AT(a, 0, i01, i02, i03), AT(b, 0, i11, i12, i13), b_nb0, a_ne0, buf);
     if (LID(0) == 0) store_f32(AT(d, i01, i11, i12, i13), r);
+}
+
+/* grid: (ne01 rounded up to WG, ne11, ne12 * ne13): one lane per output element, its row's blocks in order, for
+ * rows of a few blocks (attention's K x q at decode: 64-128 long), where k_mul_mat_vec would leave most of a
+ * work-group's lanes idle and reduce across all of them for each output */
+KERNEL void k_mul_mat_vec_short(TENSOR(a), TENSOR(b), TENSOR(d)) {
+    i64 i01 = GID(0), i11 = GID(1), i12 = GID(2) % b_ne2, i13 = GID(2) / b_ne2;
+    if (i01 >= a_ne1) return;
+    i64 i02 = i12 / (b_ne2 / a_ne2), i03 = i13 / (b_ne3 / a_ne3);
+    GLOBAL const char *row = AT(a, 0, i01, i02, i03), *col = AT(b, 0, i11, i12, i13);
+    float r = 0.f;
+    for (i64 ib = 0; ib < (a_ne0 + 31) / 32; ib++) r += block_dot(row, ib, col, b_nb0, a_ne0);
+    store_f32(AT(d, i01, i11, i12, i13), r);
 }
 
 /* grid: (ne01 * WG, n_used, n_tokens); ids [n_used, n_tokens] i32 */

@@ -20,6 +20,8 @@ Q_NC = 4
 """Activation columns per work-item of the quantised kernel (NC in matmul_q.cl)."""
 TILED_MIN_COLS = 8
 """MUL_MAT with at least this many src1 columns uses the tiled kernel (weights read once per 32 columns)."""
+SHORT_ROW = 256
+"""Rows (k) of at most this many elements take k_mul_mat_vec_short (one lane per output) below TILED_MIN_COLS."""
 
 
 def spec(wt: GGMLType, t1: GGMLType) -> ProgramSpec:
@@ -62,6 +64,8 @@ def build_mul_mat(node: Tensor, b: Builder) -> None:
     if c.ne[1] >= TILED_MIN_COLS:
         gx, gy = -(-a.ne[1] // 32) * 16, -(-c.ne[1] // 32) * 16
         b.launch(s, "k_mul_mat_tiled", (gx, gy, batches), (16, 16, 1), *args)
+    elif a.ne[0] <= SHORT_ROW:
+        b.launch(s, "k_mul_mat_vec_short", (round_up(a.ne[1], WG), c.ne[1], batches), (WG, 1, 1), *args)
     else:
         b.launch(s, "k_mul_mat_vec", (a.ne[1] * WG, c.ne[1], batches), (WG, 1, 1), *args)
 

@@ -65,9 +65,10 @@ def test_quantised_mul_mat_uses_the_dp4a_kernels(n: int, kernel: str, grid: tupl
     assert len(b.scratch_mems) == 1
 
 
-def test_float_mul_mat_keeps_the_shared_kernels() -> None:
-    (la,) = build_launches(_mul_mat(GGMLType.F16, 4).nodes, CudaLaunchBuilder())
-    assert (la.kernel, la.spec.file) == ("k_mul_mat_vec", "matmul.cl")
+@pytest.mark.parametrize(("k", "kernel"), [(64, "k_mul_mat_vec_short"), (512, "k_mul_mat_vec")])
+def test_float_mul_mat_keeps_the_shared_kernels(k: int, kernel: str) -> None:
+    (la,) = build_launches(_mul_mat(GGMLType.F16, 4, k=k).nodes, CudaLaunchBuilder())
+    assert (la.kernel, la.spec.file) == (kernel, "matmul.cl")
 
 
 def test_unsupported_node_is_named() -> None:
