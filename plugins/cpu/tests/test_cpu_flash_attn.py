@@ -47,7 +47,7 @@ def _attend(dev: Device, kv_type: GGMLType, garbage: bool, n_threads: int, share
         be.free()
 
 
-@pytest.mark.parametrize("kv_type", [GGMLType.F16, GGMLType.Q8_0])
+@pytest.mark.parametrize("kv_type", [GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1])
 def test_masked_cells_holding_nan_change_nothing(cpu_device: Device, simd: str, kv_type: GGMLType) -> None:
     clean = _attend(cpu_device, kv_type, garbage=False, n_threads=2)
     assert np.isfinite(clean).all()
@@ -56,7 +56,7 @@ def test_masked_cells_holding_nan_change_nothing(cpu_device: Device, simd: str, 
         np.testing.assert_allclose(got, clean, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("kv_type", [GGMLType.F16, GGMLType.Q8_0])
+@pytest.mark.parametrize("kv_type", [GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1])
 def test_heads_sharing_the_cache_rows_give_what_separate_heads_give(cpu_device: Device, simd: str,
                                                                     kv_type: GGMLType) -> None:
     want = _attend(cpu_device, kv_type, garbage=False, n_threads=1)

@@ -1,13 +1,15 @@
 /* FLASH_ATTN_EXT, tiled: the score matrix is never formed whole. The queries that share one K/V matrix (the r2
    heads of a KV head, over the query rows) are taken FA_QUERIES at a time; each block of FA_KV_BLOCK keys is read
-   once for all of them (F16 and F32 rows in place, BF16 and quantised rows converted to float first): the block's
-   scores of every query are dot products (SIMD across the head dimension), a row of scores takes SOFT_MAX's
-   scaled, masked row and exponentials (ew.c) with an online softmax across blocks (running maximum and sum, the
-   accumulated values rescaled when the maximum grows), and the block's values are accumulated into each query's
-   output (SIMD across the value dimension). A key that every query of the block masks (-inf) is skipped and its
-   rows read as zeros, so a masked cell holding garbage (NaN) changes nothing. Where the matrices are fewer than
-   the threads (decode with few KV heads), the keys are split between threads too, each part's (max, sum, values)
-   kept in the shared work memory and merged after a barrier. */
+   once for all of them (F16 and F32 rows in place, BF16 and quantised V rows converted to float first): the
+   block's scores of every query are dot products (SIMD across the head dimension; a quantised K, as in ggml, is
+   dotted in its blocks with the queries quantised once to its dot partner, by the matmul's tiles), a row of scores
+   takes SOFT_MAX's scaled, masked row and exponentials (ew.c) with an online softmax across blocks (running maximum
+   and sum, the accumulated values rescaled when the maximum grows), and the block's values are accumulated into
+   each query's output (SIMD across the value dimension). A key that every query of the block masks (-inf) is
+   skipped and its rows read as zeros (its score, computed from a quantised K's blocks, overwritten), so a masked
+   cell holding garbage (NaN) changes nothing. Where the matrices are fewer than the threads (decode with few KV
+   heads), the keys are split between threads too, each part's (max, sum, values) kept in the shared work memory
+   and merged after a barrier. */
 #include "pgc.h"
 #include "shared.h"
 #include "softmax.h" /* pg_online_softmax: the OpenCL and CUDA kernels' too */
@@ -227,18 +229,34 @@ static fa_plan plan_of(const pgc_node *n, int nth) {
     return p;
 }
 
+/* K's dot partner where the queries are dotted with K's blocks (a quantised K with a dot product and a quantiser
+   for its partner, blocks contiguous in a row), else -1 */
+static int query_type(const pgc_node *n) {
+    const int tk = n->type[2], tq = pgc_vec_dot_type(tk);
+    if (tq < 0 || !pgc_S.vec_dot[tk] || !pgc_S.quantize[tq] || n->nb[2][0] != pgc_type_size(tk)) return -1;
+    return n->ne[1][0] % pgc_blck_size(tq) ? -1 : tq;
+}
+
+/* bytes of one query in K's dot partner, rounded up to whole floats (0: none) */
+static size_t qq_floats(const pgc_node *n) {
+    const int tq = query_type(n);
+    return tq < 0 ? 0 : ((size_t)pgc_row_size(tq, n->ne[1][0]) + 3) / 4;
+}
+
 /* a unit's queries over a range of keys and their running state: g maxima, g sums, g x Dv unnormalised values,
-   then the g queries (Dk floats each) */
+   the g queries (Dk floats each), then the g queries in K's dot partner (qq_floats each; NULL: none) */
 typedef struct fa_state {
     float *m, *l, *o, *q;
+    char *qq;
 } fa_state;
 
 static size_t state_floats(const pgc_node *n, const fa_plan *p) {
-    return (size_t)p->g * (size_t)(n->ne[3][0] + 2 + n->ne[1][0]);
+    return (size_t)p->g * ((size_t)(n->ne[3][0] + 2 + n->ne[1][0]) + qq_floats(n));
 }
 
 static fa_state state_at(const pgc_node *n, const fa_plan *p, float *base) {
-    const fa_state st = {base, base + p->g, base + 2 * p->g, base + p->g * (2 + n->ne[3][0])};
+    float *q = base + p->g * (2 + n->ne[3][0]);
+    const fa_state st = {base, base + p->g, base + 2 * p->g, q, qq_floats(n) ? (char *)(q + p->g * n->ne[1][0]) : NULL};
     return st;
 }
 
@@ -264,7 +282,7 @@ typedef struct fa_scratch {
 static size_t scratch_of(const pgc_node *n, float *w, fa_scratch *sc) {
     const size_t dk = (size_t)n->ne[1][0], dv = (size_t)n->ne[3][0];
     const size_t len[5] = {FA_QUERIES * FA_KV_BLOCK, FA_KV_BLOCK * dk, FA_KV_BLOCK * dv, FA_KV_BLOCK,
-                           FA_QUERIES * (dk + dv + 2)};
+                           FA_QUERIES * (dk + dv + 2 + qq_floats(n))};
     float **at[5] = {&sc->s, &sc->k, &sc->v, &sc->dead, &sc->state};
     size_t off = 0;
     for (int i = 0; i < 5; i++) {
@@ -336,6 +354,21 @@ static inline void query_of(int64_t k, int64_t ik2, int64_t r2, int64_t *iq1, in
     *iq2 = ik2 * r2 + k % r2;
 }
 
+/* S[m * FA_KV_BLOCK + j] = qq[m] . K[j] for nj rows of a quantised K from K0 and g queries in its dot partner: the
+   matmul's tiles (vec_dot's bits, ggml's kq_vec_dot) where the level has them, else vec_dot a pair at a time */
+static void block_scores(const pgc_node *n, const char *K0, int64_t nj, const char *qq, int64_t g, float *S) {
+    const int tk = n->type[2];
+    const int64_t Dk = n->ne[1][0];
+    const size_t ks = (size_t)n->nb[2][1], qs = qq_floats(n) * 4;
+    const pgc_q_tiles_fn tiles = pgc_S.q_tiles[tk];
+    if (tiles) {
+        tiles(Dk, K0, ks, nj, qq, qs, g, (char *)S, sizeof(float), sizeof(float) * FA_KV_BLOCK);
+        return;
+    }
+    for (int64_t m = 0; m < g; m++)
+        for (int64_t j = 0; j < nj; j++) pgc_S.vec_dot[tk](Dk, S + m * FA_KV_BLOCK + j, K0 + j * ks, qq + m * qs);
+}
+
 /* unit u's queries into st, their maxima at -inf, sums and values at 0 */
 static void unit_start(const pgc_node *n, const fa_plan *p, int64_t u, const fa_state *st) {
     const int64_t Dk = n->ne[1][0], Dv = n->ne[3][0];
@@ -345,6 +378,7 @@ static void unit_start(const pgc_node *n, const fa_plan *p, int64_t u, const fa_
         query_of(un.k0 + m, un.ik2, p->r2, &iq1, &iq2);
         const char *qp = pgc_ptr(n, 1, 0, iq1, iq2, un.iq3);
         for (int64_t i = 0; i < Dk; i++) st->q[m * Dk + i] = *(const float *)(qp + i * n->nb[1][0]);
+        if (st->qq) pgc_S.quantize[query_type(n)](st->q + m * Dk, st->qq + m * qq_floats(n) * 4, Dk);
         st->m[m] = -INFINITY;
         st->l[m] = 0.0f;
         memset(st->o + m * Dv, 0, sizeof(float) * (size_t)Dv);
@@ -390,9 +424,13 @@ static int unit_block(const pgc_node *n, const fa_plan *p, int64_t u, int64_t j0
     const float *dead_or_none = live < nj ? dead : NULL;
     size_t ks, vs;
     int kf16, vf16;
-    const char *K = rows_of(n, 2, j0, nj, un.ik2, un.ik3, Dk, dead_or_none, w->k, &ks, &kf16);
-    if (!K) return PGC_E_TYPE;
-    scores(Dk, K, ks, kf16, nj, st->q, g, S, FA_KV_BLOCK);
+    if (st->qq) /* a dead row's score is overwritten below */
+        block_scores(n, pgc_ptr(n, 2, 0, j0, un.ik2, un.ik3), nj, st->qq, g, S);
+    else {
+        const char *K = rows_of(n, 2, j0, nj, un.ik2, un.ik3, Dk, dead_or_none, w->k, &ks, &kf16);
+        if (!K) return PGC_E_TYPE;
+        scores(Dk, K, ks, kf16, nj, st->q, g, S, FA_KV_BLOCK);
+    }
     for (int64_t m = 0; m < g; m++) {
         float *s = S + m * FA_KV_BLOCK, sc = scale;
         if (softcap != 0.0f) {
