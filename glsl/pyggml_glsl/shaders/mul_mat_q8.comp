@@ -1,8 +1,9 @@
 #version 450
 // MUL_MAT of a block-quantised a with activations already quantised by quantize_q8 (ggml's vec_dot scheme, so
 // results match the CPU backend): 32-blocks use integer dot products per block, d_a * d_b * sumi (+ m_a * s_b);
-// super-blocks (K-quants) use sum(dequant(a) * q_b) * d_b. b rows: r = (b3 * ne12 + b2) * ne11 + j, nb11 bytes each,
-// nb10 bytes per block (d f32, s f32, int8 values).
+// Q4_K / Q5_K / Q6_K an integer sum a sub-block times its scales (ggml's vec_dot), Q2_K / Q3_K
+// sum(dequant(a) * q_b) * d_b. b rows: r = (b3 * ne12 + b2) * ne11 + j, nb11 bytes each, nb10 bytes per block
+// (d f32, s f32, int8 values).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #define WGS 64u
@@ -83,6 +84,58 @@ void main() {
                         sumi += lo[j] * int(B_i8[cb + 8u + j]) + hi[j] * int(B_i8[cb + 24u + j]);
                     }
                     acc[c] += float(sumi) * (da * B_f32[cb >> 2]) + ma * B_f32[(cb >> 2) + 1u];
+                }
+            }
+        } else if (TA == T_Q4_K || TA == T_Q5_K || TA == T_Q6_K) {
+            // ggml's integer K dots: a 32-element sub-block's values decoded once for the columns, its products
+            // summed in integers and scaled by its 6-bit scale (Q4_K / Q5_K, the minimum by the sum of b) or by
+            // its two signed scales, one a 16 elements (Q6_K); one float multiply a block
+            int isum[8] = int[8](0, 0, 0, 0, 0, 0, 0, 0);
+            int msum[8] = int[8](0, 0, 0, 0, 0, 0, 0, 0);
+            for (uint sb = 0u; sb < 8u; ++sb) {
+                int q[32];
+                int sc0; int sc1; int mn = 0;
+                if (TA == T_Q6_K) {
+                    uint n = sb >> 2; uint qt = sb & 3u;
+                    for (uint l = 0u; l < 32u; ++l) {
+                        uint ql = A_b(bo + n * 64u + l + (qt & 1u) * 32u);
+                        ql = qt >= 2u ? (ql >> 4) : (ql & 15u);
+                        uint qh = (A_b(bo + 128u + n * 32u + l) >> (2u * qt)) & 3u;
+                        q[l] = int(ql | (qh << 4)) - 32;
+                    }
+                    sc0 = int(A_i8[bo + 192u + n * 8u + 2u * qt]);
+                    sc1 = int(A_i8[bo + 193u + n * 8u + 2u * qt]);
+                } else {
+                    uint qs0 = TA == T_Q4_K ? 16u : 48u;
+                    for (uint l = 0u; l < 32u; ++l) {
+                        uint by = A_b(bo + qs0 + (sb >> 1) * 32u + l);
+                        uint v = (sb & 1u) == 0u ? (by & 15u) : (by >> 4);
+                        if (TA == T_Q5_K) v |= ((A_b(bo + 16u + l) >> sb) & 1u) << 4;
+                        q[l] = int(v);
+                    }
+                    sc0 = int(A_scale_k4(bo, sb, false));
+                    sc1 = sc0;
+                    mn = int(A_scale_k4(bo, sb, true));
+                }
+                for (uint c = 0u; c < NC; ++c) {
+                    if (c < nc) {
+                        uint cb = bb + c * pc.nb11 + 8u + sb * 32u;
+                        int s0 = 0; int s1 = 0; int sbv = 0;
+                        for (uint l = 0u; l < 16u; ++l) {
+                            int b0 = int(B_i8[cb + l]); int b1 = int(B_i8[cb + 16u + l]);
+                            s0 += q[l] * b0; s1 += q[16u + l] * b1; sbv += b0 + b1;
+                        }
+                        isum[c] += sc0 * s0 + sc1 * s1;
+                        msum[c] += mn * sbv;
+                    }
+                }
+            }
+            float da = TA == T_Q6_K ? A_h(bo + 208u) : A_h(bo);
+            float dm = TA == T_Q6_K ? 0.0 : A_h(bo + 2u);
+            for (uint c = 0u; c < NC; ++c) {
+                if (c < nc) {
+                    float db = B_f32[(bb + c * pc.nb11) >> 2];
+                    acc[c] += (da * db) * float(isum[c]) - (dm * db) * float(msum[c]);
                 }
             }
         } else {
