@@ -1,4 +1,5 @@
-"""FLASH_ATTN_EXT: one work group per (query row, head, batch), online softmax over blocks of 64 keys."""
+"""FLASH_ATTN_EXT: one work group per (query row, head, batch), online softmax over blocks of 64 keys; decode at
+long contexts splits the keys between work groups and joins their records (flash_attn.comp's MODE)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,33 @@ after LAVAPIPE_LOOPS in all, silently (head size 128 went wrong past about 15,00
 estimate's margin."""
 
 
+SPLIT_GROUPS = 512
+"""Work groups the key splits aim at where (query row, head, batch) triples are fewer (decode at long contexts)."""
+SPLIT_MIN_BLOCKS = 4
+"""Blocks of 64 keys a split takes at least, so that a split's work outweighs its record and the join."""
+SPLIT_MAX = 64
+"""Most splits of one (query row, head, batch): bounds the records the join reads."""
+
+
+def n_split(node: Tensor) -> int:
+    """Splits of the keys: 1 where the (query row, head, batch) triples fill SPLIT_GROUPS work groups or the keys
+    are few, else enough to fill them, each of at least SPLIT_MIN_BLOCKS blocks."""
+    q, k = src(node, 0), src(node, 1)
+    groups = q.ne[1] * q.ne[2] * q.ne[3]
+    return max(1, min(-(-SPLIT_GROUPS // groups), -(-k.ne[1] // 64) // SPLIT_MIN_BLOCKS, SPLIT_MAX))
+
+
 def loop_steps(node: Tensor) -> int:
-    """The loop iterations of one flash_attn.comp thread (see LOOPS there): per block of 64 keys, its key's dot
-    product and its output dims' sums over the block's keys, four steps an iteration, and two reductions."""
+    """The loop iterations of one flash_attn.comp thread (see LOOPS there): per block of 64 keys of its split, its
+    key's dot product and its output dims' sums over the block's keys, four steps an iteration, and two reductions;
+    with splits, the join's steps too."""
     q, k, v = src(node, 0), src(node, 1), src(node, 2)
+    ns = n_split(node)
     per_block = q.ne[0] // 4 + 3 + -(-v.ne[0] // 64) * 20 + 14
-    return -(-k.ne[1] // 64) * per_block + q.ne[0] // 64 + 30
+    blocks = -(-k.ne[1] // 64)
+    split_blocks = -(-blocks // ns)  # the largest split's
+    join = 2 * ns * (2 + -(-v.ne[0] // 64)) if ns > 1 else 0
+    return split_blocks * per_block + q.ne[0] // 64 + 30 + join
 
 
 def fits_cpu_emulated(node: Tensor) -> bool:
@@ -62,4 +84,18 @@ def flash_attn(node: Tensor, p: Builder) -> None:
         mt.nb[1], mt.nb[2], mt.nb[3], mt.ne[2] | (mt.ne[3] << 16),
         prm.scale, prm.logit_softcap, m0, m1, nlog2)
     spec = (int(k.type), int(v.type), int(mt.type), int(mask is not None), int(sinks is not None))
-    p.dispatch("flash_attn", spec, [q, k, v, mask, sinks], node, push, grid(q.ne[1] * q.ne[2] * q.ne[3]))
+    rows = q.ne[1] * q.ne[2] * q.ne[3]
+    ns = n_split(node)
+    if ns == 1:
+        p.dispatch("flash_attn", (*spec, 0), [q, k, v, mask, sinks], node, push + struct.pack("<I", 1), grid(rows))
+        return
+    rec = p.scratch(4 * rows * ns * (v.ne[0] + 2))  # MODE 1's records: max, sum, Dv values
+    p.dispatch("flash_attn", (*spec, 1), [q, k, v, mask, sinks], rec, _at(push, 5, rec.offset) + struct.pack("<I", ns),
+               grid(rows * ns))
+    p.dispatch("flash_attn", (*spec, 2), [rec, None, None, None, sinks], node,
+               _at(push, 0, rec.offset) + struct.pack("<I", ns), grid(rows))
+
+
+def _at(push: bytes, word: int, value: int) -> bytes:
+    """push with its 32-bit word `word` (an offset: oq 0, od 5) set to value."""
+    return push[:4 * word] + struct.pack("<I", value) + push[4 * word + 4:]

@@ -2,8 +2,8 @@
 all its loops, silently. One thread per MUL_MAT row multiplied only the first 65535 elements (K = 70,000 was 6%
 low, 131,072 50%; a Q4_K row of 65,536 0.8%, its dequantisation loop counting too): threads now share a row on
 CPU-emulated devices, rows past MAX_K and OUT_PROD past LOOP_BUDGET are refused. FLASH_ATTN_EXT (head size 64) was
-wrong from about 30,000 keys: its loops take four steps an iteration, and a CPU-emulated device refuses what would
-still exceed the budget. Small M, N and heads keep these fast."""
+wrong from about 30,000 keys: its loops take four steps an iteration, decode splits the keys between work groups,
+and a CPU-emulated device refuses what would still exceed the budget. Small M, N and heads keep these fast."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pyggml.context import Context
 from pyggml.quants import dequantize, quantize
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
-from pyggml_glsl.ops.attention import LOOP_LIMIT, loop_steps
+from pyggml_glsl.ops.attention import LOOP_LIMIT, loop_steps, n_split
 from pyggml_glsl.ops.matmul import LOOP_BUDGET, MAX_K
 from pyggml_testing.on_device import run_separately
 
@@ -78,7 +78,7 @@ def _attention_ref(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) ->
 
 
 def test_flash_attn_over_many_keys(backend) -> None:  # type: ignore[no-untyped-def]
-    n, d = 40_000, 64  # nmse 0.61 before
+    n, d = 70_000, 64  # 40,000 gave nmse 0.61 before the loop budget; 70,000 runs as key splits
     rng = np.random.default_rng(3)
     q_val = rng.standard_normal((2, d)).astype(np.float32)
     k_val = rng.standard_normal((n, d)).astype(np.float16)
@@ -94,13 +94,19 @@ def test_flash_attn_over_many_keys(backend) -> None:  # type: ignore[no-untyped-
 
 
 def test_flash_attn_past_the_budget_is_refused_on_emulated_devices(backend) -> None:  # type: ignore[no-untyped-def]
+    """A prompt (query rows enough for one split) past the budget is refused on a CPU-emulated device; decode (two
+    rows) at that length has its keys split between work groups, each split within the budget, and runs."""
     ctx = Context(no_alloc=True)
 
-    def fa(n: int, d: int) -> Tensor:
-        q = ctx.new_tensor("f32", d, 1, 2)
+    def fa(n: int, d: int, n_q: int) -> Tensor:
+        q = ctx.new_tensor("f32", d, n_q, 2)
         return ops.flash_attn_ext(q, ctx.new_tensor("f16", d, n), ctx.new_tensor("f16", d, n))
 
-    short, long = fa(30_000, 128), fa(60_000, 128)
+    short, long = fa(30_000, 128, 256), fa(60_000, 128, 256)
+    assert n_split(long) == 1
     assert loop_steps(short) <= LOOP_LIMIT < loop_steps(long)
     assert backend.device.supports_op(short)
     assert backend.device.supports_op(long) is not backend.device.info.is_cpu
+    decode = fa(60_000, 128, 1)
+    assert n_split(decode) > 1 and loop_steps(decode) <= LOOP_LIMIT
+    assert backend.device.supports_op(decode)
