@@ -77,25 +77,23 @@ def flash_attn(node: Tensor, p: Builder) -> None:
     nlog2, m0, m1 = alibi(q.ne[2], prm.max_bias)
     m0 = m0 if prm.max_bias > 0.0 else 0.0  # m0 = 0: the shader skips the slopes
     mt = mask if mask is not None else q
-    push = struct.pack(
-        "<26I4fI", q.offset, k.offset, v.offset, mask.offset if mask else 0, sinks.offset if sinks else 0,
-        node.offset, q.ne[0], v.ne[0], q.ne[1], q.ne[2], q.nb[1], q.nb[2], q.nb[3],
-        k.ne[1], k.ne[2] | (k.ne[3] << 16), q.ne[3], k.nb[1], k.nb[2], k.nb[3], v.nb[1], v.nb[2], v.nb[3],
-        mt.nb[1], mt.nb[2], mt.nb[3], mt.ne[2] | (mt.ne[3] << 16),
-        prm.scale, prm.logit_softcap, m0, m1, nlog2)
+
+    def push(oq: int, od: int, ns: int) -> bytes:
+        """flash_attn.comp's push constants: Q's and d's offsets (the records' in MODE 2 and 1), the splits."""
+        return struct.pack(
+            "<26I4f2I", oq, k.offset, v.offset, mask.offset if mask else 0, sinks.offset if sinks else 0,
+            od, q.ne[0], v.ne[0], q.ne[1], q.ne[2], q.nb[1], q.nb[2], q.nb[3],
+            k.ne[1], k.ne[2] | (k.ne[3] << 16), q.ne[3], k.nb[1], k.nb[2], k.nb[3], v.nb[1], v.nb[2], v.nb[3],
+            mt.nb[1], mt.nb[2], mt.nb[3], mt.ne[2] | (mt.ne[3] << 16),
+            prm.scale, prm.logit_softcap, m0, m1, nlog2, ns)
+
     spec = (int(k.type), int(v.type), int(mt.type), int(mask is not None), int(sinks is not None))
     rows = q.ne[1] * q.ne[2] * q.ne[3]
     ns = n_split(node)
     if ns == 1:
-        p.dispatch("flash_attn", (*spec, 0), [q, k, v, mask, sinks], node, push + struct.pack("<I", 1), grid(rows))
+        p.dispatch("flash_attn", (*spec, 0), [q, k, v, mask, sinks], node, push(q.offset, node.offset, 1), grid(rows))
         return
     rec = p.scratch(4 * rows * ns * (v.ne[0] + 2))  # MODE 1's records: max, sum, Dv values
-    p.dispatch("flash_attn", (*spec, 1), [q, k, v, mask, sinks], rec, _at(push, 5, rec.offset) + struct.pack("<I", ns),
-               grid(rows * ns))
-    p.dispatch("flash_attn", (*spec, 2), [rec, None, None, None, sinks], node,
-               _at(push, 0, rec.offset) + struct.pack("<I", ns), grid(rows))
-
-
-def _at(push: bytes, word: int, value: int) -> bytes:
-    """push with its 32-bit word `word` (an offset: oq 0, od 5) set to value."""
-    return push[:4 * word] + struct.pack("<I", value) + push[4 * word + 4:]
+    p.dispatch("flash_attn", (*spec, 1), [q, k, v, mask, sinks], rec, push(q.offset, rec.offset, ns), grid(rows * ns))
+    p.dispatch("flash_attn", (*spec, 2), [rec, None, None, None, sinks], node, push(rec.offset, node.offset, ns),
+               grid(rows))
