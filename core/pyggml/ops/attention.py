@@ -45,6 +45,23 @@ def alibi(n_head: int, max_bias: float) -> Alibi:
     return Alibi(n, float(np.float32(2.0 ** (-mb / n))), float(np.float32(2.0 ** (-(mb / 2.0) / n))))
 
 
+KEY_SPLIT_GROUPS = 512
+"""Work groups a device kernel's key splits aim at where (query row, head, batch) triples are fewer."""
+KEY_SPLIT_MIN_BLOCKS = 4
+"""Blocks of keys a split takes at least, so that its work outweighs its record and the join."""
+KEY_SPLIT_MAX = 64
+"""Most splits of one (query row, head, batch): bounds the records the join reads."""
+
+
+def key_splits(rows: int, n_kv: int, block: int) -> int:
+    """How many parts the OpenCL / CUDA and Vulkan / Metal FLASH_ATTN_EXT kernels split the keys into for `rows`
+    (query row, head, batch) triples, one work group each, over n_kv keys walked `block` at a time: 1 where the rows
+    fill KEY_SPLIT_GROUPS work groups (prompts) or the keys are few, else enough to fill them (decode at long
+    contexts), each part of at least KEY_SPLIT_MIN_BLOCKS blocks and at most KEY_SPLIT_MAX parts."""
+    blocks = -(-n_kv // block)
+    return max(1, min(-(-KEY_SPLIT_GROUPS // rows), blocks // KEY_SPLIT_MIN_BLOCKS, KEY_SPLIT_MAX))
+
+
 @dataclass(frozen=True, slots=True)
 class SoftMaxParams:
     scale: float = 1.0

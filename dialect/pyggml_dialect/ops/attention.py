@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyggml.backend.launch import WG, f32, i32, i64
 from pyggml.backend.op_table import RuleSet, opt_src, src
-from pyggml.ops.attention import alibi
+from pyggml.ops.attention import alibi, key_splits
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
@@ -27,20 +27,9 @@ def _ok(node: Tensor) -> bool:
             and v.ne[0] <= DMAX and (sinks is None or sinks.is_contiguous()))
 
 
-SPLIT_GROUPS = 512
-"""Work-groups the key splits aim at where (query row, head, batch) triples are fewer (decode at long contexts)."""
-SPLIT_MIN_CHUNKS = 4
-"""Chunks of WG keys a split takes at least, so that a split's work outweighs its record and the merge."""
-SPLIT_MAX = 64
-"""Most splits of one (query row, head, batch): bounds the records the merge reads."""
-
-
 def n_split(q: Tensor, k: Tensor) -> int:
-    """Splits of the keys: 1 where the (query row, head, batch) triples fill SPLIT_GROUPS work-groups or the keys
-    are few, else enough to fill them, each of at least SPLIT_MIN_CHUNKS chunks."""
-    groups = q.ne[1] * q.ne[2] * q.ne[3]
-    chunks = -(-k.ne[1] // WG)
-    return max(1, min(-(-SPLIT_GROUPS // groups), chunks // SPLIT_MIN_CHUNKS, SPLIT_MAX))
+    """Splits of the keys (core's key_splits over chunks of WG keys)."""
+    return key_splits(q.ne[1] * q.ne[2] * q.ne[3], k.ne[1], WG)
 
 
 @rules.rule(Op.FLASH_ATTN_EXT, accepts=_ok)

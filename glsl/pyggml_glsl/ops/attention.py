@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from pyggml.backend.op_table import RuleSet, opt_src, src
-from pyggml.ops.attention import KV_TYPES, alibi
+from pyggml.ops.attention import KV_TYPES, alibi, key_splits
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
@@ -25,20 +25,10 @@ after LAVAPIPE_LOOPS in all, silently (head size 128 went wrong past about 15,00
 estimate's margin."""
 
 
-SPLIT_GROUPS = 512
-"""Work groups the key splits aim at where (query row, head, batch) triples are fewer (decode at long contexts)."""
-SPLIT_MIN_BLOCKS = 4
-"""Blocks of 64 keys a split takes at least, so that a split's work outweighs its record and the join."""
-SPLIT_MAX = 64
-"""Most splits of one (query row, head, batch): bounds the records the join reads."""
-
-
 def n_split(node: Tensor) -> int:
-    """Splits of the keys: 1 where the (query row, head, batch) triples fill SPLIT_GROUPS work groups or the keys
-    are few, else enough to fill them, each of at least SPLIT_MIN_BLOCKS blocks."""
+    """Splits of the keys (core's key_splits over flash_attn.comp's blocks of 64 keys)."""
     q, k = src(node, 0), src(node, 1)
-    groups = q.ne[1] * q.ne[2] * q.ne[3]
-    return max(1, min(-(-SPLIT_GROUPS // groups), -(-k.ne[1] // 64) // SPLIT_MIN_BLOCKS, SPLIT_MAX))
+    return key_splits(q.ne[1] * q.ne[2] * q.ne[3], k.ne[1], 64)
 
 
 def loop_steps(node: Tensor) -> int:

@@ -201,6 +201,20 @@ static void values(int64_t dv, const char *V, size_t vs, int f16, int64_t nk, co
 
 /* ---- the algorithm ------------------------------------------------------------------------------------------ */
 
+/* K's dot partner where the queries are dotted with K's blocks (a quantised K with a dot product and a quantiser
+   for its partner, blocks contiguous in a row), else -1 */
+static int query_type(const pgc_node *n) {
+    const int tk = n->type[2], tq = pgc_vec_dot_type(tk);
+    if (tq < 0 || !pgc_S.vec_dot[tk] || !pgc_S.quantize[tq] || n->nb[2][0] != pgc_type_size(tk)) return -1;
+    return n->ne[1][0] % pgc_blck_size(tq) ? -1 : tq;
+}
+
+/* one query in K's dot partner, in floats (its bytes rounded up; 0: none) */
+static size_t qq_floats(const pgc_node *n) {
+    const int tq = query_type(n);
+    return tq < 0 ? 0 : ((size_t)pgc_row_size(tq, n->ne[1][0]) + 3) / 4;
+}
+
 /* the shape of the work: queries per K/V matrix and per unit, units (one query block of one matrix) and key parts.
    keys_outer: each thread takes a range of keys (a part) for every unit, block by block and unit by unit inside a
    block, where the units are single query blocks (decode) of matrices that share their rows (a KV cache's heads:
@@ -209,6 +223,8 @@ static void values(int64_t dv, const char *V, size_t vs, int f16, int64_t nk, co
 typedef struct fa_plan {
     int64_t r2, r3, per, g, nqb, units, parts;
     int keys_outer;
+    int tq;     /* query_type: K's dot partner the queries are quantised to, or -1 */
+    size_t qqf; /* qq_floats: floats a quantised query takes (0: none) */
 } fa_plan;
 
 static fa_plan plan_of(const pgc_node *n, int nth) {
@@ -226,21 +242,9 @@ static fa_plan plan_of(const pgc_node *n, int nth) {
                    pgc_heads_share_rows(n, 3);
     int64_t parts = p.keys_outer ? nth : p.units >= nth ? 1 : (nth + p.units - 1) / p.units;
     p.parts = parts < blocks ? parts : blocks > 0 ? blocks : 1;
+    p.tq = query_type(n);
+    p.qqf = qq_floats(n);
     return p;
-}
-
-/* K's dot partner where the queries are dotted with K's blocks (a quantised K with a dot product and a quantiser
-   for its partner, blocks contiguous in a row), else -1 */
-static int query_type(const pgc_node *n) {
-    const int tk = n->type[2], tq = pgc_vec_dot_type(tk);
-    if (tq < 0 || !pgc_S.vec_dot[tk] || !pgc_S.quantize[tq] || n->nb[2][0] != pgc_type_size(tk)) return -1;
-    return n->ne[1][0] % pgc_blck_size(tq) ? -1 : tq;
-}
-
-/* bytes of one query in K's dot partner, rounded up to whole floats (0: none) */
-static size_t qq_floats(const pgc_node *n) {
-    const int tq = query_type(n);
-    return tq < 0 ? 0 : ((size_t)pgc_row_size(tq, n->ne[1][0]) + 3) / 4;
 }
 
 /* a unit's queries over a range of keys and their running state: g maxima, g sums, g x Dv unnormalised values,
@@ -251,12 +255,12 @@ typedef struct fa_state {
 } fa_state;
 
 static size_t state_floats(const pgc_node *n, const fa_plan *p) {
-    return (size_t)p->g * ((size_t)(n->ne[3][0] + 2 + n->ne[1][0]) + qq_floats(n));
+    return (size_t)p->g * ((size_t)(n->ne[3][0] + 2 + n->ne[1][0]) + p->qqf);
 }
 
 static fa_state state_at(const pgc_node *n, const fa_plan *p, float *base) {
     float *q = base + p->g * (2 + n->ne[3][0]);
-    const fa_state st = {base, base + p->g, base + 2 * p->g, q, qq_floats(n) ? (char *)(q + p->g * n->ne[1][0]) : NULL};
+    const fa_state st = {base, base + p->g, base + 2 * p->g, q, p->qqf ? (char *)(q + p->g * n->ne[1][0]) : NULL};
     return st;
 }
 
@@ -356,10 +360,11 @@ static inline void query_of(int64_t k, int64_t ik2, int64_t r2, int64_t *iq1, in
 
 /* S[m * FA_KV_BLOCK + j] = qq[m] . K[j] for nj rows of a quantised K from K0 and g queries in its dot partner: the
    matmul's tiles (vec_dot's bits, ggml's kq_vec_dot) where the level has them, else vec_dot a pair at a time */
-static void block_scores(const pgc_node *n, const char *K0, int64_t nj, const char *qq, int64_t g, float *S) {
+static void block_scores(const pgc_node *n, const fa_plan *p, const char *K0, int64_t nj, const char *qq, int64_t g,
+                         float *S) {
     const int tk = n->type[2];
     const int64_t Dk = n->ne[1][0];
-    const size_t ks = (size_t)n->nb[2][1], qs = qq_floats(n) * 4;
+    const size_t ks = (size_t)n->nb[2][1], qs = p->qqf * 4;
     const pgc_q_tiles_fn tiles = pgc_S.q_tiles[tk];
     if (tiles) {
         tiles(Dk, K0, ks, nj, qq, qs, g, (char *)S, sizeof(float), sizeof(float) * FA_KV_BLOCK);
@@ -378,7 +383,7 @@ static void unit_start(const pgc_node *n, const fa_plan *p, int64_t u, const fa_
         query_of(un.k0 + m, un.ik2, p->r2, &iq1, &iq2);
         const char *qp = pgc_ptr(n, 1, 0, iq1, iq2, un.iq3);
         for (int64_t i = 0; i < Dk; i++) st->q[m * Dk + i] = *(const float *)(qp + i * n->nb[1][0]);
-        if (st->qq) pgc_S.quantize[query_type(n)](st->q + m * Dk, st->qq + m * qq_floats(n) * 4, Dk);
+        if (st->qq) pgc_S.quantize[p->tq](st->q + m * Dk, st->qq + m * p->qqf * 4, Dk);
         st->m[m] = -INFINITY;
         st->l[m] = 0.0f;
         memset(st->o + m * Dv, 0, sizeof(float) * (size_t)Dv);
@@ -425,7 +430,7 @@ static int unit_block(const pgc_node *n, const fa_plan *p, int64_t u, int64_t j0
     size_t ks, vs;
     int kf16, vf16;
     if (st->qq) /* a dead row's score is overwritten below */
-        block_scores(n, pgc_ptr(n, 2, 0, j0, un.ik2, un.ik3), nj, st->qq, g, S);
+        block_scores(n, p, pgc_ptr(n, 2, 0, j0, un.ik2, un.ik3), nj, st->qq, g, S);
     else {
         const char *K = rows_of(n, 2, j0, nj, un.ik2, un.ik3, Dk, dead_or_none, w->k, &ks, &kf16);
         if (!K) return PGC_E_TYPE;
