@@ -29,6 +29,10 @@
 #   llama_TAG, pyggml_TAG   llama-bench -ngl 99 and pyggml-llama bench --backend CUDA0 on each model, side by side:
 #              -p 512 -n 128 -d 0,4096 -r 3, llama.cpp with -fa 1,0, pyggml with -fa 1,0 (PYGGML_FA); rows as jsonl
 #   kld_q4_k_m the agreement on SmolLM2 Q4_K_M, where time is left
+#   mma_off    where time is left: the big Q4_K_M model's prompt with PYGGML_CUDA_MMA=0 (the tiled float kernel in
+#              place of the tensor cores: what the WMMA kernel gained, $OUT/mma_off.jsonl)
+#   profile    where time is left: pyggml-llama --profile on the big Q4_K_M model (a prompt of about 500 tokens and
+#              32 decoded ones on CUDA0): the time by op (the table in profile.txt, the trace in profile.json)
 #   report     $OUT/bench.json (bench_vs_llama summary): both sides' t/s, ratios pyggml / llama.cpp (same -fa, and
 #              the better -fa of each), bytes read per decoded token and that over the measured bandwidth, the goals
 # Knobs: GPU_BENCH_SECONDS, BENCH_REPS (3), PYGGML_FA (1,0), LLAMA_FA (1,0), SKIP_STEPS (testing/check_steps.sh).
@@ -154,6 +158,14 @@ bench_pyggml() {  # bench_pyggml TAG SECONDS MODEL
     timeout -k 5 "$(box "$2")" pyggml-llama bench -m "$3" -p "$P" -n "$N" -d "$D" -r "$R" -fa "$PYGGML_FA" \
         --backend "$DEV" -o jsonl > "$OUT/pyggml_bench.$1.jsonl"
 }
+mma_off() {  # mma_off SECONDS MODEL
+    PYGGML_CUDA_MMA=0 timeout -k 5 "$(box "$1")" pyggml-llama bench -m "$2" -p "$P" -n 0 -d 0 -r "$R" \
+        --backend "$DEV" -o jsonl > "$OUT/mma_off.jsonl"
+}
+profile() {  # profile SECONDS MODEL
+    timeout -k 5 "$(box "$1")" pyggml-llama --model "$2" --prompt "$(head -c 2000 "$KLD_TEXT")" --n-predict 32 \
+        --backend "$DEV" --profile "$OUT/profile.json" 2>&1 >/dev/null | tail -n 60
+}
 
 : > "$OUT/summary.txt"
 if [ "$DRY" = 1 ]; then
@@ -179,6 +191,8 @@ for spec in "smollm2-q4_1 40 90 $SMOL" "smollm2-q4_k_m 40 90 $MODELS/smollm2-135
     tstep "pyggml_$tag" bench_pyggml "$tag" "$pg_s" "$model"
 done
 tstep kld_q4_k_m kld q4_k_m "$MODELS/smollm2-135m-q4_k_m.gguf"
+tstep mma_off mma_off 60 "$MODELS/$BIG-q4_k_m.gguf"
+tstep profile profile 60 "$MODELS/$BIG-q4_k_m.gguf"
 step report python3 -m pyggml_cuda_testing.bench_vs_llama summary "$OUT"
 cat "$OUT/report.txt"
 echo "total ${SECONDS}s"

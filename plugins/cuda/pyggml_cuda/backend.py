@@ -57,7 +57,7 @@ class CudaGraphPlan:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def build_plan(dev: CudaDevice, status: StatusWord, graph: Graph) -> CudaGraphPlan:
+def build_plan(dev: CudaDevice, status: StatusWord, graph: Graph, mma: bool = True) -> CudaGraphPlan:
     def ptr_of(t: Tensor) -> DevPtr | None:
         p = device_ptr(t.buffer, dev)
         return None if p is None else DevPtr(p)
@@ -68,7 +68,7 @@ def build_plan(dev: CudaDevice, status: StatusWord, graph: Graph) -> CudaGraphPl
 
     word = device_ptr(status.buffer, dev)
     assert word is not None  # from this device's buffer type
-    b = CudaLaunchBuilder(dev, ptr_of, alloc, DevPtr(word), status.errors)
+    b = CudaLaunchBuilder(dev, ptr_of, alloc, DevPtr(word), status.errors, mma)
     launches = build_launches(graph.nodes, b, dev.name)
     bound = dev.modules.bind(launches)
     buffers = {s.buffer.serial: s.buffer for la in launches for s in (la.node, *la.node.src)
@@ -78,7 +78,7 @@ def build_plan(dev: CudaDevice, status: StatusWord, graph: Graph) -> CudaGraphPl
 
 class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
     def __init__(self, device: CudaDevice, options: CudaOptions) -> None:
-        super().__init__(device, lambda g: build_plan(device, self.status, g), self._destroy_graph)
+        super().__init__(device, lambda g: build_plan(device, self.status, g, options.mma), self._destroy_graph)
         with device.active():
             self.stream: Any = drv().Stream()
         self.use_graphs = options.graphs

@@ -105,8 +105,10 @@ class CudaLaunchBuilder(LaunchBuilder[ProgramSpec]):
 
     def __init__(self, dev: Any = None, ptr_of: Callable[[Tensor], DevPtr | None] | None = None,
                  alloc: Callable[[int], tuple[DevPtr, Any]] | None = None, status: DevPtr | None = None,
-                 errors: ErrorSites | None = None) -> None:
+                 errors: ErrorSites | None = None, mma: bool = True) -> None:
         self.dev = dev
+        self.mma = mma
+        """Whether MUL_MATs the tensor-core kernel takes run there (`CudaOptions.mma`)."""
         self.launches: list[Launch] = []
         self.node: Tensor | None = None
         self.scratch_mems: list[Any] = []

@@ -12,11 +12,15 @@ from pyggml.backend.options import Options, option
 
 @dataclass(frozen=True)
 class CudaOptions(Options):
-    """Read when the CUDA devices are enumerated; a backend takes its own `graphs` (`init_backend("graphs=0")`)."""
+    """Read when the CUDA devices are enumerated; a backend takes its own `graphs` and `mma`
+    (`init_backend("graphs=0")`)."""
 
     label = "CUDA"
     graphs: bool = option(True, env="PYGGML_CUDA_GRAPHS", per_backend=True,
                           doc="capture a replayed graph's launches into a CUDA graph and relaunch it with one call")
+    mma: bool = option(True, env="PYGGML_CUDA_MMA", per_backend=True,
+                       doc="prompts over F16 and K-type weights multiplied on the tensor cores (off: the tiled float "
+                           "kernel)")
     nccl: bool = option(True, env="PYGGML_CUDA_NCCL",
                         doc="the meta device's allreduce over CUDA devices through NCCL where it loads (else peer "
                             "copies)")

@@ -71,6 +71,18 @@ def test_float_mul_mat_keeps_the_shared_kernels(k: int, kernel: str) -> None:
     assert (la.kernel, la.spec.file) == (kernel, "matmul.cl")
 
 
+@pytest.mark.parametrize(("wt", "n", "mma", "kernel"), [
+    (GGMLType.F16, 32, True, "k_mul_mat_mma"), (GGMLType.Q4_K, 130, True, "k_mul_mat_mma"),
+    (GGMLType.F16, 31, True, "k_mul_mat_tiled"), (GGMLType.Q6_K, 130, False, "k_mul_mat_tiled"),
+    (GGMLType.F32, 130, True, "k_mul_mat_tiled"), (GGMLType.BF16, 130, True, "k_mul_mat_tiled")])
+def test_prompts_over_f16_and_k_types_take_the_tensor_cores(wt: GGMLType, n: int, mma: bool, kernel: str) -> None:
+    """From MMA_MIN_COLS columns on, unless the backend's `mma` option is off; never for F32 or BF16 weights."""
+    (la,) = build_launches(_mul_mat(wt, n, batch=3, k=256).nodes, CudaLaunchBuilder(mma=mma))
+    assert la.kernel == kernel
+    if kernel == "k_mul_mat_mma":
+        assert (la.spec.file, la.grid, la.block) == ("mma.cu", (1, -(-n // 64), 3), (128, 1, 1))
+
+
 def test_unsupported_node_is_named() -> None:
     g = _mul_mat(GGMLType.IQ2_XXS, 1, k=256)
     node = g.nodes[-1]

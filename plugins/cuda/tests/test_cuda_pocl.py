@@ -1,5 +1,6 @@
 """The CUDA plugin's plans run on PoCL (see pyggml_cuda_testing.pocl): the conformance suite's quantised MUL_MAT
-cases through the dp4a fast paths, a case of every other op through the shared rules, all compared with the numpy
+cases through the dp4a fast paths, prompts over F16 and K-type weights through the tensor-core kernel's portable
+fragments, a case of every other op through the shared rules, all compared with the numpy
 reference by the suite's own runner. Skipped without an OpenCL device (PoCL)."""
 
 from __future__ import annotations
@@ -90,6 +91,35 @@ def test_dp4a_kernels_tile_edges_and_broadcast(target, reference, wt: GGMLType, 
         return ops.mul_mat(a, x)
 
     assert _run([Case(ops.Op.MUL_MAT, f"wt={wt},n={n}", build)], target, reference) == []
+
+
+MMA_SHAPES = (
+    # (m, n, k, batches of src0, broadcast, layout bits of mul_mat_case)
+    (83, 45, 512, (1, 1), (1, 1), 0),     # rows and columns not multiples of the 64 x 64 tile
+    (64, 64, 256, (2, 1), (2, 1), 0),     # src0 broadcast over src1's batches
+    (17, 130, 256, (1, 1), (1, 1), 4),    # src1 transposed (its k strided)
+    (70, 33, 256, (1, 1), (1, 1), 1),     # src0 rows strided
+)
+
+
+@pytest.mark.parametrize("wt", [T.F16, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K])
+def test_prompts_through_the_tensor_core_kernel(target, reference, wt: GGMLType) -> None:  # type: ignore[no-untyped-def]
+    """k_mul_mat_mma in its portable form: weights decoded to F16 a 16-element run (the K types' own decoders), src1
+    rounded to F16, tile edges, batches, strides; F16 weights also with k off the 32-element stage and F16 src1."""
+    from pyggml.ops.base import Op
+    from pyggml_conformance.cases.matmul import mul_mat_case
+    from pyggml_conformance.runner import realize
+    from pyggml_cuda.launch import CudaLaunchBuilder
+    from pyggml_cuda.op_table import build_launches
+
+    cases = [mul_mat_case(wt, T.F32, m, n, k, bs, nr, v=v) for m, n, k, bs, nr, v in MMA_SHAPES]
+    if wt == T.F16:
+        cases += [mul_mat_case(T.F16, T.F32, 40, 37, 80), mul_mat_case(T.F16, T.F16, 66, 64, 65, (3, 2), (1, 2))]
+    for c in cases:
+        g = realize(c).graph
+        kernels = [la.kernel for la in build_launches(g.nodes, CudaLaunchBuilder()) if la.node.op is Op.MUL_MAT]
+        assert kernels == ["k_mul_mat_mma"], (c.name, kernels)
+    assert _run(cases, target, reference) == []
 
 
 def test_out_of_range_ids_raise_and_name_the_node(target) -> None:  # type: ignore[no-untyped-def]

@@ -1,7 +1,8 @@
-"""MUL_MAT with 32-element block weights through the dp4a kernels of kernels/mmq.cu (float weights keep the
-shared rule). The activations are quantised by the shared k_quantize_act into the q8_1 layout (the 36-byte
-blocks of q4_1's dot partner: d, s = d * sum, 4-byte aligned qs), then k_mmvq (up to MV_MAXC columns) or the
-tiled k_mmq runs."""
+"""This plugin's MUL_MAT: 32-element block weights through the dp4a kernels of kernels/mmq.cu, prompts over F16 and
+K-type weights through the tensor cores (matmul_mma, unless the backend's `mma` option is off), the rest through
+the shared rule. For the dp4a kernels the activations are quantised by the shared k_quantize_act into the q8_1
+layout (the 36-byte blocks of q4_1's dot partner: d, s = d * sum, 4-byte aligned qs), then k_mmvq (up to MV_MAXC
+columns) or the tiled k_mmq runs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pyggml.backend.op_table import Rule, RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_cuda.launch import CudaLaunchBuilder
+from pyggml_cuda.ops import matmul_mma
 from pyggml_dialect.ops import matmul as shared
 from pyggml_dialect.source import ProgramSpec
 from pyggml_dialect.types import QUANT32, Builder, tname
@@ -40,7 +43,10 @@ def spec(wt: GGMLType) -> ProgramSpec:
 def build_mul_mat(node: Tensor, b: Builder) -> None:
     a, c = src(node, 0), src(node, 1)
     if a.type not in QUANT32:
-        shared.build_mul_mat(node, b)
+        if isinstance(b, CudaLaunchBuilder) and b.mma and matmul_mma.takes(node):
+            matmul_mma.build_mul_mat(node, b)
+        else:
+            shared.build_mul_mat(node, b)
         return
     nblk = c.ne[0] // 32
     mem = b.scratch(nblk * c.nrows() * QA)
