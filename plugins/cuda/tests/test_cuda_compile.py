@@ -47,7 +47,7 @@ def test_variants_are_tagged_by_their_text() -> None:
     assert "#define UOP_SILU" in a.source  # the OpenCL plugin's op codes come with its text
     assert a.symbol("k_unary") == f"k_unary__{a.tag}"
     q = variant(mmq_spec(T.Q4_0))
-    assert q.kernels == ("k_mmvq", "k_mmq")
+    assert q.kernels == ("k_mmvq", "k_mmq", "k_mmq_mma")
     assert "INLINE float elem_q4_0" in q.source and "#define PYGGML_DIALECT_H" in q.source  # includes resolved
 
 

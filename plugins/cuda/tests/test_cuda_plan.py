@@ -52,11 +52,15 @@ def _mul_mat(wt: GGMLType, n: int, batch: int = 1, k: int = 64):  # type: ignore
     return build_graph(ops.mul_mat(a, b))
 
 
-@pytest.mark.parametrize(("n", "kernel", "grid"), [(1, "k_mmvq", (10, 1, 2)), (8, "k_mmvq", (10, 1, 2)),
-                                                     (9, "k_mmq", (1, 1, 2)), (130, "k_mmq", (1, 3, 2))])
-def test_quantised_mul_mat_uses_the_dp4a_kernels(n: int, kernel: str, grid: tuple[int, int, int]) -> None:
+@pytest.mark.parametrize(("n", "mma", "kernel", "grid"), [
+    (1, True, "k_mmvq", (10, 1, 2)), (8, True, "k_mmvq", (10, 1, 2)), (9, True, "k_mmq", (1, 1, 2)),
+    (31, True, "k_mmq", (1, 1, 2)), (32, True, "k_mmq_mma", (1, 1, 2)), (130, True, "k_mmq_mma", (1, 3, 2)),
+    (130, False, "k_mmq", (1, 3, 2))])
+def test_quantised_mul_mat_uses_the_integer_kernels(n: int, mma: bool, kernel: str, grid: tuple[int, int, int]
+                                                    ) -> None:
+    """dp4a mat-vec, dp4a tiles, or (prompts, unless the backend's `mma` option is off) 8-bit tensor-core tiles."""
     g = _mul_mat(GGMLType.Q4_0, n, batch=2)
-    b = CudaLaunchBuilder()
+    b = CudaLaunchBuilder(mma=mma)
     q, mm = build_launches(g.nodes, b)
     assert (q.kernel, q.spec.file) == ("k_quantize_act", "matmul_q.cl")
     assert dict(q.spec.defines)["QA_SIZE"] == "36"  # the q8_1 layout the dp4a kernels read

@@ -56,7 +56,9 @@ def _quant_mul_mat_cases() -> Iterator:  # type: ignore[type-arg]
             yield c
 
 
-def test_quantised_mul_mat_cases_through_the_dp4a_kernels(target, reference) -> None:  # type: ignore[no-untyped-def]
+def test_quantised_mul_mat_cases_through_the_integer_kernels(target, reference) -> None:  # type: ignore[no-untyped-def]
+    """dp4a mat-vec and tiles below 32 columns, 8-bit tensor-core fragments from there (the suite's n = 64 and 128
+    cases, and the batches of transposed and permuted srcs)."""
     cases = list(_quant_mul_mat_cases())
     assert len(cases) > 300
     assert _run(cases, target, reference) == []
@@ -78,8 +80,8 @@ def test_one_case_of_every_op(target, reference) -> None:  # type: ignore[no-unt
 
 
 @pytest.mark.parametrize("wt", [T.IQ4_NL, T.Q5_1, T.Q8_0])
-@pytest.mark.parametrize("n", [1, 7, 9, 70])
-def test_dp4a_kernels_tile_edges_and_broadcast(target, reference, wt: GGMLType, n: int) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("n", [1, 7, 9, 31, 32, 70, 130])
+def test_integer_kernels_tile_edges_and_broadcast(target, reference, wt: GGMLType, n: int) -> None:  # type: ignore[no-untyped-def]
     """Rows not a multiple of the tile, columns across the mat-vec / tiled boundary, src0 broadcast over two
     batches, IQ4_NL (not in the suite's MUL_MAT cases)."""
     from pyggml import ops
@@ -120,6 +122,37 @@ def test_prompts_through_the_tensor_core_kernel(target, reference, wt: GGMLType)
         kernels = [la.kernel for la in build_launches(g.nodes, CudaLaunchBuilder()) if la.node.op is Op.MUL_MAT]
         assert kernels == ["k_mul_mat_mma"], (c.name, kernels)
     assert _run(cases, target, reference) == []
+
+
+@pytest.mark.parametrize("wt", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL])
+def test_integer_tensor_core_tiles_give_the_dp4a_tiles_numbers(target, wt: GGMLType) -> None:  # type: ignore[no-untyped-def]
+    """k_mmq_mma sums each block exactly and scales it as k_mmq does, blocks in the same order: the same bits."""
+    import numpy as np
+
+    from pyggml import ops
+    from pyggml.context import Context
+    from pyggml.graph import build_graph
+    from pyggml.quants import quantize
+    from pyggml_conformance.placement import GuardedArena
+
+    rng = np.random.default_rng(7)
+    ctx = Context(no_alloc=True)
+    w, x = ctx.new_tensor(wt, 320, 83, name="w"), ctx.new_tensor(T.F32, 320, 70, 2, name="x")
+    g = build_graph(ops.mul_mat(w, x))
+    pl = GuardedArena(g, target.device.buffer_type())
+    try:
+        w.buffer.set_tensor(w, quantize(rng.standard_normal((83, 320)).astype(np.float32), wt).view(np.uint8))
+        x.buffer.set_tensor(x, rng.standard_normal(x.nelements()).astype(np.float32).view(np.uint8))
+        out = []
+        for mma in (True, False):
+            target.backend.mma = mma
+            target.backend.graph_compute(g)
+            out.append(np.frombuffer(g.nodes[-1].buffer.get_tensor(g.nodes[-1]), np.float32).copy())
+    finally:
+        target.backend.mma = True
+        pl.free()
+    assert np.array_equal(out[0], out[1])
+    assert np.abs(out[0]).max() > 1
 
 
 def test_out_of_range_ids_raise_and_name_the_node(target) -> None:  # type: ignore[no-untyped-def]

@@ -9,11 +9,15 @@
  *
  *   k_mmvq  mat-vec, src1 with up to MV_MAXC columns: one warp per weight row, lanes stride over blocks
  *   k_mmq   tiled: 256 threads compute a 64 x 64 output tile, MQ_KB blocks of k per shared-memory stage
+ *   k_mmq_mma  the same tile and stages on the tensor cores: 4 warps (2 x 2) multiply 16 x 16 x 16 signed 8-bit
+ *           fragments (tensorcore.h), a block's exact integer sums then scaled as k_mmq scales them, so the two
+ *           kernels give the same numbers
  *
  * Written in the kernel dialect, so the same text also builds as OpenCL C (tests run it on PoCL): the CUDA-only
- * pieces (__dp4a, warp shuffles) have portable equivalents below.
+ * pieces (__dp4a, warp shuffles, the fragments) have portable equivalents.
  * Defines: WT (weight type), WT_IS_<WT> = 1, HAS_MIN (q4_1, q5_1). */
 #include "quants.h"
+#include "tensorcore.h"
 
 #define QA 36          /* bytes of one q8_1 activation block */
 #define MV_NW 4        /* warps (weight rows) per block of k_mmvq */
@@ -155,6 +159,34 @@ KERNEL void k_mmvq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne1
     }
 }
 
+/* a tile kernel's staging of block sk of the stage for weight row sr and src1 column sr of the tile, from the
+ * weight block wblk and the activation block ablk (0 outside the matrices: zeros): the packed words into wq and aq
+ * (k_mmq: row sr's words at sr * MQ_LD + 8 sk; planes, k_mmq_mma: word k at ((2 sk + k / 4) MQ_T + sr) 4 + k % 4),
+ * the weights' scale and minimum into wd and wm, the activations' d and s into ad and as ([MQ_T][MQ_KB] each) */
+INLINE void mq_stage(GLOBAL const char *wblk, GLOBAL const char *ablk, i32 sr, i32 sk, i32 planes,
+                     LOCAL_PTR i32 *wq, LOCAL_PTR i32 *aq, LOCAL_PTR float *wd, LOCAL_PTR float *wm,
+                     LOCAL_PTR float *ad, LOCAL_PTR float *as) {
+    i32 w[8];
+    float dw = 0.f, mw = 0.f;
+    if (wblk) {
+        pg_decode(wblk, w, &dw, &mw);
+    } else {
+        for (i32 k = 0; k < 8; k++) w[k] = 0;
+    }
+    for (i32 k = 0; k < 8; k++) {
+        i32 at = planes ? ((2 * sk + k / 4) * MQ_T + sr) * 4 + k % 4 : sr * MQ_LD + sk * 8 + k;
+        wq[at] = w[k];
+        aq[at] = ablk ? *(GLOBAL const i32 *)(ablk + 4 + 4 * k) : 0;
+    }
+    wd[sr * MQ_KB + sk] = dw;
+    wm[sr * MQ_KB + sk] = mw;
+    ad[sr * MQ_KB + sk] = ablk ? LOAD_HALF(ablk, 0) : 0.f;
+    as[sr * MQ_KB + sk] = ablk ? LOAD_HALF(ablk, 1) : 0.f;
+}
+/* the weight block (row r, block ib) and the activation block (column c, block ib) a tile kernel stages, or 0 */
+#define MQ_WBLK(r, ib) ((r) < a_ne1 && (ib) < nblk ? AT(a, 0, r, i02, i03) + (ib) * TSZ(WT) : 0)
+#define MQ_ABLK(c, ib) ((c) < ne11 && (ib) < nblk ? act + ((c) * nblk + (ib)) * QA : 0)
+
 /* grid (ceil(ne01 / 64) * 256, ceil(ne11 / 64), ne12 * ne13), local (256). Thread t computes rows
  * r0 + t % 16 + 16 i and columns c0 + t / 16 + 16 j (i, j < 4); blocks of k are summed in order. */
 KERNEL void k_mmq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne11, i64 ne12) {
@@ -177,27 +209,8 @@ KERNEL void k_mmq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne11
     /* the (row or column, block) pair each thread stages */
     i32 sr = t / MQ_KB, sk = t % MQ_KB;
     for (i64 ib0 = 0; ib0 < nblk; ib0 += MQ_KB) {
-        i64 ib = ib0 + sk;
-        i32 w[8];
-        float dw = 0.f, mw = 0.f;
-        if (r0 + sr < a_ne1 && ib < nblk) {
-            pg_decode(AT(a, 0, r0 + sr, i02, i03) + ib * TSZ(WT), w, &dw, &mw);
-        } else {
-            for (i32 k = 0; k < 8; k++) w[k] = 0;
-        }
-        for (i32 k = 0; k < 8; k++) wq[sr][sk * 8 + k] = w[k];
-        wd[sr][sk] = dw;
-        wm[sr][sk] = mw;
-        if (c0 + sr < ne11 && ib < nblk) {
-            GLOBAL const char *ab = act + ((c0 + sr) * nblk + ib) * QA;
-            for (i32 k = 0; k < 8; k++) aq[sr][sk * 8 + k] = *(GLOBAL const i32 *)(ab + 4 + 4 * k);
-            ad[sr][sk] = LOAD_HALF(ab, 0);
-            as[sr][sk] = LOAD_HALF(ab, 1);
-        } else {
-            for (i32 k = 0; k < 8; k++) aq[sr][sk * 8 + k] = 0;
-            ad[sr][sk] = 0.f;
-            as[sr][sk] = 0.f;
-        }
+        mq_stage(MQ_WBLK(r0 + sr, ib0 + sk), MQ_ABLK(c0 + sr, ib0 + sk), sr, sk, 0, &wq[0][0], &aq[0][0], &wd[0][0],
+                 &wm[0][0], &ad[0][0], &as[0][0]);
         BARRIER();
         for (i32 kb = 0; kb < MQ_KB; kb++) {
             for (i32 i = 0; i < 4; i++) {
@@ -221,6 +234,76 @@ KERNEL void k_mmq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne11
         for (i32 j = 0; j < 4; j++) {
             i64 c = c0 + tc + 16 * j;
             if (r < a_ne1 && c < ne11) store_f32(AT(d, r, c, i12, i13), acc[i][j]);
+        }
+    }
+}
+
+#define MT_THREADS 128
+/* grid (ceil(ne01 / 64) * 128, ceil(ne11 / 64), ne12 * ne13), local (128). A stage holds MQ_KB blocks of k as
+ * 2 * MQ_KB planes of 16 bytes a row (plane p: bytes 16 (p % 2) .. of block p / 2), so every fragment starts
+ * 32-byte aligned; warp w computes rows 32 (w / 2) .. + 31 and columns 32 (w % 2) .. + 31 of the tile, lane l the
+ * entries l + 32 m of each 16 x 16 quarter of that (the portable fragments' layout, kept in its float sums). */
+KERNEL void k_mmq_mma(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne11, i64 ne12) {
+    LOCAL TC_ALIGNED i32 wq[2 * MQ_KB * MQ_T * 4];
+    LOCAL TC_ALIGNED i32 aq[2 * MQ_KB * MQ_T * 4];
+    LOCAL TC_ALIGNED i32 cs[4 * 256];
+    LOCAL float wd[MQ_T][MQ_KB];
+    LOCAL float wm[MQ_T][MQ_KB];
+    LOCAL float ad[MQ_T][MQ_KB];
+    LOCAL float as[MQ_T][MQ_KB];
+    i32 t = LID(0), warp = t / 32, lane = t % 32, wr = warp / 2, wc = warp % 2;
+    i64 r0 = GRP(0) * MQ_T, c0 = GRP(1) * MQ_T;
+    i64 i12 = GID(2) % ne12, i13 = GID(2) / ne12;
+    i64 i02 = i12 / (ne12 / a_ne2), i03 = i13 / (d_ne3 / a_ne3);
+    i64 nblk = a_ne0 / 32;
+    GLOBAL const char *act = q + qoff + ne11 * (i12 + ne12 * i13) * nblk * QA;
+    float acc[2][2][8];
+    for (i32 i = 0; i < 2; i++) {
+        for (i32 j = 0; j < 2; j++) {
+            for (i32 m = 0; m < 8; m++) acc[i][j][m] = 0.f;
+        }
+    }
+    for (i64 ib0 = 0; ib0 < nblk; ib0 += MQ_KB) {
+        /* each thread stages two (row, block) pairs of the weights and two (column, block) pairs of src1 */
+        for (i32 p = t; p < MQ_T * MQ_KB; p += MT_THREADS) {
+            i32 sr = p / MQ_KB, sk = p % MQ_KB;
+            mq_stage(MQ_WBLK(r0 + sr, ib0 + sk), MQ_ABLK(c0 + sr, ib0 + sk), sr, sk, 1, wq, aq, &wd[0][0], &wm[0][0],
+                     &ad[0][0], &as[0][0]);
+        }
+        BARRIER();
+        for (i32 kb = 0; kb < MQ_KB; kb++) {
+            for (i32 i = 0; i < 2; i++) {
+                for (i32 j = 0; j < 2; j++) {
+                    i32 rt = wr * 32 + 16 * i, ct = wc * 32 + 16 * j;
+                    tc_acci s;
+                    tc_zero_i(&s);
+                    for (i32 h = 0; h < 2; h++) {
+                        tc_step_s8(&s, (LOCAL_PTR const i8 *)(wq + ((2 * kb + h) * MQ_T + rt) * 4),
+                                   (LOCAL_PTR const i8 *)(aq + ((2 * kb + h) * MQ_T + ct) * 4), 16);
+                    }
+                    tc_store_i(cs + warp * 256, &s);
+                    TC_SYNC();
+                    for (i32 m = 0; m < 8; m++) {
+                        i32 e = lane + 32 * m, r = rt + e % 16, c = ct + e / 16;
+                        float v = wd[r][kb] * ad[c][kb] * (float)cs[warp * 256 + e];
+#if HAS_MIN
+                        v += wm[r][kb] * as[c][kb];
+#endif
+                        acc[i][j][m] += v;
+                    }
+                    TC_SYNC();
+                }
+            }
+        }
+        BARRIER();
+    }
+    for (i32 i = 0; i < 2; i++) {
+        for (i32 j = 0; j < 2; j++) {
+            for (i32 m = 0; m < 8; m++) {
+                i32 e = lane + 32 * m;
+                i64 r = r0 + wr * 32 + 16 * i + e % 16, c = c0 + wc * 32 + 16 * j + e / 16;
+                if (r < a_ne1 && c < ne11) store_f32(AT(d, r, c, i12, i13), acc[i][j][m]);
+            }
         }
     }
 }

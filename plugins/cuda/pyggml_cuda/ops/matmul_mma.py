@@ -17,7 +17,8 @@ WEIGHTS = frozenset({T.F16}) | KQUANTS
 is wider than F16's); the 32-element block types keep their exact integer path (matmul_q)."""
 SRC1 = frozenset({T.F32, T.F16})
 MMA_MIN_COLS = 32
-"""src1 columns from which a MUL_MAT takes the tensor-core kernel (a prompt's batch, not decode)."""
+"""src1 columns from which a MUL_MAT takes the tensor cores (this kernel, or mmq.cu's k_mmq_mma for the 32-element
+block types): a prompt's batch, not decode."""
 TILE = 64
 """Rows and columns of an output tile (MM_T in mma.cu)."""
 THREADS = 128

@@ -1,8 +1,9 @@
-"""This plugin's MUL_MAT: 32-element block weights through the dp4a kernels of kernels/mmq.cu, prompts over F16 and
-K-type weights through the tensor cores (matmul_mma, unless the backend's `mma` option is off), the rest through
-the shared rule. For the dp4a kernels the activations are quantised by the shared k_quantize_act into the q8_1
-layout (the 36-byte blocks of q4_1's dot partner: d, s = d * sum, 4-byte aligned qs), then k_mmvq (up to MV_MAXC
-columns) or the tiled k_mmq runs."""
+"""This plugin's MUL_MAT. 32-element block weights take the integer kernels of kernels/mmq.cu: the activations are
+quantised by the shared k_quantize_act into the q8_1 layout (the 36-byte blocks of q4_1's dot partner: d, s = d *
+sum, 4-byte aligned qs), then k_mmvq (dp4a, up to MV_MAXC columns), k_mmq_mma (8-bit tensor-core fragments, from
+matmul_mma.MMA_MIN_COLS columns) or k_mmq (dp4a tiles, between those, or with the backend's `mma` option off), all
+with the same exact block sums. Prompts over F16 and K-type weights take the tensor cores of matmul_mma (unless
+`mma` is off); the rest the shared rule."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ MV_MAXC = 8
 MQ_T = 64
 """Rows and columns of a k_mmq tile (MQ_T in mmq.cu)."""
 MQ_THREADS = 256
+MT_THREADS = 128
+"""Threads (4 warps) of k_mmq_mma, the tile on the tensor cores (MT_THREADS in mmq.cu)."""
 
 
 def act_spec(t1: GGMLType) -> ProgramSpec:
@@ -56,6 +59,9 @@ def build_mul_mat(node: Tensor, b: Builder) -> None:
     if c.ne[1] <= MV_MAXC:
         threads = 32 * MV_NW
         b.launch(spec(a.type), "k_mmvq", (-(-a.ne[1] // MV_NW) * threads, 1, batches), (threads, 1, 1), *args)
+    elif isinstance(b, CudaLaunchBuilder) and b.mma and c.ne[1] >= matmul_mma.MMA_MIN_COLS:
+        b.launch(spec(a.type), "k_mmq_mma", (-(-a.ne[1] // MQ_T) * MT_THREADS, -(-c.ne[1] // MQ_T), batches),
+                 (MT_THREADS, 1, 1), *args)
     else:
         b.launch(spec(a.type), "k_mmq", (-(-a.ne[1] // MQ_T) * MQ_THREADS, -(-c.ne[1] // MQ_T), batches),
                  (MQ_THREADS, 1, 1), *args)

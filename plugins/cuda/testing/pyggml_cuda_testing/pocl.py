@@ -60,6 +60,8 @@ class PoclCudaBackend(Backend):
         super().__init__(device)
         self.dev = device
         self.launches = 0
+        self.mma = True
+        """The `mma` option of the plans (CudaLaunchBuilder.mma): tensor-core kernels for prompts, or not."""
 
     def graph_compute(self, graph: Graph) -> None:
         import pyopencl as cl
@@ -83,7 +85,7 @@ class PoclCudaBackend(Backend):
 
         status = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=np.zeros(1, np.int32))
         errors = ErrorSites()
-        b = CudaLaunchBuilder(None, ptr_of, alloc, register(status), errors)
+        b = CudaLaunchBuilder(None, ptr_of, alloc, register(status), errors, self.mma)
         for la in build_launches(graph.nodes, b, self.dev.name):
             k = self.dev.kernel(la.spec, la.kernel)
             k.set_args(*[mems[v] if c == "P" else CONV[c](v) for c, v in zip(la.fmt, la.args, strict=True)])
