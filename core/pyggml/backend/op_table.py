@@ -6,6 +6,11 @@ are always supported, an empty node runs nothing, an op without an accepting rul
 
 Family modules collect their rules in a `RuleSet` (no global registry, no import side effect); a plugin's table
 module lists its families explicitly and merges them into an `OpTable`.
+
+A family may also declare fusions: two consecutive compute nodes run as one kernel (RMS_NORM then the MUL by its
+weight, as ggml's backends fuse them) when the first one's result feeds the second one only. `OpTable.build` applies
+them when it is given the graph's use counts (`Graph.use_count`, graph-wide, so a result a later split reads is
+never fused away); each node of a pair is still supported on its own, so a scheduler needs to know nothing of it.
 """
 
 from __future__ import annotations
@@ -81,11 +86,44 @@ class Rule(Generic[B]):
     """Appends the node's work to the builder; runs once per plan, never on replay."""
 
 
+Pair = tuple[Op, Op]
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion(Generic[B]):
+    accepts: Callable[[Tensor, Tensor], bool]
+    """Whether the pair (first, second) runs fused (types, shapes, which src of second first is); pure."""
+    build: Callable[[Tensor, Tensor, B], None]
+    """Appends the fused work, which writes second's result (first's is never written); the builder's node is
+    second."""
+
+
+def feeds_only(first: Tensor, second: Tensor, uses: Callable[[Tensor], int]) -> bool:
+    """first's result is read by second alone, once, and is no graph output: a fused kernel need not write it."""
+    return (uses(first) == 1 and any(s is first for s in second.src) and not first.flags & TensorFlag.OUTPUT
+            and first.view_src is None)
+
+
 class RuleSet(Generic[B]):
-    """The rules of one op family, collected by the `rule` decorator; an `OpTable` merges families."""
+    """The rules of one op family, collected by the `rule` decorator; an `OpTable` merges families. `fusions`:
+    (first op, second op) -> Fusion (the `fusion` decorator)."""
 
     def __init__(self) -> None:
         self.rules: dict[Op, Rule[B]] = {}
+        self.fusions: dict[Pair, Fusion[B]] = {}
+
+    def fusion(self, first: Op, second: Op, accepts: Callable[[Tensor, Tensor], bool]
+               ) -> Callable[[Callable[[Tensor, Tensor, B], None]], Callable[[Tensor, Tensor, B], None]]:
+        """Decorator: the function builds the pair (first, second) as one kernel when `accepts(first, second)` holds
+        (and first feeds second only)."""
+
+        def deco(fn: Callable[[Tensor, Tensor, B], None]) -> Callable[[Tensor, Tensor, B], None]:
+            if (first, second) in self.fusions:
+                raise ValueError(f"{first.name} + {second.name} has two fusions in one family")
+            self.fusions[(first, second)] = Fusion(accepts, fn)
+            return fn
+
+        return deco
 
     def rule(self, *ops: Op, accepts: Accepts = accept_all) -> Callable[[BuildFn], BuildFn]:
         """Decorator: the function builds `ops` when `accepts(node)` holds."""
@@ -117,8 +155,11 @@ class OpTable(Generic[B]):
         backend's index arithmetic holds (Vulkan's and Metal's 32-bit counts and strides). A node it refuses is
         unsupported, so a scheduler runs it elsewhere instead of the kernels wrapping its counts."""
         self.rules: dict[Op, Rule[B]] = {}
+        self.fusions: dict[Pair, Fusion[B]] = {}
         for s in sets:
             self.rules.update(s.rules if isinstance(s, RuleSet) else s)
+            if isinstance(s, RuleSet):
+                self.fusions.update(s.fusions)
 
     def __contains__(self, op: object) -> bool:
         return op in self.rules
@@ -149,19 +190,37 @@ class OpTable(Generic[B]):
             raise UnsupportedOpError(f"{who}: {describe_node(node)} is not supported by the {self.backend} backend")
         return r
 
-    def build(self, nodes: Sequence[Tensor], builder: B, who: str) -> list[Tensor]:
+    def fused(self, first: Tensor, second: Tensor, uses: Callable[[Tensor], int]) -> Fusion[B] | None:
+        """The fusion that runs the consecutive compute nodes first and second as one kernel, if any applies."""
+        f = self.fusions.get((first.op, second.op))
+        if f is None or not feeds_only(first, second, uses) or not (self.supports(first) and self.supports(second)):
+            return None
+        return f if f.accepts(first, second) else None
+
+    def build(self, nodes: Sequence[Tensor], builder: B, who: str,
+              uses: Callable[[Tensor], int] | None = None) -> list[Tensor]:
         """Hand every node that needs a kernel to its rule, which appends its work to `builder` (whose `node` is
-        set to it first); returns those nodes. A rule failing with anything but a PyGGMLError becomes a
+        set to it first); returns those nodes. With `uses` (the graph's use counts), consecutive nodes a fusion
+        accepts are built by it instead, as one. A rule failing with anything but a PyGGMLError becomes a
         ComputeError naming `who` and the node."""
         out = compute_nodes(nodes)
-        for node in out:
-            r = self.rule_for(node, who)
-            builder.node = node
+        i = 0
+        while i < len(out):
+            node, second = out[i], out[i + 1] if i + 1 < len(out) else None
+            fusion = self.fused(node, second, uses) if second is not None and uses is not None else None
+            builder.node = node if fusion is None else second  # the node whose result the work writes
             try:
-                r.build(node, builder)
+                if fusion is None:
+                    self.rule_for(node, who).build(node, builder)
+                else:
+                    assert second is not None
+                    fusion.build(node, second, builder)
             except PyGGMLError:
                 raise
             except Exception as e:
-                raise ComputeError(f"{who}: preparing node '{node.name}' ({node.op.name}) failed: "
-                                   f"{type(e).__name__}: {e}") from e
+                what = f"node '{node.name}' ({node.op.name})"
+                if fusion is not None and second is not None:
+                    what = f"{what} fused with node '{second.name}' ({second.op.name})"
+                raise ComputeError(f"{who}: preparing {what} failed: {type(e).__name__}: {e}") from e
+            i += 1 if fusion is None else 2
         return out

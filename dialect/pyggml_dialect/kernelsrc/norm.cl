@@ -1,4 +1,5 @@
-/* Row reductions: NORM / RMS_NORM / L2_NORM, GROUP_NORM, SOFT_MAX. One work-group of WG lanes per row (group).
+/* Row reductions: NORM / RMS_NORM / L2_NORM (with has_w, fused with the MUL by w that follows: d = norm(a) * w, w
+ * broadcast over d as MUL's src1), GROUP_NORM, SOFT_MAX. One work-group of WG lanes per row (group).
  * Defines: WG, TM (mask type of SOFT_MAX). */
 #include "reduce.h"
 
@@ -6,7 +7,7 @@
 #define NORM_RMS 1
 #define NORM_L2 2
 
-KERNEL void k_norm(TENSOR(a), TENSOR(d), i32 kind, float eps) {
+KERNEL void k_norm(TENSOR(a), TENSOR(w), TENSOR(d), i32 kind, float eps, i32 has_w) {
     LOCAL acc_t buf[WG];
     i64 row = GRP(0);
     i64 i1 = row % a_ne1, i2 = (row / a_ne1) % a_ne2, i3 = row / (a_ne1 * a_ne2);
@@ -25,7 +26,9 @@ KERNEL void k_norm(TENSOR(a), TENSOR(d), i32 kind, float eps) {
     sq = wg_sum_acc(sq, buf);
     float f = kind == NORM_L2 ? 1.f / FMAX(SQRT((float)sq), eps) : 1.f / SQRT((float)(sq / (acc_t)a_ne0) + eps);
     for (i64 i0 = l; i0 < a_ne0; i0 += WG) {
-        store_f32(AT(d, i0, i1, i2, i3), (load_f32(AT(a, i0, i1, i2, i3)) - mean) * f);
+        float y = (load_f32(AT(a, i0, i1, i2, i3)) - mean) * f;
+        if (has_w) y = y * load_f32(AT(w, i0 % w_ne0, i1 % w_ne1, i2 % w_ne2, i3 % w_ne3));
+        store_f32(AT(d, i0, i1, i2, i3), y);
     }
 }
 

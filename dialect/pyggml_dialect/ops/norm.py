@@ -1,4 +1,5 @@
-"""Row reductions (norm.cl): NORM, RMS_NORM, L2_NORM, GROUP_NORM, SOFT_MAX."""
+"""Row reductions (norm.cl): NORM, RMS_NORM, L2_NORM, GROUP_NORM, SOFT_MAX; NORM and RMS_NORM fused with the MUL by
+their weight that follows (ggml's backends fuse RMS_NORM and MUL alike)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,27 @@ def _f32_rows(node: Tensor) -> bool:
     return a is not None and a.type == T.F32 and node.type == T.F32
 
 
+def _launch_norm(norm: Tensor, w: Tensor | None, out: Tensor, b: Builder) -> None:
+    a = src(norm, 0)
+    b.launch(spec(), "k_norm", (a.nrows() * WG,), (WG,), *b.tensor(a), *b.tensor(w if w is not None else a),
+             *b.tensor(out), i32(KIND[norm.op]), f32(norm.params.eps), i32(int(w is not None)))
+
+
 @rules.rule(Op.NORM, Op.RMS_NORM, Op.L2_NORM, accepts=_f32_rows)
 def build_norm(node: Tensor, b: Builder) -> None:
-    a = src(node, 0)
-    n = a.nrows()
-    b.launch(spec(), "k_norm", (n * WG,), (WG,), *b.tensor(a), *b.tensor(node), i32(KIND[node.op]),
-             f32(node.params.eps))
+    _launch_norm(node, None, node, b)
+
+
+def _scaled_by_weight(norm: Tensor, mul: Tensor) -> bool:
+    """mul = norm * w, w an F32 tensor broadcast over the rows (MUL's own support says the shapes broadcast)."""
+    w = opt_src(mul, 1)
+    return mul.src[0] is norm and w is not None and w.type == T.F32 and mul.type == T.F32
+
+
+@rules.fusion(Op.RMS_NORM, Op.MUL, accepts=_scaled_by_weight)
+@rules.fusion(Op.NORM, Op.MUL, accepts=_scaled_by_weight)
+def build_norm_mul(norm: Tensor, mul: Tensor, b: Builder) -> None:
+    _launch_norm(norm, src(mul, 1), mul, b)
 
 
 @rules.rule(Op.GROUP_NORM, accepts=_f32_rows)

@@ -69,7 +69,7 @@ def build_plan(dev: CudaDevice, status: StatusWord, graph: Graph, mma: bool = Tr
     word = device_ptr(status.buffer, dev)
     assert word is not None  # from this device's buffer type
     b = CudaLaunchBuilder(dev, ptr_of, alloc, DevPtr(word), status.errors, mma)
-    launches = build_launches(graph.nodes, b, dev.name)
+    launches = build_launches(graph.nodes, b, dev.name, graph.use_count)
     bound = dev.modules.bind(launches)
     buffers = {s.buffer.serial: s.buffer for la in launches for s in (la.node, *la.node.src)
                if s is not None and s.buffer is not None}  # distinct: a replay checks each once

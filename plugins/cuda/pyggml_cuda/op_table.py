@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyggml.backend.op_table import OpTable
 from pyggml.ops.base import Op
@@ -23,7 +23,9 @@ def supports(node: Tensor) -> bool:
     return TABLE.supports(node)
 
 
-def build_launches(nodes: Sequence[Tensor], b: CudaLaunchBuilder, who: str = "CUDA") -> list[Launch]:
-    """Every launch of the compute nodes, in order; UnsupportedOpError / ComputeError name the node."""
-    TABLE.build(nodes, b, who)
+def build_launches(nodes: Sequence[Tensor], b: CudaLaunchBuilder, who: str = "CUDA",
+                   uses: Callable[[Tensor], int] | None = None) -> list[Launch]:
+    """Every launch of the compute nodes, in order (with `uses`, the graph's use counts, fused where the table's
+    fusions apply); UnsupportedOpError / ComputeError name the node."""
+    TABLE.build(nodes, b, who, uses)
     return list(b.launches)

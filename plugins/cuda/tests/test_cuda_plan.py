@@ -87,6 +87,24 @@ def test_prompts_over_f16_and_k_types_take_the_tensor_cores(wt: GGMLType, n: int
         assert (la.spec.file, la.grid, la.block) == ("mma.cu", (1, -(-n // 64), 3), (128, 1, 1))
 
 
+@pytest.mark.parametrize("keep_norm", [False, True])
+def test_rms_norm_and_its_weight_run_as_one_kernel(keep_norm: bool) -> None:
+    """The dialect's fusion through the graph's use counts: one k_norm launch writing the MUL's result, unless the
+    norm's own result is wanted (an output), or no use counts are given."""
+    ctx = Context(no_alloc=True)
+    x, w = ctx.new_tensor(GGMLType.F32, 64, 3, name="x"), ctx.new_tensor(GGMLType.F32, 64, name="w")
+    y = ops.rms_norm(x, 1e-5)
+    if keep_norm:
+        y.set_output()
+    out = ops.mul(y, w)
+    g = build_graph(out)
+    launches = build_launches(g.nodes, CudaLaunchBuilder(), uses=g.use_count)
+    assert [la.kernel for la in launches] == (["k_norm", "k_binary"] if keep_norm else ["k_norm"])
+    assert launches[0].args[-1] == int(not keep_norm)  # has_w
+    assert launches[-1].node is out
+    assert [la.kernel for la in build_launches(g.nodes, CudaLaunchBuilder())] == ["k_norm", "k_binary"]
+
+
 def test_unsupported_node_is_named() -> None:
     g = _mul_mat(GGMLType.IQ2_XXS, 1, k=256)
     node = g.nodes[-1]

@@ -57,7 +57,7 @@ class OpenCLGraphPlan:
 
 def build_plan(dev: OpenCLDevice, status: StatusWord, graph: Graph) -> OpenCLGraphPlan:
     b = OpenCLLaunchBuilder(dev, status)
-    nodes = TABLE.build(graph.nodes, b, dev.name)
+    nodes = TABLE.build(graph.nodes, b, dev.name, graph.use_count)
     own = {x.serial: x for node in nodes for s in (node, *node.src) if s is not None
            and isinstance(x := s.buffer, OpenCLBuffer | OpenCLHostBuffer)}
     return OpenCLGraphPlan(b.launches, b.scratch_mems, b.checks, [weakref.ref(x) for x in own.values()])

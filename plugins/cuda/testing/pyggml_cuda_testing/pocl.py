@@ -86,7 +86,7 @@ class PoclCudaBackend(Backend):
         status = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=np.zeros(1, np.int32))
         errors = ErrorSites()
         b = CudaLaunchBuilder(None, ptr_of, alloc, register(status), errors, self.mma)
-        for la in build_launches(graph.nodes, b, self.dev.name):
+        for la in build_launches(graph.nodes, b, self.dev.name, graph.use_count):
             k = self.dev.kernel(la.spec, la.kernel)
             k.set_args(*[mems[v] if c == "P" else CONV[c](v) for c, v in zip(la.fmt, la.args, strict=True)])
             gsize = tuple(g * bl for g, bl in zip(la.grid, la.block, strict=True))

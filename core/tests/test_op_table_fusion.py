@@ -1,0 +1,83 @@
+"""OpTable fusions: two consecutive compute nodes built as one where the first one's result feeds the second one
+only (graph-wide use counts), and never where it is read elsewhere, is an output, or no use counts are given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from pyggml import ops
+from pyggml.backend.op_table import OpTable, RuleSet
+from pyggml.context import Context
+from pyggml.errors import ComputeError
+from pyggml.graph import Graph, build_graph
+from pyggml.ops.base import Op
+from pyggml.tensor import Tensor
+from pyggml.types import GGMLType as T
+
+
+@dataclass
+class Recorder:
+    node: Tensor | None = None
+    work: list[str] = field(default_factory=list)
+
+
+rules: RuleSet[Recorder] = RuleSet()
+
+
+@rules.rule(Op.RMS_NORM, Op.MUL, Op.ADD)
+def _one(node: Tensor, b: Recorder) -> None:
+    assert b.node is node
+    b.work.append(node.op.name)
+
+
+@rules.fusion(Op.RMS_NORM, Op.MUL, accepts=lambda norm, mul: mul.src[0] is norm)
+def _fused(norm: Tensor, mul: Tensor, b: Recorder) -> None:
+    assert b.node is mul
+    if mul.name == "explode":
+        raise ValueError("boom")
+    b.work.append(f"{norm.op.name}+{mul.op.name}")
+
+
+TABLE = OpTable("test", rules)
+
+
+def _graph(keep_norm: bool = False, norm_twice: bool = False, weight_first: bool = False) -> Graph:
+    ctx = Context(no_alloc=True)
+    x, w = ctx.new_tensor(T.F32, 8, 3, name="x"), ctx.new_tensor(T.F32, 8, name="w")
+    y = ops.rms_norm(x, 1e-5)
+    out = ops.mul(ops.rms_norm(ctx.new_tensor(T.F32, 8, 3), 1e-5), y) if weight_first else ops.mul(y, w)
+    if keep_norm:
+        y.set_output()
+    if norm_twice:
+        out = ops.add(out, y)
+    return build_graph(out)
+
+
+def test_a_norm_feeding_only_its_mul_is_fused() -> None:
+    g, b = _graph(), Recorder()
+    assert TABLE.build(g.nodes, b, "dev", g.use_count) == [n for n in g.nodes if n.op is not Op.NONE]
+    assert b.work == ["RMS_NORM+MUL"]
+
+
+@pytest.mark.parametrize("case", ["no use counts", "norm is an output", "norm read twice", "not accepted"])
+def test_no_fusion_where_the_first_result_is_needed_or_refused(case: str) -> None:
+    g = _graph(keep_norm=case == "norm is an output", norm_twice=case == "norm read twice",
+               weight_first=case == "not accepted")
+    b = Recorder()
+    TABLE.build(g.nodes, b, "dev", None if case == "no use counts" else g.use_count)
+    assert "RMS_NORM+MUL" not in b.work and b.work.count("RMS_NORM") >= 1
+
+
+def test_a_failing_fusion_names_the_node() -> None:
+    g = _graph()
+    g.nodes[-1].set_name("explode")
+    with pytest.raises(ComputeError, match=r"dev: preparing node .* \(RMS_NORM\) fused with node 'explode' "
+                                           r"\(MUL\) failed: ValueError: boom"):
+        TABLE.build(g.nodes, Recorder(), "dev", g.use_count)
+
+
+def test_two_fusions_for_one_pair_in_a_family_are_refused() -> None:
+    with pytest.raises(ValueError, match="RMS_NORM \\+ MUL has two fusions"):
+        rules.fusion(Op.RMS_NORM, Op.MUL, accepts=lambda a, b: True)(_fused)
