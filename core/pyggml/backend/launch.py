@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -41,10 +43,43 @@ def i64(x: int) -> np.int64:
     return np.int64(x)
 
 
+DERIVED_SLOTS = 2
+"""Values derived from tensors (`LaunchBuilder.derived`) a plan keeps at a time: enough for a layer's Q, K and V
+(or gate and up) sharing their quantised input while the attention output's is made, say."""
+
+
+class LaunchRecord(Protocol):
+    @property
+    def node(self) -> Tensor: ...
+
+
+@dataclass(slots=True)
+class _Derived:
+    source: Tensor
+    memory: Any
+    nbytes: int
+    since: int
+    """How many launches the plan had when the value was made (the ones after it may have written `source`)."""
+
+
+def writes_over(t: Tensor, source: Tensor) -> bool:
+    """Whether computing `t` may change `source`'s bytes: both in one buffer with overlapping byte ranges, or (not
+    placed yet) t's data is source's."""
+    if t.buffer is None or source.buffer is None:
+        return t.data_owner is source.data_owner
+    return (t.buffer is source.buffer and t.offset < source.offset + source.nbytes()
+            and source.offset < t.offset + t.nbytes())
+
+
 class LaunchBuilder(ABC, Generic[S]):
     """Collects the kernel launches of one graph; `node` is the node whose rule is running."""
 
     node: Tensor | None
+    launches: Sequence[LaunchRecord]
+    """The launches so far, each with the node whose result it writes."""
+
+    def __init__(self) -> None:
+        self._derived: OrderedDict[tuple[Hashable, int], _Derived] = OrderedDict()
 
     @abstractmethod
     def launch(self, spec: S, name: str, gsize: Sequence[int], lsize: Sequence[int] | None, *args: Any) -> None:
@@ -66,6 +101,33 @@ class LaunchBuilder(ABC, Generic[S]):
     @abstractmethod
     def error_args(self, what: str) -> list[Any]:
         """ERR_ARGS of a kernel that checks indices: the status word and a code naming this node and `what`."""
+
+    @abstractmethod
+    def new_memory(self, nbytes: int) -> Any:
+        """Device memory of nbytes of the plan's own, which no other request shares."""
+
+    def derived(self, key: Hashable, source: Tensor, nbytes: int) -> tuple[Any, bool]:
+        """Memory for a value derived from `source` (its rows quantised for a weight type's dot, say) that later
+        nodes of this plan may share: (memory, True) where the caller launches the work that fills it; (memory,
+        False) where an earlier node's launches filled it under the same key and none since wrote over `source`.
+        The last DERIVED_SLOTS values are kept (the least recently asked for gives way, its memory reused)."""
+        slots = self._derived
+        entry = slots.get((key, id(source)))
+        if entry is not None and entry.source is source and entry.nbytes >= nbytes and not any(
+                writes_over(la.node, source) for la in self.launches[entry.since:]):
+            slots.move_to_end((key, id(source)))
+            return entry.memory, False
+        if entry is not None:
+            del slots[(key, id(source))]
+        memory = None
+        if len(slots) >= DERIVED_SLOTS:
+            _, old = slots.popitem(last=False)
+            memory = old.memory if old.nbytes >= nbytes else None
+            nbytes = max(nbytes, old.nbytes)
+        if memory is None:
+            memory = self.new_memory(nbytes)
+        slots[(key, id(source))] = _Derived(source, memory, nbytes, len(self.launches))
+        return memory, True
 
 
 class ErrorSites:

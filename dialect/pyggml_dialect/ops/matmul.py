@@ -41,13 +41,15 @@ def spec_q(wt: GGMLType, t1: GGMLType) -> ProgramSpec:
 
 
 def build_mul_mat_q(node: Tensor, b: Builder) -> None:
-    """Quantise the activations to the weights' dot partner, then integer block dots (ggml's CPU numerics)."""
+    """Quantise the activations to the weights' dot partner (once for the MUL_MATs of a plan that share them),
+    then integer block dots (ggml's CPU numerics)."""
     a, c = src(node, 0), src(node, 1)
     s = spec_q(a.type, c.type)
     nblk = c.ne[0] // 32
     qa = 36 if a.type.traits.vec_dot_type == GGMLType.Q8_1 else 34
-    mem = b.scratch(nblk * c.nrows() * qa)
-    b.launch_1d(s, "k_quantize_act", nblk * c.nrows(), *b.tensor(c), mem, i64(0))
+    mem, fresh = b.derived(("quantized activations", qa), c, nblk * c.nrows() * qa)
+    if fresh:  # else an earlier MUL_MAT of the plan quantised the same src1 (a layer's Q, K and V, say)
+        b.launch_1d(s, "k_quantize_act", nblk * c.nrows(), *b.tensor(c), mem, i64(0))
     b.launch(s, "k_mul_mat_q", (round_up(a.ne[1], Q_WG), -(-c.ne[1] // Q_NC), c.ne[2] * c.ne[3]), (Q_WG, 1, 1),
              *b.tensor(a), mem, i64(0), *b.tensor(node), i64(c.ne[1]), i64(c.ne[2]))
 

@@ -106,6 +106,7 @@ class CudaLaunchBuilder(LaunchBuilder[ProgramSpec]):
     def __init__(self, dev: Any = None, ptr_of: Callable[[Tensor], DevPtr | None] | None = None,
                  alloc: Callable[[int], tuple[DevPtr, Any]] | None = None, status: DevPtr | None = None,
                  errors: ErrorSites | None = None, mma: bool = True) -> None:
+        super().__init__()
         self.dev = dev
         self.mma = mma
         """Whether MUL_MATs the tensor-core kernel takes run there (`CudaOptions.mma`)."""
@@ -150,6 +151,14 @@ class CudaLaunchBuilder(LaunchBuilder[ProgramSpec]):
                                    "read (allocate it in the device's buffer type)")
             ptr = found
         return [ptr, np.int64(t.offset), *map(np.int64, t.ne), *map(np.int64, t.nb)]
+
+    def new_memory(self, nbytes: int) -> DevPtr:
+        if self._alloc is None:
+            self.scratch_mems.append(None)
+            return DevPtr(0)
+        ptr, mem = self._alloc(max(nbytes, 1))
+        self.scratch_mems.append(mem)
+        return ptr
 
     def scratch(self, nbytes: int) -> DevPtr:
         """Device memory for one node's intermediates, kept by the plan; nodes share it (launches run in stream

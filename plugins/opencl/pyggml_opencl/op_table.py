@@ -45,6 +45,7 @@ class OpenCLLaunchBuilder(LaunchBuilder[ProgramSpec]):
     """Collects the launches of one graph for one OpenCL device."""
 
     def __init__(self, dev: OpenCLDevice, status: StatusWord) -> None:
+        super().__init__()
         self.dev = dev
         self.status = status
         """The backend's status word, which ERR_ARGS point kernels at."""
@@ -63,6 +64,12 @@ class OpenCLLaunchBuilder(LaunchBuilder[ProgramSpec]):
         if nbytes > self._scratch_size or not self.scratch_mems:
             self._scratch_size = max(nbytes, 1)
             self.scratch_mems.append(cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, self._scratch_size))
+        return self.scratch_mems[-1]
+
+    def new_memory(self, nbytes: int) -> cl.Buffer:
+        import pyopencl as cl
+
+        self.scratch_mems.append(cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, max(nbytes, 1)))
         return self.scratch_mems[-1]
 
     def launch(self, spec: ProgramSpec, name: str, gsize: Sequence[int], lsize: Sequence[int] | None,

@@ -52,8 +52,9 @@ def build_mul_mat(node: Tensor, b: Builder) -> None:
             shared.build_mul_mat(node, b)
         return
     nblk = c.ne[0] // 32
-    mem = b.scratch(nblk * c.nrows() * QA)
-    b.launch_1d(act_spec(c.type), "k_quantize_act", nblk * c.nrows(), *b.tensor(c), mem, i64(0))
+    mem, fresh = b.derived(("quantized activations", QA), c, nblk * c.nrows() * QA)
+    if fresh:  # else an earlier MUL_MAT of the plan quantised the same src1 (a layer's Q, K and V, say)
+        b.launch_1d(act_spec(c.type), "k_quantize_act", nblk * c.nrows(), *b.tensor(c), mem, i64(0))
     batches = c.ne[2] * c.ne[3]
     args = (*b.tensor(a), mem, i64(0), *b.tensor(node), i64(c.ne[1]), i64(c.ne[2]))
     if c.ne[1] <= MV_MAXC:
