@@ -1,5 +1,6 @@
-"""OpTable fusions: two consecutive compute nodes built as one where the first one's result feeds the second one
-only (graph-wide use counts), and never where it is read elsewhere, is an output, or no use counts are given."""
+"""OpTable fusions: runs of consecutive compute nodes built as one where every result but the last is read inside the
+run only (graph-wide use counts), never where one is read elsewhere or is an output, or no use counts are given;
+the longest run first."""
 
 from __future__ import annotations
 
@@ -32,18 +33,20 @@ def _one(node: Tensor, b: Recorder) -> None:
     b.work.append(node.op.name)
 
 
-@rules.fusion(Op.RMS_NORM, Op.MUL, accepts=lambda norm, mul: mul.src[0] is norm)
-def _fused(norm: Tensor, mul: Tensor, b: Recorder) -> None:
-    assert b.node is mul
-    if mul.name == "explode":
+@rules.fusion(Op.RMS_NORM, Op.MUL, accepts=lambda run: run[1].src[0] is run[0])
+@rules.fusion(Op.RMS_NORM, Op.MUL, Op.ADD, accepts=lambda run: run[1].src[0] is run[0] and run[2].src[0] is run[1])
+def _fused(run: tuple[Tensor, ...], b: Recorder) -> None:
+    assert b.node is run[-1]
+    if run[-1].name == "explode":
         raise ValueError("boom")
-    b.work.append(f"{norm.op.name}+{mul.op.name}")
+    b.work.append("+".join(n.op.name for n in run))
 
 
 TABLE = OpTable("test", rules)
 
 
-def _graph(keep_norm: bool = False, norm_twice: bool = False, weight_first: bool = False) -> Graph:
+def _graph(keep_norm: bool = False, norm_twice: bool = False, weight_first: bool = False, bias: bool = False
+           ) -> Graph:
     ctx = Context(no_alloc=True)
     x, w = ctx.new_tensor(T.F32, 8, 3, name="x"), ctx.new_tensor(T.F32, 8, name="w")
     y = ops.rms_norm(x, 1e-5)
@@ -51,7 +54,9 @@ def _graph(keep_norm: bool = False, norm_twice: bool = False, weight_first: bool
     if keep_norm:
         y.set_output()
     if norm_twice:
-        out = ops.add(out, y)
+        out = ops.add(y, out)  # y read outside the RMS_NORM + MUL run too
+    if bias:
+        out = ops.add(out, ctx.new_tensor(T.F32, 8, name="b"))
     return build_graph(out)
 
 
@@ -70,6 +75,12 @@ def test_no_fusion_where_the_first_result_is_needed_or_refused(case: str) -> Non
     assert "RMS_NORM+MUL" not in b.work and b.work.count("RMS_NORM") >= 1
 
 
+def test_the_longest_run_is_fused() -> None:
+    g, b = _graph(bias=True), Recorder()
+    TABLE.build(g.nodes, b, "dev", g.use_count)
+    assert b.work == ["RMS_NORM+MUL+ADD"]
+
+
 def test_a_failing_fusion_names_the_node() -> None:
     g = _graph()
     g.nodes[-1].set_name("explode")
@@ -78,6 +89,8 @@ def test_a_failing_fusion_names_the_node() -> None:
         TABLE.build(g.nodes, Recorder(), "dev", g.use_count)
 
 
-def test_two_fusions_for_one_pair_in_a_family_are_refused() -> None:
+def test_two_fusions_for_one_run_in_a_family_are_refused() -> None:
     with pytest.raises(ValueError, match="RMS_NORM \\+ MUL has two fusions"):
-        rules.fusion(Op.RMS_NORM, Op.MUL, accepts=lambda a, b: True)(_fused)
+        rules.fusion(Op.RMS_NORM, Op.MUL, accepts=lambda run: True)(_fused)
+    with pytest.raises(ValueError, match="two nodes or more"):
+        rules.fusion(Op.RMS_NORM, accepts=lambda run: True)(_fused)

@@ -1,5 +1,7 @@
 """MUL_MAT: every float and quantised type for src0, F32/F16/BF16 src1, batch broadcast in ne[2] and ne[3],
-permuted and strided srcs, transposed src1, sizes that are not multiples of blocks or work-group tiles."""
+permuted and strided srcs, transposed src1, sizes that are not multiples of blocks or work-group tiles; and MUL_MAT
+followed by the ADD of a residual or a bias (which backends may fuse into a mat-vec), where the product is also read
+elsewhere (where they must not)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,26 @@ def mul_mat_case(ta: GGMLType, tb: GGMLType, m: int, n: int, k: int, bs: Sequenc
     return Case(Op.MUL_MAT, params, build)
 
 
+ADDENDS = ("residual", "residual_first", "bias", "bias_rows", "kept")
+"""What mul_mat_add_case adds: a tensor of the product's shape (as ADD's src1, or its src0 with the product as
+src1), a bias broadcast over the columns (and batches), one broadcast over the rows; 'kept': a residual, the product
+also an output."""
+
+
+def mul_mat_add_case(ta: GGMLType, n: int, addend: str, m: int = 40, k: int = 256, batch: int = 1) -> Case:
+    """ADD(MUL_MAT(src0 [k, m, batch], src1 [k, n, batch]), e) and its variants (ADDENDS)."""
+    params = fmt_params(type_a=ta, type_b=F32, m=m, n=n, k=k, bs=(batch, 1), add=addend)
+
+    def build(b: CaseBuilder) -> Tensor | list[Tensor]:
+        y = ops.mul_mat(b.input(ta, (k, m, batch, 1)), b.input(F32, (k, n, batch, 1)))
+        e_ne = {"bias": (m, 1, 1, 1), "bias_rows": (1, n, batch, 1)}.get(addend, (m, n, batch, 1))
+        e = b.input(F32, e_ne)
+        out = ops.add(e, y) if addend == "residual_first" else ops.add(y, e)
+        return [y, out] if addend == "kept" else out
+
+    return Case(Op.MUL_MAT, params, build)
+
+
 def _specific() -> list[Case]:
     c = mul_mat_case
     out = [
@@ -95,6 +117,9 @@ def eval_cases() -> list[Case]:
         out.append(mul_mat_case(ta, F32, 16, 5, 256, (2, 1), (1, 1), v=v))
     for ta in FLOATS:
         out.append(mul_mat_case(ta, F32, 16, 7, 64, (2, 1), (1, 2), v=4))
+    for ta, n, addend in product((F16, F32, T.Q4_0, T.Q8_0, T.Q4_K, T.Q6_K), (1, 3, 9), ADDENDS):
+        out.append(mul_mat_add_case(ta, n, addend, batch=2 if n == 3 else 1))
+    out.append(mul_mat_add_case(F16, 2, "residual", k=64))  # the short-row mat-vec
     return unique(out + _specific() + _strided_batches())
 
 

@@ -7,10 +7,11 @@ are always supported, an empty node runs nothing, an op without an accepting rul
 Family modules collect their rules in a `RuleSet` (no global registry, no import side effect); a plugin's table
 module lists its families explicitly and merges them into an `OpTable`.
 
-A family may also declare fusions: two consecutive compute nodes run as one kernel (RMS_NORM then the MUL by its
-weight, as ggml's backends fuse them) when the first one's result feeds the second one only. `OpTable.build` applies
-them when it is given the graph's use counts (`Graph.use_count`, graph-wide, so a result a later split reads is
-never fused away); each node of a pair is still supported on its own, so a scheduler needs to know nothing of it.
+A family may also declare fusions: a run of consecutive compute nodes built as one kernel (RMS_NORM then the MUL by
+its weight, as ggml's backends fuse them) when every result but the last one's is read only inside the run.
+`OpTable.build` applies them when it is given the graph's use counts (`Graph.use_count`, graph-wide, so a result a
+later split reads is never fused away); each node of a run is still supported on its own, so a scheduler needs to
+know nothing of it.
 """
 
 from __future__ import annotations
@@ -86,41 +87,50 @@ class Rule(Generic[B]):
     """Appends the node's work to the builder; runs once per plan, never on replay."""
 
 
-Pair = tuple[Op, Op]
+Run = tuple[Tensor, ...]
+FuseAccepts = Callable[[Run], bool]
+FuseBuild = Callable[[Run, B], None]
 
 
 @dataclass(frozen=True, slots=True)
 class Fusion(Generic[B]):
-    accepts: Callable[[Tensor, Tensor], bool]
-    """Whether the pair (first, second) runs fused (types, shapes, which src of second first is); pure."""
-    build: Callable[[Tensor, Tensor, B], None]
-    """Appends the fused work, which writes second's result (first's is never written); the builder's node is
-    second."""
+    accepts: FuseAccepts
+    """Whether the run of nodes (consecutive compute nodes of the fusion's ops) runs fused: types, shapes, which
+    src reads which result; pure."""
+    build: FuseBuild[B]
+    """Appends the fused work, which writes the last node's result (the others' are never written); the builder's
+    node is the last one."""
 
 
-def feeds_only(first: Tensor, second: Tensor, uses: Callable[[Tensor], int]) -> bool:
-    """first's result is read by second alone, once, and is no graph output: a fused kernel need not write it."""
-    return (uses(first) == 1 and any(s is first for s in second.src) and not first.flags & TensorFlag.OUTPUT
-            and first.view_src is None)
+def read_inside(run: Run, uses: Callable[[Tensor], int]) -> bool:
+    """Every result of the run but the last one's is read only by later nodes of the run (as many times as the
+    graph's use counts say it is read at all), and none of them is a graph output or a view: a fused kernel need
+    not write them."""
+    for i, t in enumerate(run[:-1]):
+        inside = sum(1 for n in run[i + 1:] for s in n.src if s is t)
+        if inside == 0 or uses(t) != inside or t.flags & TensorFlag.OUTPUT or t.view_src is not None:
+            return False
+    return True
 
 
 class RuleSet(Generic[B]):
     """The rules of one op family, collected by the `rule` decorator; an `OpTable` merges families. `fusions`:
-    (first op, second op) -> Fusion (the `fusion` decorator)."""
+    the ops of a run of nodes -> Fusion (the `fusion` decorator)."""
 
     def __init__(self) -> None:
         self.rules: dict[Op, Rule[B]] = {}
-        self.fusions: dict[Pair, Fusion[B]] = {}
+        self.fusions: dict[tuple[Op, ...], Fusion[B]] = {}
 
-    def fusion(self, first: Op, second: Op, accepts: Callable[[Tensor, Tensor], bool]
-               ) -> Callable[[Callable[[Tensor, Tensor, B], None]], Callable[[Tensor, Tensor, B], None]]:
-        """Decorator: the function builds the pair (first, second) as one kernel when `accepts(first, second)` holds
-        (and first feeds second only)."""
+    def fusion(self, *ops: Op, accepts: FuseAccepts) -> Callable[[FuseBuild[B]], FuseBuild[B]]:
+        """Decorator: the function builds a run of consecutive nodes of `ops` (two or more) as one kernel when
+        `accepts(run)` holds (and the run's results but the last are read inside it only)."""
 
-        def deco(fn: Callable[[Tensor, Tensor, B], None]) -> Callable[[Tensor, Tensor, B], None]:
-            if (first, second) in self.fusions:
-                raise ValueError(f"{first.name} + {second.name} has two fusions in one family")
-            self.fusions[(first, second)] = Fusion(accepts, fn)
+        def deco(fn: FuseBuild[B]) -> FuseBuild[B]:
+            if len(ops) < 2:
+                raise ValueError("a fusion joins two nodes or more")
+            if ops in self.fusions:
+                raise ValueError(f"{' + '.join(op.name for op in ops)} has two fusions in one family")
+            self.fusions[ops] = Fusion(accepts, fn)
             return fn
 
         return deco
@@ -155,7 +165,7 @@ class OpTable(Generic[B]):
         backend's index arithmetic holds (Vulkan's and Metal's 32-bit counts and strides). A node it refuses is
         unsupported, so a scheduler runs it elsewhere instead of the kernels wrapping its counts."""
         self.rules: dict[Op, Rule[B]] = {}
-        self.fusions: dict[Pair, Fusion[B]] = {}
+        self.fusions: dict[tuple[Op, ...], Fusion[B]] = {}
         for s in sets:
             self.rules.update(s.rules if isinstance(s, RuleSet) else s)
             if isinstance(s, RuleSet):
@@ -190,37 +200,37 @@ class OpTable(Generic[B]):
             raise UnsupportedOpError(f"{who}: {describe_node(node)} is not supported by the {self.backend} backend")
         return r
 
-    def fused(self, first: Tensor, second: Tensor, uses: Callable[[Tensor], int]) -> Fusion[B] | None:
-        """The fusion that runs the consecutive compute nodes first and second as one kernel, if any applies."""
-        f = self.fusions.get((first.op, second.op))
-        if f is None or not feeds_only(first, second, uses) or not (self.supports(first) and self.supports(second)):
-            return None
-        return f if f.accepts(first, second) else None
+    def fused(self, nodes: Sequence[Tensor], i: int, uses: Callable[[Tensor], int]) -> tuple[Fusion[B], Run] | None:
+        """The fusion that builds the run of compute nodes starting at nodes[i], longest first, if any applies."""
+        for ops in sorted((k for k in self.fusions if k[0] is nodes[i].op), key=len, reverse=True):
+            run = tuple(nodes[i:i + len(ops)])
+            f = self.fusions[ops]
+            if (tuple(n.op for n in run) == ops and read_inside(run, uses) and all(self.supports(n) for n in run)
+                    and f.accepts(run)):
+                return f, run
+        return None
 
     def build(self, nodes: Sequence[Tensor], builder: B, who: str,
               uses: Callable[[Tensor], int] | None = None) -> list[Tensor]:
         """Hand every node that needs a kernel to its rule, which appends its work to `builder` (whose `node` is
-        set to it first); returns those nodes. With `uses` (the graph's use counts), consecutive nodes a fusion
-        accepts are built by it instead, as one. A rule failing with anything but a PyGGMLError becomes a
-        ComputeError naming `who` and the node."""
+        set to it first); returns those nodes. With `uses` (the graph's use counts), a run of consecutive nodes a
+        fusion accepts is built by it instead, as one. A rule failing with anything but a PyGGMLError becomes a
+        ComputeError naming `who` and the node (or the run)."""
         out = compute_nodes(nodes)
         i = 0
         while i < len(out):
-            node, second = out[i], out[i + 1] if i + 1 < len(out) else None
-            fusion = self.fused(node, second, uses) if second is not None and uses is not None else None
-            builder.node = node if fusion is None else second  # the node whose result the work writes
+            found = self.fused(out, i, uses) if uses is not None and self.fusions else None
+            run = found[1] if found is not None else (out[i],)
+            builder.node = run[-1]  # the node whose result the work writes
             try:
-                if fusion is None:
-                    self.rule_for(node, who).build(node, builder)
+                if found is None:
+                    self.rule_for(run[0], who).build(run[0], builder)
                 else:
-                    assert second is not None
-                    fusion.build(node, second, builder)
+                    found[0].build(run, builder)
             except PyGGMLError:
                 raise
             except Exception as e:
-                what = f"node '{node.name}' ({node.op.name})"
-                if fusion is not None and second is not None:
-                    what = f"{what} fused with node '{second.name}' ({second.op.name})"
+                what = " fused with ".join(f"node '{n.name}' ({n.op.name})" for n in run)
                 raise ComputeError(f"{who}: preparing {what} failed: {type(e).__name__}: {e}") from e
-            i += 1 if fusion is None else 2
+            i += len(run)
         return out

@@ -13,6 +13,8 @@
 
 #define TENSOR(x) GLOBAL char *x##_p, i64 x##_off, i64 x##_ne0, i64 x##_ne1, i64 x##_ne2, i64 x##_ne3, \
     i64 x##_nb0, i64 x##_nb1, i64 x##_nb2, i64 x##_nb3
+/* the arguments of TENSOR(x), to hand x on to a helper that takes a TENSOR */
+#define TENSOR_ARGS(x) x##_p, x##_off, x##_ne0, x##_ne1, x##_ne2, x##_ne3, x##_nb0, x##_nb1, x##_nb2, x##_nb3
 #define BASE(x) (x##_p + x##_off)
 #define AT(x, i0, i1, i2, i3) (BASE(x) + (i0) * x##_nb0 + (i1) * x##_nb1 + (i2) * x##_nb2 + (i3) * x##_nb3)
 #define NEL(x) (x##_ne0 * x##_ne1 * x##_ne2 * x##_ne3)

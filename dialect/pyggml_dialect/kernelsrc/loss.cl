@@ -21,15 +21,13 @@ INLINE acc_t row_sum_exp(TENSOR(x), i64 i1, i64 i2, i64 i3, float mx, LOCAL_PTR 
     return wg_sum_acc(s, buf);
 }
 
-#define X_ARGS(x) x##_p, x##_off, x##_ne0, x##_ne1, x##_ne2, x##_ne3, x##_nb0, x##_nb1, x##_nb2, x##_nb3
-
 /* part[row] = sum_i (x_i - max - log(sum exp(x - max))) * t_i */
 KERNEL void k_cross_entropy_rows(TENSOR(x), TENSOR(t), GLOBAL float *part) {
     LOCAL float fbuf[WG];
     LOCAL acc_t abuf[WG];
     ROW_OF(x);
-    float mx = row_max(X_ARGS(x), i1, i2, i3, fbuf);
-    float ls = LOG((float)row_sum_exp(X_ARGS(x), i1, i2, i3, mx, abuf));
+    float mx = row_max(TENSOR_ARGS(x), i1, i2, i3, fbuf);
+    float ls = LOG((float)row_sum_exp(TENSOR_ARGS(x), i1, i2, i3, mx, abuf));
     acc_t s = 0;
     for (i64 i0 = l; i0 < x_ne0; i0 += WG) {
         s += (acc_t)(((load_f32(AT(x, i0, i1, i2, i3)) - mx) - ls) * load_f32(AT(t, i0, i1, i2, i3)));
@@ -52,8 +50,8 @@ KERNEL void k_cross_entropy_back(TENSOR(dl), TENSOR(x), TENSOR(t), TENSOR(d)) {
     LOCAL float fbuf[WG];
     LOCAL acc_t abuf[WG];
     ROW_OF(x);
-    float mx = row_max(X_ARGS(x), i1, i2, i3, fbuf);
-    float inv = (float)(1 / row_sum_exp(X_ARGS(x), i1, i2, i3, mx, abuf));
+    float mx = row_max(TENSOR_ARGS(x), i1, i2, i3, fbuf);
+    float inv = (float)(1 / row_sum_exp(TENSOR_ARGS(x), i1, i2, i3, mx, abuf));
     float k = load_f32(BASE(dl)) / (float)NROWS(x);
     for (i64 i0 = l; i0 < x_ne0; i0 += WG) {
         float p = EXP(load_f32(AT(x, i0, i1, i2, i3)) - mx) * inv;

@@ -39,15 +39,17 @@ def build_norm(node: Tensor, b: Builder) -> None:
     _launch_norm(node, None, node, b)
 
 
-def _scaled_by_weight(norm: Tensor, mul: Tensor) -> bool:
+def _scaled_by_weight(run: tuple[Tensor, ...]) -> bool:
     """mul = norm * w, w an F32 tensor broadcast over the rows (MUL's own support says the shapes broadcast)."""
+    norm, mul = run
     w = opt_src(mul, 1)
     return mul.src[0] is norm and w is not None and w.type == T.F32 and mul.type == T.F32
 
 
 @rules.fusion(Op.RMS_NORM, Op.MUL, accepts=_scaled_by_weight)
 @rules.fusion(Op.NORM, Op.MUL, accepts=_scaled_by_weight)
-def build_norm_mul(norm: Tensor, mul: Tensor, b: Builder) -> None:
+def build_norm_mul(run: tuple[Tensor, ...], b: Builder) -> None:
+    norm, mul = run
     _launch_norm(norm, src(mul, 1), mul, b)
 
 

@@ -65,7 +65,8 @@ def test_quantised_mul_mat_uses_the_integer_kernels(n: int, mma: bool, kernel: s
     assert (q.kernel, q.spec.file) == ("k_quantize_act", "matmul_q.cl")
     assert dict(q.spec.defines)["QA_SIZE"] == "36"  # the q8_1 layout the dp4a kernels read
     assert (mm.kernel, mm.spec.file, mm.grid) == (kernel, "mmq.cu", grid)
-    assert mm.fmt == "P" + "q" * 9 + "Pq" + "P" + "q" * 9 + "qq"
+    assert mm.fmt == ("P" + "q" * 9 + "Pq" + ("P" + "q" * 9) * 2 + "qqi" if kernel == "k_mmvq"
+                      else "P" + "q" * 9 + "Pq" + "P" + "q" * 9 + "qq")
     assert len(b.scratch_mems) == 1
 
 
@@ -105,6 +106,31 @@ def test_rms_norm_and_its_weight_run_as_one_kernel(keep_norm: bool) -> None:
     assert [la.kernel for la in build_launches(g.nodes, CudaLaunchBuilder())] == ["k_norm", "k_binary"]
 
 
+@pytest.mark.parametrize(("wt", "n", "first", "kept", "kernels"), [
+    (GGMLType.Q4_0, 1, False, False, ["k_quantize_act", "k_mmvq"]),
+    (GGMLType.Q4_0, 1, True, False, ["k_quantize_act", "k_mmvq"]),
+    (GGMLType.Q4_K, 3, False, False, ["k_mul_mat_vec"]),
+    (GGMLType.Q4_0, 9, False, False, ["k_quantize_act", "k_mmq", "k_binary"]),
+    (GGMLType.F16, 8, False, False, ["k_mul_mat_tiled", "k_binary"]),
+    (GGMLType.Q4_K, 1, False, True, ["k_mul_mat_vec", "k_binary"])])
+def test_a_mat_vec_adds_the_residual_as_it_stores(wt: GGMLType, n: int, first: bool, kept: bool,
+                                                  kernels: list[str]) -> None:
+    """MUL_MAT then ADD (a residual, either src) in one mat-vec launch (has_add), not for tiles, nor where the
+    product is wanted (an output)."""
+    ctx = Context(no_alloc=True)
+    w, x = ctx.new_tensor(wt, 512, 40, name="w"), ctx.new_tensor(GGMLType.F32, 512, n, name="x")
+    r = ctx.new_tensor(GGMLType.F32, 40, n, name="r")
+    y = ops.mul_mat(w, x)
+    if kept:
+        y.set_output()
+    out = ops.add(r, y) if first else ops.add(y, r)
+    g = build_graph(out)
+    launches = build_launches(g.nodes, CudaLaunchBuilder(), uses=g.use_count)
+    assert [la.kernel for la in launches] == kernels
+    if kernels[-1] != "k_binary":
+        assert launches[-1].node is out and launches[-1].args[-1] == 1  # has_add, writing the ADD's result
+
+
 def test_unsupported_node_is_named() -> None:
     g = _mul_mat(GGMLType.IQ2_XXS, 1, k=256)
     node = g.nodes[-1]
@@ -116,10 +142,10 @@ def test_unsupported_node_is_named() -> None:
 
 def test_signature_check_catches_drift() -> None:
     (la,) = build_launches(_mul_mat(GGMLType.F32, 1).nodes, CudaLaunchBuilder())
-    params = ["u64"] * 30
+    params = ["u64"] * 40 + ["u32"]
     check_signature(la, params, "k")
-    with pytest.raises(ComputeError, match="takes 29 parameters"):
-        check_signature(la, params[:29], "k")
+    with pytest.raises(ComputeError, match="takes 40 parameters"):
+        check_signature(la, params[:40], "k")
     with pytest.raises(ComputeError, match=r"parameter 3 is \.f32"):
         check_signature(la, [*params[:3], "f32", *params[4:]], "k")
     with pytest.raises(ComputeError, match="not in its compiled module"):

@@ -7,7 +7,8 @@
  * The integer sums are exact, so the numbers are the shared k_mul_mat_q's (ggml's CPU arithmetic); only the float
  * summation order over blocks differs in the mat-vec kernel.
  *
- *   k_mmvq  mat-vec, src1 with up to MV_MAXC columns: one warp per weight row, lanes stride over blocks
+ *   k_mmvq  mat-vec, src1 with up to MV_MAXC columns: one warp per weight row, lanes stride over blocks; with
+ *           has_add the ADD that follows fused (d = a x b + e, e broadcast as ADD's src1)
  *   k_mmq   tiled: 256 threads compute a 64 x 64 output tile, MQ_KB blocks of k per shared-memory stage
  *   k_mmq_mma  the same tile and stages on the tensor cores: 4 warps (2 x 2) multiply 16 x 16 x 16 signed 8-bit
  *           fragments (tensorcore.h), a block's exact integer sums then scaled as k_mmq scales them, so the two
@@ -131,7 +132,8 @@ INLINE float pg_block_value(const i32 *w, float dw, float mw, GLOBAL const char 
 }
 
 /* grid (ceil(ne01 / MV_NW) * 32 * MV_NW, 1, ne12 * ne13), local (32 * MV_NW); ne11 <= MV_MAXC */
-KERNEL void k_mmvq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne11, i64 ne12) {
+KERNEL void k_mmvq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(e), TENSOR(d), i64 ne11, i64 ne12,
+                   i32 has_add) {
     LOCAL float red[32 * MV_NW];
     i32 lane = LID(0) & 31;
     i64 i01 = GRP(0) * MV_NW + LID(0) / 32;
@@ -155,7 +157,10 @@ KERNEL void k_mmvq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne1
     for (i32 c = 0; c < MV_MAXC; c++) {
         if (c >= ne11) break;
         float r = pg_warp_sum(acc[c], red);
-        if (lane == 0 && i01 < a_ne1) store_f32(AT(d, i01, c, i12, i13), r);
+        if (lane == 0 && i01 < a_ne1) {
+            if (has_add) r = r + load_f32(AT(e, i01 % e_ne0, c % e_ne1, i12 % e_ne2, i13 % e_ne3));
+            store_f32(AT(d, i01, c, i12, i13), r);
+        }
     }
 }
 

@@ -7,7 +7,7 @@ with the same exact block sums. Prompts over F16 and K-type weights take the ten
 
 from __future__ import annotations
 
-from pyggml.backend.launch import i64
+from pyggml.backend.launch import i32, i64
 from pyggml.backend.op_table import Rule, RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
@@ -43,13 +43,14 @@ def spec(wt: GGMLType) -> ProgramSpec:
     return ProgramSpec.of(FILE, WT=tname(wt), HAS_MIN=int(has_min), **{f"WT_IS_{tname(wt)}": 1})
 
 
-def build_mul_mat(node: Tensor, b: Builder) -> None:
+def build_mul_mat(node: Tensor, b: Builder, add: tuple[Tensor, Tensor] | None = None) -> None:
+    """add: (e, out), the fused ADD (mat-vec kernels only, `mat_vec`): out = node's product + e."""
     a, c = src(node, 0), src(node, 1)
     if a.type not in QUANT32:
         if isinstance(b, CudaLaunchBuilder) and b.mma and matmul_mma.takes(node):
             matmul_mma.build_mul_mat(node, b)
         else:
-            shared.build_mul_mat(node, b)
+            shared.build_mul_mat(node, b, add)
         return
     nblk = c.ne[0] // 32
     mem, fresh = b.derived(("quantized activations", QA), c, nblk * c.nrows() * QA)
@@ -59,7 +60,10 @@ def build_mul_mat(node: Tensor, b: Builder) -> None:
     args = (*b.tensor(a), mem, i64(0), *b.tensor(node), i64(c.ne[1]), i64(c.ne[2]))
     if c.ne[1] <= MV_MAXC:
         threads = 32 * MV_NW
-        b.launch(spec(a.type), "k_mmvq", (-(-a.ne[1] // MV_NW) * threads, 1, batches), (threads, 1, 1), *args)
+        e, d = add if add is not None else (node, node)
+        b.launch(spec(a.type), "k_mmvq", (-(-a.ne[1] // MV_NW) * threads, 1, batches), (threads, 1, 1),
+                 *b.tensor(a), mem, i64(0), *b.tensor(e), *b.tensor(d), i64(c.ne[1]), i64(c.ne[2]),
+                 i32(int(add is not None)))
     elif isinstance(b, CudaLaunchBuilder) and b.mma and c.ne[1] >= matmul_mma.MMA_MIN_COLS:
         b.launch(spec(a.type), "k_mmq_mma", (-(-a.ne[1] // MQ_T) * MT_THREADS, -(-c.ne[1] // MQ_T), batches),
                  (MT_THREADS, 1, 1), *args)
@@ -68,6 +72,19 @@ def build_mul_mat(node: Tensor, b: Builder) -> None:
                  (MQ_THREADS, 1, 1), *args)
 
 
+def mat_vec(node: Tensor) -> bool:
+    """Whether build_mul_mat runs the MUL_MAT with a mat-vec kernel (k_mmvq, or the shared rule's)."""
+    return src(node, 1).ne[1] <= MV_MAXC if src(node, 0).type in QUANT32 else shared.mat_vec(node)
+
+
 rules: RuleSet[Builder] = RuleSet()
 rules.add(Op.MUL_MAT, Rule(shared.rules.rules[Op.MUL_MAT].accepts, build_mul_mat))
 """MUL_MAT: the shared rule's support (decided once, by the dialect rules), this plugin's launches."""
+
+
+@rules.fusion(Op.MUL_MAT, Op.ADD, accepts=lambda run: mat_vec(run[0]) and shared.addend(run) is not None)
+def build_mul_mat_add(run: tuple[Tensor, ...], b: Builder) -> None:
+    """A mat-vec and the ADD of its result and a residual or bias, as one kernel (in place of the shared rule's)."""
+    e = shared.addend(run)
+    assert e is not None
+    build_mul_mat(run[0], b, (e, run[1]))
