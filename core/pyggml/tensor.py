@@ -467,3 +467,10 @@ class Tensor(TensorOperators):
         opname = self.op.name
         return f"Tensor({self.name!r}, {self.type}, ne={list(self.ne)}, op={opname})"
 
+
+def shares_bytes(a: Tensor, b: Tensor) -> bool:
+    """Whether a's and b's bytes may overlap: one buffer, overlapping byte spans; not placed yet, one's data is the
+    other's (a view and what it views). What a kernel writing a while reading b must rule out."""
+    if a.buffer is None or b.buffer is None:
+        return a.data_owner is b.data_owner
+    return a.buffer is b.buffer and a.offset < b.offset + b.nbytes() and b.offset < a.offset + a.nbytes()

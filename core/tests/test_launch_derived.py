@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyggml import ops
-from pyggml.backend.launch import DERIVED_SLOTS, LaunchBuilder, writes_over
+from pyggml.backend.launch import DERIVED_SLOTS, LaunchBuilder
 from pyggml.context import Context
-from pyggml.tensor import Tensor
+from pyggml.tensor import Tensor, shares_bytes
 from pyggml.types import GGMLType as T
 
 
@@ -76,4 +76,4 @@ def test_least_recently_asked_gives_way_and_its_memory_is_reused() -> None:
 
 def test_unplaced_tensors_write_over_by_their_data() -> None:
     a, c = _tensors(2)
-    assert writes_over(a, a) and not writes_over(a, c)
+    assert shares_bytes(a, a) and not shares_bytes(a, c)

@@ -94,3 +94,27 @@ def test_two_fusions_for_one_run_in_a_family_are_refused() -> None:
         rules.fusion(Op.RMS_NORM, Op.MUL, accepts=lambda run: True)(_fused)
     with pytest.raises(ValueError, match="two nodes or more"):
         rules.fusion(Op.RMS_NORM, accepts=lambda run: True)(_fused)
+
+
+def test_alloc_deps_name_each_runs_outside_srcs_until_its_last_node() -> None:
+    g = _graph(bias=True)
+    deps = TABLE.alloc_deps(g.nodes, g.use_count)
+    last = g.nodes[-1]
+    assert {s.name for s, until in deps} == {"x", "w", "b"} and all(until is last for _, until in deps)
+    kept = _graph(keep_norm=True)
+    assert TABLE.alloc_deps(kept.nodes, kept.use_count) == []  # no run: nothing to keep
+
+
+def test_the_scheduler_places_a_backends_alloc_deps_after_their_node(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A dependency node reading the src follows the run's last node in the allocation graph, so the allocator
+    frees the src only after it has placed that node."""
+    from pyggml.backend.sched import Scheduler
+    from pyggml_testing.devices import fake_device, numpy_backend
+
+    gpu = fake_device("gpu").init_backend()
+    g = _graph()
+    x = next(s for n in g.nodes for s in n.src if s is not None and s.name == "x")
+    monkeypatch.setattr(gpu, "alloc_deps", lambda nodes, uses: [(x, nodes[-1])])
+    plan = Scheduler([gpu, numpy_backend()]).split_graph(g)
+    names = [n.name for n in plan.alloc_graph.nodes]
+    assert names[names.index(g.nodes[-1].name) + 1] == "x (dep)"

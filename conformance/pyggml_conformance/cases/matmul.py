@@ -1,7 +1,7 @@
 """MUL_MAT: every float and quantised type for src0, F32/F16/BF16 src1, batch broadcast in ne[2] and ne[3],
 permuted and strided srcs, transposed src1, sizes that are not multiples of blocks or work-group tiles; and MUL_MAT
-followed by the ADD of a residual or a bias (which backends may fuse into a mat-vec), where the product is also read
-elsewhere (where they must not)."""
+followed by the ADD of a residual or a bias, and two MUL_MATs of one src1 followed by the GLU of both (which
+backends may fuse into a mat-vec), with variants where they must not fuse."""
 
 from __future__ import annotations
 
@@ -73,6 +73,29 @@ def mul_mat_add_case(ta: GGMLType, n: int, addend: str, m: int = 40, k: int = 25
     return Case(Op.MUL_MAT, params, build)
 
 
+GLU_VARIANTS = ("swiglu", "geglu", "swapped", "kept", "two_src1", "oai")
+"""mul_mat_glu_case's GLUs of (gate, up): SWIGLU and GEGLU; SWIGLU swapped (act(up) * gate), with the gate product
+also an output, with up of another src1; SWIGLU_OAI (parameters)."""
+
+
+def mul_mat_glu_case(ta: GGMLType, n: int, variant: str, m: int = 40, k: int = 256) -> Case:
+    """GLU(MUL_MAT(w_gate, x), MUL_MAT(w_up, x)), a feed-forward block's first half, and its variants."""
+    params = fmt_params(type_a=ta, type_b=F32, m=m, n=n, k=k, glu=variant)
+
+    def build(b: CaseBuilder) -> Tensor | list[Tensor]:
+        x = b.input(F32, (k, n, 1, 1))
+        gate = ops.mul_mat(b.input(ta, (k, m, 1, 1)), x)
+        up = ops.mul_mat(b.input(ta, (k, m, 1, 1)), b.input(F32, (k, n, 1, 1)) if variant == "two_src1" else x)
+        if variant == "geglu":
+            return ops.geglu(gate, up)
+        if variant == "oai":
+            return ops.swiglu_oai(gate, up)
+        out = ops.swiglu(gate, up, swapped=variant == "swapped")
+        return [gate, out] if variant == "kept" else out
+
+    return Case(Op.MUL_MAT, params, build)
+
+
 def _specific() -> list[Case]:
     c = mul_mat_case
     out = [
@@ -120,6 +143,9 @@ def eval_cases() -> list[Case]:
     for ta, n, addend in product((F16, F32, T.Q4_0, T.Q8_0, T.Q4_K, T.Q6_K), (1, 3, 9), ADDENDS):
         out.append(mul_mat_add_case(ta, n, addend, batch=2 if n == 3 else 1))
     out.append(mul_mat_add_case(F16, 2, "residual", k=64))  # the short-row mat-vec
+    for ta, n, variant in product((F16, T.Q4_0, T.Q4_K, T.Q6_K), (1, 3, 9), GLU_VARIANTS):
+        out.append(mul_mat_glu_case(ta, n, variant))
+    out.append(mul_mat_glu_case(F16, 2, "swiglu", k=64))
     return unique(out + _specific() + _strided_batches())
 
 

@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from pyggml.alloc.tensor_alloc import align_up
-from pyggml.tensor import Tensor
+from pyggml.tensor import Tensor, shares_bytes
 
 S = TypeVar("S")
 """The program spec type of a backend (which kernel file, specialised by which defines)."""
@@ -60,15 +60,6 @@ class _Derived:
     nbytes: int
     since: int
     """How many launches the plan had when the value was made (the ones after it may have written `source`)."""
-
-
-def writes_over(t: Tensor, source: Tensor) -> bool:
-    """Whether computing `t` may change `source`'s bytes: both in one buffer with overlapping byte ranges, or (not
-    placed yet) t's data is source's."""
-    if t.buffer is None or source.buffer is None:
-        return t.data_owner is source.data_owner
-    return (t.buffer is source.buffer and t.offset < source.offset + source.nbytes()
-            and source.offset < t.offset + t.nbytes())
 
 
 class LaunchBuilder(ABC, Generic[S]):
@@ -114,7 +105,7 @@ class LaunchBuilder(ABC, Generic[S]):
         slots = self._derived
         entry = slots.get((key, id(source)))
         if entry is not None and entry.source is source and entry.nbytes >= nbytes and not any(
-                writes_over(la.node, source) for la in self.launches[entry.since:]):
+                shares_bytes(la.node, source) for la in self.launches[entry.since:]):
             slots.move_to_end((key, id(source)))
             return entry.memory, False
         if entry is not None:

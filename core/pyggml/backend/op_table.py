@@ -22,7 +22,7 @@ from typing import Generic, Protocol, TypeVar
 
 from pyggml.errors import ComputeError, PyGGMLError, UnsupportedOpError
 from pyggml.ops.base import VIEW_OPS, Op
-from pyggml.tensor import Tensor, TensorFlag
+from pyggml.tensor import Tensor, TensorFlag, shares_bytes
 
 FREE_OPS = VIEW_OPS | {Op.NONE}
 """Ops that never need a kernel: NONE (a leaf) and views (their data is src[0]'s)."""
@@ -92,6 +92,10 @@ FuseAccepts = Callable[[Run], bool]
 FuseBuild = Callable[[Run, B], None]
 
 
+def no_operands(run: Run) -> tuple[Tensor, ...]:
+    return ()
+
+
 @dataclass(frozen=True, slots=True)
 class Fusion(Generic[B]):
     accepts: FuseAccepts
@@ -100,15 +104,37 @@ class Fusion(Generic[B]):
     build: FuseBuild[B]
     """Appends the fused work, which writes the last node's result (the others' are never written); the builder's
     node is the last one."""
+    in_place: Callable[[Run], tuple[Tensor, ...]] = no_operands
+    """The run's operands from outside it that the fused kernel reads element by element where it writes the same
+    element of the result (a residual it adds), so the result may take their place exactly (as the allocator places
+    an in-place ADD)."""
 
 
-def read_inside(run: Run, uses: Callable[[Tensor], int]) -> bool:
+def outside_srcs(run: Run) -> list[Tensor]:
+    """The distinct srcs of the run's nodes that are not nodes of the run."""
+    return list({id(s): s for n in run for s in n.src if s is not None and all(s is not m for m in run)}.values())
+
+
+def fusible(run: Run, uses: Callable[[Tensor], int], in_place: tuple[Tensor, ...] = (), placed: bool = False
+            ) -> bool:
     """Every result of the run but the last one's is read only by later nodes of the run (as many times as the
     graph's use counts say it is read at all), and none of them is a graph output or a view: a fused kernel need
-    not write them."""
+    not write them. `placed`: also, the run's result shares no bytes with what the run reads from outside it, but
+    for the `in_place` operands exactly where the result is. (The allocator, which places the nodes one at a time,
+    may give a src's memory to a later node of the run once its last reader inside the run is done, while a fused
+    kernel still reads it as it writes the result; the scheduler keeps such memory apart (`alloc_deps`), this is
+    the check for graphs placed otherwise.)"""
     for i, t in enumerate(run[:-1]):
         inside = sum(1 for n in run[i + 1:] for s in n.src if s is t)
         if inside == 0 or uses(t) != inside or t.flags & TensorFlag.OUTPUT or t.view_src is not None:
+            return False
+    if not placed:
+        return True
+    out = run[-1]
+    for s in outside_srcs(run):
+        exact = any(s is p for p in in_place) and (s.buffer, s.offset, tuple(s.nb)) == (out.buffer, out.offset,
+                                                                                         tuple(out.nb))
+        if shares_bytes(out, s) and not exact:
             return False
     return True
 
@@ -121,16 +147,18 @@ class RuleSet(Generic[B]):
         self.rules: dict[Op, Rule[B]] = {}
         self.fusions: dict[tuple[Op, ...], Fusion[B]] = {}
 
-    def fusion(self, *ops: Op, accepts: FuseAccepts) -> Callable[[FuseBuild[B]], FuseBuild[B]]:
+    def fusion(self, *ops: Op, accepts: FuseAccepts, in_place: Callable[[Run], tuple[Tensor, ...]] = no_operands
+               ) -> Callable[[FuseBuild[B]], FuseBuild[B]]:
         """Decorator: the function builds a run of consecutive nodes of `ops` (two or more) as one kernel when
-        `accepts(run)` holds (and the run's results but the last are read inside it only)."""
+        `accepts(run)` holds (and `fusible`: the run's results but the last are read inside it only, and the result
+        overwrites none of its inputs but the `in_place(run)` ones, exactly)."""
 
         def deco(fn: FuseBuild[B]) -> FuseBuild[B]:
             if len(ops) < 2:
                 raise ValueError("a fusion joins two nodes or more")
             if ops in self.fusions:
                 raise ValueError(f"{' + '.join(op.name for op in ops)} has two fusions in one family")
-            self.fusions[ops] = Fusion(accepts, fn)
+            self.fusions[ops] = Fusion(accepts, fn, in_place)
             return fn
 
         return deco
@@ -200,15 +228,42 @@ class OpTable(Generic[B]):
             raise UnsupportedOpError(f"{who}: {describe_node(node)} is not supported by the {self.backend} backend")
         return r
 
-    def fused(self, nodes: Sequence[Tensor], i: int, uses: Callable[[Tensor], int]) -> tuple[Fusion[B], Run] | None:
-        """The fusion that builds the run of compute nodes starting at nodes[i], longest first, if any applies."""
+    def _runs(self, nodes: Sequence[Tensor], i: int, uses: Callable[[Tensor], int]
+              ) -> Iterator[tuple[Fusion[B], Run]]:
+        """The fusions whose ops, use counts and rule accept the run of compute nodes from nodes[i], longest first
+        (placement not asked)."""
         for ops in sorted((k for k in self.fusions if k[0] is nodes[i].op), key=len, reverse=True):
             run = tuple(nodes[i:i + len(ops)])
             f = self.fusions[ops]
-            if (tuple(n.op for n in run) == ops and read_inside(run, uses) and all(self.supports(n) for n in run)
-                    and f.accepts(run)):
+            if (tuple(n.op for n in run) == ops and all(self.supports(n) for n in run) and f.accepts(run)
+                    and fusible(run, uses)):
+                yield f, run
+
+    def fused(self, nodes: Sequence[Tensor], i: int, uses: Callable[[Tensor], int]) -> tuple[Fusion[B], Run] | None:
+        """The fusion that builds the run of compute nodes starting at nodes[i], longest first, if any applies to
+        the nodes as placed (`fusible` with its in-place operands)."""
+        for f, run in self._runs(nodes, i, uses):
+            if fusible(run, uses, f.in_place(run), placed=True):
                 return f, run
         return None
+
+    def alloc_deps(self, nodes: Sequence[Tensor], uses: Callable[[Tensor], int]) -> list[tuple[Tensor, Tensor]]:
+        """`Backend.alloc_deps` of a backend built by this table: for each run the fusions would build (runs
+        chosen as `build` chooses them), the (src, last node) pairs of the run's operands from outside it, but the
+        in-place ones, so that the allocator gives none of their memory to a node of the run."""
+        out = compute_nodes(nodes)
+        deps: list[tuple[Tensor, Tensor]] = []
+        i = 0
+        while i < len(out):
+            found = next(self._runs(out, i, uses), None)
+            if found is None:
+                i += 1
+                continue
+            f, run = found
+            exempt = f.in_place(run)
+            deps += [(s, run[-1]) for s in outside_srcs(run) if all(s is not p for p in exempt)]
+            i += len(run)
+        return deps
 
     def build(self, nodes: Sequence[Tensor], builder: B, who: str,
               uses: Callable[[Tensor], int] | None = None) -> list[Tensor]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import TYPE_CHECKING, ClassVar, Final, Generic, TypeAlias, TypeVar, cast
@@ -528,6 +528,13 @@ class Backend(ABC):
 
     def supports_op(self, op: Tensor) -> bool:
         return self.device.supports_op(op)
+
+    def alloc_deps(self, nodes: Sequence[Tensor], uses: Callable[[Tensor], int]) -> list[tuple[Tensor, Tensor]]:
+        """(optional) Before the scheduler places `nodes` (a split of this backend, the graph's use counts `uses`):
+        (src, node) pairs, each src's memory to be kept from the nodes placed up to and including `node`, which
+        reads it later than the graph says (a kernel fusing the nodes up to `node` still reads src while it writes
+        `node`'s result: `pyggml.backend.op_table.OpTable.alloc_deps`). None by default."""
+        return []
 
     def set_tensor_async(self, tensor: Tensor, data: Bytes, offset: int = 0) -> None:
         tensor.require_buffer("write into it").set_tensor(tensor, data, offset)

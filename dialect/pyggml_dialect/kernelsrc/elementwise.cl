@@ -3,21 +3,8 @@
  * the host from its one op-code table. One work-item per destination element. */
 #include "common.h"
 #include "act_ext.h"
+#include "activations.h"
 
-INLINE float pg_sigmoid(float x) { return 1.f / (1.f + EXP(-x)); }
-/* x * sigmoid(z), where z -> -inf as x -> -inf (SILU, GELU_QUICK, GELU): one quotient, so a gate below one ulp
- * costs nothing (GELU's 0.5 x (1 + tanh(z / 2)) cancels to garbage when tanh is an ulp off -1: GELU(-1e30) was
- * -3e22 on PoCL), and x = -inf gives the limit 0 instead of -inf / inf = NaN (docs/op-semantics.md). */
-INLINE float pg_xsig(float x, float z) { return x == -INFINITY_F ? 0.f : x / (1.f + EXP(-z)); }
-INLINE float pg_silu(float x) { return pg_xsig(x, x); }
-INLINE float pg_gelu(float x) {
-    const float c = 2.f * 0.7978845608028654f; /* 0.5 (1 + tanh(u)) = sigmoid(2u), u = sqrt(2/pi) x (1 + a x^2) */
-    return pg_xsig(x, c * x * (1.f + 0.044715f * x * x));
-}
-INLINE float pg_gelu_erf(float x) {
-    return x == -INFINITY_F ? 0.f : 0.5f * x * (1.f + ERF(x * 0.7071067811865476f));
-}
-INLINE float pg_gelu_quick(float x) { return pg_xsig(x, 1.702f * x); }
 INLINE float pg_hardswish(float x) {
     return x == -INFINITY_F ? 0.f : x * FMIN(1.f, FMAX(0.f, (x + 3.f) / 6.f));
 }

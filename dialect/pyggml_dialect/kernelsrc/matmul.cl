@@ -1,16 +1,17 @@
 /* Matrix products. Defines: WT (src0 / weight type), WT_IS_<WT> = 1, T1 (src1 type), WG.
  *
  *   k_mul_mat_vec   one work-group of WG lanes per output element; lanes stride over 32-element blocks of k
- *                   (the K types' 32-element sub-blocks read with their scales taken once); with has_add, the
- *                   ADD that follows fused: d = a x b + e, e broadcast over d as ADD's src1
+ *                   (the K types' 32-element sub-blocks read with their scales taken once); epi: what follows
+ *                   fused (activations.h: the ADD of a residual or bias, or a GLU of this and a second product)
  *   k_mul_mat_vec_short  one lane per output element, for rows of at most SHORT_ROW (ops/matmul.py) elements
- *                   (has_add as k_mul_mat_vec)
+ *                   (epi as k_mul_mat_vec)
  *   k_mul_mat_tiled 16x16 lanes compute a 32x32 output tile; k advances 32 at a time through local memory
  *   k_mul_mat_id    k_mul_mat_vec with the weight matrix picked per (slot, token) by an expert id
  *   k_out_prod      one work-item per output element (plain types)
  * src0 rows are contiguous (nb00 = type size); src1 and dst may have any strides. */
 #include "kquants.h"
 #include "reduce.h"
+#include "activations.h"
 
 /* an element of src1 as the products read it: rounded to F16 for F16 weights, as ggml's CPU converts src1 to the
  * weights' vec_dot_type first (the quantised weights' partner is matmul_q.cl's k_quantize_act; Vulkan's mul_mat
@@ -103,32 +104,30 @@ INLINE float row_dot(GLOBAL const char *row, GLOBAL const char *col, i64 nb10, i
     return wg_sum(acc, buf);
 }
 
-/* d's element (i0, i1, i2, i3) is r, plus e's there (broadcast) where has_add */
-INLINE void store_sum(TENSOR(e), TENSOR(d), i64 i0, i64 i1, i64 i2, i64 i3, float r, i32 has_add) {
-    if (has_add) r = r + load_f32(AT(e, i0 % e_ne0, i1 % e_ne1, i2 % e_ne2, i3 % e_ne3));
-    store_f32(AT(d, i0, i1, i2, i3), r);
-}
-
-/* grid: (ne01 * WG, ne11, ne12 * ne13) */
-KERNEL void k_mul_mat_vec(TENSOR(a), TENSOR(b), TENSOR(e), TENSOR(d), i32 has_add) {
+/* grid: (ne01 * WG, ne11, ne12 * ne13); a2 (the GLU epilogues' second weights) is laid out as a */
+KERNEL void k_mul_mat_vec(TENSOR(a), TENSOR(a2), TENSOR(b), TENSOR(e), TENSOR(d), i32 epi) {
     LOCAL float buf[WG];
     i64 i01 = GRP(0), i11 = GID(1), i12 = GID(2) % b_ne2, i13 = GID(2) / b_ne2;
     i64 i02 = i12 / (b_ne2 / a_ne2), i03 = i13 / (b_ne3 / a_ne3);
-    float r = row_dot(AT(a, 0, i01, i02, i03), AT(b, 0, i11, i12, i13), b_nb0, a_ne0, buf);
-    if (LID(0) == 0) store_sum(TENSOR_ARGS(e), TENSOR_ARGS(d), i01, i11, i12, i13, r, has_add);
+    float r = row_dot(AT(a, 0, i01, i02, i03), AT(b, 0, i11, i12, i13), b_nb0, a_ne0, buf), r2 = 0.f;
+    if (epi >= EPI_SWIGLU) r2 = row_dot(AT(a2, 0, i01, i02, i03), AT(b, 0, i11, i12, i13), b_nb0, a_ne0, buf);
+    if (LID(0) == 0) store_epilogue(TENSOR_ARGS(e), TENSOR_ARGS(d), i01, i11, i12, i13, r, r2, epi);
 }
 
 /* grid: (ne01 rounded up to WG, ne11, ne12 * ne13): one lane per output element, its row's blocks in order, for
  * rows of a few blocks (attention's K x q at decode: 64-128 long), where k_mul_mat_vec would leave most of a
  * work-group's lanes idle and reduce across all of them for each output */
-KERNEL void k_mul_mat_vec_short(TENSOR(a), TENSOR(b), TENSOR(e), TENSOR(d), i32 has_add) {
+KERNEL void k_mul_mat_vec_short(TENSOR(a), TENSOR(a2), TENSOR(b), TENSOR(e), TENSOR(d), i32 epi) {
     i64 i01 = GID(0), i11 = GID(1), i12 = GID(2) % b_ne2, i13 = GID(2) / b_ne2;
     if (i01 >= a_ne1) return;
     i64 i02 = i12 / (b_ne2 / a_ne2), i03 = i13 / (b_ne3 / a_ne3);
-    GLOBAL const char *row = AT(a, 0, i01, i02, i03), *col = AT(b, 0, i11, i12, i13);
-    float r = 0.f;
+    GLOBAL const char *row = AT(a, 0, i01, i02, i03), *row2 = AT(a2, 0, i01, i02, i03), *col = AT(b, 0, i11, i12, i13);
+    float r = 0.f, r2 = 0.f;
     for (i64 ib = 0; ib < (a_ne0 + 31) / 32; ib++) r += block_dot(row, ib, col, b_nb0, a_ne0);
-    store_sum(TENSOR_ARGS(e), TENSOR_ARGS(d), i01, i11, i12, i13, r, has_add);
+    if (epi >= EPI_SWIGLU) {
+        for (i64 ib = 0; ib < (a_ne0 + 31) / 32; ib++) r2 += block_dot(row2, ib, col, b_nb0, a_ne0);
+    }
+    store_epilogue(TENSOR_ARGS(e), TENSOR_ARGS(d), i01, i11, i12, i13, r, r2, epi);
 }
 
 /* grid: (ne01 * WG, n_used, n_tokens); ids [n_used, n_tokens] i32 */

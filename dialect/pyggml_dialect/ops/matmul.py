@@ -3,11 +3,12 @@ residual or bias that follows), MUL_MAT_ID, OUT_PROD."""
 
 from __future__ import annotations
 
-from pyggml.backend.launch import WG, i32, i64, round_up
+from pyggml.backend.launch import WG, i64, round_up
 from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
+from pyggml_dialect.ops import epilogue
 from pyggml_dialect.source import ProgramSpec
 from pyggml_dialect.types import PLAIN, QUANT32, QUANT_READ, Builder, tname
 
@@ -55,24 +56,14 @@ def build_mul_mat_q(node: Tensor, b: Builder) -> None:
              *b.tensor(a), mem, i64(0), *b.tensor(node), i64(c.ne[1]), i64(c.ne[2]))
 
 
-def addend(run: tuple[Tensor, ...]) -> Tensor | None:
-    """For a run (MUL_MAT, ADD) whose ADD adds an F32 tensor e to the product (either src, the result the
-    product's shape): e, which a mat-vec kernel adds as it stores (has_add); else None."""
-    mm, add = run
-    e = add.src[1] if add.src[0] is mm else add.src[0] if len(add.src) > 1 and add.src[1] is mm else None
-    if e is None or e is mm or e.type != GGMLType.F32 or add.type != GGMLType.F32 or tuple(add.ne) != tuple(mm.ne):
-        return None
-    return e
-
-
 def mat_vec(node: Tensor) -> bool:
     """Whether this family builds the MUL_MAT with a mat-vec kernel (k_mul_mat_vec or _short)."""
     return src(node, 0).type not in QUANT32 and src(node, 1).ne[1] < TILED_MIN_COLS
 
 
 @rules.rule(Op.MUL_MAT, accepts=_mm_ok)
-def build_mul_mat(node: Tensor, b: Builder, add: tuple[Tensor, Tensor] | None = None) -> None:
-    """add: (e, out), the fused ADD (mat-vec kernels only): out = node's product + e, node's result not written."""
+def build_mul_mat(node: Tensor, b: Builder, epi: epilogue.Epilogue | None = None) -> None:
+    """epi: the nodes after it fused (mat-vec kernels only; epilogue.py), node's own result then not written."""
     a, c = src(node, 0), src(node, 1)
     if a.type in QUANT32:
         build_mul_mat_q(node, b)
@@ -83,20 +74,24 @@ def build_mul_mat(node: Tensor, b: Builder, add: tuple[Tensor, Tensor] | None = 
         gx, gy = -(-a.ne[1] // 32) * 16, -(-c.ne[1] // 32) * 16
         b.launch(s, "k_mul_mat_tiled", (gx, gy, batches), (16, 16, 1), *b.tensor(a), *b.tensor(c), *b.tensor(node))
         return
-    e, d = add if add is not None else (node, node)
-    args = (*b.tensor(a), *b.tensor(c), *b.tensor(e), *b.tensor(d), i32(int(add is not None)))
+    a2, e, d, code = epilogue.kernel_args(epi, node, b)
+    args = (*b.tensor(a), *a2, *b.tensor(c), *e, *d, code)
     if a.ne[0] <= SHORT_ROW:
         b.launch(s, "k_mul_mat_vec_short", (round_up(a.ne[1], WG), c.ne[1], batches), (WG, 1, 1), *args)
     else:
         b.launch(s, "k_mul_mat_vec", (a.ne[1] * WG, c.ne[1], batches), (WG, 1, 1), *args)
 
 
-@rules.fusion(Op.MUL_MAT, Op.ADD, accepts=lambda run: mat_vec(run[0]) and addend(run) is not None)
-def build_mul_mat_add(run: tuple[Tensor, ...], b: Builder) -> None:
-    """A mat-vec and the ADD of its result and another tensor (a residual, a bias) as one kernel."""
-    e = addend(run)
-    assert e is not None
-    build_mul_mat(run[0], b, (e, run[1]))
+@rules.fusion(Op.MUL_MAT, Op.ADD, accepts=lambda run: mat_vec(run[0]) and epilogue.of_add(run) is not None,
+              in_place=epilogue.addend)
+@rules.fusion(Op.MUL_MAT, Op.MUL_MAT, Op.GLU,
+              accepts=lambda run: mat_vec(run[0]) and epilogue.of_glu(run) is not None)
+def build_mul_mat_epilogue(run: tuple[Tensor, ...], b: Builder) -> None:
+    """A mat-vec and what follows it (the ADD of a residual or bias; a second mat-vec of the same src1 and the GLU of
+    both) as one kernel."""
+    epi = epilogue.of_add(run) if len(run) == 2 else epilogue.of_glu(run)
+    assert epi is not None
+    build_mul_mat(run[0], b, epi)
 
 
 @rules.rule(Op.MUL_MAT_ID, accepts=_mm_ok)

@@ -19,6 +19,7 @@ events' elapsed times (`Event.time_till`, ms) give each node's start and end, mo
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,7 @@ from pyggml_cuda.cudalib import CudaDriverError, cudalib
 from pyggml_cuda.device import CudaDevice, CudaEvent
 from pyggml_cuda.launch import CudaLaunchBuilder, DevPtr
 from pyggml_cuda.modules import Bound
-from pyggml_cuda.op_table import build_launches
+from pyggml_cuda.op_table import TABLE, build_launches
 from pyggml_cuda.options import CudaOptions
 from pyggml_dialect.backend import DialectBackend
 
@@ -87,6 +88,9 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
         self.captures = 0
         self._timing_events: list[Any] = []
         """CUDA events for profiled computes (two per node), made as the first ones need them and reused."""
+
+    def alloc_deps(self, nodes: Sequence[Tensor], uses: Callable[[Tensor], int]) -> list[tuple[Tensor, Tensor]]:
+        return TABLE.alloc_deps(nodes, uses)
 
     def replay(self, plan: CudaGraphPlan) -> None:
         with self.dev.mem_lock, self.dev.active():

@@ -88,8 +88,8 @@ def test_compile_once_then_from_the_disk_cache(tmp_path: Path) -> None:
     assert kc.compiled == 2  # two files, two nvcc runs
     b = got[vs[1].tag]
     assert b.image()[:4] == b"\x50\xed\x55\xba"  # a fatbin
-    assert b.signatures[vs[1].symbol("k_mmvq")] == (["u64"] * 10 + ["u64", "u64"] + ["u64"] * 10 * 2 + ["u64", "u64"]
-                                                     + ["u32"])
+    assert b.signatures[vs[1].symbol("k_mmvq")] == (["u64"] * 10 * 2 + ["u64", "u64"] + ["u64"] * 10 * 2
+                                                     + ["u64", "u64"] + ["u32"])
     again = KernelCache(root=tmp_path)
     assert again.ensure(vs)[vs[1].tag].key == b.key and again.compiled == 0
     # built by another nvcc: still served at run time, but `--check` (strict) wants its own toolchain's

@@ -65,8 +65,8 @@ def test_quantised_mul_mat_uses_the_integer_kernels(n: int, mma: bool, kernel: s
     assert (q.kernel, q.spec.file) == ("k_quantize_act", "matmul_q.cl")
     assert dict(q.spec.defines)["QA_SIZE"] == "36"  # the q8_1 layout the dp4a kernels read
     assert (mm.kernel, mm.spec.file, mm.grid) == (kernel, "mmq.cu", grid)
-    assert mm.fmt == ("P" + "q" * 9 + "Pq" + ("P" + "q" * 9) * 2 + "qqi" if kernel == "k_mmvq"
-                      else "P" + "q" * 9 + "Pq" + "P" + "q" * 9 + "qq")
+    t = "P" + "q" * 9
+    assert mm.fmt == (t * 2 + "Pq" + t * 2 + "qqi" if kernel == "k_mmvq" else t + "Pq" + t + "qq")
     assert len(b.scratch_mems) == 1
 
 
@@ -131,6 +131,24 @@ def test_a_mat_vec_adds_the_residual_as_it_stores(wt: GGMLType, n: int, first: b
         assert launches[-1].node is out and launches[-1].args[-1] == 1  # has_add, writing the ADD's result
 
 
+@pytest.mark.parametrize(("wt", "swapped", "kernels"), [
+    (GGMLType.Q4_0, False, ["k_quantize_act", "k_mmvq"]), (GGMLType.Q4_K, False, ["k_mul_mat_vec"]),
+    (GGMLType.Q4_0, True, ["k_quantize_act", "k_mmvq", "k_mmvq", "k_glu"])])
+def test_gate_up_and_their_glu_run_as_one_mat_vec(wt: GGMLType, swapped: bool, kernels: list[str]) -> None:
+    """A feed-forward block's gate and up products and the SWIGLU of both in one launch (epi EPI_SWIGLU, the up
+    weights as a2), the activations quantised once; a swapped GLU is not fused."""
+    ctx = Context(no_alloc=True)
+    x = ctx.new_tensor(GGMLType.F32, 512, 1, name="x")
+    wg, wu = ctx.new_tensor(wt, 512, 40, name="wg"), ctx.new_tensor(wt, 512, 40, name="wu")
+    out = ops.swiglu(ops.mul_mat(wg, x), ops.mul_mat(wu, x), swapped=swapped)
+    g = build_graph(out)
+    launches = build_launches(g.nodes, CudaLaunchBuilder(), uses=g.use_count)
+    assert [la.kernel for la in launches] == kernels
+    if not swapped:
+        la = launches[-1]
+        assert la.node is out and la.args[-1] == 2  # EPI_SWIGLU
+
+
 def test_unsupported_node_is_named() -> None:
     g = _mul_mat(GGMLType.IQ2_XXS, 1, k=256)
     node = g.nodes[-1]
@@ -142,10 +160,10 @@ def test_unsupported_node_is_named() -> None:
 
 def test_signature_check_catches_drift() -> None:
     (la,) = build_launches(_mul_mat(GGMLType.F32, 1).nodes, CudaLaunchBuilder())
-    params = ["u64"] * 40 + ["u32"]
+    params = ["u64"] * 50 + ["u32"]
     check_signature(la, params, "k")
-    with pytest.raises(ComputeError, match="takes 40 parameters"):
-        check_signature(la, params[:40], "k")
+    with pytest.raises(ComputeError, match="takes 50 parameters"):
+        check_signature(la, params[:50], "k")
     with pytest.raises(ComputeError, match=r"parameter 3 is \.f32"):
         check_signature(la, [*params[:3], "f32", *params[4:]], "k")
     with pytest.raises(ComputeError, match="not in its compiled module"):

@@ -44,3 +44,57 @@ def test_shared_src1_is_quantised_once_and_again_after_a_write(dev, backend) -> 
         np.testing.assert_allclose(y, xin @ w.T, rtol=0.02, atol=0.05 * float(np.abs(xin).max()))
     quantisations = [la for la in backend.last_plan.launches if "quantize" in la.kernel.function_name]
     assert len(quantisations) == 2
+
+
+def _nodes_and_uses():  # type: ignore[no-untyped-def]
+    from pyggml.graph import build_graph
+
+    ctx = Context(no_alloc=True)
+    x = ops.scale(ctx.new_tensor(T.F32, 64, 2), 0.5).set_name("x")
+    w = [ctx.new_tensor(T.F16, 64, 32) for _ in range(2)]
+    g = build_graph(ops.swiglu(ops.mul_mat(w[0], x), ops.mul_mat(w[1], x)))
+    return g.nodes, g.use_count
+
+
+def test_the_scheduler_keeps_a_fused_runs_inputs_apart(dev, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """gate, up and their SWIGLU run as one mat-vec, which reads x while it writes the result. x's last reader in
+    the graph is up, so the allocator could give x's memory to the SWIGLU's result; the backend's alloc_deps keep it
+    apart, so the fusion applies (without them it may be refused; the numbers are right either way)."""
+    from pyggml.alloc import alloc_ctx_tensors
+    from pyggml.backend.sched import Scheduler
+    from pyggml.graph import build_graph
+    from pyggml_testing.devices import numpy_backend
+
+    def run(deps: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
+        backend = dev.init_backend()
+        if not deps:
+            monkeypatch.setattr(backend, "alloc_deps", lambda nodes, uses: [])
+        ctx = Context(no_alloc=True)
+        w = [ctx.new_tensor(T.F16, 64, 32, name=n) for n in ("wg", "wu")]
+        x0 = ctx.new_tensor(T.F32, 64, 2, name="x0")
+        x = ops.scale(x0, 0.5).set_name("x")                    # computed on the device, dead after up
+        out = ops.swiglu(ops.mul_mat(w[0], x), ops.mul_mat(w[1], x))
+        g = build_graph(out)
+        buf = alloc_ctx_tensors(ctx, dev.buffer_type())
+        assert buf is not None
+        rng = np.random.default_rng(5)
+        vals = [rng.standard_normal((32, 64)).astype(np.float16) for _ in w]
+        for t, v in zip(w, vals, strict=True):
+            t.set(v.astype(np.float32))
+        xv = rng.standard_normal((2, 64)).astype(np.float32)
+        x0.set(xv)
+        s = Scheduler([backend, numpy_backend()])
+        s.alloc_graph(g)
+        s.graph_compute(g)
+        kernels = [la.kernel.function_name for la in backend.last_plan.launches]
+        xs = (xv * 0.5).astype(np.float16).astype(np.float64)
+        gate, up = xs @ vals[0].astype(np.float64).T, xs @ vals[1].astype(np.float64).T
+        return kernels, out.numpy().reshape(2, 32), gate / (1 + np.exp(-gate)) * up
+
+    kernels, got, want = run(True)
+    assert kernels == ["k_unary", "k_mul_mat_vec_short"]  # SCALE, then gate, up and SWIGLU as one
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+    deps = dev.init_backend().alloc_deps(*_nodes_and_uses())
+    assert ("x", "GLU") in [(s.name, until.op.name) for s, until in deps]  # x kept until the SWIGLU's result
+    kernels, got, want = run(False)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)

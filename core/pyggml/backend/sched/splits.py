@@ -167,6 +167,14 @@ def _make_copy(tab: BackendTable, s: Tensor, b: int, c: int, n_copies: int, caus
     return t
 
 
+def _keep_alive(t: Tensor) -> Tensor:
+    """A node of the allocation graph only (a view of t reading t, computing nothing): t's memory is not given away
+    before the allocator reaches it."""
+    dep = Tensor(t.type, t.ne, t.nb, op=Op.NONE, src=(t,), view_src=t.data_owner, view_offs=t.view_offs)
+    dep.set_name(f"{t.name} (dep)")
+    return dep
+
+
 def _finish(tab: BackendTable, graph: Graph, backend_of: dict[int, int], cause: dict[int, str],
             splits: list[Split], copies: dict[tuple[int, int], list[Tensor]],
             rewired: list[tuple[Tensor, Srcs, list[Srcs]]], n_copies: int, slot: int) -> SplitPlan:
@@ -180,10 +188,7 @@ def _finish(tab: BackendTable, graph: Graph, backend_of: dict[int, int], cause: 
         b = split.backend_id
         for inp, cps, ib in zip(split.inputs, split.input_copies, split.input_backends, strict=True):
             # a dependency on the source keeps it alive until this split copies it
-            dep = Tensor(inp.type, inp.ne, inp.nb, op=Op.NONE, src=(inp,), view_src=inp.data_owner,
-                         view_offs=inp.view_offs)
-            dep.set_name(f"{inp.name} (dep)")
-            alloc_nodes.append(dep)
+            alloc_nodes.append(_keep_alive(inp))
             node_ids.append(ib)
             if n_copies == 1:
                 alloc_nodes.append(cps[0])  # allocated at the start of the split
@@ -192,8 +197,16 @@ def _finish(tab: BackendTable, graph: Graph, backend_of: dict[int, int], cause: 
                 leafs.extend(cps)
                 leaf_ids.extend([b] * len(cps))
         part = nodes[split.i_start:split.i_end]
-        alloc_nodes.extend(part)
-        node_ids.extend([backend_of[id(t)] for t in part])
+        # srcs the backend still reads when it writes a later node (its fused kernels) stay alive until that node
+        deps: dict[int, list[Tensor]] = {}
+        for src, until in tab.backends[b].alloc_deps(part, graph.use_count):
+            deps.setdefault(id(until), []).append(src)
+        for t in part:
+            alloc_nodes.append(t)
+            node_ids.append(backend_of[id(t)])
+            for src in deps.get(id(t), ()):
+                alloc_nodes.append(_keep_alive(src))
+                node_ids.append(b)
         waits = set(split.reads_from)
         if prev >= 0 and prev != b and (not split.inputs or tab.group[prev] == tab.group[b]):
             waits.add(prev)

@@ -7,8 +7,8 @@
  * The integer sums are exact, so the numbers are the shared k_mul_mat_q's (ggml's CPU arithmetic); only the float
  * summation order over blocks differs in the mat-vec kernel.
  *
- *   k_mmvq  mat-vec, src1 with up to MV_MAXC columns: one warp per weight row, lanes stride over blocks; with
- *           has_add the ADD that follows fused (d = a x b + e, e broadcast as ADD's src1)
+ *   k_mmvq  mat-vec, src1 with up to MV_MAXC columns: one warp per weight row, lanes stride over blocks; epi:
+ *           what follows fused (activations.h: the ADD of a residual or bias, or a GLU of two weights' products)
  *   k_mmq   tiled: 256 threads compute a 64 x 64 output tile, MQ_KB blocks of k per shared-memory stage
  *   k_mmq_mma  the same tile and stages on the tensor cores: 4 warps (2 x 2) multiply 16 x 16 x 16 signed 8-bit
  *           fragments (tensorcore.h), a block's exact integer sums then scaled as k_mmq scales them, so the two
@@ -18,6 +18,7 @@
  * pieces (__dp4a, warp shuffles, the fragments) have portable equivalents.
  * Defines: WT (weight type), WT_IS_<WT> = 1, HAS_MIN (q4_1, q5_1). */
 #include "quants.h"
+#include "activations.h"
 #include "tensorcore.h"
 
 #define QA 36          /* bytes of one q8_1 activation block */
@@ -131,36 +132,39 @@ INLINE float pg_block_value(const i32 *w, float dw, float mw, GLOBAL const char 
     return v;
 }
 
-/* grid (ceil(ne01 / MV_NW) * 32 * MV_NW, 1, ne12 * ne13), local (32 * MV_NW); ne11 <= MV_MAXC */
-KERNEL void k_mmvq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(e), TENSOR(d), i64 ne11, i64 ne12,
-                   i32 has_add) {
+/* this lane's part of a weight row's dot with each of the ne11 columns of the quantised activations */
+INLINE void mv_row(GLOBAL const char *row, GLOBAL const char *act, i64 nblk, i64 ne11, i32 lane, float *acc) {
+    i32 w[8];
+    float dw, mw;
+    for (i64 ib = lane; ib < nblk; ib += 32) {
+        pg_decode(row + ib * TSZ(WT), w, &dw, &mw);
+        for (i32 c = 0; c < MV_MAXC; c++) {
+            if (c < ne11) acc[c] += pg_block_value(w, dw, mw, act + (c * nblk + ib) * QA);
+        }
+    }
+}
+
+/* grid (ceil(ne01 / MV_NW) * 32 * MV_NW, 1, ne12 * ne13), local (32 * MV_NW); ne11 <= MV_MAXC; a2 (the GLU
+ * epilogues' second weights, activations.h) is laid out as a */
+KERNEL void k_mmvq(TENSOR(a), TENSOR(a2), GLOBAL const char *q, i64 qoff, TENSOR(e), TENSOR(d), i64 ne11, i64 ne12,
+                   i32 epi) {
     LOCAL float red[32 * MV_NW];
     i32 lane = LID(0) & 31;
     i64 i01 = GRP(0) * MV_NW + LID(0) / 32;
     i64 i12 = GID(2) % ne12, i13 = GID(2) / ne12;
     i64 i02 = i12 / (ne12 / a_ne2), i03 = i13 / (d_ne3 / a_ne3);
     i64 nblk = a_ne0 / 32;
-    float acc[MV_MAXC];
-    for (i32 c = 0; c < MV_MAXC; c++) acc[c] = 0.f;
+    float acc[MV_MAXC], acc2[MV_MAXC];
+    for (i32 c = 0; c < MV_MAXC; c++) acc[c] = acc2[c] = 0.f;
     if (i01 < a_ne1) {   /* no early return: the portable warp sum has barriers */
-        GLOBAL const char *row = AT(a, 0, i01, i02, i03);
         GLOBAL const char *act = q + qoff + ne11 * (i12 + ne12 * i13) * nblk * QA;
-        i32 w[8];
-        float dw, mw;
-        for (i64 ib = lane; ib < nblk; ib += 32) {
-            pg_decode(row + ib * TSZ(WT), w, &dw, &mw);
-            for (i32 c = 0; c < MV_MAXC; c++) {
-                if (c < ne11) acc[c] += pg_block_value(w, dw, mw, act + (c * nblk + ib) * QA);
-            }
-        }
+        mv_row(AT(a, 0, i01, i02, i03), act, nblk, ne11, lane, acc);
+        if (epi >= EPI_SWIGLU) mv_row(AT(a2, 0, i01, i02, i03), act, nblk, ne11, lane, acc2);
     }
     for (i32 c = 0; c < MV_MAXC; c++) {
         if (c >= ne11) break;
-        float r = pg_warp_sum(acc[c], red);
-        if (lane == 0 && i01 < a_ne1) {
-            if (has_add) r = r + load_f32(AT(e, i01 % e_ne0, c % e_ne1, i12 % e_ne2, i13 % e_ne3));
-            store_f32(AT(d, i01, c, i12, i13), r);
-        }
+        float r = pg_warp_sum(acc[c], red), r2 = epi >= EPI_SWIGLU ? pg_warp_sum(acc2[c], red) : 0.f;
+        if (lane == 0 && i01 < a_ne1) store_epilogue(TENSOR_ARGS(e), TENSOR_ARGS(d), i01, c, i12, i13, r, r2, epi);
     }
 }
 

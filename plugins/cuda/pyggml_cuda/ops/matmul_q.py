@@ -7,13 +7,14 @@ with the same exact block sums. Prompts over F16 and K-type weights take the ten
 
 from __future__ import annotations
 
-from pyggml.backend.launch import i32, i64
+from pyggml.backend.launch import i64
 from pyggml.backend.op_table import Rule, RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_cuda.launch import CudaLaunchBuilder
 from pyggml_cuda.ops import matmul_mma
+from pyggml_dialect.ops import epilogue
 from pyggml_dialect.ops import matmul as shared
 from pyggml_dialect.source import ProgramSpec
 from pyggml_dialect.types import QUANT32, Builder, tname
@@ -43,14 +44,14 @@ def spec(wt: GGMLType) -> ProgramSpec:
     return ProgramSpec.of(FILE, WT=tname(wt), HAS_MIN=int(has_min), **{f"WT_IS_{tname(wt)}": 1})
 
 
-def build_mul_mat(node: Tensor, b: Builder, add: tuple[Tensor, Tensor] | None = None) -> None:
-    """add: (e, out), the fused ADD (mat-vec kernels only, `mat_vec`): out = node's product + e."""
+def build_mul_mat(node: Tensor, b: Builder, epi: epilogue.Epilogue | None = None) -> None:
+    """epi: the nodes after it fused (mat-vec kernels only, `mat_vec`; pyggml_dialect.ops.epilogue)."""
     a, c = src(node, 0), src(node, 1)
     if a.type not in QUANT32:
         if isinstance(b, CudaLaunchBuilder) and b.mma and matmul_mma.takes(node):
             matmul_mma.build_mul_mat(node, b)
         else:
-            shared.build_mul_mat(node, b, add)
+            shared.build_mul_mat(node, b, epi)
         return
     nblk = c.ne[0] // 32
     mem, fresh = b.derived(("quantized activations", QA), c, nblk * c.nrows() * QA)
@@ -60,10 +61,9 @@ def build_mul_mat(node: Tensor, b: Builder, add: tuple[Tensor, Tensor] | None = 
     args = (*b.tensor(a), mem, i64(0), *b.tensor(node), i64(c.ne[1]), i64(c.ne[2]))
     if c.ne[1] <= MV_MAXC:
         threads = 32 * MV_NW
-        e, d = add if add is not None else (node, node)
+        a2, e, d, code = epilogue.kernel_args(epi, node, b)
         b.launch(spec(a.type), "k_mmvq", (-(-a.ne[1] // MV_NW) * threads, 1, batches), (threads, 1, 1),
-                 *b.tensor(a), mem, i64(0), *b.tensor(e), *b.tensor(d), i64(c.ne[1]), i64(c.ne[2]),
-                 i32(int(add is not None)))
+                 *b.tensor(a), *a2, mem, i64(0), *e, *d, i64(c.ne[1]), i64(c.ne[2]), code)
     elif isinstance(b, CudaLaunchBuilder) and b.mma and c.ne[1] >= matmul_mma.MMA_MIN_COLS:
         b.launch(spec(a.type), "k_mmq_mma", (-(-a.ne[1] // MQ_T) * MT_THREADS, -(-c.ne[1] // MQ_T), batches),
                  (MT_THREADS, 1, 1), *args)
@@ -82,9 +82,13 @@ rules.add(Op.MUL_MAT, Rule(shared.rules.rules[Op.MUL_MAT].accepts, build_mul_mat
 """MUL_MAT: the shared rule's support (decided once, by the dialect rules), this plugin's launches."""
 
 
-@rules.fusion(Op.MUL_MAT, Op.ADD, accepts=lambda run: mat_vec(run[0]) and shared.addend(run) is not None)
-def build_mul_mat_add(run: tuple[Tensor, ...], b: Builder) -> None:
-    """A mat-vec and the ADD of its result and a residual or bias, as one kernel (in place of the shared rule's)."""
-    e = shared.addend(run)
-    assert e is not None
-    build_mul_mat(run[0], b, (e, run[1]))
+@rules.fusion(Op.MUL_MAT, Op.ADD, accepts=lambda run: mat_vec(run[0]) and epilogue.of_add(run) is not None,
+              in_place=epilogue.addend)
+@rules.fusion(Op.MUL_MAT, Op.MUL_MAT, Op.GLU,
+              accepts=lambda run: mat_vec(run[0]) and epilogue.of_glu(run) is not None)
+def build_mul_mat_epilogue(run: tuple[Tensor, ...], b: Builder) -> None:
+    """A mat-vec and what follows it (the ADD of a residual or bias; a second mat-vec of the same src1 and the GLU of
+    both) as one kernel, in place of the shared rule's fusions."""
+    epi = epilogue.of_add(run) if len(run) == 2 else epilogue.of_glu(run)
+    assert epi is not None
+    build_mul_mat(run[0], b, epi)
