@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyggml.backend.launch import i32
+from pyggml.backend.op_table import src
 from pyggml.ops.base import Op
 from pyggml.ops.elementwise import GluOp, GluParams
 from pyggml.tensor import Tensor
@@ -36,15 +37,9 @@ def kernel_args(epi: Epilogue | None, node: Tensor, b: Builder) -> tuple[list[An
     """The kernels' a2, e and d tensor arguments and `epi` for the MUL_MAT `node` (no epilogue: node's own result,
     a2 and e unread)."""
     if epi is None:
-        return b.tensor(src0(node)), b.tensor(node), b.tensor(node), i32(EPI_STORE)
-    return (b.tensor(epi.a2 if epi.a2 is not None else src0(node)), b.tensor(epi.e if epi.e is not None else node),
+        return b.tensor(src(node, 0)), b.tensor(node), b.tensor(node), i32(EPI_STORE)
+    return (b.tensor(epi.a2 if epi.a2 is not None else src(node, 0)), b.tensor(epi.e if epi.e is not None else node),
             b.tensor(epi.out), i32(epi.code))
-
-
-def src0(node: Tensor) -> Tensor:
-    s = node.src[0]
-    assert s is not None
-    return s
 
 
 def of_add(run: tuple[Tensor, ...]) -> Epilogue | None:
@@ -67,7 +62,7 @@ def of_glu(run: tuple[Tensor, ...]) -> Epilogue | None:
     up) in split form, not swapped."""
     gate, up, glu = run
     p = glu.params
-    wg, wu = src0(gate), src0(up)
+    wg, wu = src(gate, 0), src(up, 0)
     same_weights = wg.type == wu.type and tuple(wg.ne) == tuple(wu.ne) and tuple(wg.nb) == tuple(wu.nb)
     if (glu.op is not Op.GLU or not isinstance(p, GluParams) or type(p) is not GluParams or p.op not in GLUS
             or p.swapped or len(glu.src) < 2 or glu.src[0] is not gate or glu.src[1] is not up

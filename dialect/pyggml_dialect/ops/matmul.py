@@ -1,5 +1,5 @@
-"""Matrix products (matmul.cl): MUL_MAT (mat-vec and tiled kernels; a mat-vec fused with the ADD of its result and a
-residual or bias that follows), MUL_MAT_ID, OUT_PROD."""
+"""Matrix products (matmul.cl): MUL_MAT (mat-vec and tiled kernels; a mat-vec fused with what follows it, epilogue.py:
+the ADD of a residual or bias, or a second mat-vec of the same src1 and the GLU of both), MUL_MAT_ID, OUT_PROD."""
 
 from __future__ import annotations
 

@@ -46,13 +46,8 @@ def _scaled_by_weight(run: tuple[Tensor, ...]) -> bool:
     return mul.src[0] is norm and w is not None and w.type == T.F32 and mul.type == T.F32
 
 
-def _norm_input(run: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-    """k_norm reads a whole row of the norm's input before it writes that row: the result may take its place."""
-    return (src(run[0], 0),)
-
-
-@rules.fusion(Op.RMS_NORM, Op.MUL, accepts=_scaled_by_weight, in_place=_norm_input)
-@rules.fusion(Op.NORM, Op.MUL, accepts=_scaled_by_weight, in_place=_norm_input)
+@rules.fusion(Op.RMS_NORM, Op.MUL, accepts=_scaled_by_weight)
+@rules.fusion(Op.NORM, Op.MUL, accepts=_scaled_by_weight)
 def build_norm_mul(run: tuple[Tensor, ...], b: Builder) -> None:
     norm, mul = run
     _launch_norm(norm, src(mul, 1), mul, b)
