@@ -19,8 +19,9 @@ class CudaOptions(Options):
     graphs: bool = option(True, env="PYGGML_CUDA_GRAPHS", per_backend=True,
                           doc="capture a replayed graph's launches into a CUDA graph and relaunch it with one call")
     mma: bool = option(True, env="PYGGML_CUDA_MMA", per_backend=True,
-                       doc="prompts multiplied on the tensor cores: F16 and K-type weights as F16 fragments, "
-                           "32-element block types as 8-bit ones (off: the tiled float and dp4a kernels)")
+                       doc="prompts multiplied on the tensor cores: F16, Q2_K, Q3_K and Q6_K weights as F16 "
+                           "fragments, 32-element block types, Q4_K and Q5_K as 8-bit ones (off: the tiled float and "
+                           "dp4a kernels)")
     nccl: bool = option(True, env="PYGGML_CUDA_NCCL",
                         doc="the meta device's allreduce over CUDA devices through NCCL where it loads (else peer "
                             "copies)")

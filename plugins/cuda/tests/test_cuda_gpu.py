@@ -34,8 +34,8 @@ def _compare(dev, build, name: str = "case") -> None:  # type: ignore[no-untyped
                                 T.Q5_K, T.Q6_K])
 @pytest.mark.parametrize("n", [1, 8, 9, 200])
 def test_mul_mat_on_the_gpu(devices, wt: GGMLType, n: int) -> None:  # type: ignore[no-untyped-def]
-    """dp4a (32-element blocks) or tensor cores (F16, K types at 200 columns: WMMA fragments, which PoCL's portable
-    form cannot show) against the numpy reference."""
+    """dp4a (32-element blocks, Q4_K, Q5_K) or tensor cores (at 200 columns: 8-bit or F16 WMMA fragments, which
+    PoCL's portable form cannot show) against the numpy reference."""
     def build(b):  # type: ignore[no-untyped-def]
         return ops.mul_mat(b.input(wt, [512, 300, 2, 1]), b.input(T.F32, [512, n, 2, 1]))
 

@@ -77,12 +77,14 @@ def test_float_mul_mat_keeps_the_shared_kernels(k: int, kernel: str) -> None:
 
 
 @pytest.mark.parametrize(("wt", "n", "mma", "kernel"), [
-    (GGMLType.F16, 32, True, "k_mul_mat_mma"), (GGMLType.Q4_K, 130, True, "k_mul_mat_mma"),
+    (GGMLType.F16, 32, True, "k_mul_mat_mma"), (GGMLType.Q3_K, 130, True, "k_mul_mat_mma"),
+    (GGMLType.Q4_K, 130, True, "k_mmq_mma"), (GGMLType.Q5_K, 130, False, "k_mmq"),
     (GGMLType.F16, 31, True, "k_mul_mat_tiled"), (GGMLType.Q6_K, 130, False, "k_mul_mat_tiled"),
     (GGMLType.F32, 130, True, "k_mul_mat_tiled"), (GGMLType.BF16, 130, True, "k_mul_mat_tiled")])
 def test_prompts_over_f16_and_k_types_take_the_tensor_cores(wt: GGMLType, n: int, mma: bool, kernel: str) -> None:
-    """From MMA_MIN_COLS columns on, unless the backend's `mma` option is off; never for F32 or BF16 weights."""
-    (la,) = build_launches(_mul_mat(wt, n, batch=3, k=256).nodes, CudaLaunchBuilder(mma=mma))
+    """From MMA_MIN_COLS columns on, unless the backend's `mma` option is off; never for F32 or BF16 weights; Q4_K
+    and Q5_K through the integer tiles."""
+    la = build_launches(_mul_mat(wt, n, batch=3, k=256).nodes, CudaLaunchBuilder(mma=mma))[-1]
     assert la.kernel == kernel
     if kernel == "k_mul_mat_mma":
         assert (la.spec.file, la.grid, la.block) == ("mma.cu", (1, -(-n // 64), 3), (128, 1, 1))
@@ -109,10 +111,11 @@ def test_rms_norm_and_its_weight_run_as_one_kernel(keep_norm: bool) -> None:
 @pytest.mark.parametrize(("wt", "n", "first", "kept", "kernels"), [
     (GGMLType.Q4_0, 1, False, False, ["k_quantize_act", "k_mmvq"]),
     (GGMLType.Q4_0, 1, True, False, ["k_quantize_act", "k_mmvq"]),
+    (GGMLType.Q6_K, 3, False, False, ["k_mul_mat_vec"]),
     (GGMLType.Q4_K, 3, False, False, ["k_mul_mat_vec"]),
     (GGMLType.Q4_0, 9, False, False, ["k_quantize_act", "k_mmq", "k_binary"]),
     (GGMLType.F16, 8, False, False, ["k_mul_mat_tiled", "k_binary"]),
-    (GGMLType.Q4_K, 1, False, True, ["k_mul_mat_vec", "k_binary"])])
+    (GGMLType.Q6_K, 1, False, True, ["k_mul_mat_vec", "k_binary"])])
 def test_a_mat_vec_adds_the_residual_as_it_stores(wt: GGMLType, n: int, first: bool, kept: bool,
                                                   kernels: list[str]) -> None:
     """MUL_MAT then ADD (a residual, either src) in one mat-vec launch (has_add), not for tiles, nor where the
@@ -132,7 +135,8 @@ def test_a_mat_vec_adds_the_residual_as_it_stores(wt: GGMLType, n: int, first: b
 
 
 @pytest.mark.parametrize(("wt", "swapped", "kernels"), [
-    (GGMLType.Q4_0, False, ["k_quantize_act", "k_mmvq"]), (GGMLType.Q4_K, False, ["k_mul_mat_vec"]),
+    (GGMLType.Q4_0, False, ["k_quantize_act", "k_mmvq"]), (GGMLType.Q6_K, False, ["k_mul_mat_vec"]),
+    (GGMLType.Q5_K, False, ["k_mul_mat_vec"]),
     (GGMLType.Q4_0, True, ["k_quantize_act", "k_mmvq", "k_mmvq", "k_glu"])])
 def test_gate_up_and_their_glu_run_as_one_mat_vec(wt: GGMLType, swapped: bool, kernels: list[str]) -> None:
     """A feed-forward block's gate and up products and the SWIGLU of both in one launch (epi EPI_SWIGLU, the up

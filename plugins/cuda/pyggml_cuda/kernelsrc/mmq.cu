@@ -1,4 +1,5 @@
-/* CUDA fast paths of MUL_MAT with 32-element block weights: integer dot products with dp4a (sm_61+).
+/* CUDA fast paths of MUL_MAT with 32-element block weights (and Q4_K / Q5_K, whose 32-element sub-blocks have one
+ * scale and minimum each): integer dot products with dp4a (sm_61+) or 8-bit tensor-core fragments.
  *
  * The activations are first quantised by the shared k_quantize_act (matmul_q.cl) into q8_1 blocks of 36 bytes:
  * half d, half s = d * sum(qs), i8 qs[32] (qs 4-byte aligned). Each weight block is decoded into eight packed
@@ -16,8 +17,8 @@
  *
  * Written in the kernel dialect, so the same text also builds as OpenCL C (tests run it on PoCL): the CUDA-only
  * pieces (__dp4a, warp shuffles, the fragments) have portable equivalents.
- * Defines: WT (weight type), WT_IS_<WT> = 1, HAS_MIN (q4_1, q5_1). */
-#include "quants.h"
+ * Defines: WT (weight type), WT_IS_<WT> = 1, HAS_MIN (q4_1, q5_1, q4_K, q5_K). */
+#include "kquants.h"
 #include "activations.h"
 #include "tensorcore.h"
 
@@ -69,6 +70,7 @@ INLINE i32 pg_spread4(u32 x) {
     return (i32)(((x & 1u) << 4) | ((x & 2u) << 11) | ((x & 4u) << 18) | ((x & 8u) << 25));
 }
 
+#if !defined(WT_IS_q4_K) && !defined(WT_IS_q5_K)
 /* weight block -> w[8] packed signed bytes, its scale and minimum */
 INLINE void pg_decode(GLOBAL const char *b, i32 *w, float *d, float *m) {
     *d = LOAD_HALF(b, 0);
@@ -118,7 +120,35 @@ INLINE void pg_decode(GLOBAL const char *b, i32 *w, float *d, float *m) {
         w[k + 4] = (i32)hi;
     }
 #else
-#error "mmq.cu: WT must be a 32-element block type (q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl)"
+#error "mmq.cu: WT must be a 32-element block type (q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl) or q4_K / q5_K"
+#endif
+}
+#endif
+
+/* 32-element block ib of a weight row -> w[8], d, m as pg_decode; for Q4_K / Q5_K the block is sub-block ib % 8 of
+ * super-block ib / 8: d = the super-block's d times the sub-block's scale, m = -(dmin times its minimum) (the
+ * minimum taken off: value = d q + m, as q4_1's), q its 4-bit levels (Q5_K: and the fifth bit, from qh) */
+INLINE void pg_decode_at(GLOBAL const char *row, i64 ib, i32 *w, float *d, float *m) {
+#if defined(WT_IS_q4_K) || defined(WT_IS_q5_K)
+    GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (ib / 8) * TSZ(WT));
+    i32 sb = (i32)(ib % 8), sc, mn, shift = 4 * (sb % 2);
+    pg_scale_min_k4(sb, b + 4, &sc, &mn);
+    *d = LOAD_HALF(b, 0) * (float)sc;
+    *m = -(LOAD_HALF(b, 1) * (float)mn);
+#if defined(WT_IS_q4_K)
+    GLOBAL const u32 *q = (GLOBAL const u32 *)(b + 16 + 32 * (sb / 2));
+#else
+    GLOBAL const u32 *q = (GLOBAL const u32 *)(b + 48 + 32 * (sb / 2)), *qh = (GLOBAL const u32 *)(b + 16);
+#endif
+    for (i32 k = 0; k < 8; k++) {
+        u32 x = (q[k] >> shift) & 0x0f0f0f0fu;
+#if defined(WT_IS_q5_K)
+        x |= ((qh[k] >> sb) & 0x01010101u) << 4;
+#endif
+        w[k] = (i32)x;
+    }
+#else
+    pg_decode(row + ib * TSZ(WT), w, d, m);
 #endif
 }
 
@@ -137,7 +167,7 @@ INLINE void mv_row(GLOBAL const char *row, GLOBAL const char *act, i64 nblk, i64
     i32 w[8];
     float dw, mw;
     for (i64 ib = lane; ib < nblk; ib += 32) {
-        pg_decode(row + ib * TSZ(WT), w, &dw, &mw);
+        pg_decode_at(row, ib, w, &dw, &mw);
         for (i32 c = 0; c < MV_MAXC; c++) {
             if (c < ne11) acc[c] += pg_block_value(w, dw, mw, act + (c * nblk + ib) * QA);
         }
@@ -168,17 +198,17 @@ KERNEL void k_mmvq(TENSOR(a), TENSOR(a2), GLOBAL const char *q, i64 qoff, TENSOR
     }
 }
 
-/* a tile kernel's staging of block sk of the stage for weight row sr and src1 column sr of the tile, from the
- * weight block wblk and the activation block ablk (0 outside the matrices: zeros): the packed words into wq and aq
+/* a tile kernel's staging of block sk of the stage for weight row sr and src1 column sr of the tile, from block ib
+ * of the weight row wrow and the activation block ablk (0 outside the matrices: zeros): the packed words into wq and aq
  * (k_mmq: row sr's words at sr * MQ_LD + 8 sk; planes, k_mmq_mma: word k at ((2 sk + k / 4) MQ_T + sr) 4 + k % 4),
  * the weights' scale and minimum into wd and wm, the activations' d and s into ad and as ([MQ_T][MQ_KB] each) */
-INLINE void mq_stage(GLOBAL const char *wblk, GLOBAL const char *ablk, i32 sr, i32 sk, i32 planes,
+INLINE void mq_stage(GLOBAL const char *wrow, i64 ib, GLOBAL const char *ablk, i32 sr, i32 sk, i32 planes,
                      LOCAL_PTR i32 *wq, LOCAL_PTR i32 *aq, LOCAL_PTR float *wd, LOCAL_PTR float *wm,
                      LOCAL_PTR float *ad, LOCAL_PTR float *as) {
     i32 w[8];
     float dw = 0.f, mw = 0.f;
-    if (wblk) {
-        pg_decode(wblk, w, &dw, &mw);
+    if (wrow) {
+        pg_decode_at(wrow, ib, w, &dw, &mw);
     } else {
         for (i32 k = 0; k < 8; k++) w[k] = 0;
     }
@@ -192,8 +222,8 @@ INLINE void mq_stage(GLOBAL const char *wblk, GLOBAL const char *ablk, i32 sr, i
     ad[sr * MQ_KB + sk] = ablk ? LOAD_HALF(ablk, 0) : 0.f;
     as[sr * MQ_KB + sk] = ablk ? LOAD_HALF(ablk, 1) : 0.f;
 }
-/* the weight block (row r, block ib) and the activation block (column c, block ib) a tile kernel stages, or 0 */
-#define MQ_WBLK(r, ib) ((r) < a_ne1 && (ib) < nblk ? AT(a, 0, r, i02, i03) + (ib) * TSZ(WT) : 0)
+/* the weight row r (block ib in range) and the activation block (column c, block ib) a tile kernel stages, or 0 */
+#define MQ_WROW(r, ib) ((r) < a_ne1 && (ib) < nblk ? AT(a, 0, r, i02, i03) : 0)
 #define MQ_ABLK(c, ib) ((c) < ne11 && (ib) < nblk ? act + ((c) * nblk + (ib)) * QA : 0)
 
 /* grid (ceil(ne01 / 64) * 256, ceil(ne11 / 64), ne12 * ne13), local (256). Thread t computes rows
@@ -218,8 +248,8 @@ KERNEL void k_mmq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne11
     /* the (row or column, block) pair each thread stages */
     i32 sr = t / MQ_KB, sk = t % MQ_KB;
     for (i64 ib0 = 0; ib0 < nblk; ib0 += MQ_KB) {
-        mq_stage(MQ_WBLK(r0 + sr, ib0 + sk), MQ_ABLK(c0 + sr, ib0 + sk), sr, sk, 0, &wq[0][0], &aq[0][0], &wd[0][0],
-                 &wm[0][0], &ad[0][0], &as[0][0]);
+        mq_stage(MQ_WROW(r0 + sr, ib0 + sk), ib0 + sk, MQ_ABLK(c0 + sr, ib0 + sk), sr, sk, 0, &wq[0][0], &aq[0][0],
+                 &wd[0][0], &wm[0][0], &ad[0][0], &as[0][0]);
         BARRIER();
         for (i32 kb = 0; kb < MQ_KB; kb++) {
             for (i32 i = 0; i < 4; i++) {
@@ -276,8 +306,8 @@ KERNEL void k_mmq_mma(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 
         /* each thread stages two (row, block) pairs of the weights and two (column, block) pairs of src1 */
         for (i32 p = t; p < MQ_T * MQ_KB; p += MT_THREADS) {
             i32 sr = p / MQ_KB, sk = p % MQ_KB;
-            mq_stage(MQ_WBLK(r0 + sr, ib0 + sk), MQ_ABLK(c0 + sr, ib0 + sk), sr, sk, 1, wq, aq, &wd[0][0], &wm[0][0],
-                     &ad[0][0], &as[0][0]);
+            mq_stage(MQ_WROW(r0 + sr, ib0 + sk), ib0 + sk, MQ_ABLK(c0 + sr, ib0 + sk), sr, sk, 1, wq, aq, &wd[0][0],
+                     &wm[0][0], &ad[0][0], &as[0][0]);
         }
         BARRIER();
         for (i32 kb = 0; kb < MQ_KB; kb++) {

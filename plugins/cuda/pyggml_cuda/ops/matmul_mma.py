@@ -1,6 +1,7 @@
-"""MUL_MAT on the tensor cores (kernels/mma.cu) for prompts over weights without an integer path: F16 and the K
-types. A 64 x 64 output tile a block of 4 warps, weights decoded to F16 and src1 rounded to F16 in shared memory,
-F16 x F16 -> F32 WMMA fragments. Taken from MMA_MIN_COLS src1 columns on; fewer take the mat-vec kernels."""
+"""MUL_MAT on the tensor cores (kernels/mma.cu) for prompts over weights without an integer path: F16, Q2_K, Q3_K and
+Q6_K (their scales are per 16 elements). A 64 x 64 output tile a block of 4 warps, weights decoded to F16 and src1
+rounded to F16 in shared memory, F16 x F16 -> F32 WMMA fragments. Taken from MMA_MIN_COLS src1 columns on; fewer
+take the mat-vec kernels."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from pyggml.backend.op_table import src
 from pyggml.tensor import Tensor
 from pyggml.types import GGMLType
 from pyggml_dialect.source import ProgramSpec
-from pyggml_dialect.types import KQUANTS, Builder, tname
+from pyggml_dialect.types import Builder, tname
 
 T = GGMLType
 FILE = "mma.cu"
-WEIGHTS = frozenset({T.F16}) | KQUANTS
+WEIGHTS = frozenset({T.F16, T.Q2_K, T.Q3_K, T.Q6_K})
 """Weight types the tensor-core kernel takes. Not F32 (F16 operands would round its values) nor BF16 (its range
-is wider than F16's); the 32-element block types keep their exact integer path (matmul_q)."""
+is wider than F16's); the 32-element block types, Q4_K and Q5_K keep their exact integer path (matmul_q)."""
 SRC1 = frozenset({T.F32, T.F16})
 MMA_MIN_COLS = 32
 """src1 columns from which a MUL_MAT takes the tensor cores (this kernel, or mmq.cu's k_mmq_mma for the 32-element

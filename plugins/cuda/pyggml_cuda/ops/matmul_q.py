@@ -1,8 +1,9 @@
-"""This plugin's MUL_MAT. 32-element block weights take the integer kernels of kernels/mmq.cu: the activations are
+"""This plugin's MUL_MAT. 32-element block weights (and, past decode, Q4_K / Q5_K by their 32-element sub-blocks)
+take the integer kernels of kernels/mmq.cu: the activations are
 quantised by the shared k_quantize_act into the q8_1 layout (the 36-byte blocks of q4_1's dot partner: d, s = d *
 sum, 4-byte aligned qs), then k_mmvq (dp4a, up to MV_MAXC columns), k_mmq_mma (8-bit tensor-core fragments, from
 matmul_mma.MMA_MIN_COLS columns) or k_mmq (dp4a tiles, between those, or with the backend's `mma` option off), all
-with the same exact block sums. Prompts over F16 and K-type weights take the tensor cores of matmul_mma (unless
+with the same exact block sums. Prompts over F16 and the other K types take the tensor cores of matmul_mma (unless
 `mma` is off); the rest the shared rule."""
 
 from __future__ import annotations
@@ -39,15 +40,25 @@ def act_spec(t1: GGMLType) -> ProgramSpec:
     return shared.spec_q(GGMLType.Q4_1, t1)
 
 
+K_SUBBLOCKS = frozenset({GGMLType.Q4_K, GGMLType.Q5_K})
+"""K types whose 32-element sub-blocks have one scale and minimum each, so the integer tiles take them as blocks (their
+dot with q8_1 activations, as llama.cpp's CUDA backend takes it). At decode they keep the shared float mat-vec,
+which needs no quantising launch before it (the tiles' kernels do: a prompt amortises it)."""
+INTEGER = QUANT32 | K_SUBBLOCKS
+"""Weight types the integer kernels take (mmq.cu's pg_decode_at)."""
+WITH_MIN = frozenset({GGMLType.Q4_1, GGMLType.Q5_1, GGMLType.Q4_K, GGMLType.Q5_K})
+"""Weight types whose blocks carry a minimum (HAS_MIN in mmq.cu: value = d q + m)."""
+
+
 def spec(wt: GGMLType) -> ProgramSpec:
-    has_min = wt.traits.vec_dot_type == GGMLType.Q8_1
+    has_min = wt in WITH_MIN
     return ProgramSpec.of(FILE, WT=tname(wt), HAS_MIN=int(has_min), **{f"WT_IS_{tname(wt)}": 1})
 
 
 def build_mul_mat(node: Tensor, b: Builder, epi: epilogue.Epilogue | None = None) -> None:
     """epi: the nodes after it fused (mat-vec kernels only, `mat_vec`; pyggml_dialect.ops.epilogue)."""
     a, c = src(node, 0), src(node, 1)
-    if a.type not in QUANT32:
+    if a.type not in INTEGER or (a.type in K_SUBBLOCKS and shared.mat_vec(node)):
         if isinstance(b, CudaLaunchBuilder) and b.mma and matmul_mma.takes(node):
             matmul_mma.build_mul_mat(node, b)
         else:
