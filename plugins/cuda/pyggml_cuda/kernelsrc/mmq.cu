@@ -5,8 +5,9 @@
  * half d, half s = d * sum(qs), i8 qs[32] (qs 4-byte aligned). Each weight block is decoded into eight packed
  * signed int8x4 words (elements 0..15 in words 0..3, 16..31 in words 4..7) plus its scale d and minimum m, so one
  * dot loop serves every type:  block value = d_w * d_a * sum(dp4a(w, a)) (+ m_w * s_a for q4_1 / q5_1).
- * The integer sums are exact, so the numbers are the shared k_mul_mat_q's (ggml's CPU arithmetic); only the float
- * summation order over blocks differs in the mat-vec kernel.
+ * The integer sums are exact, so for the 32-element types the numbers are the shared k_mul_mat_q's (ggml's CPU
+ * arithmetic; only the float summation order over blocks differs in the mat-vec kernel); Q4_K / Q5_K take q8_1
+ * activations by sub-block, as llama.cpp's CUDA backend does, where ggml's CPU takes q8_K by super-block.
  *
  *   k_mmvq  mat-vec, src1 with up to MV_MAXC columns: one warp per weight row, lanes stride over blocks; epi:
  *           what follows fused (activations.h: the ADD of a residual or bias, or a GLU of two weights' products)
