@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 import numpy as np
 
 from pyggml.backend.plan_cache import PlannedBackend
 from pyggml.backend.protocol import Buffer, Bytes, Device, DeviceCaps, DeviceType, Registry
 from pyggml.backend.status import StatusWord
+from pyggml_dialect.types import Builder
 
 if TYPE_CHECKING:
+    from pyggml.backend.op_table import OpTable
     from pyggml.graph import Graph
     from pyggml.tensor import Tensor
 
@@ -43,6 +45,9 @@ class DialectBackend(PlannedBackend[P], Generic[P, D]):
     (`stage_upload`) and raises what a kernel reported in this backend's status word: another backend of the same
     device has its own, so it never sees, nor clears, this one's errors."""
 
+    table: ClassVar[OpTable[Builder]]
+    """The op table the backend's plans are built by (its fusions decide `alloc_deps`)."""
+
     def __init__(self, device: D, build: Callable[[Graph], P], release: Callable[[P], None] | None = None
                  ) -> None:
         super().__init__(device, build, release)
@@ -51,6 +56,9 @@ class DialectBackend(PlannedBackend[P], Generic[P, D]):
         """Where this backend's kernels report out-of-range indices (armed by a replay, read by synchronize)."""
         self._pending: list[Bytes] = []
         """Host arrays that queued uploads read from: each must live until its copy is done."""
+
+    def alloc_deps(self, nodes: Sequence[Tensor], uses: Callable[[Tensor], int]) -> list[tuple[Tensor, Tensor]]:
+        return self.table.alloc_deps(nodes, uses)
 
     @abstractmethod
     def drain(self) -> None:

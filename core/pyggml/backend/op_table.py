@@ -115,28 +115,30 @@ def outside_srcs(run: Run) -> list[Tensor]:
     return list({id(s): s for n in run for s in n.src if s is not None and all(s is not m for m in run)}.values())
 
 
-def fusible(run: Run, uses: Callable[[Tensor], int], in_place: tuple[Tensor, ...] = (), placed: bool = False
-            ) -> bool:
+def read_inside(run: Run, uses: Callable[[Tensor], int]) -> bool:
     """Every result of the run but the last one's is read only by later nodes of the run (as many times as the
     graph's use counts say it is read at all), and none of them is a graph output or a view: a fused kernel need
-    not write them. `placed`: also, the run's result shares no bytes with what the run reads from outside it, but
-    for the `in_place` operands exactly where the result is. (The allocator, which places the nodes one at a time,
-    may give a src's memory to a later node of the run once its last reader inside the run is done, while a fused
-    kernel still reads it as it writes the result; the scheduler keeps such memory apart (`alloc_deps`), this is
-    the check for graphs placed otherwise.)"""
+    not write them."""
     for i, t in enumerate(run[:-1]):
         inside = sum(1 for n in run[i + 1:] for s in n.src if s is t)
         if inside == 0 or uses(t) != inside or t.flags & TensorFlag.OUTPUT or t.view_src is not None:
             return False
-    if not placed:
-        return True
+    return True
+
+
+def overwrites_inputs(run: Run, in_place: tuple[Tensor, ...]) -> bool:
+    """Whether the run's placed result shares bytes with what the run reads from outside it, but for the `in_place`
+    operands exactly where the result is. (The allocator, which places the nodes one at a time, may give a src's
+    memory to a later node of the run once its last reader inside the run is done, while a fused kernel still reads
+    it as it writes the result; the scheduler keeps such memory apart (`alloc_deps`), this is the check for graphs
+    placed otherwise.)"""
     out = run[-1]
     for s in outside_srcs(run):
         exact = any(s is p for p in in_place) and (s.buffer, s.offset, tuple(s.nb)) == (out.buffer, out.offset,
                                                                                          tuple(out.nb))
         if shares_bytes(out, s) and not exact:
-            return False
-    return True
+            return True
+    return False
 
 
 class RuleSet(Generic[B]):
@@ -150,8 +152,8 @@ class RuleSet(Generic[B]):
     def fusion(self, *ops: Op, accepts: FuseAccepts, in_place: Callable[[Run], tuple[Tensor, ...]] = no_operands
                ) -> Callable[[FuseBuild[B]], FuseBuild[B]]:
         """Decorator: the function builds a run of consecutive nodes of `ops` (two or more) as one kernel when
-        `accepts(run)` holds (and `fusible`: the run's results but the last are read inside it only, and the result
-        overwrites none of its inputs but the `in_place(run)` ones, exactly)."""
+        `accepts(run)` holds (and the run's results but the last are read inside it only, `read_inside`, and the
+        placed result overwrites none of its inputs but the `in_place(run)` ones, exactly: `overwrites_inputs`)."""
 
         def deco(fn: FuseBuild[B]) -> FuseBuild[B]:
             if len(ops) < 2:
@@ -236,14 +238,14 @@ class OpTable(Generic[B]):
             run = tuple(nodes[i:i + len(ops)])
             f = self.fusions[ops]
             if (tuple(n.op for n in run) == ops and all(self.supports(n) for n in run) and f.accepts(run)
-                    and fusible(run, uses)):
+                    and read_inside(run, uses)):
                 yield f, run
 
     def fused(self, nodes: Sequence[Tensor], i: int, uses: Callable[[Tensor], int]) -> tuple[Fusion[B], Run] | None:
         """The fusion that builds the run of compute nodes starting at nodes[i], longest first, if any applies to
-        the nodes as placed (`fusible` with its in-place operands)."""
+        the nodes as placed (`overwrites_inputs`)."""
         for f, run in self._runs(nodes, i, uses):
-            if fusible(run, uses, f.in_place(run), placed=True):
+            if not overwrites_inputs(run, f.in_place(run)):
                 return f, run
         return None
 

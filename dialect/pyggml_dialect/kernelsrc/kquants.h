@@ -35,34 +35,46 @@ INLINE float elem_q3_K(GLOBAL const char *row, i64 k) {
     return LOAD_HALF(b + 108, 0) * (float)pg_q3k_scale(b + 96, 8 * h + 2 * j + l / 16) * (float)q;
 }
 
-/* element (c, hi) of a q4_K / q5_K block with level v: scale and minimum number 2c + hi */
-INLINE float pg_k4_value(GLOBAL const u8 *b, i32 c, i32 hi, i32 v) {
+/* the integer level of element e (0..255) of a q4_K (0..15), q5_K (0..31) or q6_K (-32..31) block b: one place for
+ * the bit layouts, which ELEM, matmul.cl's sub-block dots and the CUDA plugin's F16 tiles read */
+INLINE i32 pg_q4_K_level(GLOBAL const u8 *b, i32 e) {
+    i32 sb = e / 32;
+    return (b[16 + 32 * (sb / 2) + e % 32] >> (4 * (sb % 2))) & 15;
+}
+INLINE i32 pg_q5_K_level(GLOBAL const u8 *b, i32 e) {
+    i32 sb = e / 32, l = e % 32;
+    return ((b[48 + 32 * (sb / 2) + l] >> (4 * (sb % 2))) & 15) | (((b[16 + l] >> sb) & 1) << 4);
+}
+INLINE i32 pg_q6_K_level(GLOBAL const u8 *b, i32 e) {
+    i32 h = e / 128, t = (e % 128) / 32, l = e % 32;
+    i32 lo = (b[64 * h + l + (t & 1) * 32] >> (4 * (t / 2))) & 15, hi = (b[128 + 32 * h + l] >> (2 * t)) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+/* q6_K's signed scale of element e's 16-element group */
+INLINE i32 pg_q6_K_scale(GLOBAL const u8 *b, i32 e) { return ((GLOBAL const i8 *)(b + 192))[e / 16]; }
+
+/* element e of a q4_K / q5_K block with level v: scale and minimum number e / 32 */
+INLINE float pg_k4_value(GLOBAL const u8 *b, i32 e, i32 v) {
     i32 sc, mn;
-    pg_scale_min_k4(2 * c + hi, b + 4, &sc, &mn);
+    pg_scale_min_k4(e / 32, b + 4, &sc, &mn);
     return LOAD_HALF(b, 0) * (float)sc * (float)v - LOAD_HALF(b, 1) * (float)mn;
 }
 
 INLINE float elem_q4_K(GLOBAL const char *row, i64 k) {
     GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 144);
-    i32 e = (i32)(k % 256), c = e / 64, r = e % 64, l = r % 32, hi = r / 32;
-    u8 q = b[16 + 32 * c + l];
-    return pg_k4_value(b, c, hi, hi ? q >> 4 : q & 15);
+    i32 e = (i32)(k % 256);
+    return pg_k4_value(b, e, pg_q4_K_level(b, e));
 }
 
 INLINE float elem_q5_K(GLOBAL const char *row, i64 k) {
     GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 176);
-    i32 e = (i32)(k % 256), c = e / 64, r = e % 64, l = r % 32, hi = r / 32;
-    u8 q = b[48 + 32 * c + l];
-    return pg_k4_value(b, c, hi, (hi ? q >> 4 : q & 15) + (((b[16 + l] >> (2 * c + hi)) & 1) << 4));
+    i32 e = (i32)(k % 256);
+    return pg_k4_value(b, e, pg_q5_K_level(b, e));
 }
 
 INLINE float elem_q6_K(GLOBAL const char *row, i64 k) {
     GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k / 256) * 210);
-    i32 e = (i32)(k % 256), h = e / 128, r = e % 128, t = r / 32, l = r % 32;
-    u8 ql = b[64 * h + l + (t & 1) * 32];
-    i32 lo = t < 2 ? (ql & 15) : (ql >> 4);
-    i32 hi = (b[128 + 32 * h + l] >> (2 * t)) & 3;
-    float sc = (float)((GLOBAL const i8 *)(b + 192))[8 * h + l / 16 + 2 * t];
-    return LOAD_HALF(b + 208, 0) * sc * (float)((lo | (hi << 4)) - 32);
+    i32 e = (i32)(k % 256);
+    return LOAD_HALF(b + 208, 0) * (float)pg_q6_K_scale(b, e) * (float)pg_q6_K_level(b, e);
 }
 #endif

@@ -57,38 +57,29 @@ INLINE float block_dot(GLOBAL const char *row, i64 ib, GLOBAL const char *col, i
     GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (ib / 8) * TSZ(WT));
     i32 sb = (i32)(ib % 8), sc, mn;
     pg_scale_min_k4(sb, b + 4, &sc, &mn);
-#if defined(WT_IS_q4_K)
-    GLOBAL const u8 *q = b + 16 + 32 * (sb / 2);
-#else
-    GLOBAL const u8 *q = b + 48 + 32 * (sb / 2), *qh = b + 16;
-#endif
-    i32 shift = 4 * (sb % 2); /* the high nibbles for odd sub-blocks */
     float s = 0.f, sx = 0.f;
     for (i32 l = 0; l < 32; l++) {
         float x = LOADT(T1, col + (k0 + l) * nb10);
-        i32 v = (q[l] >> shift) & 15;
-#if defined(WT_IS_q5_K)
-        v |= ((qh[l] >> sb) & 1) << 4;
+#if defined(WT_IS_q4_K)
+        s += (float)pg_q4_K_level(b, 32 * sb + l) * x;
+#else
+        s += (float)pg_q5_K_level(b, 32 * sb + l) * x;
 #endif
-        s += (float)v * x;
         sx += x;
     }
     return LOAD_HALF(b, 0) * (float)sc * s - LOAD_HALF(b, 1) * (float)mn * sx;
 #elif defined(WT_IS_q6_K)
     /* 32-element sub-block sb of a 256-element block: two signed scales, one a 16 elements */
     GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (ib / 8) * TSZ(WT));
-    i32 sb = (i32)(ib % 8), h = sb / 4, t = sb % 4;
-    GLOBAL const u8 *ql = b + 64 * h + 32 * (t & 1), *qh = b + 128 + 32 * h;
-    GLOBAL const i8 *sc = (GLOBAL const i8 *)(b + 192) + 8 * h + 2 * t;
-    i32 shift = 4 * (t / 2);
+    i32 e0 = 32 * (i32)(ib % 8);
     float s0 = 0.f, s1 = 0.f;
     for (i32 l = 0; l < 32; l++) {
         float x = LOADT(T1, col + (k0 + l) * nb10);
-        i32 v = (((ql[l] >> shift) & 15) | (((qh[l] >> (2 * t)) & 3) << 4)) - 32;
+        i32 v = pg_q6_K_level(b, e0 + l);
         if (l < 16) s0 += (float)v * x;
         else s1 += (float)v * x;
     }
-    return LOAD_HALF(b + 208, 0) * ((float)sc[0] * s0 + (float)sc[1] * s1);
+    return LOAD_HALF(b + 208, 0) * ((float)pg_q6_K_scale(b, e0) * s0 + (float)pg_q6_K_scale(b, e0 + 16) * s1);
 #else
     float s = 0.f;
     i64 k1 = k0 + 32 < ne00 ? k0 + 32 : ne00;

@@ -19,7 +19,6 @@ events' elapsed times (`Event.time_till`, ms) give each node's start and end, mo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +77,8 @@ def build_plan(dev: CudaDevice, status: StatusWord, graph: Graph, mma: bool = Tr
 
 
 class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
+    table = TABLE
+
     def __init__(self, device: CudaDevice, options: CudaOptions) -> None:
         super().__init__(device, lambda g: build_plan(device, self.status, g, options.mma), self._destroy_graph)
         with device.active():
@@ -88,9 +89,6 @@ class CudaBackend(DialectBackend[CudaGraphPlan, CudaDevice]):
         self.captures = 0
         self._timing_events: list[Any] = []
         """CUDA events for profiled computes (two per node), made as the first ones need them and reused."""
-
-    def alloc_deps(self, nodes: Sequence[Tensor], uses: Callable[[Tensor], int]) -> list[tuple[Tensor, Tensor]]:
-        return TABLE.alloc_deps(nodes, uses)
 
     def replay(self, plan: CudaGraphPlan) -> None:
         with self.dev.mem_lock, self.dev.active():

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,13 +64,12 @@ def build_plan(dev: OpenCLDevice, status: StatusWord, graph: Graph) -> OpenCLGra
 
 
 class OpenCLBackend(DialectBackend[OpenCLGraphPlan, OpenCLDevice]):
+    table = TABLE
+
     def __init__(self, device: OpenCLDevice) -> None:
         super().__init__(device, lambda g: build_plan(device, self.status, g))
         self._profiling_queue: cl.CommandQueue | None = None
         """A queue with event profiling on, made by the first `compute_profiled`."""
-
-    def alloc_deps(self, nodes: Sequence[Tensor], uses: Callable[[Tensor], int]) -> list[tuple[Tensor, Tensor]]:
-        return TABLE.alloc_deps(nodes, uses)
 
     def replay(self, plan: OpenCLGraphPlan) -> None:
         self._enqueue(plan, self.dev.queue, None)

@@ -1,8 +1,8 @@
 /* The tensor-core path of MUL_MAT with many src1 columns (prompts), for weights whose integer path (mmq.cu) does not
- * exist: F16 and the 256-element K types. A tile of weights is decoded to F16 in shared memory (the K types' scales
- * taken once a 16-element run), src1 is rounded to F16 beside it (what ggml's CPU does for F16 weights; ggml's CUDA
- * backend does the same for the weights it hands to cuBLAS), and warps multiply 16 x 16 x 16 F16 fragments into F32
- * accumulators (WMMA, sm_70+).
+ * exist: F16, Q2_K, Q3_K and Q6_K (scales per 16 elements). A tile of weights is decoded to F16 in shared memory
+ * (Q6_K's scale taken once a 16-element run), src1 is rounded to F16 beside it (what ggml's CPU does for F16
+ * weights; ggml's CUDA backend does the same for the weights it hands to cuBLAS), and warps multiply 16 x 16 x 16 F16
+ * fragments into F32 accumulators (WMMA, sm_70+).
  *
  *   k_mul_mat_mma  128 threads (4 warps, 2 x 2) compute a 64 x 64 output tile, k advancing 32 at a time; each warp
  *                  holds a 32 x 32 quarter as 2 x 2 accumulator fragments
@@ -18,35 +18,13 @@
 #define MM_LD (MM_BK + 8)        /* halves a staged row: 80 bytes, so rows 16 apart start 32-byte aligned */
 #define MM_THREADS 128
 
-/* elements k0 .. k0 + 15 of a weight row (k0 a multiple of 16), 0 past ne00 */
+/* elements k0 .. k0 + 15 of a weight row (k0 a multiple of 16), 0 past ne00; Q6_K's scale taken once a run */
 INLINE void mm_run16(GLOBAL const char *row, i64 k0, i64 ne00, float *v) {
-#if defined(WT_IS_q4_K) || defined(WT_IS_q5_K)
+#if defined(WT_IS_q6_K)
     GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k0 / 256) * TSZ(WT));
-    i32 e = (i32)(k0 % 256), c = e / 64, hi = (e % 64) / 32, l0 = e % 32, sc, mn;
-    pg_scale_min_k4(2 * c + hi, b + 4, &sc, &mn);
-    float ds = LOAD_HALF(b, 0) * (float)sc, dm = LOAD_HALF(b, 1) * (float)mn;
-#if defined(WT_IS_q4_K)
-    GLOBAL const u8 *q = b + 16 + 32 * c;
-#else
-    GLOBAL const u8 *q = b + 48 + 32 * c;
-#endif
-    for (i32 j = 0; j < 16; j++) {
-        i32 l = l0 + j, x = hi ? q[l] >> 4 : q[l] & 15;
-#if defined(WT_IS_q5_K)
-        x += ((b[16 + l] >> (2 * c + hi)) & 1) << 4;
-#endif
-        v[j] = ds * (float)x - dm;
-    }
-#elif defined(WT_IS_q6_K)
-    GLOBAL const u8 *b = (GLOBAL const u8 *)(row + (k0 / 256) * TSZ(WT));
-    i32 e = (i32)(k0 % 256), h = e / 128, t = (e % 128) / 32, l0 = e % 32;
-    float ds = LOAD_HALF(b + 208, 0) * (float)((GLOBAL const i8 *)(b + 192))[8 * h + l0 / 16 + 2 * t];
-    for (i32 j = 0; j < 16; j++) {
-        i32 l = l0 + j;
-        u8 ql = b[64 * h + l + (t & 1) * 32];
-        i32 lo = t < 2 ? (ql & 15) : (ql >> 4), hi = (b[128 + 32 * h + l] >> (2 * t)) & 3;
-        v[j] = ds * (float)((lo | (hi << 4)) - 32);
-    }
+    i32 e0 = (i32)(k0 % 256);
+    float ds = LOAD_HALF(b + 208, 0) * (float)pg_q6_K_scale(b, e0);
+    for (i32 j = 0; j < 16; j++) v[j] = ds * (float)pg_q6_K_level(b, e0 + j);
 #else
     for (i32 j = 0; j < 16; j++) v[j] = k0 + j < ne00 ? ELEM(WT, row, k0 + j) : 0.f;
 #endif
