@@ -81,6 +81,20 @@ float X##_scale_k4(uint bo, uint j, bool want_min) { \
            m = (X##_b(bo + 8u + j) >> 4) | ((X##_b(bo + 4u + j) >> 6) << 4); } \
     return float(want_min ? m : sc); \
 } \
+/* the integer level of element i (0..255) of a Q4_K (0..15), Q5_K (0..31) or Q6_K (-32..31) block at bo: one place \
+   for the bit layouts, which X##_dq and mul_mat_q8's sub-block dots read */ \
+int X##_klevel(uint t, uint bo, uint i) { \
+    if (t == T_Q6_K) { \
+        uint n = i >> 7; uint qt = (i & 127u) >> 5; uint l = i & 31u; \
+        uint ql = X##_b(bo + n * 64u + l + (qt & 1u) * 32u); ql = qt >= 2u ? (ql >> 4) : (ql & 15u); \
+        uint qh = (X##_b(bo + 128u + n * 32u + l) >> (2u * qt)) & 3u; \
+        return int(ql | (qh << 4)) - 32; \
+    } \
+    uint sb = i >> 5; uint l = i & 31u; \
+    uint q = X##_b(bo + (t == T_Q4_K ? 16u : 48u) + (sb >> 1) * 32u + l); q = (sb & 1u) == 0u ? (q & 15u) : (q >> 4); \
+    if (t == T_Q5_K) q |= ((X##_b(bo + 16u + l) >> sb) & 1u) << 4; \
+    return int(q); \
+} \
 float X##_dq(uint t, uint bo, uint i) { \
     if (t == T_Q4_0 || t == T_Q4_1) { \
         uint q = X##_b(bo + (t == T_Q4_0 ? 2u : 4u) + (i & 15u)); q = i < 16u ? (q & 15u) : (q >> 4); \
@@ -95,19 +109,13 @@ float X##_dq(uint t, uint bo, uint i) { \
     if (t == T_Q8_0) return X##_h(bo) * float(X##_i8[bo + 2u + i]); \
     if (t == T_Q8_1) return X##_h(bo) * float(X##_i8[bo + 4u + i]); \
     if (t == T_Q4_K || t == T_Q5_K) { \
-        uint c = i >> 6; uint l = i & 63u; uint is = 2u * c + (l >> 5); \
-        uint qs0 = t == T_Q4_K ? 16u : 48u; \
-        uint q = X##_b(bo + qs0 + c * 32u + (l & 31u)); q = l < 32u ? (q & 15u) : (q >> 4); \
-        if (t == T_Q5_K) q += ((X##_b(bo + 16u + (l & 31u)) >> is) & 1u) << 4; \
-        return X##_h(bo) * X##_scale_k4(bo, is, false) * float(q) - X##_h(bo + 2u) * X##_scale_k4(bo, is, true); \
+        uint is = i >> 5; \
+        return X##_h(bo) * X##_scale_k4(bo, is, false) * float(X##_klevel(t, bo, i)) \
+            - X##_h(bo + 2u) * X##_scale_k4(bo, is, true); \
     } \
     if (t == T_Q6_K) { \
-        uint n = i >> 7; uint r = i & 127u; uint qt = r >> 5; uint l = r & 31u; \
-        uint ql = X##_b(bo + n * 64u + l + (qt & 1u) * 32u); ql = qt >= 2u ? (ql >> 4) : (ql & 15u); \
-        uint qh = (X##_b(bo + 128u + n * 32u + l) >> (2u * qt)) & 3u; \
-        int q = int(ql | (qh << 4)) - 32; \
-        float sc = float(X##_i8[bo + 192u + n * 8u + (l >> 4) + 2u * qt]); \
-        return X##_h(bo + 208u) * sc * float(q); \
+        float sc = float(X##_i8[bo + 192u + (i >> 4)]); \
+        return X##_h(bo + 208u) * sc * float(X##_klevel(t, bo, i)); \
     } \
     if (t == T_Q2_K) { \
         uint n = i >> 7; uint r = i & 127u; uint j = r >> 5; uint l = r & 31u; \

@@ -95,24 +95,11 @@ void main() {
             for (uint sb = 0u; sb < 8u; ++sb) {
                 int q[32];
                 int sc0; int sc1; int mn = 0;
+                for (uint l = 0u; l < 32u; ++l) q[l] = A_klevel(TA, bo, sb * 32u + l);
                 if (TA == T_Q6_K) {
-                    uint n = sb >> 2; uint qt = sb & 3u;
-                    for (uint l = 0u; l < 32u; ++l) {
-                        uint ql = A_b(bo + n * 64u + l + (qt & 1u) * 32u);
-                        ql = qt >= 2u ? (ql >> 4) : (ql & 15u);
-                        uint qh = (A_b(bo + 128u + n * 32u + l) >> (2u * qt)) & 3u;
-                        q[l] = int(ql | (qh << 4)) - 32;
-                    }
-                    sc0 = int(A_i8[bo + 192u + n * 8u + 2u * qt]);
-                    sc1 = int(A_i8[bo + 193u + n * 8u + 2u * qt]);
+                    sc0 = int(A_i8[bo + 192u + sb * 2u]);
+                    sc1 = int(A_i8[bo + 193u + sb * 2u]);
                 } else {
-                    uint qs0 = TA == T_Q4_K ? 16u : 48u;
-                    for (uint l = 0u; l < 32u; ++l) {
-                        uint by = A_b(bo + qs0 + (sb >> 1) * 32u + l);
-                        uint v = (sb & 1u) == 0u ? (by & 15u) : (by >> 4);
-                        if (TA == T_Q5_K) v |= ((A_b(bo + 16u + l) >> sb) & 1u) << 4;
-                        q[l] = int(v);
-                    }
                     sc0 = int(A_scale_k4(bo, sb, false));
                     sc1 = sc0;
                     mn = int(A_scale_k4(bo, sb, true));
