@@ -1,16 +1,18 @@
 """Edge cases every backend must handle as the reference does (issue 19): NaN and infinities in every position of
-reductions, sorts, CLAMP and matrix products; NaN and infinities quantised into every block type the backends write
-(CPY, SET_ROWS, and read back by CPY, GET_ROWS and MUL_MAT: the block holding one is NaN, pyggml.quants.nan_block;
-issue 33); infinities, NaN and huge values through every UNARY and GLU activation (limits, not NaN: GELU(-inf) = 0,
-TANH(+-inf) = +-1); ids out of range (GET_ROWS, SET_ROWS, MUL_MAT_ID), which must raise a ComputeError everywhere
-and write nothing outside the destination; rows of 2^24 elements and more for the reductions (float accumulators
-and loop limits); zero-size and one-element tensors.
+reductions, sorts, CLAMP and matrix products, and in keys that flash attention's mask drops for some queries; NaN
+and infinities quantised into every block type the backends write (CPY, SET_ROWS, and read back by CPY, GET_ROWS
+and MUL_MAT: the block holding one is NaN, pyggml.quants.nan_block; issue 33); infinities, NaN and huge values
+through every UNARY and GLU activation (limits, not NaN: GELU(-inf) = 0, TANH(+-inf) = +-1); ids out of range
+(GET_ROWS, SET_ROWS, MUL_MAT_ID), which must raise a ComputeError everywhere and write nothing outside the
+destination; rows of 2^24 elements and more for the reductions (float accumulators and loop limits); zero-size and
+one-element tensors.
 
 Parameter strings carry `edge=...` so `--params edge=` selects the family."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import product
 
 import numpy as np
 
@@ -267,6 +269,68 @@ def special_glu_gate(gop: GluOp, t: GGMLType, group: str) -> Case:
                 nan_ok=True)
 
 
+FA_KV, FA_ROWS = 70, 40
+
+
+def fa_masked(layout: str) -> Array:
+    """Which (query row, key) the flash-attention edge cases mask, by layout: "shadowed": key 5 seen by the last
+    row only, key 66 (in the second block of 64 keys) by the first row only; "sequences": two sequences in one batch,
+    the first half of the rows seeing the first half of the keys, the other half the others."""
+    m = np.zeros((FA_ROWS, FA_KV), dtype=bool)
+    if layout == "shadowed":
+        m[:-1, 5] = m[1:, 66] = True
+    else:
+        m[: FA_ROWS // 2, FA_KV // 2:] = m[FA_ROWS // 2:, : FA_KV // 2] = True
+    return m
+
+
+FA_POISONED = {"shadowed": [5, 66], "sequences": list(range(FA_KV // 2, FA_KV))}
+"""The keys whose K or V rows hold a NaN, by layout: masked for all but one query row, or every key of the second
+sequence."""
+
+
+def fa_mask(layout: str) -> Init:
+    """A mask (uniform in [-1, 1]) with -inf where fa_masked says."""
+
+    def init(rng: np.random.Generator, t: Tensor) -> Array:
+        x = rng.uniform(-1.0, 1.0, tuple(reversed(t.ne)))
+        x[..., fa_masked(layout)] = -INF
+        return x
+
+    init.__qualname__ = f"fa_mask({layout})"
+    return init
+
+
+def fa_poisoned(layout: str) -> Init:
+    """Uniform values with a NaN in the middle of the FA_POISONED keys' rows, in every head."""
+
+    def init(rng: np.random.Generator, t: Tensor) -> Array:
+        x = UNIFORM(rng, t)
+        x[..., FA_POISONED[layout], t.ne[0] // 2] = NAN
+        return x
+
+    init.__qualname__ = f"fa_poisoned({layout})"
+    return init
+
+
+def special_flash_attn(tk: GGMLType, tv: GGMLType, layout: str, side: str, hs: int = 64, nr2: int = 2) -> Case:
+    """NaN in K or V of keys that some query rows mask (fa_masked): a query never reads a key it masks (ggml's CPU
+    skips it per query), so only the rows that see such a key are NaN (all of a row for K, the special's channel
+    for V), the others are what finite values give; query rows and heads share blocks of keys in the tiled
+    kernels."""
+
+    def build(b: CaseBuilder) -> Tensor:
+        poisoned = fa_poisoned(layout)
+        q = b.input(F32, (hs, FA_ROWS, 2 * nr2, 1))
+        k = b.input(tk, (hs, FA_KV, 2, 1), poisoned if side == "k" else None)
+        v = b.input(tv, (hs, FA_KV, 2, 1), poisoned if side == "v" else None)
+        mask = b.input(F16, (FA_KV, FA_ROWS, 1, 1), fa_mask(layout))
+        return ops.flash_attn_ext(q, k, v, mask, 1.0 / hs ** 0.5)
+
+    return _case(Op.FLASH_ATTN_EXT, build, edge="special", type_K=tk, type_V=tv, layout=layout, side=side, hs=hs,
+                 nr2=nr2)
+
+
 def bad_add_id(bad: int) -> Case:
     def build(b: CaseBuilder) -> Tensor:
         a = b.input(F32, (32, 2, 3))
@@ -298,6 +362,9 @@ def special_cases() -> list[Case]:
         for ta in (F32, F16):
             out += [special_mul_mat(ta, "inf", w), special_mul_mat(ta, "nan", w, in_weights=True),
                     special_mul_mat(ta, "-inf", w, in_weights=True)]
+    for (tk, tv), layout, side in product(((F16, F16), (F32, F32), (T.Q8_0, T.Q8_0), (T.Q4_0, F16)),
+                                          FA_POISONED, ("k", "v")):
+        out += [special_flash_attn(tk, tv, layout, side), special_flash_attn(tk, tv, layout, side, 128, 1)]
     return out
 
 

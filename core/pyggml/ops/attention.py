@@ -170,6 +170,8 @@ def flash_attn_ext(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, 
                    max_bias: float = 0.0, logit_softcap: float = 0.0, sinks: Tensor | None = None) -> Tensor:
     """Fused attention. q [d_k, n_q, n_head, B], k [d_k, n_kv, n_head_kv, B'], v [d_v, n_kv, n_head_kv, B']
     -> f32 [d_v, n_head, n_q, B] (note the permuted result): softmax(softcap(q.k * scale) + slope*mask) . v,
-    q head h reads kv head h // (n_head / n_head_kv); softcap(x) = c * tanh(x / c) when logit_softcap = c > 0."""
+    q head h reads kv head h // (n_head / n_head_kv); softcap(x) = c * tanh(x / c) when logit_softcap = c > 0. A key
+    a query's mask sets to -inf is dropped for that query: its K and V are never read (NaN there reaches only the
+    queries that see the key)."""
     p = FlashAttnParams(float(scale), float(max_bias), float(logit_softcap))
     return record(Op.FLASH_ATTN_EXT, (q, k, v, mask, sinks), p)

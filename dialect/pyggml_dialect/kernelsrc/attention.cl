@@ -72,7 +72,9 @@ KERNEL void k_flash_attn(TENSOR(q), TENSOR(k), TENSOR(v), TENSOR(m), TENSOR(s), 
                 sj += mv;
             }
         }
-        float mx = FMAX(M, wg_max(sj, red));
+        /* a NaN score counts as +inf here (FMAX would pass it over): the row's weights and values turn NaN, as
+           ggml's, also where it is the only key a query sees */
+        float mx = FMAX(M, wg_max(sj != sj ? INFINITY_F : sj, red));
         if (mx == -INFINITY_F) continue; /* every key so far masked (the same in every lane) */
         float r = EXP(M - mx);           /* 0 while M is -inf */
         float wj = sj == -INFINITY_F ? 0.f : EXP(sj - mx);

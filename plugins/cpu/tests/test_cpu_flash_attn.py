@@ -1,7 +1,9 @@
 """FLASH_ATTN_EXT's tiled cpu kernel where the conformance suite does not look: KV-cache cells that every query masks
 (-inf) hold garbage (NaN), as unused cells of a cache may, and change nothing; and the result does not depend on
 how the keys are split between threads (4 threads over 2 KV heads split them), nor on whether the heads share the
-cache's rows (as a KV cache's do: each thread then takes a range of keys for every head, block by block)."""
+cache's rows (as a KV cache's do: each thread then takes a range of keys for every head, block by block); and two
+sequences in one batch (each query row masks the other's cells) do not see each other's NaN, though their queries
+share the kernel's blocks of keys."""
 
 from __future__ import annotations
 
@@ -63,3 +65,43 @@ def test_heads_sharing_the_cache_rows_give_what_separate_heads_give(cpu_device: 
     for n_threads in (1, 2, 4):
         got = _attend(cpu_device, kv_type, garbage=True, n_threads=n_threads, shared_rows=True)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _two_sequences(dev: Device, kv_type: GGMLType, poison: str, n_threads: int) -> np.ndarray:
+    """Query rows 0-3 see keys [0, USED) only, rows 4-7 keys [USED, N_KV) only; `poison` ("k", "v" or "") puts a
+    NaN into every K or V row of the second sequence's keys."""
+    rng = np.random.default_rng(5)
+    ctx = Context(no_alloc=True)
+    rows = 8
+    q = ctx.new_tensor("f32", D, rows, HEADS)
+    k, v = ctx.new_tensor(kv_type, D, N_KV, KV_HEADS), ctx.new_tensor(kv_type, D, N_KV, KV_HEADS)
+    mask = ctx.new_tensor("f16", N_KV, rows)
+    out = ops.flash_attn_ext(q, k, v, mask, scale=0.125)
+    g = build_graph(out)
+    assert alloc_ctx_tensors(ctx, dev.buffer_type()) is not None
+    q.set(rng.standard_normal((HEADS, rows, D)).astype(np.float32))
+    kv = rng.standard_normal((2, KV_HEADS, N_KV, D)).astype(np.float32)
+    if poison:
+        kv["kv".index(poison), :, USED:, D // 2] = np.nan
+    k.set(kv[0])
+    v.set(kv[1])
+    m = np.full((rows, N_KV), -np.inf, np.float32)
+    m[:4, :USED] = 0.0
+    m[4:, USED:] = 0.0
+    mask.set(m)
+    be = dev.init_backend(f"n_threads={n_threads}")
+    try:
+        be.graph_compute(g)
+        return out.numpy().copy()  # (rows, HEADS, D)
+    finally:
+        be.free()
+
+
+@pytest.mark.parametrize("kv_type", [GGMLType.F16, GGMLType.F32, GGMLType.Q8_0, GGMLType.Q4_0])
+def test_a_sequence_never_reads_the_cells_it_masks(cpu_device: Device, simd: str, kv_type: GGMLType) -> None:
+    clean = _two_sequences(cpu_device, kv_type, "", 2)
+    assert np.isfinite(clean).all()
+    for poison, n_threads in (("k", 1), ("v", 2), ("k", 4)):
+        got = _two_sequences(cpu_device, kv_type, poison, n_threads)
+        np.testing.assert_allclose(got[:4], clean[:4], rtol=1e-5, atol=1e-6)
+        assert np.isnan(got[4:]).any(axis=-1).all(), "every query of the poisoned sequence reads a NaN"

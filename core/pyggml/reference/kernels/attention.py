@@ -66,8 +66,8 @@ def diag_mask(dst: Tensor) -> None:
 @rules.kernel(Op.FLASH_ATTN_EXT)
 def flash_attn_ext(dst: Tensor) -> None:
     """softmax(softcap(q.k * scale) + slope[h] * mask) . v per q row and head, GQA by head // (n_head / n_kv_head)
-    and batch // (B / B_kv); -inf mask entries drop out, a row with no key left gives zeros; sinks join the
-    denominator. Result [d_v, n_head, n_q, B] (heads and q rows exchanged)."""
+    and batch // (B / B_kv); -inf mask entries drop out (for that query, the key's K and V never read), a row with
+    no key left gives zeros; sinks join the denominator. Result [d_v, n_head, n_q, B] (heads and q rows exchanged)."""
     p = dst.params
     q = load(src(dst, 0))  # (B, H, n_q, d_k)
     k = load(src(dst, 1))  # (Bk, Hk, n_kv, d_k)
@@ -95,5 +95,16 @@ def flash_attn_ext(dst: Tensor) -> None:
         total = w.sum(axis=-1, keepdims=True)
         if sink is not None:
             total = total + np.exp(sink - smax)
-        out = (w @ v) / np.where(total == 0.0, 1.0, total)  # (B, H, n_q, d_v)
+        out = _weighted_values(w, v, keep) / np.where(total == 0.0, 1.0, total)  # (B, H, n_q, d_v)
     store(dst, np.swapaxes(out, 1, 2))
+
+
+def _weighted_values(w: Array, v: Array, keep: Array) -> Array:
+    """w @ v over the keys each query keeps: a dropped key's value row is never read (a NaN or an infinity there,
+    which 0 x v would turn into NaN, reaches only the queries that see the key)."""
+    bad = np.asarray(~np.isfinite(v).all(axis=-1))  # (B, H, n_kv): key rows holding NaN or an infinity
+    out: Array = w @ np.where(bad[..., None], 0.0, v)
+    for b, h, c in zip(*np.nonzero(bad), strict=True):
+        seen = keep[b, h, :, c]
+        out[b, h, seen] += w[b, h, seen, c][:, None] * v[b, h, c][None, :]
+    return out

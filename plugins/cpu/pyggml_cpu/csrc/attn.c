@@ -7,7 +7,10 @@
    and sum, the accumulated values rescaled when the maximum grows), and the block's values are accumulated into
    each query's output (SIMD across the value dimension). A key that every query of the block masks (-inf) is
    skipped and its rows read as zeros (its score, computed from a quantised K's blocks, overwritten), so a masked
-   cell holding garbage (NaN) changes nothing. Where the matrices are fewer than the threads (decode with few KV
+   cell holding garbage (NaN) changes nothing; a key that some queries mask and others see (two sequences in one
+   batch, a causal block's diagonal) weighs 0 for the former, and where its K or V row holds NaN or an infinity
+   (which 0 x NaN would pass on) the block is taken one query at a time, so that no query reads a key it masks,
+   as ggml's per-query loop never does. Where the matrices are fewer than the threads (decode with few KV
    heads), the keys are split between threads too, each part's (max, sum, values) kept in the shared work memory
    and merged after a barrier. */
 #include "pgc.h"
@@ -277,22 +280,27 @@ size_t pgc_flash_attn_shared(const pgc_node *n, int nth) {
     return shared_states(&p) ? sizeof(float) * state_floats(n, &p) * (size_t)(p.units * p.parts) : 0;
 }
 
-/* a thread's scratch: a block's scores, converted K and V rows and dead flags, then one unit's state */
+/* a thread's scratch: a block's scores, converted K and V rows and dead flags, one unit's state, then what is known
+   of each key's K and V rows (0: not looked at, 1: finite, 2: NaN or an infinity), for the matrix memo_of names */
 typedef struct fa_scratch {
     float *s, *k, *v, *dead, *state;
+    uint8_t *memo;
+    int64_t *memo_of;
 } fa_scratch;
 
 /* the layout over `w` (NULL: none), and its size in floats */
 static size_t scratch_of(const pgc_node *n, float *w, fa_scratch *sc) {
     const size_t dk = (size_t)n->ne[1][0], dv = (size_t)n->ne[3][0];
-    const size_t len[5] = {FA_QUERIES * FA_KV_BLOCK, FA_KV_BLOCK * dk, FA_KV_BLOCK * dv, FA_KV_BLOCK,
-                           FA_QUERIES * (dk + dv + 2 + qq_floats(n))};
-    float **at[5] = {&sc->s, &sc->k, &sc->v, &sc->dead, &sc->state};
+    const size_t len[7] = {FA_QUERIES * FA_KV_BLOCK, FA_KV_BLOCK * dk, FA_KV_BLOCK * dv, FA_KV_BLOCK,
+                           FA_QUERIES * (dk + dv + 2 + qq_floats(n)), ((size_t)n->ne[2][1] + 7) / 8 * 2, 2};
+    /* (every length even: memo_of falls on 8 bytes) */
+    float *at[7];
     size_t off = 0;
-    for (int i = 0; i < 5; i++) {
-        *at[i] = w ? w + off : NULL;
+    for (int i = 0; i < 7; i++) {
+        at[i] = w ? w + off : NULL;
         off += len[i];
     }
+    *sc = (fa_scratch){at[0], at[1], at[2], at[3], at[4], (uint8_t *)at[5], (int64_t *)(void *)at[6]};
     return off;
 }
 
@@ -390,51 +398,96 @@ static void unit_start(const pgc_node *n, const fa_plan *p, int64_t u, const fa_
     }
 }
 
-/* unit u's queries against the block of keys from j0 (up to FA_KV_BLOCK of them, before c1: the end of the keys
-   this state covers), st updated; 0 or an error code */
-static int unit_block(const pgc_node *n, const fa_plan *p, int64_t u, int64_t j0, int64_t c1, const fa_state *st,
-                      const fa_scratch *w) {
-    const int64_t nj = c1 - j0 < FA_KV_BLOCK ? c1 - j0 : FA_KV_BLOCK;
+/* dead[j] = 1 where each of the g queries (mask rows mrow) masks key j (-inf) of the block (nj keys from j0), else
+   0; returns the keys some query sees. shadow (NULL: not asked) [j] = 1 where some query masks key j and another
+   sees it, *shadowed their count: none where the queries' rows of the block are the same (a decode step's heads,
+   a causal prompt off the diagonal), so the rows are compared first */
+static int64_t mask_block(const char *const *mrow, int64_t g, int64_t j0, int64_t nj, int mask_f16, float *dead,
+                          uint8_t *shadow, int64_t *shadowed) {
+    const size_t es = mask_f16 ? 2 : 4;
+    int64_t rows = 1, live = nj;
+    for (int64_t m = 1; m < g && rows == 1; m++)
+        if (mrow[m] != mrow[0] && memcmp(mrow[m] + j0 * es, mrow[0] + j0 * es, (size_t)nj * es)) rows = g;
+    uint8_t masked[FA_KV_BLOCK] = {0}; /* how many of the rows mask key j: -inf compared as bits, row by row */
+    for (int64_t m = 0; m < rows; m++) {
+        const char *r = mrow[m] + j0 * es;
+        if (mask_f16)
+            for (int64_t j = 0; j < nj; j++) masked[j] += ((const uint16_t *)r)[j] == 0xFC00u;
+        else
+            for (int64_t j = 0; j < nj; j++) masked[j] += ((const uint32_t *)r)[j] == 0xFF800000u;
+    }
+    if (shadow) *shadowed = 0;
+    for (int64_t j = 0; j < nj; j++) {
+        dead[j] = masked[j] == rows ? 1.0f : 0.0f;
+        live -= masked[j] == rows;
+        if (!shadow) continue;
+        shadow[j] = masked[j] > 0 && masked[j] < rows;
+        *shadowed += shadow[j];
+    }
+    return live;
+}
+
+/* whether row j of K or V (slot s) of matrix (i2, i3) holds NaN or an infinity, as the kernel reads it (a row of
+   another type converted into `tmp` first) */
+static int row_nonfinite(const pgc_node *n, int s, int64_t j, int64_t i2, int64_t i3, float *tmp) {
+    const int64_t d = n->ne[s][0];
+    const char *x = pgc_ptr(n, s, 0, j, i2, i3);
+    int bad = 0;
+    if (n->type[s] == T_F16 && n->nb[s][0] == 2) {
+        for (int64_t i = 0; i < d; i++) bad |= (((const uint16_t *)x)[i] & 0x7C00u) == 0x7C00u;
+        return bad;
+    }
+    size_t stride;
+    int f16;
+    const uint32_t *y = (const uint32_t *)rows_of(n, s, j, 1, i2, i3, d, NULL, tmp, &stride, &f16);
+    for (int64_t i = 0; y && i < d; i++) bad |= (y[i] & 0x7F800000u) == 0x7F800000u;
+    return bad;
+}
+
+/* whether a shadowed key of the block (some queries mask it, others see it) holds NaN or an infinity in its K or V
+   row, which the queries that mask it must not read (the tiles weigh such a key 0 for them, and 0 x NaN is NaN);
+   each key's rows are looked at once a matrix (the units of a matrix share them), in the thread's memo */
+static int shadow_nonfinite(const pgc_node *n, const fa_unit *un, int64_t j0, int64_t nj, const uint8_t *shadow,
+                            const fa_scratch *w) {
+    const int64_t matrix = un->ik2 + un->ik3 * n->ne[2][2];
+    if (*w->memo_of != matrix) {
+        memset(w->memo, 0, (size_t)n->ne[2][1]);
+        *w->memo_of = matrix;
+    }
+    for (int64_t j = 0; j < nj; j++) {
+        if (!shadow[j]) continue;
+        uint8_t *known = w->memo + j0 + j;
+        if (!*known) {
+            const int bad = row_nonfinite(n, 2, j0 + j, un->ik2, un->ik3, w->k) ||
+                            row_nonfinite(n, 3, j0 + j, un->ik2, un->ik3, w->v);
+            *known = bad ? 2 : 1;
+        }
+        if (*known == 2) return 1;
+    }
+    return 0;
+}
+
+/* queries [m0, m0 + g) of unit un (mask rows mrow) against the block of nj keys from j0, `live` of them seen
+   (w->dead says which not), st updated; 0 or an error code */
+static int block_queries(const pgc_node *n, const fa_plan *p, const fa_unit *un, int64_t j0, int64_t nj,
+                         int64_t live, const fa_state *st, const fa_scratch *w, int64_t m0, int64_t g,
+                         const char *const *mrow) {
     const int64_t Dk = n->ne[1][0], Dv = n->ne[3][0], n_head = n->ne[1][2];
-    const fa_unit un = unit_at(n, p, u);
-    const int64_t g = unit_queries(p, u);
-    const int has_mask = n->data[4] != 0, mask_f16 = n->type[4] == T_F16;
+    const int mask_f16 = n->type[4] == T_F16;
     const int64_t mask_es = mask_f16 ? 2 : 4;
     float scale = n->fp[0];
     const float max_bias = n->fp[1], softcap = n->fp[2];
     if (softcap != 0.0f) scale /= softcap;
-    float *M = st->m, *L = st->l, *O = st->o, *S = w->s, *dead = w->dead;
-    const char *mrow[FA_QUERIES];
-    for (int64_t m = 0; m < g; m++) {
-        int64_t iq1, iq2;
-        query_of(un.k0 + m, un.ik2, p->r2, &iq1, &iq2);
-        mrow[m] = has_mask ? pgc_ptr(n, 4, 0, iq1, iq2 % n->ne[4][2], un.iq3 % n->ne[4][3]) : NULL;
-    }
-    int64_t live = nj;
-    for (int64_t j = 0; has_mask && j < nj; j++) { /* a key every query masks */
-        int all = 1;
-        for (int64_t m = 0; m < g && all; m++) {
-            const char *mp = mrow[m] + (j0 + j) * mask_es;
-            all = (mask_f16 ? F16T(*(const uint16_t *)mp) : *(const float *)mp) == -INFINITY;
-        }
-        dead[j] = all ? 1.0f : 0.0f;
-        live -= all;
-    }
-    if (live == 0) return PGC_OK;
-    if (j0 + FA_KV_BLOCK < c1) { /* the next block's rows while this one computes: 1.09x at depth 4096 */
-        const int64_t nn = c1 - j0 - FA_KV_BLOCK < FA_KV_BLOCK ? c1 - j0 - FA_KV_BLOCK : FA_KV_BLOCK;
-        prefetch_rows(n, 2, j0 + FA_KV_BLOCK, nn, un.ik2, un.ik3);
-        prefetch_rows(n, 3, j0 + FA_KV_BLOCK, nn, un.ik2, un.ik3);
-    }
+    float *M = st->m + m0, *L = st->l + m0, *O = st->o + m0 * Dv, *S = w->s, *dead = w->dead;
     const float *dead_or_none = live < nj ? dead : NULL;
     size_t ks, vs;
     int kf16, vf16;
     if (st->qq) /* a dead row's score is overwritten below */
-        block_scores(n, p, pgc_ptr(n, 2, 0, j0, un.ik2, un.ik3), nj, st->qq, g, S);
+        block_scores(n, p, pgc_ptr(n, 2, 0, j0, un->ik2, un->ik3), nj, st->qq + m0 * p->qqf * 4, g, S);
     else {
-        const char *K = rows_of(n, 2, j0, nj, un.ik2, un.ik3, Dk, dead_or_none, w->k, &ks, &kf16);
+        const char *K = rows_of(n, 2, j0, nj, un->ik2, un->ik3, Dk, dead_or_none, w->k, &ks, &kf16);
         if (!K) return PGC_E_TYPE;
-        scores(Dk, K, ks, kf16, nj, st->q, g, S, FA_KV_BLOCK);
+        scores(Dk, K, ks, kf16, nj, st->q + m0 * Dk, g, S, FA_KV_BLOCK);
     }
     for (int64_t m = 0; m < g; m++) {
         float *s = S + m * FA_KV_BLOCK, sc = scale;
@@ -445,10 +498,15 @@ static int unit_block(const pgc_node *n, const fa_plan *p, int64_t u, int64_t j0
         for (int64_t j = 0; dead_or_none && j < nj; j++)
             if (dead[j] != 0.0f) s[j] = 0.0f; /* its mask is -inf: the sum below is -inf, never NaN */
         int64_t iq1, iq2;
-        query_of(un.k0 + m, un.ik2, p->r2, &iq1, &iq2);
+        query_of(un->k0 + m0 + m, un->ik2, p->r2, &iq1, &iq2);
         const float mx = pgc_softmax_in_row(nj, s, s, sc, mrow[m] ? mrow[m] + j0 * mask_es : NULL, mask_f16,
                                             pgc_alibi_slope(max_bias, iq2, n_head), M[m]);
-        if (mx == -INFINITY) { /* every key so far masked for this query */
+        if (mx == -INFINITY) { /* every key so far masked for this query, or the scores it sees NaN (no maximum) */
+            for (int64_t j = 0; j < nj; j++)
+                if (isnan(s[j])) { /* as in ggml, the NaN reaches the output (and a merge of parts) */
+                    M[m] = L[m] = NAN;
+                    break;
+                }
             memset(s, 0, sizeof(float) * (size_t)nj);
             continue;
         }
@@ -460,9 +518,42 @@ static int unit_block(const pgc_node *n, const fa_plan *p, int64_t u, int64_t j0
         }
         L[m] += (float)pgc_exp_sum_row(nj, s, s, mx);
     }
-    const char *V = rows_of(n, 3, j0, nj, un.ik2, un.ik3, Dv, dead_or_none, w->v, &vs, &vf16);
+    const char *V = rows_of(n, 3, j0, nj, un->ik2, un->ik3, Dv, dead_or_none, w->v, &vs, &vf16);
     if (!V) return PGC_E_TYPE;
     values(Dv, V, vs, vf16, nj, dead_or_none, S, FA_KV_BLOCK, g, O);
+    return PGC_OK;
+}
+
+/* unit u's queries against the block of keys from j0 (up to FA_KV_BLOCK of them, before c1: the end of the keys
+   this state covers), st updated; 0 or an error code */
+static int unit_block(const pgc_node *n, const fa_plan *p, int64_t u, int64_t j0, int64_t c1, const fa_state *st,
+                      const fa_scratch *w) {
+    const int64_t nj = c1 - j0 < FA_KV_BLOCK ? c1 - j0 : FA_KV_BLOCK;
+    const fa_unit un = unit_at(n, p, u);
+    const int64_t g = unit_queries(p, u);
+    const int mask_f16 = n->type[4] == T_F16;
+    const char *mrow[FA_QUERIES];
+    for (int64_t m = 0; m < g; m++) {
+        int64_t iq1, iq2;
+        query_of(un.k0 + m, un.ik2, p->r2, &iq1, &iq2);
+        mrow[m] = n->data[4] ? pgc_ptr(n, 4, 0, iq1, iq2 % n->ne[4][2], un.iq3 % n->ne[4][3]) : NULL;
+    }
+    uint8_t shadow[FA_KV_BLOCK];
+    int64_t shadowed = 0;
+    const int64_t live = mrow[0] ? mask_block(mrow, g, j0, nj, mask_f16, w->dead, shadow, &shadowed) : nj;
+    if (live == 0) return PGC_OK;
+    if (j0 + FA_KV_BLOCK < c1) { /* the next block's rows while this one computes: 1.09x at depth 4096 */
+        const int64_t nn = c1 - j0 - FA_KV_BLOCK < FA_KV_BLOCK ? c1 - j0 - FA_KV_BLOCK : FA_KV_BLOCK;
+        prefetch_rows(n, 2, j0 + FA_KV_BLOCK, nn, un.ik2, un.ik3);
+        prefetch_rows(n, 3, j0 + FA_KV_BLOCK, nn, un.ik2, un.ik3);
+    }
+    if (!shadowed || !shadow_nonfinite(n, &un, j0, nj, shadow, w))
+        return block_queries(n, p, &un, j0, nj, live, st, w, 0, g, mrow);
+    for (int64_t m = 0; m < g; m++) { /* one query at a time: each drops every key it masks */
+        const int64_t seen = mask_block(mrow + m, 1, j0, nj, mask_f16, w->dead, NULL, NULL);
+        const int rc = seen ? block_queries(n, p, &un, j0, nj, seen, st, w, m, 1, mrow + m) : PGC_OK;
+        if (rc) return rc;
+    }
     return PGC_OK;
 }
 
@@ -530,6 +621,7 @@ int pgc_k_flash_attn(const pgc_node *n, const pgc_tctx *c) {
     const fa_plan p = plan_of(n, c->nth);
     fa_scratch w;
     scratch_of(n, (float *)c->scratch, &w);
+    *w.memo_of = -1; /* the rows' values change from one run to the next */
     int rc = run_parts(n, &p, c, &w);
     if (!shared_states(&p)) return rc;
     pgc_barrier(c);
