@@ -2,8 +2,9 @@
 quantisations they download (benchmarks/llama_shapes.py: made by llama.cpp's own quantiser, cached), row by row:
 prompt and decode at depth 0 and at a long context, with 1 and 2 threads. Each row is one run of
 examples/llama/bench_llama.py (both libraries in one process, alternating rounds, best of --repeat), in its own
-process, printed as one JSON line as soon as it is measured (CPU model, read bandwidth, bytes a decode step reads,
-decode_bw_fraction, load times and the pp / tg ratios).
+process, printed as one JSON line as soon as it is measured (CPU model, the read bandwidth probed after each round,
+bytes a decode step reads, decode_bw_fraction against the probe of the best decode's round, load times and the
+pp / tg ratios).
 
     python benchmarks/bench_cpu_llama.py [--shape qwen2-0.5b ...] [--type q4_k_m ...] [--threads 1 --threads 2]
                                          [--depth 0 --depth 4096] [--pp 512] [--tg 128] [--repeat 3]

@@ -13,7 +13,10 @@ another build, e.g. a generic AVX2 one). Both run in this process, timed as `pyg
 measures pyggml then llama.cpp, and the best round of each is kept, so that a burst of load from other processes on
 a shared machine hits both sides alike. The JSON holds the CPU model and flags, llama.cpp's build options and its
 system info, the load average, and for decode tok/s x bytes read per token / read bandwidth (`decode_bw_fraction`),
-where the bandwidth is measured in the same run with as many threads. `--depth D` runs both the prompt and the
+where the bandwidth is measured with as many threads right after each side's round (its decode comes last) and a
+side's best decode is set against its own round's figure (a VM's bandwidth can move between states from one minute
+to the next: the two-core EPYC VM these numbers come from reads 30-36 or 55-65 GB/s; `read_bandwidth_probes_gb_s`
+lists every probe, `read_bandwidth_gb_s` is the highest). `--depth D` runs both the prompt and the
 decode steps after D tokens already in the KV cache, as `llama-bench -d D` does (filled once in the warm-up; each
 round cuts the cache back to D tokens). `--flash-attn`: both sides attend with FLASH_ATTN_EXT (llama.cpp's -fa 1;
 without it both multiply by K and V as matrices). `--kv-type q8_0` (or q4_0, q4_1, q5_0, q5_1): both sides keep K
@@ -163,24 +166,31 @@ def main() -> None:
         "pyggml": pyggml_round(model, a.backend or ["cpu"], a.threads, a.pp, a.tg, a.depth, not a.no_repack,
                                a.flash_attn, kv_type),
         "llama_cpp": llama_cpp_round(llama_dir, model, a.threads, a.pp, a.tg, a.depth, a.flash_attn, kv_type)}
-    best = {name: [0.0, 0.0] for name in sides}
+    rounds: dict[str, list[tuple[float, float, float]]] = {name: [] for name in sides}
+    probes: list[float] = []
     for _ in range(max(1, a.repeat)):
         for name, (run, _info) in sides.items():
             pp, tg = run()
-            best[name] = [max(best[name][0], pp), max(best[name][1], tg)]
-    bandwidth = native.read_bandwidth(a.threads) if native else None
+            bandwidth = native.read_bandwidth(a.threads) if native else 0.0  # the state the decode just met
+            probes += [bandwidth] if bandwidth else []
+            rounds[name].append((pp, tg, bandwidth))
     per_token = decode_bytes_per_token(model, a.depth + a.pp + a.tg // 2, kv_type)
     out: dict[str, Any] = {
         "model": model.name, "cpu": cpu_model(), "cpu_flags": cpu_flags(), "threads": a.threads,
         "pp": a.pp, "tg": a.tg, "depth": a.depth, "flash_attn": a.flash_attn, "kv_type": a.kv_type,
         "repeat": a.repeat,
         "loadavg_1m": round(os.getloadavg()[0], 2),
-        "pyggml_cpu_simd": simd, "read_bandwidth_gb_s": round(bandwidth / 1e9, 2) if bandwidth else None,
+        "pyggml_cpu_simd": simd, "read_bandwidth_gb_s": round(max(probes) / 1e9, 2) if probes else None,
+        "read_bandwidth_probes_gb_s": [round(bw / 1e9, 2) for bw in probes],
         "decode_bytes_per_token": per_token}
+    best: dict[str, tuple[float, float]] = {}
     for name, (_run, info) in sides.items():
-        pp_s, tg_s = best[name]
+        pp_s = max(pp for pp, _tg, _bw in rounds[name])
+        _pp, tg_s, bw = max(rounds[name], key=lambda r: r[1])  # the best decode, with its own round's bandwidth
+        best[name] = pp_s, tg_s
         out[name] = {"pp_tok_s": round(pp_s, 2), "tg_tok_s": round(tg_s, 2),
-                     "decode_bw_fraction": round(tg_s * per_token / bandwidth, 3) if bandwidth else None, **info}
+                     "decode_read_bandwidth_gb_s": round(bw / 1e9, 2) if bw else None,
+                     "decode_bw_fraction": round(tg_s * per_token / bw, 3) if bw else None, **info}
     out["ratio"] = {"pp": round(best["pyggml"][0] / best["llama_cpp"][0], 3),
                     "tg": round(best["pyggml"][1] / best["llama_cpp"][1], 3), "target_pp": 1.0, "target_tg": 1.0}
     print(json.dumps(out, indent=2))
