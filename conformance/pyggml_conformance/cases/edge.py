@@ -315,7 +315,7 @@ def fa_poisoned(layout: str) -> Init:
 
 def special_flash_attn(tk: GGMLType, tv: GGMLType, layout: str, side: str, hs: int = 64, nr2: int = 2) -> Case:
     """NaN in K or V of keys that some query rows mask (fa_masked): a query never reads a key it masks (ggml's CPU
-    skips it per query), so only the rows that see such a key are NaN (all of a row for K, the special's channel
+    skips it per query), so only the rows that see such a key are NaN (all of a row for K, the NaN's channel
     for V), the others are what finite values give; query rows and heads share blocks of keys in the tiled
     kernels."""
 
