@@ -269,32 +269,33 @@ def special_glu_gate(gop: GluOp, t: GGMLType, group: str) -> Case:
                 nan_ok=True)
 
 
-FA_KV, FA_ROWS = 70, 40
-
-
-def fa_masked(layout: str) -> Array:
+def fa_masked(layout: str, rows: int, kv: int) -> Array:
     """Which (query row, key) the flash-attention edge cases mask, by layout: "shadowed": key 5 seen by the last
     row only, key 66 (in the second block of 64 keys) by the first row only; "sequences": two sequences in one batch,
     the first half of the rows seeing the first half of the keys, the other half the others."""
-    m = np.zeros((FA_ROWS, FA_KV), dtype=bool)
+    m = np.zeros((rows, kv), dtype=bool)
     if layout == "shadowed":
         m[:-1, 5] = m[1:, 66] = True
     else:
-        m[: FA_ROWS // 2, FA_KV // 2:] = m[FA_ROWS // 2:, : FA_KV // 2] = True
+        m[: rows // 2, kv // 2:] = m[rows // 2:, : kv // 2] = True
     return m
 
 
-FA_POISONED = {"shadowed": [5, 66], "sequences": list(range(FA_KV // 2, FA_KV))}
-"""The keys whose K or V rows hold a NaN, by layout: masked for all but one query row, or every key of the second
-sequence."""
+def fa_poisoned_keys(layout: str, kv: int) -> list[int]:
+    """The keys whose K or V rows hold a NaN, by layout: masked for all but one query row, or every key of the
+    second sequence."""
+    return [5, 66] if layout == "shadowed" else list(range(kv // 2, kv))
+
+
+FA_LAYOUTS = ("shadowed", "sequences")
 
 
 def fa_mask(layout: str) -> Init:
-    """A mask (uniform in [-1, 1]) with -inf where fa_masked says."""
+    """A mask [kv, rows] (uniform in [-1, 1]) with -inf where fa_masked says."""
 
     def init(rng: np.random.Generator, t: Tensor) -> Array:
         x = rng.uniform(-1.0, 1.0, tuple(reversed(t.ne)))
-        x[..., fa_masked(layout)] = -INF
+        x[..., fa_masked(layout, t.ne[1], t.ne[0])] = -INF
         return x
 
     init.__qualname__ = f"fa_mask({layout})"
@@ -302,33 +303,34 @@ def fa_mask(layout: str) -> Init:
 
 
 def fa_poisoned(layout: str) -> Init:
-    """Uniform values with a NaN in the middle of the FA_POISONED keys' rows, in every head."""
+    """K or V [d, kv, heads]: uniform values with a NaN in the middle of the poisoned keys' rows, in every head."""
 
     def init(rng: np.random.Generator, t: Tensor) -> Array:
         x = UNIFORM(rng, t)
-        x[..., FA_POISONED[layout], t.ne[0] // 2] = NAN
+        x[..., fa_poisoned_keys(layout, t.ne[1]), t.ne[0] // 2] = NAN
         return x
 
     init.__qualname__ = f"fa_poisoned({layout})"
     return init
 
 
-def special_flash_attn(tk: GGMLType, tv: GGMLType, layout: str, side: str, hs: int = 64, nr2: int = 2) -> Case:
+def special_flash_attn(tk: GGMLType, tv: GGMLType, layout: str, side: str, hs: int = 64, nr2: int = 2,
+                       kv: int = 70, rows: int = 40) -> Case:
     """NaN in K or V of keys that some query rows mask (fa_masked): a query never reads a key it masks (ggml's CPU
     skips it per query), so only the rows that see such a key are NaN (all of a row for K, the NaN's channel
     for V), the others are what finite values give; query rows and heads share blocks of keys in the tiled
-    kernels."""
+    kernels, and many keys over few rows are split between work-groups in the GPU kernels."""
 
     def build(b: CaseBuilder) -> Tensor:
         poisoned = fa_poisoned(layout)
-        q = b.input(F32, (hs, FA_ROWS, 2 * nr2, 1))
-        k = b.input(tk, (hs, FA_KV, 2, 1), poisoned if side == "k" else None)
-        v = b.input(tv, (hs, FA_KV, 2, 1), poisoned if side == "v" else None)
-        mask = b.input(F16, (FA_KV, FA_ROWS, 1, 1), fa_mask(layout))
+        q = b.input(F32, (hs, rows, 2 * nr2, 1))
+        k = b.input(tk, (hs, kv, 2, 1), poisoned if side == "k" else None)
+        v = b.input(tv, (hs, kv, 2, 1), poisoned if side == "v" else None)
+        mask = b.input(F16, (kv, rows, 1, 1), fa_mask(layout))
         return ops.flash_attn_ext(q, k, v, mask, 1.0 / hs ** 0.5)
 
     return _case(Op.FLASH_ATTN_EXT, build, edge="special", type_K=tk, type_V=tv, layout=layout, side=side, hs=hs,
-                 nr2=nr2)
+                 nr2=nr2, kv=kv, rows=rows)
 
 
 def bad_add_id(bad: int) -> Case:
@@ -363,8 +365,10 @@ def special_cases() -> list[Case]:
             out += [special_mul_mat(ta, "inf", w), special_mul_mat(ta, "nan", w, in_weights=True),
                     special_mul_mat(ta, "-inf", w, in_weights=True)]
     for (tk, tv), layout, side in product(((F16, F16), (F32, F32), (T.Q8_0, T.Q8_0), (T.Q4_0, F16)),
-                                          FA_POISONED, ("k", "v")):
+                                          FA_LAYOUTS, ("k", "v")):
         out += [special_flash_attn(tk, tv, layout, side), special_flash_attn(tk, tv, layout, side, 128, 1)]
+    for t, side in product((F16, T.Q8_0), ("k", "v")):  # a long context over two rows: the keys split
+        out.append(special_flash_attn(t, t, "sequences", side, 64, 1, kv=1100, rows=2))
     return out
 
 

@@ -141,7 +141,9 @@ void main() {
             }
         }
         sc[t] = s;
-        float bm = wg_max(s);
+        // a NaN score counts as +inf in the maximum (max() may pass it over): the row's sum and values turn NaN, as
+        // ggml's, also in a split whose every key it sees is NaN (a record with maximum -inf would be dropped)
+        float bm = wg_max(isnan(s) ? uintBitsToFloat(0x7f800000u) : s);
         float nm = max(m, bm);
         float corr = m == NEG_INF ? 0.0 : exp(m - nm);
         float p = s == NEG_INF ? 0.0 : exp(s - nm);
