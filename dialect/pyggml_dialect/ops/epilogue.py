@@ -5,11 +5,12 @@ gate, MUL_MAT up, GLU), the kernel computing both products."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pyggml.backend.launch import i32
-from pyggml.backend.op_table import src
+from pyggml.backend.op_table import RuleSet, src
 from pyggml.ops.base import Op
 from pyggml.ops.elementwise import GluOp, GluParams
 from pyggml.tensor import Tensor
@@ -69,3 +70,20 @@ def of_glu(run: tuple[Tensor, ...]) -> Epilogue | None:
             or gate.src[1] is not up.src[1] or not same_weights or glu.type != F32):
         return None
     return Epilogue(GLUS[p.op], glu, a2=wu)
+
+
+def add_fusions(rules: RuleSet[Builder], mat_vec: Callable[[Tensor], bool],
+                build_mul_mat: Callable[[Tensor, Builder, Epilogue | None], None]) -> None:
+    """Declare a family's mat-vec fusions in `rules`: (MUL_MAT, ADD) and (MUL_MAT gate, MUL_MAT up, GLU), where
+    `mat_vec(node)` says the family's MUL_MAT rule runs that node with a mat-vec kernel and `build_mul_mat` builds it
+    with the epilogue (the dialect's rule; the CUDA plugin's, whose k_mmvq takes it too)."""
+
+    def build(run: tuple[Tensor, ...], b: Builder) -> None:
+        epi = of_add(run) if len(run) == 2 else of_glu(run)
+        assert epi is not None  # the fusion's accepts asked
+        build_mul_mat(run[0], b, epi)
+
+    rules.fusion(Op.MUL_MAT, Op.ADD, accepts=lambda run: mat_vec(run[0]) and of_add(run) is not None,
+                 in_place=addend)(build)
+    rules.fusion(Op.MUL_MAT, Op.MUL_MAT, Op.GLU,
+                 accepts=lambda run: mat_vec(run[0]) and of_glu(run) is not None)(build)

@@ -82,16 +82,7 @@ def build_mul_mat(node: Tensor, b: Builder, epi: epilogue.Epilogue | None = None
         b.launch(s, "k_mul_mat_vec", (a.ne[1] * WG, c.ne[1], batches), (WG, 1, 1), *args)
 
 
-@rules.fusion(Op.MUL_MAT, Op.ADD, accepts=lambda run: mat_vec(run[0]) and epilogue.of_add(run) is not None,
-              in_place=epilogue.addend)
-@rules.fusion(Op.MUL_MAT, Op.MUL_MAT, Op.GLU,
-              accepts=lambda run: mat_vec(run[0]) and epilogue.of_glu(run) is not None)
-def build_mul_mat_epilogue(run: tuple[Tensor, ...], b: Builder) -> None:
-    """A mat-vec and what follows it (the ADD of a residual or bias; a second mat-vec of the same src1 and the GLU of
-    both) as one kernel."""
-    epi = epilogue.of_add(run) if len(run) == 2 else epilogue.of_glu(run)
-    assert epi is not None
-    build_mul_mat(run[0], b, epi)
+epilogue.add_fusions(rules, mat_vec, build_mul_mat)
 
 
 @rules.rule(Op.MUL_MAT_ID, accepts=_mm_ok)

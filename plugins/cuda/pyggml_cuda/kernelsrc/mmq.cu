@@ -153,14 +153,24 @@ INLINE void pg_decode_at(GLOBAL const char *row, i64 ib, i32 *w, float *d, float
 #endif
 }
 
+/* a block's value from its exact integer sum s, the weights' scale dw and minimum mw, the activations' d and s (sa):
+ * dw da s (+ mw sa where the blocks carry a minimum); every kernel here scales by this one text, so k_mmq and
+ * k_mmq_mma give the same numbers */
+INLINE float pg_scaled(i32 s, float dw, float mw, float da, float sa) {
+    float v = dw * da * (float)s;
+#if HAS_MIN
+    v += mw * sa;
+#else
+    (void)mw;
+    (void)sa;
+#endif
+    return v;
+}
+
 INLINE float pg_block_value(const i32 *w, float dw, float mw, GLOBAL const char *ab) {
     i32 s = 0;
     for (i32 k = 0; k < 8; k++) s = pg_dp4a(w[k], *(GLOBAL const i32 *)(ab + 4 + 4 * k), s);
-    float v = dw * LOAD_HALF(ab, 0) * (float)s;
-#if HAS_MIN
-    v += mw * LOAD_HALF(ab, 1);
-#endif
-    return v;
+    return pg_scaled(s, dw, mw, LOAD_HALF(ab, 0), LOAD_HALF(ab, 1));
 }
 
 /* this lane's part of a weight row's dot with each of the ne11 columns of the quantised activations */
@@ -259,11 +269,7 @@ KERNEL void k_mmq(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 ne11
                     i32 c = tc + 16 * j;
                     i32 s = 0;
                     for (i32 k = 0; k < 8; k++) s = pg_dp4a(wq[r][kb * 8 + k], aq[c][kb * 8 + k], s);
-                    float v = wd[r][kb] * ad[c][kb] * (float)s;
-#if HAS_MIN
-                    v += wm[r][kb] * as[c][kb];
-#endif
-                    acc[i][j] += v;
+                    acc[i][j] += pg_scaled(s, wd[r][kb], wm[r][kb], ad[c][kb], as[c][kb]);
                 }
             }
         }
@@ -325,11 +331,7 @@ KERNEL void k_mmq_mma(TENSOR(a), GLOBAL const char *q, i64 qoff, TENSOR(d), i64 
                     TC_SYNC();
                     for (i32 m = 0; m < 8; m++) {
                         i32 e = lane + 32 * m, r = rt + e % 16, c = ct + e / 16;
-                        float v = wd[r][kb] * ad[c][kb] * (float)cs[warp * 256 + e];
-#if HAS_MIN
-                        v += wm[r][kb] * as[c][kb];
-#endif
-                        acc[i][j][m] += v;
+                        acc[i][j][m] += pg_scaled(cs[warp * 256 + e], wd[r][kb], wm[r][kb], ad[c][kb], as[c][kb]);
                     }
                     TC_SYNC();
                 }

@@ -55,11 +55,16 @@ def spec(wt: GGMLType) -> ProgramSpec:
     return ProgramSpec.of(FILE, WT=tname(wt), HAS_MIN=int(has_min), **{f"WT_IS_{tname(wt)}": 1})
 
 
+def tensor_cores(b: Builder) -> bool:
+    """Whether the plan takes the tensor-core kernels where they apply (`CudaOptions.mma`)."""
+    return isinstance(b, CudaLaunchBuilder) and b.mma
+
+
 def build_mul_mat(node: Tensor, b: Builder, epi: epilogue.Epilogue | None = None) -> None:
     """epi: the nodes after it fused (mat-vec kernels only, `mat_vec`; pyggml_dialect.ops.epilogue)."""
     a, c = src(node, 0), src(node, 1)
     if a.type not in INTEGER or (a.type in K_SUBBLOCKS and shared.mat_vec(node)):
-        if isinstance(b, CudaLaunchBuilder) and b.mma and matmul_mma.takes(node):
+        if tensor_cores(b) and matmul_mma.takes(node):
             matmul_mma.build_mul_mat(node, b)
         else:
             shared.build_mul_mat(node, b, epi)
@@ -75,7 +80,7 @@ def build_mul_mat(node: Tensor, b: Builder, epi: epilogue.Epilogue | None = None
         a2, e, d, code = epilogue.kernel_args(epi, node, b)
         b.launch(spec(a.type), "k_mmvq", (-(-a.ne[1] // MV_NW) * threads, 1, batches), (threads, 1, 1),
                  *b.tensor(a), *a2, mem, i64(0), *e, *d, i64(c.ne[1]), i64(c.ne[2]), code)
-    elif isinstance(b, CudaLaunchBuilder) and b.mma and c.ne[1] >= matmul_mma.MMA_MIN_COLS:
+    elif tensor_cores(b) and c.ne[1] >= matmul_mma.MMA_MIN_COLS:
         b.launch(spec(a.type), "k_mmq_mma", (-(-a.ne[1] // MQ_T) * MT_THREADS, -(-c.ne[1] // MQ_T), batches),
                  (MT_THREADS, 1, 1), *args)
     else:
@@ -93,13 +98,5 @@ rules.add(Op.MUL_MAT, Rule(shared.rules.rules[Op.MUL_MAT].accepts, build_mul_mat
 """MUL_MAT: the shared rule's support (decided once, by the dialect rules), this plugin's launches."""
 
 
-@rules.fusion(Op.MUL_MAT, Op.ADD, accepts=lambda run: mat_vec(run[0]) and epilogue.of_add(run) is not None,
-              in_place=epilogue.addend)
-@rules.fusion(Op.MUL_MAT, Op.MUL_MAT, Op.GLU,
-              accepts=lambda run: mat_vec(run[0]) and epilogue.of_glu(run) is not None)
-def build_mul_mat_epilogue(run: tuple[Tensor, ...], b: Builder) -> None:
-    """A mat-vec and what follows it (the ADD of a residual or bias; a second mat-vec of the same src1 and the GLU of
-    both) as one kernel, in place of the shared rule's fusions."""
-    epi = epilogue.of_add(run) if len(run) == 2 else epilogue.of_glu(run)
-    assert epi is not None
-    build_mul_mat(run[0], b, epi)
+epilogue.add_fusions(rules, mat_vec, build_mul_mat)
+"""The mat-vec fusions, in place of the shared rule's: k_mmvq takes the epilogue too."""
