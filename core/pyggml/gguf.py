@@ -15,12 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from queue import SimpleQueue
 from typing import Any
 
 import numpy as np
 
 from pyggml.backend.host import HostBufferType
-from pyggml.backend.protocol import Buffer, BufferType, BufferUsage
+from pyggml.backend.protocol import Buffer, BufferType, BufferUsage, Bytes
 from pyggml.context import Context, init_view
 from pyggml.errors import GGUFError, UnsupportedTypeError
 from pyggml.gguf_reader import RawTensorInfo, read_container
@@ -134,12 +135,13 @@ class GGUFFile:
         self.check_mapping()
         return self.mapped()[info.offset : info.offset + info.nbytes]
 
-    def read(self, name: str, offset: int = 0, size: int | None = None) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    def read(self, name: str, offset: int = 0, size: int | None = None, into: Bytes | None = None
+             ) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """The raw bytes of one tensor (bytes [offset, offset + size) of its data; default: all) read into new
-        memory from the file this object mapped (its kept descriptor, so a file renamed over it since is not read):
-        what a copy out of the file wants (a repacked or device buffer), faster than faulting the mapping's pages in
-        one by one, and without making them part of the process's memory. GGUFError naming the file when it ends
-        early."""
+        memory, or into the front of `into` (a uint8 array the caller reuses), from the file this object mapped (its
+        kept descriptor, so a file renamed over it since is not read): what a copy out of the file wants (a
+        repacked or device buffer), faster than faulting the mapping's pages in one by one, and without making them
+        part of the process's memory. GGUFError naming the file when it ends early."""
         info = self.tensors[name]
         n = info.nbytes - offset if size is None else size
         if offset < 0 or n < 0 or offset + n > info.nbytes:
@@ -147,8 +149,11 @@ class GGUFFile:
                             f"({info.nbytes} bytes)")
         f = self._container.file
         if f is None:  # a container without a kept descriptor: a copy of the mapping
-            return np.array(self.data(name)[offset : offset + n])
-        return f.read(info.offset + offset, n)
+            if into is None:
+                return np.array(self.data(name)[offset : offset + n])
+            into[:n] = self.data(name)[offset : offset + n]
+            return into[:n]
+        return f.read(info.offset + offset, n, into)
 
     def check_mapping(self) -> None:
         """GGUFError naming the file when it is now shorter than when it was mapped (another process truncated or
@@ -386,19 +391,31 @@ def _fill(gf: GGUFFile, items: list[tuple[Tensor, GGUFTensorInfo]]) -> None:
     tensor, or FILL_THREADS tensors at once where their buffer type allows (`concurrent_set_tensor`: the cpu
     device's repacked layout, whose conversion is most of a first load)."""
     owners = {id(t.buffer): t.buffer for t, _ in items}
-    if len(items) > 1 and FILL_THREADS > 1 and all(b is not None and b.buft.concurrent_set_tensor
-                                                   for b in owners.values()):
-        with ThreadPoolExecutor(FILL_THREADS, thread_name_prefix="pyggml load") as pool:
-            for done in [pool.submit(_fill_tensor, gf, t, info) for t, info in items]:
+    threads = FILL_THREADS if len(items) > 1 and all(b is not None and b.buft.concurrent_set_tensor
+                                                     for b in owners.values()) else 1
+    need = max((min(_fill_step(info), info.nbytes) for _, info in items), default=0)
+    spaces: SimpleQueue[Bytes] = SimpleQueue()
+    for _ in range(threads):
+        spaces.put(np.empty(need, dtype=np.uint8))
+    if threads > 1:
+        with ThreadPoolExecutor(threads, thread_name_prefix="pyggml load") as pool:
+            for done in [pool.submit(_fill_tensor, gf, t, info, spaces) for t, info in items]:
                 done.result()
         return
     for t, info in items:
-        _fill_tensor(gf, t, info)
+        _fill_tensor(gf, t, info, spaces)
 
 
-def _fill_tensor(gf: GGUFFile, t: Tensor, info: GGUFTensorInfo) -> None:
+def _fill_tensor(gf: GGUFFile, t: Tensor, info: GGUFTensorInfo, spaces: SimpleQueue[Bytes]) -> None:
+    """Write `t`'s data from the file in steps of `_fill_step`, each read into an array taken from `spaces` for the
+    while (reused: new memory costs a page clearing per page; set_tensor is synchronous, so the buffer has the
+    bytes when it returns)."""
     owner = t.buffer
     assert owner is not None
     step = _fill_step(info)
-    for off in range(0, info.nbytes, step):
-        owner.set_tensor(t, gf.read(info.name, off, min(step, info.nbytes - off)), off)
+    space = spaces.get()
+    try:
+        for off in range(0, info.nbytes, step):
+            owner.set_tensor(t, gf.read(info.name, off, min(step, info.nbytes - off), space), off)
+    finally:
+        spaces.put(space)

@@ -64,6 +64,12 @@ def test_tensors_below_copy_below_are_copied_and_reads_take_ranges(tiny: Path) -
     np.testing.assert_array_equal(gf.read("token_embd.weight", 128, 8).view(np.float32), [32.0, 33.0])
     with pytest.raises(GGUFError, match=r"bytes \[250, 258\) are outside tensor 'token_embd.weight'"):
         gf.read("token_embd.weight", 250, 8)
+    space = np.zeros(16, dtype=np.uint8)  # a load's reused array: the bytes land at its front
+    got = gf.read("token_embd.weight", 128, 8, space)
+    assert np.shares_memory(got, space) and got.size == 8
+    np.testing.assert_array_equal(space[:8].view(np.float32), [32.0, 33.0])
+    with pytest.raises(ValueError, match="a 16-byte array cannot take 24 bytes"):
+        gf.read("token_embd.weight", 0, 24, space)
 
 
 def test_placement_by_layers_and_overrides() -> None:

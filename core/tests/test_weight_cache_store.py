@@ -98,3 +98,23 @@ def test_pages_reports_how_a_mapping_is_paged(tmp_path: Path) -> None:
     assert huge_fraction(0) is None
     assert file_maps_huge(p) in (True, False, None)
     assert file_maps_huge(tmp_path / "missing") is None
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+def test_an_entry_writer_yields_the_cores_and_only_its_own() -> None:
+    import threading
+
+    from pyggml.weight_cache import _yield_to_compute
+
+    seen: list[int] = []
+
+    def writer() -> None:
+        _yield_to_compute()
+        seen.append(os.sched_getscheduler(0))
+
+    before = os.sched_getscheduler(0)
+    t = threading.Thread(target=writer)
+    t.start()
+    t.join()
+    assert seen == [os.SCHED_IDLE]  # the writer runs where the model's compute threads leave a core idle
+    assert os.sched_getscheduler(0) == before  # ... and the rest of the process keeps its scheduling

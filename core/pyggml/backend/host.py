@@ -253,10 +253,13 @@ class MappedFile:
         except OSError as e:
             raise self.error(f"{self.path}: cannot check the mapped file: {e}") from e
 
-    def read(self, offset: int, size: int) -> Bytes:
-        """Bytes [offset, offset + size) of the file into new memory (pread on the kept descriptor); `error`
-        naming the file when it ends before them."""
-        out = np.empty(size, dtype=np.uint8)
+    def read(self, offset: int, size: int, into: Bytes | None = None) -> Bytes:
+        """Bytes [offset, offset + size) of the file (pread on the kept descriptor) into new memory, or into the
+        first `size` bytes of `into` (a uint8 array a caller reuses: new memory costs the kernel a page clearing
+        per page first), returned; `error` naming the file when it ends before them."""
+        if into is not None and into.size < size:
+            raise ValueError(f"a {into.size}-byte array cannot take {size} bytes")
+        out = np.empty(size, dtype=np.uint8) if into is None else into[:size]
         view, done = out.data, 0
         while done < size:
             n = os.preadv(self._fd, [view[done:]], offset + done)
