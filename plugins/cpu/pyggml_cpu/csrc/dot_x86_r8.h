@@ -251,11 +251,12 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
 /* Q4_0, Q5_0, Q5_1 or Q8_0 (T) R8 against C columns, G groups at once in X registers (as R8K_COLS_X86): repack.c's
    r8_q4_0_q8_0_rows for the eight rows of a group at once. A block's eight value vectors (Q4_0: the low then the high
    nibbles of its four chunks; Q5_0 and Q5_1 the same after their qh chunk, each value's fifth bit from bit l of that
-   chunk's byte; Q8_0: its eight chunks, stored + 128) add their byte dots to one 32-bit sum per row, which starts at
-   -(the offset) x the block's activation sum (Q4_0: 8; Q5_0: 16; Q5_1: none, its min term m x y.s is summed apart
-   in a second accumulator, added at the end; Q8_0 with VNNI: 128; VPMADDUBSW would saturate on Q8_0's unsigned
-   bytes, so without VNNI the ymm form takes the signed bytes with the sign trick, and the zmm form has no Q8_0
-   instance), then one conversion and one fused multiply-add of d x y.d. */
+   chunk's byte; Q8_0: its eight chunks, stored + 128) add their byte dots to a 32-bit sum per row in two chains (the
+   even and the odd vectors: one chain of eight dependent dots held a mat-vec to 20-26 GB/s of Q4_0 a core from L3,
+   two give 27-30), starting at -(the offset) x the block's activation sum (Q4_0: 8; Q5_0: 16; Q5_1: none, its min
+   term m x y.s is summed apart in a second accumulator, added at the end; Q8_0 with VNNI: 128; VPMADDUBSW would
+   saturate on Q8_0's unsigned bytes, so without VNNI the ymm form takes the signed bytes with the sign trick, and
+   the zmm form has no Q8_0 instance), then one conversion and one fused multiply-add of d x y.d. */
 #define R8L_COLS_X86(name, T, G, X, V, P, S)                                                                          \
     AINLINE void name(int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, const int C, float *out) {   \
         const int tile = r8_tile(T), q5 = T == T_Q5_0 || T == T_Q5_1, q8_1 = T == T_Q5_1;                            \
@@ -268,12 +269,13 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
                 for (int g = 0; g < G; g++) _mm_prefetch((const char *)t + g * gb + R8_PREFETCH + o, _MM_HINT_T0);     \
             const int8_t *yq[R8_COLS]; /* Q8_0 blocks: d, qs; Q8_1 (Q5_1's partner): d, s, qs */                      \
             const uint16_t *yd[R8_COLS];                                                                              \
-            V##i sumi[R8_COLS];                                                                                       \
+            V##i sumi[R8_COLS], sumi2[R8_COLS]; /* integers: the same sum in either order */                      \
             for (int c = 0; c < C; c++) {                                                                             \
                 const char *yb = (const char *)vy + c * by + b * (q8_1 ? sizeof(bq8_1) : sizeof(bq8_0));              \
                 yd[c] = (const uint16_t *)yb;                                                                         \
                 yq[c] = q8_1 ? ((const bq8_1 *)yb)->qs : ((const bq8_0 *)yb)->qs;                                     \
                 sumi[c] = P##_set1_epi32(off ? -off * q8_0_sum(yq[c]) : 0);                                           \
+                sumi2[c] = P##_setzero_##S();                                                                         \
             }                                                                                                         \
             const V##i qh = q5 ? r8k_load_##X(q, gb) : P##_setzero_##S();                                             \
             R8_UNROLL(8) for (int l = 0; l < 8; l++) {                                                     \
@@ -285,9 +287,11 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
                 for (int c = 0; c < C; c++) {                                                                         \
                     int32_t four;                                                                                     \
                     memcpy(&four, yq[c] + 4 * l, 4);                                                                  \
-                    sumi[c] = R8L_DOT_##X(T, sumi[c], w, P##_set1_epi32(four));                                       \
+                    if (l % 2) sumi2[c] = R8L_DOT_##X(T, sumi2[c], w, P##_set1_epi32(four));                          \
+                    else sumi[c] = R8L_DOT_##X(T, sumi[c], w, P##_set1_epi32(four));                                  \
                 }                                                                                                     \
             }                                                                                                         \
+            for (int c = 0; c < C; c++) sumi[c] = P##_add_epi32(sumi[c], sumi2[c]);                                   \
             const V d = r8k_f16_##X(t, gb);                                                                           \
             for (int c = 0; c < C; c++)                                                                               \
                 acc[c] = P##_fmadd_ps(P##_mul_ps(d, P##_set1_ps(F16T(yd[c][0]))), P##_cvtepi32_ps(sumi[c]), acc[c]);  \
