@@ -6,7 +6,11 @@ backend, in one process with one thread count. Prints JSON.
                                            [--types f16,q4_0,...]
 
 Cases: F32 GEMM 1024^3 (numpy, blas, cpu); mat-vec (n=1) and prompt-style (n=128) MUL_MAT of F16, Q4_0, Q4_1,
-Q8_0, Q4_K, Q6_K weights [k, m] for k in 576..4096 (--types to choose); Python overhead of replaying a 1,000-node graph.
+Q8_0, Q4_K, Q6_K weights [k, m] for k in 576..4096 (--types to choose); Python overhead of replaying a 1,000-node graph;
+`stream` (only when asked: --only stream): a decode step's mat-vec over repacked weights (cpu_repack, the layout a
+model's weights take), from memory (--stream-mb of one type) against the read bandwidth probed just before each timing
+(`read_fraction`: what issue 38's decode goal counts), and from the caches (2.4-4.5 MB, the kernel's own ceiling):
+which of the two sets a type's decode speed.
 Ratios are speedups (other time / pyggml time): >= 1 means pyggml is at least as fast; with --rounds R the
 quantised cases report the median of R alternating rounds (a shared machine's load drifts).
 """
@@ -27,10 +31,11 @@ def _args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=int(os.environ.get("PYGGML_CPU_THREADS", os.cpu_count() or 1)))
     p.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
     p.add_argument("--rows", type=int, default=2048, help="weight rows m of the quantised matmuls")
-    p.add_argument("--only", choices=["gemm", "matvec", "prompt", "replay"], action="append",
+    p.add_argument("--only", choices=["gemm", "matvec", "prompt", "replay", "stream"], action="append",
                    help="run only these cases (repeatable; default all)")
     p.add_argument("--types", default="f16,q4_0,q4_1,q8_0,q4_K,q6_K",
                    help="comma-separated weight types of the mat-vec and prompt cases")
+    p.add_argument("--stream-mb", type=int, default=512, help="stream case: MB of weights a mat-vec reads")
     p.add_argument("--rounds", type=int, default=1,
                    help="quantised cases: time pyggml and ggml alternately this many rounds, report medians")
     return p.parse_args()
@@ -45,6 +50,7 @@ import numpy as np  # noqa: E402
 import pyggml.ops as O  # noqa: E402
 from pyggml import quants  # noqa: E402
 from pyggml.backend.registry import get_device, get_registry  # noqa: E402
+from pyggml.backend.sysinfo import cpu_model  # noqa: E402
 from pyggml.context import Context  # noqa: E402
 from pyggml.graph import build_graph  # noqa: E402
 from pyggml.types import GGMLType, from_f32, parse_type  # noqa: E402
@@ -125,6 +131,48 @@ def quant_case(cpu: Any, ggml: ggml_ref.GGML | None, t: GGMLType, k: int, n: int
     return out
 
 
+def stream_case(cpu: Any, t: GGMLType, reps: int) -> dict[str, Any] | None:
+    """One 4096 x 1024 matrix of t (C-quantised random values) repeated down the rows of a repacked weight: the
+    mat-vec's read rate from memory, each timing set against a bandwidth probe taken just before it (this machine's
+    bandwidth may change from one minute to the next), and from the caches (the first 1024 rows alone)."""
+    from pyggml.alloc import GraphAllocator, alloc_ctx_tensors
+    from pyggml_cpu import native
+
+    dev = get_device("cpu")
+    (repack,) = dev.extra_buffer_types()
+    k, m = 4096, 1024
+    if not repack.takes_weight(t, (k, m)):
+        return None
+    rng = np.random.default_rng(0)
+    block = native.quantize(rng.standard_normal((m, k)).astype(np.float32), t)
+    copies = max(1, (ARGS.stream_mb << 20) // block.nbytes)
+    ctx = Context(no_alloc=True)
+    big, small = ctx.new_tensor(t, k, m * copies), ctx.new_tensor(t, k, m)
+    wbuf = alloc_ctx_tensors(ctx, repack)
+    assert wbuf is not None
+    for i in range(copies):
+        wbuf.set_tensor(big, block, i * block.nbytes)
+    wbuf.set_tensor(small, block)
+    xctx = Context(no_alloc=True)
+    x = xctx.new_tensor(GGMLType.F32, k, 1)
+    graphs = {name: build_graph(O.mul_mat(w, x)) for name, w in (("memory", big), ("cache", small))}
+    for g in graphs.values():
+        GraphAllocator(dev.buffer_type()).alloc_graph(g)
+    x.set(rng.standard_normal((1, k)).astype(np.float32))
+    rates, fractions = [], []
+    for _ in range(reps):
+        probe = native.read_bandwidth(ARGS.threads, reps=3)
+        rate = block.nbytes * copies / timeit(lambda: cpu.graph_compute(graphs["memory"]), 3, 0.1)
+        rates.append(rate / 1e9)
+        fractions.append(rate / probe)
+    cached = block.nbytes / timeit(lambda: cpu.graph_compute(graphs["cache"]), 50)
+    wbuf.free()
+    best = int(np.argmax(fractions))
+    return {"case": f"stream_{t}_{block.nbytes * copies >> 20}MB", "memory_gb_s": [round(r, 1) for r in rates],
+            "read_fraction": [round(f, 3) for f in fractions], "read_fraction_best": round(fractions[best], 3),
+            "cache_gb_s": round(cached / 1e9, 1)}
+
+
 def replay_case(cpu: Any) -> dict[str, Any]:
     g = scale_chain(1000)
     total = timeit(lambda: cpu.graph_compute(g), 50)
@@ -156,9 +204,12 @@ def main() -> None:
                     results.append(quant_case(cpu, ggml, t, k, n, reps if n == 1 else max(3, reps // 3)))
     if "replay" in only:
         results.append(replay_case(cpu))
+    if ARGS.only and "stream" in ARGS.only:
+        results += [r for t in QTYPES if (r := stream_case(cpu, t, reps)) is not None]
     info = {"threads": ARGS.threads, "kernels": native.simd_level(),
             "features": [f for f, on in native.cpu_features().items() if on],
-            "ggml": ggml.version if ggml is not None else None, "numpy": np.__version__}
+            "ggml": ggml.version if ggml is not None else None, "numpy": np.__version__,
+            "cpu": cpu_model()}
     print(json.dumps({"info": info, "results": results}, indent=1))
 
 
