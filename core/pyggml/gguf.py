@@ -147,6 +147,8 @@ class GGUFFile:
         if offset < 0 or n < 0 or offset + n > info.nbytes:
             raise GGUFError(f"{self.path}: bytes [{offset}, {offset + n}) are outside tensor {name!r} "
                             f"({info.nbytes} bytes)")
+        if into is not None and into.size < n:
+            raise ValueError(f"a {into.size}-byte array cannot take {n} bytes of tensor {name!r}")
         f = self._container.file
         if f is None:  # a container without a kept descriptor: a copy of the mapping
             if into is None:
