@@ -122,10 +122,15 @@ static inline __m512 r8k_f16_zmm(const uint8_t *p, size_t gb) {
 #endif
 
 /* Q5_K's fifth bits: bit sb of each byte of the qh chunk h added to the nibbles w as 16 (a byte-masked add where
-   AVX-512 has byte masks; a mask, a shift and an or where it has not) */
+   AVX-512 has byte masks, also in ymm registers; a mask, a shift and an or where it has not) */
 static inline __m256i r8k_fifth_bit_ymm(__m256i w, __m256i h, int sb) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm256_mask_add_epi8(w, _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << sb))), w,
+                                _mm256_set1_epi8(16));
+#else
     h = _mm256_and_si256(h, _mm256_set1_epi8((char)(1 << sb)));
     return _mm256_or_si256(w, sb < 4 ? _mm256_slli_epi16(h, 4 - sb) : _mm256_srli_epi16(h, sb - 4));
+#endif
 }
 #if defined(__AVX512F__)
 static inline __m512i r8k_fifth_bit_zmm(__m512i w, __m512i h, int sb) {
