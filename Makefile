@@ -96,9 +96,12 @@ conformance-all:
 conformance-metal:
 	PYGGML_METAL_SIM=1 $(VENV)/bin/pyggml conformance --mode test --jobs 2 --format console --backend MetalSim0
 
-# the same suite through RPC: llama.cpp's ggml-rpc-server and pyggml rpc-server (cpu, and OpenCL0 on PoCL)
+# the same suite through RPC: every case through llama.cpp's ggml-rpc-server and pyggml rpc-server --device cpu; a
+# quarter of them (every fourth, all ops: --shard) through pyggml rpc-server --device OpenCL0 on PoCL, a device whose
+# buffers are not host memory behind the server (every case runs on OpenCL0 directly in conformance-all)
 conformance-rpc:
-	$(PY) plugins/rpc/tests/conformance_rpc.py --pyggml-device cpu --pyggml-device OpenCL0
+	$(PY) plugins/rpc/tests/conformance_rpc.py --pyggml-device cpu
+	$(PY) plugins/rpc/tests/conformance_rpc.py --no-ggml --pyggml-device OpenCL0 --shard 1/4
 
 # the cpu plugin's C kernels built with AddressSanitizer and UndefinedBehaviorSanitizer into build/sanitize (a copy
 # of the package; the installed extension is untouched), running the cpu plugin's tests and the whole conformance

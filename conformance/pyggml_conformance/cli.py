@@ -45,6 +45,9 @@ def build_parser(prog: str = "pyggml conformance") -> argparse.ArgumentParser:
                    help="worker processes for test and support modes (default: 1)")
     p.add_argument("--case-file", metavar="PATH", default=None,
                    help="replay the cases of a case file exported from a real graph instead of the suite's")
+    p.add_argument("--shard", metavar="I/N", default=None,
+                   help="only the I-th of N parts of the selected cases (each op's every N-th case from its I-th; "
+                        "the first part has every op): N runs, in parallel or on N machines, share the cases")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (mixed with each case name)")
     p.add_argument("--perf-seconds", type=float, default=0.5, metavar="S",
                    help="perf mode: run each case for at least S seconds (default: 0.5)")
@@ -68,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pyggml conformance: error: {bad}", file=sys.stderr)
         return 2
     opts = Options(mode=args.mode, backends=_split(args.backend), ops=args.op, params=args.params,
-                   case_file=args.case_file, jobs=args.jobs, seed=args.seed, perf_seconds=args.perf_seconds)
+                   case_file=args.case_file, jobs=args.jobs, seed=args.seed, perf_seconds=args.perf_seconds,
+                   shard=_shard(args.shard))
     try:
         out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     except OSError as e:
@@ -87,10 +91,20 @@ def main(argv: list[str] | None = None) -> int:
             out.close()
 
 
+def _shard(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value)
+    return (int(m[1]), int(m[2])) if m else (0, 0)
+
+
 def _check_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the options (for exit status 2), or None."""
     if args.jobs < 1:
         return "--jobs must be at least 1"
+    shard = _shard(args.shard)
+    if shard is not None and not 1 <= shard[0] <= shard[1]:
+        return f"--shard must be I/N with 1 <= I <= N (the I-th of N parts), got {args.shard!r}"
     if not math.isfinite(args.perf_seconds) or args.perf_seconds <= 0:
         return f"--perf-seconds must be a positive number of seconds, got {args.perf_seconds:g}"
     return None

@@ -28,6 +28,9 @@ class Options:
     jobs: int = 1
     seed: int = 0
     perf_seconds: float = 0.5
+    shard: tuple[int, int] | None = None
+    """(i, n): only part i of n (1-based) of the selection: each op's every n-th case from its i-th on, so that n
+    runs share the cases and the first part has every op."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -38,7 +41,7 @@ class DuplicateCaseError(PyGGMLError):
 
 
 def load_cases(opts: Options) -> list[Case]:
-    """The cases of the run: the suite's (or a case file's), filtered by --op and --params."""
+    """The cases of the run: the suite's (or a case file's), filtered by --op and --params, then --shard's part."""
     if opts.case_file:
         from pyggml_conformance.casefile import load_case_file
 
@@ -52,7 +55,17 @@ def load_cases(opts: Options) -> list[Case]:
     dup = [n for n, k in Counter(c.name for c in base).items() if k > 1]
     if dup:
         raise DuplicateCaseError(f"{len(dup)} case names are not unique, e.g. {dup[0]}")
-    return select(base, parse_ops(opts.ops), opts.params)
+    chosen = select(base, parse_ops(opts.ops), opts.params)
+    if opts.shard is None:
+        return chosen
+    i, n = opts.shard
+    seen: Counter[str] = Counter()  # the j-th case of each op goes to part j mod n: the first part has every op
+    part = []
+    for c in chosen:
+        if seen[c.op.name] % n == i - 1:
+            part.append(c)
+        seen[c.op.name] += 1
+    return part
 
 
 def run_serial(cases: Sequence[Case], targets: list[Target], opts: Options,

@@ -76,6 +76,19 @@ def test_list_mode(capsys: pytest.CaptureFixture[str]) -> None:
     assert {r["op"] for r in json.loads(out)} == {"UNARY"}
 
 
+def test_shards_split_the_selection_into_disjoint_parts(capsys: pytest.CaptureFixture[str]) -> None:
+    sel = ["--mode", "list", "--op", "GLU", "--params", "type=f32"]
+    _, out, _ = run_cli(capsys, *sel)
+    every = out.splitlines()
+    parts = [run_cli(capsys, *sel, "--shard", f"{i}/3")[1].splitlines() for i in (1, 2, 3)]
+    assert len(every) > 3 and all(parts)
+    assert sorted(n for p in parts for n in p) == sorted(every)  # each case in exactly one part
+    assert parts[0] == every[0::3]  # one op: its every third case
+    few = ["--op", "ADD,TRANSPOSE,WIN_PART", "--shard", "1/4"]  # two ops a stride over all cases misses
+    _, out, _ = run_cli(capsys, "--mode", "list", "--format", "json", *few)
+    assert {r["op"] for r in json.loads(out)} == {"ADD", "TRANSPOSE", "WIN_PART"}  # the first part has every op
+
+
 def test_support_mode(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run_cli(capsys, "--mode", "support", "--backend", "numpy", "--op", "ROPE", "--format", "jsonl")
     rows = [json.loads(line) for line in out.splitlines()]
@@ -98,6 +111,8 @@ def test_perf_mode(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monke
     (["--params", "("], "error:"),
     (["--case-file", "/nonexistent/file.jsonl"], "error:"),
     (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--shard", "3/2"], "--shard must be I/N with 1 <= I <= N (the I-th of N parts), got '3/2'"),
+    (["--shard", "half"], "--shard must be I/N"),
 ])
 def test_bad_input_is_a_clear_error(capsys: pytest.CaptureFixture[str], args: list[str], text: str) -> None:
     rc, _, err = run_cli(capsys, *args)
@@ -161,6 +176,8 @@ def test_a_hanging_worker_fails_only_its_case() -> None:
     (["--mode", "perf", "--perf-seconds", "-1"], "--perf-seconds must be a positive number of seconds, got -1"),
     (["--mode", "perf", "--perf-seconds", "nan"], "--perf-seconds must be a positive number"),
     (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--shard", "3/2"], "--shard must be I/N with 1 <= I <= N (the I-th of N parts), got '3/2'"),
+    (["--shard", "half"], "--shard must be I/N"),
 ])
 def test_bad_options_are_usage_errors_not_tracebacks(capsys: pytest.CaptureFixture[str], args: list[str],
                                                       message: str) -> None:
