@@ -131,7 +131,7 @@ def quant_case(cpu: Any, ggml: ggml_ref.GGML | None, t: GGMLType, k: int, n: int
     return out
 
 
-def stream_case(cpu: Any, t: GGMLType, reps: int) -> dict[str, Any] | None:
+def stream_case(cpu: Any, t: GGMLType, reps: int) -> dict[str, Any]:
     """One 4096 x 1024 matrix of t (C-quantised random values) repeated down the rows of a repacked weight: the
     mat-vec's read rate from memory, each timing set against a bandwidth probe taken just before it (this machine's
     bandwidth may change from one minute to the next), and from the caches (the first 1024 rows alone)."""
@@ -142,7 +142,7 @@ def stream_case(cpu: Any, t: GGMLType, reps: int) -> dict[str, Any] | None:
     (repack,) = dev.extra_buffer_types()
     k, m = 4096, 1024
     if not repack.takes_weight(t, (k, m)):
-        return None
+        return {"case": f"stream_{t}", "skipped": f"{repack.name} does not hold {t} at this kernel level"}
     rng = np.random.default_rng(0)
     block = native.quantize(rng.standard_normal((m, k)).astype(np.float32), t)
     copies = max(1, (ARGS.stream_mb << 20) // block.nbytes)
@@ -204,8 +204,8 @@ def main() -> None:
                     results.append(quant_case(cpu, ggml, t, k, n, reps if n == 1 else max(3, reps // 3)))
     if "replay" in only:
         results.append(replay_case(cpu))
-    if ARGS.only and "stream" in ARGS.only:
-        results += [r for t in QTYPES if (r := stream_case(cpu, t, reps)) is not None]
+    if "stream" in only:
+        results += [stream_case(cpu, t, reps) for t in QTYPES]
     info = {"threads": ARGS.threads, "kernels": native.simd_level(),
             "features": [f for f, on in native.cpu_features().items() if on],
             "ggml": ggml.version if ggml is not None else None, "numpy": np.__version__,
