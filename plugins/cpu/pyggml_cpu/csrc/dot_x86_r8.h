@@ -257,7 +257,7 @@ R8K_COLS_X86(r8_q5_K_pair, T_Q5_K, 2, zmm, __m512, _mm512, si512)
    r8_q4_0_q8_0_rows for the eight rows of a group at once. A block's eight value vectors (Q4_0: the low then the high
    nibbles of its four chunks; Q5_0 and Q5_1 the same after their qh chunk, each value's fifth bit from bit l of that
    chunk's byte; Q8_0: its eight chunks, stored + 128) add their byte dots to a 32-bit sum per row in two chains (the
-   even and the odd vectors: one chain of eight dependent dots held a mat-vec to 20-26 GB/s of Q4_0 a core from L3,
+   even and the odd vectors: one chain of eight dependent dots held a mat-vec to 20-26 GB/s of Q4_0 from the caches,
    two give 27-30), starting at -(the offset) x the block's activation sum (Q4_0: 8; Q5_0: 16; Q5_1: none, its min
    term m x y.s is summed apart in a second accumulator, added at the end; Q8_0 with VNNI: 128; VPMADDUBSW would
    saturate on Q8_0's unsigned bytes, so without VNNI the ymm form takes the signed bytes with the sign trick, and
