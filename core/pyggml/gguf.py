@@ -395,7 +395,7 @@ def _fill(gf: GGUFFile, items: list[tuple[Tensor, GGUFTensorInfo]]) -> None:
     owners = {id(t.buffer): t.buffer for t, _ in items}
     threads = FILL_THREADS if len(items) > 1 and all(b is not None and b.buft.concurrent_set_tensor
                                                      for b in owners.values()) else 1
-    need = max((min(_fill_step(info), info.nbytes) for _, info in items), default=0)
+    need = max((_fill_step(info) for _, info in items), default=0)  # a step is never more than its tensor (or 1)
     spaces: SimpleQueue[Bytes] = SimpleQueue()
     for _ in range(threads):
         spaces.put(np.empty(need, dtype=np.uint8))
