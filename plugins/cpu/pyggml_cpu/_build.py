@@ -64,29 +64,28 @@ LIBRARIES = ["m", "dl", "pthread"] if sys.platform != "win32" else []
 STRIP = not os.environ.get("PYGGML_CPU_DEBUG") and sys.platform.startswith("linux")
 
 SANITIZE_ARGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"]
-"""AddressSanitizer and UndefinedBehaviorSanitizer (any UB report ends the process): PYGGML_CPU_SANITIZE=1, or
-`build_sanitized` (make sanitize), which never touches the normal build. Run under LD_PRELOAD of libasan."""
+"""AddressSanitizer and UndefinedBehaviorSanitizer (any UB report ends the process): PYGGML_CPU_SANITIZE=1 at build
+time (`make sanitize` builds a copy so: tests/run_sanitized.py). Run under LD_PRELOAD of libasan."""
 SANITIZE_OPT = ["-O1"]
 """The sanitized extension's optimisation, after COMPILE_ARGS' -O3: ASan's advice for reports that point at the
 line, and measured here a quarter of -O3's build time (74 s against 260 s on 2 cores)."""
 SANITIZE = bool(os.environ.get("PYGGML_CPU_SANITIZE"))
 
 
-def make_ffibuilder(sanitize: bool = SANITIZE, csrc: str = os.path.join("pyggml_cpu", "csrc"),
-                    include_dirs: list[str] | None = None) -> FFI:
-    """The cffi builder of pyggml_cpu._pgc from the sources in `csrc` (relative to the build's working folder, or
-    absolute); sanitize: with SANITIZE_ARGS, symbols kept."""
+def make_ffibuilder(sanitize: bool = SANITIZE) -> FFI:
+    """The cffi builder of pyggml_cpu._pgc (sources named from setup.py's folder, where the build runs); sanitize:
+    with SANITIZE_ARGS, symbols kept."""
     strip = STRIP and not sanitize
-    includes = include_dirs or INCLUDE_DIRS
+    csrc = os.path.join("pyggml_cpu", "csrc")
     # the headers too: without them an edit to a kernel header leaves a stale extension in place
-    headers = sorted(str(h) for d in (csrc, *includes) for h in Path(d).glob("*.h"))
+    headers = sorted(str(h) for d in INCLUDE_DIRS for h in Path(d).glob("*.h"))
     ffi = FFI()
     ffi.cdef(CDEF)
     ffi.set_source(
         "pyggml_cpu._pgc",
         '#include "api.h"\n',
         sources=[os.path.join(csrc, s) for s in SOURCES],
-        include_dirs=includes,
+        include_dirs=INCLUDE_DIRS,
         depends=headers,
         extra_compile_args=(COMPILE_ARGS + (["-g0"] if strip else [])
                             + (SANITIZE_ARGS + SANITIZE_OPT if sanitize else [])),
@@ -99,26 +98,5 @@ def make_ffibuilder(sanitize: bool = SANITIZE, csrc: str = os.path.join("pyggml_
 ffibuilder = make_ffibuilder()
 
 
-def build_sanitized(out_dir: str) -> str:
-    """A copy of the pyggml_cpu package in out_dir/pyggml_cpu (with its C sources and pyggml's shared kernel
-    headers, as an sdist lays them out) whose _pgc is the sanitizer build. Put out_dir first on PYTHONPATH to
-    import it instead of the installed one. Returns the extension's path."""
-    import shutil
-
-    pkg = os.path.join(os.path.abspath(out_dir), "pyggml_cpu")
-    shutil.rmtree(pkg, ignore_errors=True)
-    shutil.copytree(HERE, pkg, ignore=shutil.ignore_patterns("*.so", "*.o", "__pycache__", "kernelsrc"))
-    shutil.copytree(kernelsrc_dir(), os.path.join(pkg, "kernelsrc"))
-    tmp = os.path.join(os.path.abspath(out_dir), "build")
-    csrc = os.path.join(pkg, "csrc")
-    so = make_ffibuilder(True, csrc, [csrc, os.path.join(pkg, "kernelsrc")]).compile(tmpdir=tmp)
-    dest = os.path.join(pkg, os.path.basename(so))
-    shutil.move(so, dest)
-    return dest
-
-
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--sanitize-into":
-        print(build_sanitized(sys.argv[2]))
-    else:
-        ffibuilder.compile(verbose=True)
+    ffibuilder.compile(verbose=True)

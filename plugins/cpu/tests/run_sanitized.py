@@ -1,8 +1,9 @@
 """The cpu plugin's C kernels under AddressSanitizer and UndefinedBehaviorSanitizer (`make sanitize`, issue 19).
 
-Builds a copy of pyggml_cpu whose extension is compiled with -fsanitize=address,undefined (pyggml_cpu._build's
-`build_sanitized`, into --dir; the installed build is not touched), puts it first on PYTHONPATH, preloads libasan
-(Python itself is not instrumented), and runs the cpu plugin's tests, the conformance suite on the cpu backend and
+Builds a copy of pyggml_cpu whose extension is compiled with -fsanitize=address,undefined (the plugin's own build,
+setup.py build_ext with PYGGML_CPU_SANITIZE=1, into --dir; the installed build is not touched), puts it first on
+PYTHONPATH, preloads libasan (Python itself is not instrumented), and runs the cpu plugin's tests (but the SIMD
+harness, a program of its own the test compiles, not the extension), the conformance suite on the cpu backend and
 the op API fuzz test (conformance/tests/test_fuzz_ops.py) on cpu. Leak detection is off (CPython's own allocations
 are reported as leaks). Every report fails the run: ASan stops the process at its first error, UBSan too
 (-fno-sanitize-recover, halt_on_error=1), and the reports are also written to files under --dir/reports, so one
@@ -27,6 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
+PLUGIN = ROOT / "plugins" / "cpu"
+SIMD_HARNESS = PLUGIN / "tests" / "test_cpu_simd_harness.py"
+"""Not run here: it compiles and runs a program of its own (every SIMD level against the portable one), without the
+sanitizers; `make pytest` runs it."""
 QUICK_OPS = "MUL_MAT,MUL_MAT_ID,GET_ROWS,SET_ROWS,SOFT_MAX,FLASH_ATTN_EXT,CPY"
 
 
@@ -93,6 +98,25 @@ def _uninstrumented(so: str) -> str | None:
     return f"{so} has no {' nor '.join(missing)} symbols" if missing else None
 
 
+def _build(san_dir: Path) -> Path:
+    """The sanitizer build: the plugin's setup.py build_ext with PYGGML_CPU_SANITIZE=1 (the wheel's build: sources
+    compiled a core each, skipped when nothing changed since the last run) into san_dir/build, and a copy of the
+    pyggml_cpu package in san_dir (with the C sources and pyggml's shared kernel headers, as an sdist lays them out)
+    with that extension in it. Returns the extension's path."""
+    from pyggml_cpu._build import kernelsrc_dir
+
+    lib, tmp = san_dir / "build" / "lib", san_dir / "build" / "temp"
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(lib), "--build-temp", str(tmp)],
+                   cwd=PLUGIN, env={**os.environ, "PYGGML_CPU_SANITIZE": "1"}, check=True)
+    [so] = (lib / "pyggml_cpu").glob("_pgc*.so")
+    pkg = san_dir / "pyggml_cpu"
+    shutil.rmtree(pkg, ignore_errors=True)
+    skip = shutil.ignore_patterns("*.so", "*.o", "__pycache__", "kernelsrc")
+    shutil.copytree(PLUGIN / "pyggml_cpu", pkg, ignore=skip)
+    shutil.copytree(kernelsrc_dir(), pkg / "kernelsrc")
+    return Path(shutil.copy2(so, pkg / so.name))
+
+
 def _run(what: str, cmd: list[str], env: dict[str, str]) -> tuple[bool, float]:
     print(f"== {what}: {' '.join(cmd)}", flush=True)
     t = time.monotonic()
@@ -114,10 +138,8 @@ def main() -> int:
     shutil.rmtree(reports, ignore_errors=True)
     reports.mkdir(parents=True)
 
-    from pyggml_cpu._build import build_sanitized
-
     t = time.monotonic()
-    so = build_sanitized(str(san_dir))
+    so = _build(san_dir)
     print(f"== sanitizer build: {so} in {time.monotonic() - t:.0f} s", flush=True)
     env = _env(san_dir, reports)
     probe = "import pyggml_cpu._pgc as m; print(m.__file__)"
@@ -125,13 +147,13 @@ def main() -> int:
     if where.returncode or Path(where.stdout.strip()).resolve() != Path(so).resolve():
         print(f"run_sanitized: the sanitizer build is not what Python imports ({where.stdout}{where.stderr})")
         return 1
-    bad = _uninstrumented(so) or _canary(san_dir, env)
+    bad = _uninstrumented(str(so)) or _canary(san_dir, env)
     if bad:
         print(f"run_sanitized: the sanitizers are not working: {bad}")
         return 1
     workers = ["-n", str(args.jobs), "--dist", "loadfile"] if args.jobs > 1 else []
     ok, _ = _run("cpu plugin tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers,
-                                      "plugins/cpu/tests"], env)
+                                      "--ignore", str(SIMD_HARNESS), "plugins/cpu/tests"], env)
     conf = [sys.executable, "-m", "pyggml.cli", "conformance", "--mode", "test", "--backend", "cpu",
             "--jobs", str(args.jobs), "--format", "console"]
     if args.quick:
