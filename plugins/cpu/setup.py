@@ -12,13 +12,13 @@ from setuptools.errors import PlatformError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # plugins/build_helpers.py in a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # an sdist's copy of it, first
-from build_helpers import Sdist, cffi_setup, toolchain_problems
+from build_helpers import Sdist, cffi_setup, compile_in_parallel, toolchain_problems
 
 DIST = "pyggml-cpu"
 HERE = Path(__file__).resolve().parent
 KERNELSRC = HERE.parent.parent / "core" / "pyggml" / "kernelsrc"
 """pyggml's shared C-family source in the checkout (the C of the quantisers, also compiled by OpenCL and CUDA)."""
-__all__ = ["toolchain_problems"]  # the tests' handle on the build check
+__all__ = ["compile_in_parallel", "toolchain_problems"]  # the tests' handles on the build's steps
 
 
 def kernelsrc_missing() -> str | None:

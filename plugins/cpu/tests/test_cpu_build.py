@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import threading
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,30 @@ def test_missing_headers_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     mod = load_setup(PROJECT)
     monkeypatch.setattr(sysconfig, "get_path", lambda name, *a, **k: str(tmp_path))
     assert mod.toolchain_problems() == [f"Python's headers ({tmp_path}/Python.h)"]
+
+
+class _Compiler:
+    """A setuptools compiler's compile() for the test: each call waits for a second one to run beside it (a compile
+    one source after another times out on the barrier)."""
+
+    compiler_type = "unix"
+
+    def __init__(self) -> None:
+        self.both = threading.Barrier(2, timeout=10)
+        self.calls: list[list[str]] = []
+
+    def compile(self, sources: list[str], output_dir: str | None = None) -> list[str]:
+        self.calls.append(list(sources))
+        self.both.wait()
+        return [f"{output_dir}/{s}.o" for s in sources]
+
+
+def test_sources_compile_a_core_each() -> None:
+    compiler = _Compiler()
+    load_setup(PROJECT).compile_in_parallel(compiler, 2)
+    sources = ["a.c", "b.c", "c.c", "d.c"]
+    assert compiler.compile(sources, output_dir="o") == [f"o/{s}.o" for s in sources]  # the sources' order
+    assert sorted(compiler.calls) == [[s] for s in sources]
 
 
 def test_build_ext_stops_with_the_message(tmp_path: Path) -> None:
