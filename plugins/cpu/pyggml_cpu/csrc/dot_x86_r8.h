@@ -210,17 +210,20 @@ AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const 
             V##i sumi[R8_COLS];                                                                                       \
             for (int c = 0; c < C; c++) sumi[c] = P##_setzero_##S();                                                  \
             R8_UNROLL(8) for (int sb = 0; sb < 8; sb++) { /* Q5_K's shifts by sb: constants */             \
-                V##i part[R8_COLS];                                                                                   \
-                for (int c = 0; c < C; c++) part[c] = P##_setzero_##S();                                              \
+                V##i part[R8_COLS], part2[R8_COLS]; /* the even and the odd chunks: two chains of dots */              \
+                for (int c = 0; c < C; c++) part[c] = part2[c] = P##_setzero_##S();                                   \
                 R8_UNROLL(8) for (int j = 0; j < 8; j++) {                                                 \
                     const V##i w = r8k_values_##X(T, q, gb, sb, j);                                                   \
                     for (int c = 0; c < C; c++) {                                                                     \
                         int32_t four;                                                                                 \
                         memcpy(&four, y[c]->qs + 32 * sb + 4 * j, 4);                                                 \
-                        part[c] = T == T_Q5_K ? R8K_DOT32_##X(part[c], w, P##_set1_epi32(four))                       \
-                                              : R8K_DOT_##X(part[c], w, P##_set1_epi32(four));                        \
+                        V##i *pc = j % 2 ? &part2[c] : &part[c];                                                      \
+                        *pc = T == T_Q5_K ? R8K_DOT32_##X(*pc, w, P##_set1_epi32(four))                               \
+                                          : R8K_DOT_##X(*pc, w, P##_set1_epi32(four));                                \
                     }                                                                                                 \
                 }                                                                                                     \
+                for (int c = 0; c < C; c++) /* integers, no overflow (below): the same sum in either order */         \
+                    part[c] = vnni ? P##_add_epi32(part[c], part2[c]) : P##_add_epi16(part[c], part2[c]);             \
                 const V##i s32 = r8k_scales_##X(sc + 8 * sb);                                                          \
                 const V##i s16 = P##_or_##S(s32, P##_slli_epi32(s32, 16)); /* against both 16-bit halves of a lane */ \
                 for (int c = 0; c < C; c++)                                                                           \
