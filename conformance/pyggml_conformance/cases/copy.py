@@ -150,6 +150,10 @@ def eval_cases() -> list[Case]:
     for t in (F32, F16, BF16):
         out.append(cont_case(t, (10, 6, 4, 1), perm=(1, 0, 2, 3), ne_out=(60, 4)))
         out.append(cont_case(t, (8, 6, 4, 3), perm=(0, 2, 1, 3), ne_out=(48, 12)))
+        # destination rows that end inside a source row, longer and shorter than it
+        out.append(cont_case(t, (12, 5, 2, 1), perm=(0, 2, 1, 3), ne_out=(20, 6)))
+        out.append(cont_case(t, (12, 5, 2, 1), perm=(0, 2, 1, 3), ne_out=(5, 24)))
+        out.append(cont_case(t, (12, 5, 2, 1), perm=(1, 0, 2, 3), ne_out=(8, 15)))  # strided source rows
     return unique(out)
 
 
@@ -157,4 +161,6 @@ def perf_cases() -> list[Case]:
     out = [cpy_case(F32, t, (4096, 512, 1, 1)) for t in (F32, F16, BF16, T.Q8_0, T.Q4_0)]
     out += [cpy_case(F16, F32, (4096, 512, 1, 1)), cpy_case(F32, F32, (128, 512, 32, 1), perm_src=(0, 2, 1, 3))]
     out += [cont_case(F32, (1024, 64, 64, 1), perm=(2, 1, 0, 3)), dup_case(F16, (4096, 512, 1, 1))]
+    # attention's heads merged: [d, n, heads] permuted to [d, heads, n], made [d x heads, n]
+    out.append(cont_case(F32, (128, 128, 24, 1), perm=(0, 2, 1, 3), ne_out=(128 * 24, 128)))
     return out

@@ -92,16 +92,18 @@ int pgc_k_cpy(const pgc_node *n, const pgc_tctx *c) {
         return PGC_OK;
     }
     if (td == ts && pgc_blck_size(td) == 1) {
-        /* same type, other shape: move elements as bytes in logical order (exact for every type) */
+        /* same type, other shape: move elements as bytes in logical order (exact for every type), a run at a time
+           (what is left of the destination row or of the source row, whichever ends first: a CONT that merges a
+           permuted view's rows, as attention's heads, copies whole source rows) */
         for (int64_t r = r0; r < r1; r++) {
             char *d = pgc_row(n, 0, r);
             pgc_pos p = pos_of(n->ne[1], r * ne0);
-            if (p.i[0] + ne0 <= n->ne[1][0]) {
-                copy_strided(d, n->nb[0][0], pgc_ptr(n, 1, p.i[0], p.i[1], p.i[2], p.i[3]), n->nb[1][0], ne0, esz);
-                continue;
-            }
-            for (int64_t k = 0; k < ne0; k++) {
-                memcpy(d + k * n->nb[0][0], pgc_ptr(n, 1, p.i[0], p.i[1], p.i[2], p.i[3]), (size_t)esz);
+            for (int64_t k = 0; k < ne0;) {
+                const int64_t run = ne0 - k < n->ne[1][0] - p.i[0] ? ne0 - k : n->ne[1][0] - p.i[0];
+                copy_strided(d + k * n->nb[0][0], n->nb[0][0], pgc_ptr(n, 1, p.i[0], p.i[1], p.i[2], p.i[3]),
+                             n->nb[1][0], run, esz);
+                k += run;
+                p.i[0] += run - 1; /* the run's last step through pos_next, which carries into the next row */
                 pos_next(n->ne[1], &p);
             }
         }
