@@ -167,18 +167,22 @@ int pgc_k_set_rows(const pgc_node *n, const pgc_tctx *c) {
     const int td = n->type[0];
     const int64_t ne0 = n->ne[2][0], nrow = n->ne[2][1], ne2 = n->ne[2][2], ne3 = n->ne[2][3], ndst = n->ne[0][1];
     /* each destination row is written by one thread (the last write of a repeated id wins, as in order): thread
-       ith owns the flattened destination rows [d0, d1). No division per row: a transposed V cache writes its
-       values as rows of one element. */
+       ith owns the flattened destination rows [d0, d1). No division per id (the ids of each (i2, i3) walked by their
+       stride; two 64-bit remainders per id made a transposed V cache's write, its values as rows of one element,
+       3.6x slower: 7.8 against 2.2 ns a value, 131,072 values of a 3B prompt's layer on two threads). */
     int64_t d0, d1;
     pgc_split(ndst * ne2 * ne3, c->ith, c->nth, &d0, &d1);
     float *tmp = (float *)c->scratch;
     for (int64_t i3 = 0; i3 < ne3; i3++)
         for (int64_t i2 = 0; i2 < ne2; i2++) {
-            const int64_t base = ndst * (i2 + ne2 * i3);
+            const int64_t lo = d0 - ndst * (i2 + ne2 * i3), hi = d1 - ndst * (i2 + ne2 * i3); /* this thread's ids */
+            const char *ids = pgc_ptr(n, 3, 0, i2 % n->ne[3][1], i3 % n->ne[3][2], 0);
+            const int64_t inb = n->nb[3][0];
+            const int it = n->type[3];
             for (int64_t i = 0; i < nrow; i++) {
-                int64_t id = ld_index(pgc_ptr(n, 3, i, i2 % n->ne[3][1], i3 % n->ne[3][2], 0), n->type[3]);
+                const int64_t id = ld_index(ids + i * inb, it);
                 if (id < 0 || id >= ndst) return PGC_E_INDEX;
-                if (id + base < d0 || id + base >= d1) continue;  /* another thread's destination row */
+                if (id < lo || id >= hi) continue;  /* another thread's destination row */
                 const char *sp = pgc_ptr(n, 2, 0, i, i2, i3);
                 char *dp = pgc_ptr(n, 0, 0, id, i2, i3);
                 if (ne0 == 1 && td == T_F16) { /* one value: no conversion call */
