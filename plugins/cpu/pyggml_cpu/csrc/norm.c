@@ -18,24 +18,50 @@ float pgc_softmax_in_row(int64_t n, float *w, const float *x, float scale, const
 
 #define ROWS_END }
 
+/* RMS_NORM (sub 1) and L2_NORM (sub 2) rows, NORM_ROWS at once: each row's sum of squares is one chain of double
+   adds in ggml's order (float squares), but a chain alone waits an add's latency per element; the rows' chains
+   interleaved overlap (a batch's rows; a single row, as in decode, runs alone). A short last batch repeats its
+   first row in the unused chains and keeps nothing of them. */
+#define NORM_ROWS 4
+static void rms_rows(const pgc_node *n, int64_t r, int64_t cnt) {
+    const int64_t ne0 = n->ne[0][0], ne1 = n->ne[0][1], ne2 = n->ne[0][2];
+    const int64_t sx = n->nb[1][0] / 4, sy = n->nb[0][0] / 4;
+    const float eps = n->fp[0];
+    const float *x[NORM_ROWS];
+    float *y[NORM_ROWS];
+    for (int j = 0; j < NORM_ROWS; j++) {
+        const int64_t q = r + (j < cnt ? j : 0), i1 = q % ne1, i2 = (q / ne1) % ne2, i3 = q / (ne1 * ne2);
+        x[j] = (const float *)pgc_ptr(n, 1, 0, i1, i2, i3);
+        y[j] = (float *)pgc_ptr(n, 0, 0, i1, i2, i3);
+    }
+    double sq[NORM_ROWS] = {0.0};
+    for (int64_t k = 0; k < ne0; k++)
+        for (int j = 0; j < NORM_ROWS; j++) sq[j] += (double)(x[j][k * sx] * x[j][k * sx]); /* float squares */
+    for (int j = 0; j < cnt; j++) {
+        const float scale = n->sub == 1 ? 1.0f / sqrtf((float)(sq[j] / ne0) + eps)
+                                        : 1.0f / fmaxf(sqrtf((float)sq[j]), eps);
+        for (int64_t k = 0; k < ne0; k++) y[j][k * sy] = x[j][k * sx] * scale;
+    }
+}
+
 int pgc_k_norm(const pgc_node *n, const pgc_tctx *c) {
     const int64_t ne0 = n->ne[0][0];
     const float eps = n->fp[0];
+    if (n->sub != 0) {
+        int64_t r0, r1;
+        pgc_split(pgc_nrows(n, 0), c->ith, c->nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; r += NORM_ROWS) rms_rows(n, r, r1 - r < NORM_ROWS ? r1 - r : NORM_ROWS);
+        return PGC_OK;
+    }
     ROWS_LOOP(n, c)
         const float *x = (const float *)pgc_ptr(n, 1, 0, i1, i2, i3);
         float *y = (float *)pgc_ptr(n, 0, 0, i1, i2, i3);
         const int64_t sx = n->nb[1][0] / 4, sy = n->nb[0][0] / 4;
         double sum = 0.0, sq = 0.0;
         for (int64_t k = 0; k < ne0; k++) sum += x[k * sx];
-        float scale, mean = 0.0f;
-        if (n->sub == 0) {
-            mean = (float)(sum / ne0);
-            for (int64_t k = 0; k < ne0; k++) sq += (double)(x[k * sx] - mean) * (x[k * sx] - mean);
-            scale = 1.0f / sqrtf((float)(sq / ne0) + eps);
-        } else {
-            for (int64_t k = 0; k < ne0; k++) sq += (double)(x[k * sx] * x[k * sx]); /* float squares, as ggml */
-            scale = n->sub == 1 ? 1.0f / sqrtf((float)(sq / ne0) + eps) : 1.0f / fmaxf(sqrtf((float)sq), eps);
-        }
+        const float mean = (float)(sum / ne0);
+        for (int64_t k = 0; k < ne0; k++) sq += (double)(x[k * sx] - mean) * (x[k * sx] - mean);
+        const float scale = 1.0f / sqrtf((float)(sq / ne0) + eps);
         for (int64_t k = 0; k < ne0; k++) y[k * sy] = (x[k * sx] - mean) * scale;
     ROWS_END
     return PGC_OK;
