@@ -208,6 +208,7 @@ int pgc_k_rope(const pgc_node *n, const pgc_tctx *c) {
     const int ts = n->type[1];
     float *cache = (float *)c->scratch;
     float *x = cache + n_dims + 2, *y = x + ne0;
+    const int f32_rows = ts == T_F32 && n->type[0] == T_F32 && n->nb[1][0] == 4 && n->nb[0][0] == 4;
     int64_t last = -1, last3 = -1;
     ROWS_LOOP(n, c)
         if (i2 != last || i3 != last3) {
@@ -217,15 +218,22 @@ int pgc_k_rope(const pgc_node *n, const pgc_tctx *c) {
             last3 = i3;
         }
         const char *sp = pgc_ptr(n, 1, 0, i1, i2, i3);
-        for (int64_t k = 0; k < ne0; k++) x[k] = pgc_ld(sp + k * n->nb[1][0], ts);
+        char *dp = pgc_ptr(n, 0, 0, i1, i2, i3);
+        /* F32 rows of contiguous values are rotated where they lie (in place too: a pair is read before it is
+           written); other types and strides through the row buffers */
+        const float *xr = f32_rows ? (const float *)sp : x;
+        float *yr = f32_rows ? (float *)dp : y;
+        if (!f32_rows)
+            for (int64_t k = 0; k < ne0; k++) x[k] = pgc_ld(sp + k * n->nb[1][0], ts);
 #if defined(__x86_64__) && defined(__GNUC__)
-        if (pgc_S.level >= 1) rope_rotate_fma(cache, x, y, n_dims, neox);
+        if (pgc_S.level >= 1) rope_rotate_fma(cache, xr, yr, n_dims, neox);
         else
 #endif
-            rope_rotate(cache, x, y, n_dims, neox);
-        for (int64_t k = n_dims; k < ne0; k++) y[k] = x[k];
-        char *dp = pgc_ptr(n, 0, 0, i1, i2, i3);
-        for (int64_t k = 0; k < ne0; k++) pgc_st(dp + k * n->nb[0][0], n->type[0], y[k]);
+            rope_rotate(cache, xr, yr, n_dims, neox);
+        if (xr != yr)
+            for (int64_t k = n_dims; k < ne0; k++) yr[k] = xr[k];
+        if (!f32_rows)
+            for (int64_t k = 0; k < ne0; k++) pgc_st(dp + k * n->nb[0][0], n->type[0], y[k]);
     ROWS_END
     return PGC_OK;
 }
