@@ -9,7 +9,7 @@ repair`). Building from the sdist needs a C compiler and Python's headers; witho
 says which is missing and how to get it.
 
 setuptools compiles an extension's sources one after another; the build_ext here compiles them a core each
-(`compile_in_parallel`): the cpu plugin's 28 sources take 75 s of one core, 40 s of two.
+(`compile_in_parallel`): the cpu plugin's 28 sources take 75 s of one core, 36 s of two.
 
 A setup.py puts its own folder (where an sdist's copy of this file lies) and then plugins/ (the checkout's) on
 sys.path and imports this module: it needs only the standard library and setuptools, so it works in the isolated
