@@ -35,7 +35,8 @@ def build(cc: str, out: Path) -> Path:
     sources = [HARNESS, *sorted(Path(CSRC).glob("*.c"))]
     objects = [out.with_name(f"{out.name}.{src.stem}.o") for src in sources]
     flags = [*COMPILE_ARGS, *(f"-I{d}" for d in INCLUDE_DIRS)]
-    with ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # macOS: none
+    with ThreadPoolExecutor(cores) as pool:
         list(pool.map(lambda src, obj: _cc([cc, *flags, "-c", str(src), "-o", str(obj)]), sources, objects))
     _cc([cc, *(str(o) for o in objects), "-o", str(out), *(f"-l{lib}" for lib in LIBRARIES)])
     return out
