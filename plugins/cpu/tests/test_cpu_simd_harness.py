@@ -5,7 +5,6 @@ that has the dot product instructions, plain NEON on one that lacks them (the ru
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 
 from pyggml_cpu import native
 from pyggml_cpu._build import COMPILE_ARGS, CSRC, INCLUDE_DIRS, LIBRARIES
+from pyggml_cpu.options import available_cores
 
 HARNESS = Path(__file__).with_name("simd_harness.c")
 X86_LEVELS = ["avx2", "avx2+vnni", "avx512", "avx512+vnni"]
@@ -35,8 +35,7 @@ def build(cc: str, out: Path) -> Path:
     sources = [HARNESS, *sorted(Path(CSRC).glob("*.c"))]
     objects = [out.with_name(f"{out.name}.{src.stem}.o") for src in sources]
     flags = [*COMPILE_ARGS, *(f"-I{d}" for d in INCLUDE_DIRS)]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # macOS: none
-    with ThreadPoolExecutor(cores) as pool:
+    with ThreadPoolExecutor(available_cores()) as pool:
         list(pool.map(lambda src, obj: _cc([cc, *flags, "-c", str(src), "-o", str(obj)]), sources, objects))
     _cc([cc, *(str(o) for o in objects), "-o", str(out), *(f"-l{lib}" for lib in LIBRARIES)])
     return out
