@@ -105,11 +105,16 @@ def test_mul_mat_gives_ggml_avx2_bits(ggml: ctypes.CDLL, cpu_backend: Backend, l
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{t} n={n}")
 
 
-def test_q8_K_activations_are_ggml_bytes(ggml: ctypes.CDLL) -> None:
-    """The K-quants' activation blocks (Q8_K) are ggml's quantize_row_q8_K bytes, zero rows and ties included."""
+def test_q8_K_activations_are_ggml_bytes(ggml: ctypes.CDLL, level: int) -> None:
+    """The K-quants' activation blocks (Q8_K) are ggml's quantize_row_q8_K bytes at each x86 level (dot_impl.h's
+    text compiled for it), zero rows and ties of magnitude included."""
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((40, 512)) * rng.uniform(1e-3, 1e3, (40, 1))).astype(np.float32)
     x[0] = 0.0
     x[1] = np.round(x[1] * 4) / 4
+    x[2] = np.clip(x[2] / np.abs(x[2]).max(), -0.9, 0.9)  # the largest magnitude twice, opposite signs: the first
+    x[2, [37, 300]] = -1.0, 1.0                            # one's sign sets the scale's
+    x[3] = np.clip(x[3] / np.abs(x[3]).max(), -0.9, 0.9)
+    x[3, [260, 500]] = 1.0, -1.0                           # in the second block
     np.testing.assert_array_equal(native.quantize(x, GGMLType.Q8_K).reshape(40, -1),
                                   _quantize_rows(ggml, "q8_K", x))

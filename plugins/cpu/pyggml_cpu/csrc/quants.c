@@ -212,8 +212,8 @@ void pgc_dequant_row(int type, const void *vx, float *y, int64_t n) {
 
 /* ---- quantisation (ggml's reference rounding) ----------------------------------------------------------- */
 
-/* Q8_1 and Q8_K (dot partners only; the shared quantisers are in quantize.c). A block with a NaN or an infinity
-   gets NaN scales and zero quants, as quantize.h's pg_nan_block and pyggml.quants.nan_block. */
+/* Q8_1 (a dot partner only; the shared quantisers are in quantize.c, Q8_K's in dot_impl.h). A block with a NaN or
+   an infinity gets NaN scales and zero quants, as quantize.h's pg_nan_block and pyggml.quants.nan_block. */
 /* Q8_0's quants and scale (quantize.h) plus s = d * sum(qs), d unrounded (NaN for a block with a non-finite value) */
 static void q_q8_1(const float *x, void *vy, int64_t n) {
     bq8_1 *y = (bq8_1 *)vy;
@@ -228,39 +228,11 @@ static void q_q8_1(const float *x, void *vy, int64_t n) {
     }
 }
 
-static void q_q8_K(const float *x, void *vy, int64_t n) {
-    bq8_K *y = (bq8_K *)vy;
-    for (int64_t i = 0; i < n / QKK; i++, x += QKK) {
-        if (!pg_all_finite(x, QKK)) {
-            memset(&y[i], 0, sizeof(bq8_K));
-            y[i].d = NAN;
-            continue;
-        }
-        float mx, amax = pg_amax(x, QKK, &mx);
-        if (!amax) {
-            memset(&y[i], 0, sizeof(bq8_K));
-            continue;
-        }
-        float iscale = -127.f / mx;
-        for (int j = 0; j < QKK; j++) {
-            int v = pg_nearest_int(iscale * x[j]);
-            y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
-        }
-        for (int j = 0; j < 16; j++) {
-            int s = 0;
-            for (int l = 0; l < 16; l++) s += y[i].qs[16 * j + l];
-            y[i].bsums[j] = (int16_t)s;
-        }
-        y[i].d = 1 / iscale;
-    }
-}
-
 void pgc_quant_shared(pgc_simd *s);
 
 void pgc_quant_portable(pgc_simd *s) {
     pgc_quant_shared(s);
     s->quantize[T_Q8_1] = q_q8_1;
-    s->quantize[T_Q8_K] = q_q8_K;
 }
 
 /* ---- activations of a matmul (dot partners) --------------------------------------------------------------
