@@ -147,6 +147,12 @@ static inline __m512i r8k_fifth_bit_zmm(__m512i w, __m512i h, int sb) {
         const V##i v = r8k_load_##X(q + (T == T_Q5_K ? 256 : 0) + 256 * (sb / 2) + 32 * j, gb);                     \
         const V##i w = P##_and_##S(sb & 1 ? P##_srli_epi16(v, 4) : v, P##_set1_epi8(0xF));                           \
         return T == T_Q5_K ? r8k_fifth_bit_##X(w, r8k_load_##X(q + 32 * j, gb), sb) : w;                             \
+    }                                                                                                                 \
+    /* Q4_K with 32-bit partial sums: an odd sub-block's nibbles where they lie, as 16 times their values (no shift; \
+       its sums are exact multiples of 16, at most 16 x 4 x 63 x 32 x 15 x 128 < 2^31, shifted back once a block) */ \
+    AINLINE V##i r8k_values16_##X(const uint8_t *q, size_t gb, const int sb, const int j) {                          \
+        const V##i v = r8k_load_##X(q + 256 * (sb / 2) + 32 * j, gb);                                                 \
+        return P##_and_##S(v, P##_set1_epi8(sb & 1 ? (char)0xF0 : 0xF));                                             \
     }
 R8K_VALUES_X86(ymm, __m256, _mm256, si256)
 #if defined(__AVX512F__)
@@ -199,6 +205,7 @@ AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const 
 #define R8K_COLS_X86(name, T, G, X, V, P, S)                                                                          \
     AINLINE void name(int64_t k, const uint8_t *x, size_t gb, const void *vy, size_t by, const int C, float *out) {   \
         const int tile = r8_tile(T), vnni = R8K_VNNI_##X || T == T_Q5_K; /* 32-bit partial sums */                  \
+        const int hi16 = T == T_Q4_K && vnni;                                                                         \
         V acc[R8_COLS], accm[R8_COLS];                                                                                \
         for (int c = 0; c < C; c++) acc[c] = accm[c] = P##_setzero_ps();                                              \
         for (int64_t b = 0; b < k / QKK; b++) {                                                                       \
@@ -207,13 +214,13 @@ AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const 
             r8k_tile_start(t, gb, G, tile, vy, by, b, C, y);                                                          \
             uint8_t sc[G * 64], mn[G * 64];                                                                           \
             for (int g = 0; g < G; g++) r8k_unpack(t + g * gb, sc + 64 * g, mn + 64 * g);                             \
-            V##i sumi[R8_COLS];                                                                                       \
-            for (int c = 0; c < C; c++) sumi[c] = P##_setzero_##S();                                                  \
+            V##i sumi[R8_COLS], sumi16[R8_COLS]; /* sumi16: odd sub-blocks as 16 times their sums (hi16) */           \
+            for (int c = 0; c < C; c++) sumi[c] = sumi16[c] = P##_setzero_##S();                                      \
             R8_UNROLL(8) for (int sb = 0; sb < 8; sb++) { /* Q5_K's shifts by sb: constants */             \
                 V##i part[R8_COLS], part2[R8_COLS]; /* the even and the odd chunks: two chains of dots */              \
                 for (int c = 0; c < C; c++) part[c] = part2[c] = P##_setzero_##S();                                   \
                 R8_UNROLL(8) for (int j = 0; j < 8; j++) {                                                 \
-                    const V##i w = r8k_values_##X(T, q, gb, sb, j);                                                   \
+                    const V##i w = hi16 ? r8k_values16_##X(q, gb, sb, j) : r8k_values_##X(T, q, gb, sb, j);           \
                     for (int c = 0; c < C; c++) {                                                                     \
                         int32_t four;                                                                                 \
                         memcpy(&four, y[c]->qs + 32 * sb + 4 * j, 4);                                                 \
@@ -226,10 +233,12 @@ AINLINE void r8k_tile_start(const uint8_t *t, size_t gb, int G, int tile, const 
                     part[c] = vnni ? P##_add_epi32(part[c], part2[c]) : P##_add_epi16(part[c], part2[c]);             \
                 const V##i s32 = r8k_scales_##X(sc + 8 * sb);                                                          \
                 const V##i s16 = P##_or_##S(s32, P##_slli_epi32(s32, 16)); /* against both 16-bit halves of a lane */ \
-                for (int c = 0; c < C; c++)                                                                           \
-                    sumi[c] = P##_add_epi32(sumi[c], vnni ? P##_mullo_epi32(part[c], s32)                             \
-                                                          : P##_madd_epi16(part[c], s16));                            \
+                for (int c = 0; c < C; c++) {                                                                         \
+                    V##i *si = hi16 && sb & 1 ? &sumi16[c] : &sumi[c];                                                \
+                    *si = P##_add_epi32(*si, vnni ? P##_mullo_epi32(part[c], s32) : P##_madd_epi16(part[c], s16));    \
+                }                                                                                                     \
             }                                                                                                         \
+            for (int c = 0; hi16 && c < C; c++) sumi[c] = P##_add_epi32(sumi[c], P##_srai_epi32(sumi16[c], 4));       \
             /* the mins term: row r's mins pairs against the pairs' activation sums */                                \
             V##i mpair[4];                                                                                            \
             for (int p = 0; p < 4; p++) mpair[p] = r8k_mins_##X(mn + 16 * p);                                          \
