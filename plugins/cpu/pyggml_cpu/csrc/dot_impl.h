@@ -1,7 +1,9 @@
-/* Plain-C dot products, written for auto-vectorisation. Included by dot_portable.c (no target flags) and by
-   dot_avx2.c (under #pragma GCC target avx2/fma/f16c), so one text gives the portable and a vectorised build.
-   The includer defines SFX(name) to give the functions their suffix and LD16(h) for an fp16 load. */
+/* Plain-C dot products (and Q8_K, the K types' activations), written for auto-vectorisation. Included by
+   dot_portable.c (no target flags) and by dot_avx2.c (under #pragma GCC target avx2/fma/f16c), so one text gives the
+   portable and a vectorised build. The includer defines SFX(name) to give the functions their suffix and LD16(h) for
+   an fp16 load. */
 #include "quants.h"
+#include "quantize.h" /* pg_all_finite */
 
 static float SFX(dot_f32)(int64_t n, const float *x, const float *y) {
     float acc[16] = {0};
@@ -255,9 +257,9 @@ SFX_VDK(q6_K, SFX(unpack_q6_K))
 
 /* Q8_K, the K types' activations (a block with a NaN or an infinity: NaN scale, zero quants, as quants.c's
    Q8_1): ggml's quantize_row_q8_K_ref, the same bytes, in loops the compiler vectorises: the largest magnitude in
-   eight running maxima, the non-finite test on the exponent bits, the first value of the largest magnitude as a
-   minimum of indices (ggml's branch per value keeps its loop scalar: 1.20 ns a value, one thread; this text
-   0.99 in the portable build, 0.51 in the AVX2 one) */
+   eight running maxima, the non-finite test on the exponent bits (pg_all_finite), the first value of the largest
+   magnitude as a minimum of indices (ggml's branch per value keeps its loop scalar: 1.20 ns a value, one thread;
+   this text 0.99 in the portable build, 0.51 in the AVX2 one) */
 static void SFX(q_q8_K)(const float *x, void *vy, int64_t n) {
     bq8_K *y = (bq8_K *)vy;
     for (int64_t i = 0; i < n / QKK; i++, x += QKK) {
@@ -268,12 +270,7 @@ static void SFX(q_q8_K)(const float *x, void *vy, int64_t n) {
                 lane[l] = a > lane[l] ? a : lane[l];
             }
         for (int l = 0; l < 8; l++) amax = lane[l] > amax ? lane[l] : amax;
-        uint32_t nonfinite = 0; /* the exponent bits (an integer OR vectorises; a float sum stays a chain) */
-        for (int j = 0; j < QKK; j++) {
-            uint32_t u;
-            memcpy(&u, &x[j], 4);
-            nonfinite |= (u & 0x7f800000u) == 0x7f800000u;
-        }
+        const int nonfinite = !pg_all_finite(x, QKK);
         if (nonfinite || !amax) {
             memset(&y[i], 0, sizeof(bq8_K));
             y[i].d = nonfinite ? NAN : 0.0f;
