@@ -113,7 +113,7 @@ def test_q8_K_activations_are_ggml_bytes(ggml: ctypes.CDLL, level: int) -> None:
     x[0] = 0.0
     x[1] = np.round(x[1] * 4) / 4
     x[2] = np.clip(x[2] / np.abs(x[2]).max(), -0.9, 0.9)  # the largest magnitude twice, opposite signs: the first
-    x[2, [37, 300]] = -1.0, 1.0                            # one's sign sets the scale's
+    x[2, [37, 200]] = -1.0, 1.0                            # one's sign sets the scale's (in the first block)
     x[3] = np.clip(x[3] / np.abs(x[3]).max(), -0.9, 0.9)
     x[3, [260, 500]] = 1.0, -1.0                           # in the second block
     np.testing.assert_array_equal(native.quantize(x, GGMLType.Q8_K).reshape(40, -1),
