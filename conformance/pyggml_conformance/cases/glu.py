@@ -16,8 +16,9 @@ from pyggml_conformance.inputs import uniform
 
 PLAIN = tuple(g for g in GluOp if g not in PARAMS_OF_GLU)
 """The sub-ops without params of their own (SWIGLU_OAI / SWIGLU_CLAMP: the moe family)."""
-SHAPES = ((128, 2, 2, 2), (5, 7, 11, 13), (1025, 3, 1, 1))
-"""Result shapes: a fused input has twice ne[0]."""
+SHAPES = ((128, 2, 2, 2), (5, 7, 11, 13), (1025, 3, 1, 1), (1027, 1, 1, 1))
+"""Result shapes: a fused input has twice ne[0]. The last is one row, as a decode step's (a backend may share it out
+across threads), of a length no multiple of a vector's."""
 
 
 def glu_case(gop: GluOp, t: GGMLType, ne: Sequence[int], v: int = 0, swapped: bool = False,
@@ -46,6 +47,8 @@ def eval_cases() -> list[Case]:
         out.append(glu_case(gop, t, ne, v, swapped, split))
     for gop, t, split in product(PLAIN, (F32, F16), (False, True)):
         out.append(glu_case(gop, t, SHAPES[2], split=split))
+    for gop, t, v, swapped, split in product(PLAIN, (F32, F16), (0, 1), (False, True), (False, True)):
+        out.append(glu_case(gop, t, SHAPES[3], v, swapped, split))
     return out
 
 

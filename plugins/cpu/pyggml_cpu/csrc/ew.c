@@ -319,38 +319,40 @@ int pgc_k_unary(const pgc_node *n, const pgc_tctx *c) {
     return PGC_OK;
 }
 
-/* GLU: fused (src1 absent: halves of src0's row) or split; ip[0] swapped */
+/* GLU: fused (src1 absent: halves of src0's row) or split; ip[0] swapped. Rows split across threads, or where there
+   are fewer rows than threads (a decode's one) each row in pieces of whole groups of 8 (swiglu's vector width, so
+   that every value is computed as in the whole row; the scalar tail stays the last piece's) */
 int pgc_k_glu(const pgc_node *n, const pgc_tctx *c) {
-    int64_t nr = pgc_nrows(n, 0), r0, r1;
-    pgc_split(nr, c->ith, c->nth, &r0, &r1);
-    const int64_t nc = n->ne[0][0], ne1 = n->ne[0][1], ne2 = n->ne[0][2];
+    const int64_t nr = pgc_nrows(n, 0), nc = n->ne[0][0], ne1 = n->ne[0][1], ne2 = n->ne[0][2];
+    const int64_t pieces = nr < c->nth && nc >= 64 ? c->nth : 1;
     const int split = n->data[2] != 0, swapped = n->ip[0];
     float *a = (float *)c->scratch, *b = a + 2 * nc;
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
-        float *g, *v;
-        if (split) {
-            load_row(n, 1, pgc_ptr(n, 1, 0, i1, i2, i3), a, nc);
-            load_row(n, 2, pgc_ptr(n, 2, 0, i1, i2, i3), b, nc);
-            g = swapped ? b : a;
-            v = swapped ? a : b;
-        } else {
-            load_row(n, 1, pgc_ptr(n, 1, 0, i1, i2, i3), a, 2 * nc);
-            g = swapped ? a + nc : a;
-            v = swapped ? a : a + nc;
-        }
+    int64_t u0, u1;
+    pgc_split(nr * pieces, c->ith, c->nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t r = u / pieces, p = u % pieces, i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+        int64_t k0, k1;
+        pgc_split(nc / 8, (int)p, (int)pieces, &k0, &k1);
+        k0 *= 8;
+        k1 = p == pieces - 1 ? nc : 8 * k1;
+        const int64_t len = k1 - k0;
+        if (len <= 0) continue;
+        /* both halves read before the row is written: dst may share the fused src0's memory */
+        load_row(n, 1, pgc_ptr(n, 1, k0, i1, i2, i3), a, len);
+        load_row(n, split ? 2 : 1, split ? pgc_ptr(n, 2, k0, i1, i2, i3) : pgc_ptr(n, 1, nc + k0, i1, i2, i3), b, len);
+        float *g = swapped ? b : a, *v = swapped ? a : b;
         switch (n->sub) {
-        case PGC_G_REGLU: for (int64_t k = 0; k < nc; k++) g[k] = (g[k] > 0 ? g[k] : 0.0f) * v[k]; break;
-        case PGC_G_GEGLU: for (int64_t k = 0; k < nc; k++) g[k] = gelu_tanh(g[k]) * v[k]; break;
-        case PGC_G_SWIGLU: swiglu_row(nc, g, v); break;
-        case PGC_G_GEGLU_ERF: for (int64_t k = 0; k < nc; k++) g[k] = gelu_erf(g[k]) * v[k]; break;
-        case PGC_G_GEGLU_QUICK: for (int64_t k = 0; k < nc; k++) g[k] = gelu_quick(g[k]) * v[k]; break;
+        case PGC_G_REGLU: for (int64_t k = 0; k < len; k++) g[k] = (g[k] > 0 ? g[k] : 0.0f) * v[k]; break;
+        case PGC_G_GEGLU: for (int64_t k = 0; k < len; k++) g[k] = gelu_tanh(g[k]) * v[k]; break;
+        case PGC_G_SWIGLU: swiglu_row(len, g, v); break;
+        case PGC_G_GEGLU_ERF: for (int64_t k = 0; k < len; k++) g[k] = gelu_erf(g[k]) * v[k]; break;
+        case PGC_G_GEGLU_QUICK: for (int64_t k = 0; k < len; k++) g[k] = gelu_quick(g[k]) * v[k]; break;
         default: {
-            int rc = pgc_glu_ext(n->sub, g, v, nc, n->fp);
+            int rc = pgc_glu_ext(n->sub, g, v, len, n->fp);
             if (rc) return rc;
         }
         }
-        store_row(n, pgc_ptr(n, 0, 0, i1, i2, i3), g, nc);
+        store_row(n, pgc_ptr(n, 0, k0, i1, i2, i3), g, len);
     }
     return PGC_OK;
 }
