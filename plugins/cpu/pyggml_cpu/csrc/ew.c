@@ -337,7 +337,7 @@ int pgc_k_glu(const pgc_node *n, const pgc_tctx *c) {
         k1 = p == pieces - 1 ? nc : 8 * k1;
         const int64_t len = k1 - k0;
         if (len <= 0) continue;
-        /* both halves read before the row is written: dst may share the fused src0's memory */
+        /* both inputs read before the piece is written (dst may share an input's memory) */
         load_row(n, 1, pgc_ptr(n, 1, k0, i1, i2, i3), a, len);
         load_row(n, split ? 2 : 1, split ? pgc_ptr(n, 2, k0, i1, i2, i3) : pgc_ptr(n, 1, nc + k0, i1, i2, i3), b, len);
         float *g = swapped ? b : a, *v = swapped ? a : b;
