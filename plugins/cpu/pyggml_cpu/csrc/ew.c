@@ -320,23 +320,20 @@ int pgc_k_unary(const pgc_node *n, const pgc_tctx *c) {
 }
 
 /* GLU: fused (src1 absent: halves of src0's row) or split; ip[0] swapped. Rows split across threads, or where there
-   are fewer rows than threads (a decode's one) each row in pieces of whole groups of 8 (swiglu's vector width, so
+   are fewer rows than threads (a decode's one) pieces of whole groups of 8 (pgc_piece; swiglu's vector width, so
    that every value is computed as in the whole row; the scalar tail stays the last piece's) */
 int pgc_k_glu(const pgc_node *n, const pgc_tctx *c) {
     const int64_t nr = pgc_nrows(n, 0), nc = n->ne[0][0], ne1 = n->ne[0][1], ne2 = n->ne[0][2];
-    const int64_t pieces = nr < c->nth && nc >= 64 ? c->nth : 1;
+    const int64_t pieces = pgc_pieces(nr, c->nth);
     const int split = n->data[2] != 0, swapped = n->ip[0];
     float *a = (float *)c->scratch, *b = a + 2 * nc;
     int64_t u0, u1;
     pgc_split(nr * pieces, c->ith, c->nth, &u0, &u1);
     for (int64_t u = u0; u < u1; u++) {
-        const int64_t r = u / pieces, p = u % pieces, i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
         int64_t k0, k1;
-        pgc_split(nc / 8, (int)p, (int)pieces, &k0, &k1);
-        k0 *= 8;
-        k1 = p == pieces - 1 ? nc : 8 * k1;
-        const int64_t len = k1 - k0;
-        if (len <= 0) continue;
+        const int64_t r = pgc_piece(u, pieces, nc, 8, &k0, &k1), len = k1 - k0;
+        const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+        if (!len) continue;
         /* both inputs read before the piece is written (dst may share an input's memory) */
         load_row(n, 1, pgc_ptr(n, 1, k0, i1, i2, i3), a, len);
         load_row(n, split ? 2 : 1, split ? pgc_ptr(n, 2, k0, i1, i2, i3) : pgc_ptr(n, 1, nc + k0, i1, i2, i3), b, len);

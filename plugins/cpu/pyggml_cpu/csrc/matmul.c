@@ -19,23 +19,21 @@ static int needs_conv(const pgc_node *n, int s, int t0) {
 }
 
 /* convert every row of slot s to type vt into dst (rows packed), split across threads: whole rows, or where there
-   are fewer rows than threads (a decode's one column) each row's blocks, so that no thread waits for another to
-   quantise a long row alone */
+   are fewer rows than threads (a decode's one column) pieces of whole blocks (pgc_piece), so that no thread waits for
+   another to quantise a long row alone */
 static int convert_rows(const pgc_node *n, int s, int vt, char *dst, const pgc_tctx *c, int round_f16) {
     const int64_t ne0 = n->ne[s][0], nr = pgc_nrows(n, s), bs = pgc_blck_size(vt);
-    const int64_t rs = pgc_row_size(vt, ne0), pieces = nr < c->nth && ne0 % bs == 0 ? c->nth : 1;
+    const int64_t rs = pgc_row_size(vt, ne0), pieces = pgc_pieces(nr, c->nth);
     float *tmp = (float *)c->scratch;
     int64_t u0, u1;
     pgc_split(nr * pieces, c->ith, c->nth, &u0, &u1);
     int rc = 0;
     for (int64_t u = u0; u < u1 && !rc; u++) {
-        const int64_t r = u / pieces;
-        int64_t b0 = 0, b1 = 1; /* blocks of the row (whole blocks only: else the row is one piece) */
-        if (pieces > 1) pgc_split(ne0 / bs, (int)(u % pieces), (int)pieces, &b0, &b1);
-        const int64_t e0 = b0 * bs, ne = pieces > 1 ? (b1 - b0) * bs : ne0;
+        int64_t k0, k1;
+        const int64_t r = pgc_piece(u, pieces, ne0, bs, &k0, &k1), ne = k1 - k0;
         if (!ne) continue;
-        const char *p = pgc_row(n, s, r) + e0 * n->nb[s][0];
-        char *d = dst + r * rs + b0 * pgc_type_size(vt);
+        const char *p = pgc_row(n, s, r) + k0 * n->nb[s][0];
+        char *d = dst + r * rs + k0 / bs * pgc_type_size(vt);
         if (n->type[s] == T_F32 && n->nb[s][0] == 4) {
             rc = pgc_quantize_act((const float *)p, d, ne, vt);
         } else {

@@ -247,6 +247,17 @@ static inline void pgc_split(int64_t n, int ith, int nth, int64_t *i0, int64_t *
     *i0 = d * ith < n ? d * ith : n;
     *i1 = *i0 + d < n ? *i0 + d : n;
 }
+/* Work items over nr rows of ne0 values: the rows, or where there are fewer rows than threads (a decode's one row)
+   each row in pieces of whole units of `unit` values, the last piece taking the rest. Items [0, nr x pgc_pieces) are
+   shared with pgc_split; pgc_piece gives item u's row and its values [k0, k1) (k0 == k1: none). */
+static inline int64_t pgc_pieces(int64_t nr, int nth) { return nr < nth ? nth : 1; }
+static inline int64_t pgc_piece(int64_t u, int64_t pieces, int64_t ne0, int64_t unit, int64_t *k0, int64_t *k1) {
+    const int p = (int)(u % pieces);
+    pgc_split(ne0 / unit, p, (int)pieces, k0, k1);
+    *k0 *= unit;
+    *k1 = p == pieces - 1 ? ne0 : *k1 * unit;
+    return u / pieces;
+}
 static inline int64_t pgc_nrows(const pgc_node *n, int s) { return n->ne[s][1] * n->ne[s][2] * n->ne[s][3]; }
 static inline char *pgc_ptr(const pgc_node *n, int s, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return (char *)(uintptr_t)n->data[s] + i0 * n->nb[s][0] + i1 * n->nb[s][1] + i2 * n->nb[s][2] + i3 * n->nb[s][3];
