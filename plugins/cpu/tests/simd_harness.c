@@ -258,10 +258,10 @@ static void check_floats(const char *level) {
 #define F16_ROWS_MAX 19
 #define F16_COLS_MAX 9
 static void check_f16_mat_vec(const char *level) {
-    static const int64_t ns[] = {1, 7, 8, 31, 32, 33, 63, 64, 65, 100, 128, 257, 300};
+    static const int64_t ns[] = {1, 7, 8, 31, 32, 33, 63, 64, 65, 100, 128, 257, 300, 543, 800, 1100};
     static const int64_t ncs[] = {1, 3, F16_COLS_MAX};
-    static uint16_t h[F16_ROWS_MAX * 310]; /* n + 10 halves apart at most */
-    static float y[F16_COLS_MAX * 300], got[F16_COLS_MAX][2 * F16_ROWS_MAX + 2];
+    static uint16_t h[F16_ROWS_MAX * 1110]; /* n + 10 halves apart at most */
+    static float y[F16_COLS_MAX * 1100], got[F16_COLS_MAX][2 * F16_ROWS_MAX + 2];
     char what[112];
     for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
         const int64_t n = ns[k], stride = n + (int64_t)(k % 3) * 5; /* halves between rows */
