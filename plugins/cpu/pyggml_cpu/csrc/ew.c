@@ -326,7 +326,7 @@ int pgc_k_glu(const pgc_node *n, const pgc_tctx *c) {
     const int64_t nr = pgc_nrows(n, 0), nc = n->ne[0][0], ne1 = n->ne[0][1], ne2 = n->ne[0][2];
     const int64_t pieces = pgc_pieces(nr, c->nth);
     const int split = n->data[2] != 0, swapped = n->ip[0];
-    float *a = (float *)c->scratch, *b = a + 2 * nc;
+    float *a = (float *)c->scratch, *b = a + nc; /* a piece of each input, nc values at most */
     int64_t u0, u1;
     pgc_split(nr * pieces, c->ith, c->nth, &u0, &u1);
     for (int64_t u = u0; u < u1; u++) {
