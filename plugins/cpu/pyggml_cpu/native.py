@@ -133,11 +133,18 @@ def vec_dot(t: GGMLType, x: npt.NDArray[Any], y: npt.NDArray[Any], n: int) -> fl
     return float(out[0])
 
 
-def read_bandwidth(n_threads: int, size: int = 1 << 30, reps: int = 5) -> float:
+def read_bandwidth(n_threads: int, size: int = 1 << 30, reps: int = 5,
+                   buffer: npt.NDArray[np.uint8] | None = None) -> float:
     """The machine's memory read bandwidth in bytes/s: n_threads threads streaming `size` bytes (far beyond the
-    caches) at once, the best of `reps` passes (the limit a memory-bound decode step is measured against)."""
-    buf = np.ones(size, dtype=np.uint8)  # written once, so every page is really there
-    bw = float(lib.pgc_read_bandwidth(ffi.from_buffer(buf), size, n_threads, reps))
+    caches) at once, the best of `reps` passes (the limit a memory-bound decode step is measured against). `buffer`:
+    stream that array (C-contiguous, its pages written) instead of a new one, for a caller that probes again and
+    again (a new gigabyte each time costs more than the pass)."""
+    if buffer is None:
+        buffer = np.ones(size, dtype=np.uint8)  # written once, so every page is really there
+    elif not buffer.flags.c_contiguous:
+        raise ValueError("read_bandwidth: the buffer must be C-contiguous")
+    size = buffer.nbytes
+    bw = float(lib.pgc_read_bandwidth(ffi.from_buffer(buffer), size, n_threads, reps))
     if bw <= 0:
         raise ValueError(f"read_bandwidth: bad arguments (n_threads={n_threads}, size={size}, reps={reps})")
     return bw

@@ -124,3 +124,13 @@ def test_compute_releases_the_gil(cpu_backend: Backend) -> None:
         spins += 1
     t.join()
     assert spins > 1000, f"the main thread ran only {spins} loop iterations during the compute"
+
+
+def test_read_bandwidth_streams_a_callers_buffer() -> None:
+    buf = np.ones(8 << 20, dtype=np.uint8)
+    assert native.read_bandwidth(2, reps=1, buffer=buf) > 0  # the caller's 8 MiB, not a new gigabyte
+    assert native.read_bandwidth(1, size=4 << 20, reps=2) > 0
+    with pytest.raises(ValueError, match="C-contiguous"):
+        native.read_bandwidth(1, buffer=np.ones((64, 64), dtype=np.uint8)[:, ::2])
+    with pytest.raises(ValueError, match="bad arguments"):
+        native.read_bandwidth(0, buffer=buf)
