@@ -149,8 +149,8 @@ def llama_cpp_round(llama_dir: Path, model: Path, threads: int, pp: int, tg: int
     stamp = llama_dir / "built-for.txt"
     build = stamp.read_text(encoding="utf-8").splitlines()[-1] if stamp.is_file() else "unknown"
     return run, burst, {"version": llama_cpp.__version__, "dir": str(llama_dir), "cmake_args": build,
-                 "load_s": round(load_s, 2),
-                 "system_info": llama_cpp.llama_print_system_info().decode().strip()}
+                        "load_s": round(load_s, 2),
+                        "system_info": llama_cpp.llama_print_system_info().decode().strip()}
 
 
 def cpu_flags() -> list[str]:
@@ -185,6 +185,8 @@ def main() -> None:
     ap.add_argument("--llama-dir", type=Path, default=None,
                     help="a llama-cpp-python --target folder (default: the native build, made if missing)")
     a = ap.parse_args()
+    if not 1 <= a.paired_steps <= a.pp + a.tg:  # a burst's steps go in the context's room after the depth
+        ap.error(f"--paired-steps must be 1 to --pp + --tg ({a.pp + a.tg}), not {a.paired_steps}")
     from pyggml_testing.llama_cpp_ref import build_native_llama
 
     llama_dir = a.llama_dir or build_native_llama()
