@@ -7,7 +7,7 @@ before and after), the stream with that work, and the same work over a buffer th
 pace, `compute_gb_s`). A decode mat-vec is such a stream: its kernels' pace from the caches (`compute_gb_s`) against
 the memory's (`memory_gb_s`) says where on this table it sits.
 
-    python benchmarks/bench_stream_overlap.py [--threads 2] [--buffer-mb 1024] [--work 1,2,3,4,6] [--rounds 6]
+    python benchmarks/bench_stream_overlap.py [--threads 2] [--buffer-mb 1024] [--work 1,2,3,4,6] [--rounds 30]
 
 Prints one JSON object: the CPU model, every measurement, and per work value and memory state (the samples whose two
 probes agree within 10%, binned by their mean to 10 GB/s) the medians of compute_over_memory (compute_gb_s /
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--buffer-mb", type=int, default=1024)
     ap.add_argument("--work", default="1,2,3,4,6", help="rounds of arithmetic per 32 bytes, comma list")
-    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=30)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         exe = build(Path(tmp))
